@@ -1,0 +1,83 @@
+// Package cli holds umad's command-line interface: one file per command.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// commands lists every top-level command; each file of this package adds its own in init.
+var commands []*ucli.Command
+
+func register(c *ucli.Command) { commands = append(commands, c) }
+
+// App builds the command-line application.
+func App() *ucli.App {
+	return &ucli.App{
+		Name:  "umad",
+		Usage: "evaluate and train teams of LLM agents that debate math problems",
+		Description: "umad samples multi-agent debates with llama.cpp, grades them, decomposes their\n" +
+			"uncertainty, and trains the agents with GRPO-style updates through libtorch.\n\n" +
+			"Start with:  umad model tiny --out /tmp/tiny && umad generate --model /tmp/tiny/model.gguf --prompt 'What is 2+3?'",
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log debug messages, llama.cpp's included, on stderr"},
+		},
+		Before: func(c *ucli.Context) error {
+			level := slog.LevelWarn
+			if c.Bool("verbose") {
+				level = slog.LevelDebug
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			return nil
+		},
+		Commands:        commands,
+		HideHelpCommand: true,
+		// Errors are printed once, by Main.
+		ExitErrHandler: func(*ucli.Context, error) {},
+	}
+}
+
+// Main runs the application and returns the process exit code: 0 on success, 1 with one
+// line on stderr for any error, 130 after an interrupt.
+func Main(args []string) int {
+	return run(args, os.Stderr)
+}
+
+func run(args []string, stderr io.Writer) int {
+	err := App().Run(args)
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errInterrupted) {
+		fmt.Fprintln(stderr, "umad: interrupted; completed work is on disk")
+		return 130
+	}
+	fmt.Fprintf(stderr, "umad: %v\n", err)
+	return 1
+}
+
+var errInterrupted = errors.New("interrupted")
+
+// interruptible returns a channel closed on the first SIGINT or SIGTERM, and a function that
+// stops listening. Long-running commands poll it between units of work.
+func interruptible() (<-chan struct{}, func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+			close(done)
+		case <-stop:
+		}
+	}()
+	return done, func() { signal.Stop(sig); close(stop) }
+}
