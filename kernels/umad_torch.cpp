@@ -1,0 +1,882 @@
+// libumad_torch: decoder-only transformers (Qwen2/Qwen2.5, Qwen3, Llama 3) with Hugging
+// Face semantics, chunked log-probs, GRPO/PPO losses and AdamW behind the C ABI of
+// umad_torch.h. One translation unit on purpose: compiles against torch are slow.
+
+#include "umad_torch.h"
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#define UMAD_EXPORT extern "C" __attribute__((visibility("default")))
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+namespace {
+
+// ArgError is a caller mistake (bad shape, name, range); anything else from torch is a
+// torch error. Both become codes at the ABI.
+struct ArgError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void set_err(char* err, size_t errlen, const char* msg) {
+  if (err == nullptr || errlen == 0) return;
+  std::snprintf(err, errlen, "%s", msg);
+}
+
+// guarded runs f and turns every exception into a code and a message.
+template <typename F>
+int guarded(char* err, size_t errlen, F&& f) {
+  try {
+    f();
+    return UMAD_OK;
+  } catch (const ArgError& e) {
+    set_err(err, errlen, e.what());
+    return UMAD_ERR_ARG;
+  } catch (const c10::Error& e) {
+    set_err(err, errlen, e.what_without_backtrace());
+    return UMAD_ERR_TORCH;
+  } catch (const std::exception& e) {
+    set_err(err, errlen, e.what());
+    return UMAD_ERR_TORCH;
+  } catch (...) {
+    set_err(err, errlen, "unknown C++ exception");
+    return UMAD_ERR_TORCH;
+  }
+}
+
+std::string shape_str(c10::IntArrayRef s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); i++) o << (i ? ", " : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+torch::Dtype to_dtype(int32_t d) {
+  switch (d) {
+    case UMAD_F32: return torch::kFloat32;
+    case UMAD_F64: return torch::kFloat64;
+    case UMAD_BF16: return torch::kBFloat16;
+    case UMAD_F16: return torch::kFloat16;
+  }
+  throw ArgError("unknown dtype code " + std::to_string(d));
+}
+
+// Causal attention of one sequence. q: [nh, L, hd]; k, v: [nkv, L, hd].
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t nh = q.size(0), L = q.size(1), hd = q.size(2), nkv = k.size(0);
+#if TORCH_VERSION_MAJOR >= 2
+  auto g = nh / nkv;
+  return at::scaled_dot_product_attention(q, k.repeat_interleave(g, 0), v.repeat_interleave(g, 0),
+                                          {}, 0.0, /*is_causal=*/true);
+#else
+  // Grouped-query attention without copying k/v: head h uses kv head h / (nh/nkv).
+  auto qg = q.view({nkv, nh / nkv, L, hd});
+  auto scores = torch::matmul(qg, k.unsqueeze(1).transpose(-1, -2)) / std::sqrt(double(hd));
+  auto mask = torch::ones({L, L}, torch::dtype(torch::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1, scores.scalar_type() == torch::kDouble
+                                              ? torch::kDouble
+                                              : torch::kFloat32)
+                   .to(v.scalar_type());
+  return torch::matmul(probs, v.unsqueeze(1)).view({nh, L, hd});
+#endif
+}
+
+// A packed micro-batch: all sequences in one row, positions restarting per sequence.
+struct Batch {
+  Tensor tokens;                 // [T] int64
+  std::vector<int64_t> lens;     // per-sequence total length
+  Tensor cos, sin;               // [T, 1, hd] in compute dtype
+};
+
+struct Layer {
+  Tensor ln1, q_w, q_b, k_w, k_b, v_w, v_b, o_w, q_norm, k_norm, ln2, gate, up, down;
+};
+
+struct Model;
+Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b);
+
+// Per-layer activation checkpointing: the forward keeps only the layer input; the
+// backward recomputes the layer with grad enabled and back-propagates through it, which
+// accumulates the parameter gradients directly.
+struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+  static Tensor forward(AutogradContext* ctx, Tensor x, const Model* m, int64_t layer,
+                        const Batch* b) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["model"] = reinterpret_cast<int64_t>(m);
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["batch"] = reinterpret_cast<int64_t>(b);
+    torch::NoGradGuard no_grad;
+    return layer_forward(*m, layer, x, *b);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto m = reinterpret_cast<const Model*>(ctx->saved_data["model"].toInt());
+    auto b = reinterpret_cast<const Batch*>(ctx->saved_data["batch"].toInt());
+    auto layer = ctx->saved_data["layer"].toInt();
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    {
+      torch::AutoGradMode grad(true);
+      auto y = layer_forward(*m, layer, x, *b);
+      torch::autograd::backward({y}, {grad_out[0]});
+    }
+    return {x.grad(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+// Log-probs and entropies of targets under softmax(h w^T * inv_temp), computed over row
+// chunks so neither direction holds more than chunk x V logits. The backward recomputes
+// each chunk's logits instead of storing them.
+struct ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
+  static torch::Dtype math_dtype(const Tensor& h) {
+    return h.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
+  }
+  static variable_list forward(AutogradContext* ctx, Tensor h, Tensor w, Tensor targets,
+                               double inv_temp, int64_t chunk) {
+    ctx->save_for_backward({h, w, targets});
+    ctx->saved_data["inv_temp"] = inv_temp;
+    ctx->saved_data["chunk"] = chunk;
+    torch::NoGradGuard no_grad;
+    const int64_t n = h.size(0);
+    auto dt = math_dtype(h);
+    auto logp = torch::empty({n}, h.options().dtype(dt));
+    auto ent = torch::empty({n}, h.options().dtype(dt));
+    for (int64_t s = 0; s < n; s += chunk) {
+      int64_t len = std::min(chunk, n - s);
+      auto z = torch::matmul(h.narrow(0, s, len), w.t()).to(dt) * inv_temp;
+      auto lsm = torch::log_softmax(z, -1);
+      logp.narrow(0, s, len).copy_(lsm.gather(1, targets.narrow(0, s, len).unsqueeze(1)).squeeze(1));
+      ent.narrow(0, s, len).copy_(-(lsm.exp() * lsm).sum(-1));
+    }
+    return {logp, ent};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto saved = ctx->get_saved_variables();
+    auto h = saved[0], w = saved[1], targets = saved[2];
+    double inv_temp = ctx->saved_data["inv_temp"].toDouble();
+    int64_t chunk = ctx->saved_data["chunk"].toInt();
+    auto g_logp = g[0], g_ent = g[1];
+    const int64_t n = h.size(0);
+    auto dt = math_dtype(h);
+    auto grad_h = torch::zeros_like(h);
+    auto grad_w = torch::zeros(w.sizes(), w.options().dtype(dt));
+    for (int64_t s = 0; s < n; s += chunk) {
+      int64_t len = std::min(chunk, n - s);
+      auto hc = h.narrow(0, s, len);
+      auto z = torch::matmul(hc, w.t()).to(dt) * inv_temp;
+      auto lsm = torch::log_softmax(z, -1);
+      auto p = lsm.exp();
+      // d logp_t / dz = onehot(t) - p;  d H / dz = -p (log p + H).
+      Tensor gz = torch::zeros_like(z);
+      if (g_logp.defined()) {
+        auto gl = g_logp.narrow(0, s, len).to(dt).unsqueeze(1);
+        gz = -p * gl;
+        gz.scatter_add_(1, targets.narrow(0, s, len).unsqueeze(1), gl);
+      }
+      if (g_ent.defined()) {
+        auto ge = g_ent.narrow(0, s, len).to(dt).unsqueeze(1);
+        auto H = -(p * lsm).sum(-1, true);
+        gz = gz - p * (lsm + H) * ge;
+      }
+      gz = gz * inv_temp;
+      grad_h.narrow(0, s, len).copy_(torch::matmul(gz.to(w.scalar_type()), w));
+      grad_w.add_(torch::matmul(gz.t(), hc.to(dt)));
+    }
+    return {grad_h, grad_w.to(w.scalar_type()), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+struct Model {
+  umad_model_config cfg{};
+  torch::Device device = torch::kCPU;
+  torch::Dtype param_dtype = torch::kFloat32;
+  torch::Dtype compute_dtype = torch::kFloat32;
+  // Checkpoint order and the expected shape of every tensor.
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, Tensor> params;
+  std::set<std::string> loaded;
+  bool ready = false;
+
+  Tensor embed, final_norm, lm_head;
+  std::vector<Layer> layers;
+  Tensor inv_freq;  // [hd/2], float32 (float64 for float64 models)
+
+  // AdamW state, only for trainable models.
+  std::map<std::string, Tensor> exp_avg, exp_avg_sq;
+  int64_t step = 0, skipped_total = 0;
+
+  void expect(const std::string& name, std::vector<int64_t> shape) {
+    names.push_back(name);
+    shapes[name] = std::move(shape);
+  }
+
+  explicit Model(const umad_model_config& c) : cfg(c) {
+    if (c.arch < UMAD_ARCH_QWEN2 || c.arch > UMAD_ARCH_LLAMA)
+      throw ArgError("unknown architecture code " + std::to_string(c.arch));
+    if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
+        c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
+        c.head_dim % 2 != 0)
+      throw ArgError("model config has a non-positive size or an odd head_dim");
+    if (c.num_heads % c.num_kv_heads != 0)
+      throw ArgError("num_heads " + std::to_string(c.num_heads) +
+                     " is not a multiple of num_kv_heads " + std::to_string(c.num_kv_heads));
+    if (c.dtype != UMAD_F32 && c.dtype != UMAD_F64)
+      throw ArgError("parameter dtype must be f32 or f64 (bf16 compute is automatic on CUDA)");
+    param_dtype = to_dtype(c.dtype);
+    compute_dtype = param_dtype;
+    if (c.device == UMAD_CUDA) {
+      if (!torch::cuda::is_available()) throw ArgError("CUDA requested but not available");
+      device = torch::Device(torch::kCUDA, 0);
+      compute_dtype = torch::kBFloat16;
+    } else if (c.device != UMAD_CPU) {
+      throw ArgError("unknown device code " + std::to_string(c.device));
+    }
+    const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+    const int64_t qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
+    expect("model.embed_tokens.weight", {c.vocab_size, H});
+    for (int64_t i = 0; i < c.num_layers; i++) {
+      auto p = "model.layers." + std::to_string(i) + ".";
+      expect(p + "input_layernorm.weight", {H});
+      expect(p + "self_attn.q_proj.weight", {qd, H});
+      if (c.attention_bias) expect(p + "self_attn.q_proj.bias", {qd});
+      expect(p + "self_attn.k_proj.weight", {kvd, H});
+      if (c.attention_bias) expect(p + "self_attn.k_proj.bias", {kvd});
+      expect(p + "self_attn.v_proj.weight", {kvd, H});
+      if (c.attention_bias) expect(p + "self_attn.v_proj.bias", {kvd});
+      expect(p + "self_attn.o_proj.weight", {H, qd});
+      if (c.qk_norm) {
+        expect(p + "self_attn.q_norm.weight", {hd});
+        expect(p + "self_attn.k_norm.weight", {hd});
+      }
+      expect(p + "post_attention_layernorm.weight", {H});
+      expect(p + "mlp.gate_proj.weight", {I, H});
+      expect(p + "mlp.up_proj.weight", {I, H});
+      expect(p + "mlp.down_proj.weight", {H, I});
+    }
+    expect("model.norm.weight", {H});
+    if (!c.tie_embeddings) expect("lm_head.weight", {c.vocab_size, H});
+    for (auto& n : names)
+      params[n] = torch::zeros(shapes[n], torch::dtype(param_dtype).device(device));
+    bind();
+    init_rope();
+  }
+
+  void bind() {
+    embed = params.at("model.embed_tokens.weight");
+    final_norm = params.at("model.norm.weight");
+    lm_head = cfg.tie_embeddings ? embed : params.at("lm_head.weight");
+    layers.assign(cfg.num_layers, Layer{});
+    auto get = [&](const std::string& n) {
+      auto it = params.find(n);
+      return it == params.end() ? Tensor() : it->second;
+    };
+    for (int64_t i = 0; i < cfg.num_layers; i++) {
+      auto p = "model.layers." + std::to_string(i) + ".";
+      auto& L = layers[i];
+      L.ln1 = get(p + "input_layernorm.weight");
+      L.q_w = get(p + "self_attn.q_proj.weight");
+      L.q_b = get(p + "self_attn.q_proj.bias");
+      L.k_w = get(p + "self_attn.k_proj.weight");
+      L.k_b = get(p + "self_attn.k_proj.bias");
+      L.v_w = get(p + "self_attn.v_proj.weight");
+      L.v_b = get(p + "self_attn.v_proj.bias");
+      L.o_w = get(p + "self_attn.o_proj.weight");
+      L.q_norm = get(p + "self_attn.q_norm.weight");
+      L.k_norm = get(p + "self_attn.k_norm.weight");
+      L.ln2 = get(p + "post_attention_layernorm.weight");
+      L.gate = get(p + "mlp.gate_proj.weight");
+      L.up = get(p + "mlp.up_proj.weight");
+      L.down = get(p + "mlp.down_proj.weight");
+    }
+  }
+
+  // RoPE frequencies as Hugging Face computes them (float32 unless the model is float64),
+  // including the llama3 long-context scaling.
+  void init_rope() {
+    auto dt = param_dtype == torch::kDouble ? torch::kDouble : torch::kFloat32;
+    const int64_t hd = cfg.head_dim;
+    auto exps = torch::arange(0, hd, 2, torch::kInt64).to(dt) / double(hd);
+    inv_freq = 1.0 / torch::pow(cfg.rope_theta, exps);
+    if (cfg.rope_scaling_factor > 0) {
+      const double factor = cfg.rope_scaling_factor, lo = cfg.rope_low_freq_factor,
+                   hi = cfg.rope_high_freq_factor;
+      const double old_ctx = double(cfg.rope_original_max_positions);
+      if (hi <= lo || old_ctx <= 0) throw ArgError("llama3 rope_scaling needs high > low factors and original positions");
+      const double low_wavelen = old_ctx / lo, high_wavelen = old_ctx / hi;
+      auto wavelen = 2 * M_PI / inv_freq;
+      auto scaled = torch::where(wavelen > low_wavelen, inv_freq / factor, inv_freq);
+      auto smooth = (old_ctx / wavelen - lo) / (hi - lo);
+      auto smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+      auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+      inv_freq = torch::where(medium, smoothed, scaled);
+    }
+    inv_freq = inv_freq.to(device);
+  }
+
+  void set_trainable() {
+    for (auto& kv : params) {
+      kv.second.requires_grad_(true);
+      exp_avg[kv.first] = torch::zeros_like(kv.second);
+      exp_avg_sq[kv.first] = torch::zeros_like(kv.second);
+    }
+  }
+
+  Tensor& lookup(const std::string& name, int32_t what) {
+    auto it = params.find(name);
+    if (it == params.end()) {
+      if (cfg.tie_embeddings && name == "lm_head.weight")
+        throw ArgError("lm_head.weight is tied to model.embed_tokens.weight in this model");
+      throw ArgError("unknown tensor " + name);
+    }
+    switch (what) {
+      case UMAD_WEIGHT: return it->second;
+      case UMAD_GRAD: return it->second.mutable_grad();
+      case UMAD_EXP_AVG:
+      case UMAD_EXP_AVG_SQ: {
+        auto& st = what == UMAD_EXP_AVG ? exp_avg : exp_avg_sq;
+        auto s = st.find(name);
+        if (s == st.end()) throw ArgError("model is not trainable: no optimizer state for " + name);
+        return s->second;
+      }
+    }
+    throw ArgError("unknown tensor kind " + std::to_string(what));
+  }
+
+  // Weights as used in compute: bf16 copies of the fp32 masters on CUDA (autograd flows
+  // back to the masters), the parameters themselves otherwise.
+  Tensor W(const Tensor& t) const {
+    if (!t.defined() || t.scalar_type() == compute_dtype) return t;
+    return t.to(compute_dtype);
+  }
+
+  Tensor rms_norm(const Tensor& x, const Tensor& w) const {
+    auto dt = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
+    auto xf = x.to(dt);
+    auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + cfg.rms_norm_eps);
+    return W(w) * y.to(compute_dtype);
+  }
+
+  Batch make_batch(const umad_seqs& s) const {
+    if (s.n_seqs <= 0) throw ArgError("empty batch");
+    if (!s.tokens || !s.prompt_lens || !s.resp_lens) throw ArgError("batch has a NULL array");
+    Batch b;
+    int64_t total = 0;
+    for (int32_t i = 0; i < s.n_seqs; i++) {
+      if (s.prompt_lens[i] < 1)
+        throw ArgError("sequence " + std::to_string(i) + " has no prompt token");
+      if (s.resp_lens[i] < 0)
+        throw ArgError("sequence " + std::to_string(i) + " has a negative response length");
+      b.lens.push_back(int64_t(s.prompt_lens[i]) + s.resp_lens[i]);
+      total += b.lens.back();
+    }
+    for (int64_t t = 0; t < total; t++)
+      if (s.tokens[t] < 0 || s.tokens[t] >= cfg.vocab_size)
+        throw ArgError("token id " + std::to_string(s.tokens[t]) + " at position " +
+                       std::to_string(t) + " is outside the vocabulary of " +
+                       std::to_string(cfg.vocab_size));
+    b.tokens = torch::from_blob(const_cast<int32_t*>(s.tokens), {total}, torch::kInt32)
+                   .to(torch::kInt64)
+                   .to(device);
+    std::vector<int64_t> pos;
+    pos.reserve(total);
+    for (auto L : b.lens)
+      for (int64_t p = 0; p < L; p++) pos.push_back(p);
+    auto positions = torch::tensor(pos, torch::kInt64).to(device).to(inv_freq.scalar_type());
+    auto freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // [T, hd/2]
+    auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);         // [T, 1, hd]
+    b.cos = emb.cos().to(compute_dtype);
+    b.sin = emb.sin().to(compute_dtype);
+    return b;
+  }
+
+  // Final hidden states [T, H] of a packed batch.
+  Tensor hidden(const Batch& b) const {
+    auto x = torch::embedding(W(embed), b.tokens);
+    bool ckpt = cfg.grad_checkpoint && torch::GradMode::is_enabled() && cfg.trainable;
+    for (int64_t i = 0; i < cfg.num_layers; i++)
+      x = ckpt ? CheckpointedLayer::apply(x, this, i, &b) : layer_forward(*this, i, x, b);
+    return rms_norm(x, final_norm);
+  }
+
+  // Rows of the hidden states that predict response tokens, and those tokens.
+  std::pair<Tensor, Tensor> response_rows(const umad_seqs& s, const Batch& b) const {
+    std::vector<int64_t> rows;
+    int64_t off = 0;
+    for (int32_t i = 0; i < s.n_seqs; i++) {
+      for (int32_t r = 0; r < s.resp_lens[i]; r++) rows.push_back(off + s.prompt_lens[i] - 1 + r);
+      off += b.lens[i];
+    }
+    auto idx = torch::tensor(rows, torch::kInt64).to(device);
+    return {idx, b.tokens.index_select(0, idx + 1)};
+  }
+
+  int64_t pick_chunk(int64_t chunk, int64_t n) const {
+    // About 8M logits per chunk keeps a 151,936-token vocabulary at ~55 rows (32 MiB).
+    if (chunk == 0) chunk = std::max<int64_t>(1, (int64_t(1) << 23) / cfg.vocab_size);
+    return std::max<int64_t>(1, std::min(chunk, std::max<int64_t>(n, 1)));
+  }
+
+  // Response-token log-probs and entropies at temperature; chunk < 0 materialises all
+  // logits with plain autograd ops (the reference the chunked path is tested against).
+  std::pair<Tensor, Tensor> logprobs(const umad_seqs& s, double temperature, int64_t chunk) const {
+    if (!(temperature > 0) || !std::isfinite(temperature))
+      throw ArgError("temperature must be positive and finite, got " + std::to_string(temperature));
+    auto b = make_batch(s);
+    auto h = hidden(b);
+    auto [rows, targets] = response_rows(s, b);
+    auto hr = h.index_select(0, rows);
+    auto w = W(lm_head);
+    if (chunk < 0) {
+      auto dt = h.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
+      auto lsm = torch::log_softmax(torch::matmul(hr, w.t()).to(dt) / temperature, -1);
+      auto logp = lsm.gather(1, targets.unsqueeze(1)).squeeze(1);
+      return {logp, -(lsm.exp() * lsm).sum(-1)};
+    }
+    auto out = ChunkedLogProbs::apply(hr, w, targets, 1.0 / temperature, pick_chunk(chunk, hr.size(0)));
+    return {out[0], out[1]};
+  }
+};
+
+Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b) {
+  const auto& L = m.layers[i];
+  const auto& c = m.cfg;
+  const int64_t T = x.size(0), hd = c.head_dim;
+  auto h = m.rms_norm(x, L.ln1);
+  auto q = torch::linear(h, m.W(L.q_w), m.W(L.q_b)).view({T, c.num_heads, hd});
+  auto k = torch::linear(h, m.W(L.k_w), m.W(L.k_b)).view({T, c.num_kv_heads, hd});
+  auto v = torch::linear(h, m.W(L.v_w), m.W(L.v_b)).view({T, c.num_kv_heads, hd});
+  if (c.qk_norm) {
+    q = m.rms_norm(q, L.q_norm);
+    k = m.rms_norm(k, L.k_norm);
+  }
+  auto rope = [&](const Tensor& t) {
+    auto half = hd / 2;
+    auto rot = torch::cat({-t.narrow(-1, half, half), t.narrow(-1, 0, half)}, -1);
+    return t * b.cos + rot * b.sin;
+  };
+  q = rope(q);
+  k = rope(k);
+  // Attention per sequence of the packed row: no compute on other sequences or padding.
+  std::vector<Tensor> outs;
+  outs.reserve(b.lens.size());
+  int64_t off = 0;
+  for (auto len : b.lens) {
+    auto qs = q.narrow(0, off, len).transpose(0, 1);
+    auto ks = k.narrow(0, off, len).transpose(0, 1);
+    auto vs = v.narrow(0, off, len).transpose(0, 1);
+    outs.push_back(causal_attention(qs, ks, vs).transpose(0, 1).reshape({len, c.num_heads * hd}));
+    off += len;
+  }
+  auto attn = outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
+  auto x1 = x + torch::linear(attn, m.W(L.o_w));
+  auto h2 = m.rms_norm(x1, L.ln2);
+  auto mlp = torch::linear(torch::silu(torch::linear(h2, m.W(L.gate))) * torch::linear(h2, m.W(L.up)),
+                           m.W(L.down));
+  return x1 + mlp;
+}
+
+Model* checked(umad_model* m) {
+  if (m == nullptr) throw ArgError("NULL model");
+  auto mm = reinterpret_cast<Model*>(m);
+  return mm;
+}
+
+Model* ready(umad_model* m) {
+  auto mm = checked(m);
+  if (!mm->ready) throw ArgError("model is not finalized: set all tensors, then finalize");
+  return mm;
+}
+
+int64_t response_tokens(const umad_seqs& s) {
+  int64_t n = 0;
+  for (int32_t i = 0; i < s.n_seqs; i++) n += s.resp_lens[i];
+  return n;
+}
+
+Tensor kl_estimate(const Tensor& logp, const Tensor& ref, int32_t estimator) {
+  switch (estimator) {
+    case UMAD_KL_K1: return logp - ref;
+    case UMAD_KL_K2: return 0.5 * (logp - ref).pow(2);
+    case UMAD_KL_K3: {
+      // low_var_kl: exp(ref - logp) - (ref - logp) - 1, with verl's clamps.
+      auto d = (ref - logp).clamp(-20, 20);
+      return (d.exp() - d - 1).clamp(-10, 10);
+    }
+  }
+  throw ArgError("unknown KL estimator code " + std::to_string(estimator));
+}
+
+// Aggregates per-token values x under mask over sequences given by seg (token -> seq).
+Tensor aggregate(const Tensor& x, const Tensor& mask, const Tensor& seg, int64_t n_seqs,
+                 int32_t mode, double norm_length) {
+  auto xm = x * mask;
+  switch (mode) {
+    case UMAD_AGG_TOKEN_MEAN: return xm.sum() / mask.sum().clamp_min(1e-8);
+    case UMAD_AGG_SEQ_MEAN_TOKEN_SUM:
+    case UMAD_AGG_SEQ_MEAN_TOKEN_MEAN: {
+      auto seq_sum = torch::zeros({n_seqs}, x.options()).index_add(0, seg, xm);
+      if (mode == UMAD_AGG_SEQ_MEAN_TOKEN_MEAN) {
+        auto cnt = torch::zeros({n_seqs}, x.options()).index_add(0, seg, mask);
+        seq_sum = seq_sum / cnt.clamp_min(1e-8);
+      }
+      return seq_sum.mean();
+    }
+    case UMAD_AGG_SEQ_MEAN_TOKEN_SUM_NORM: return xm.sum() / norm_length;
+  }
+  throw ArgError("unknown loss aggregation mode " + std::to_string(mode));
+}
+
+Tensor from_floats(const float* p, int64_t n, const Tensor& like) {
+  return torch::from_blob(const_cast<float*>(p), {n}, torch::kFloat32).to(like.options());
+}
+
+void copy_out(const Tensor& t, float* dst) {
+  if (dst == nullptr) return;
+  auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  std::memcpy(dst, c.data_ptr<float>(), sizeof(float) * c.numel());
+}
+
+}  // namespace
+
+struct umad_model {};  // opaque to C; the pointer is a Model*
+
+UMAD_EXPORT int umad_abi_version(void) { return UMAD_TORCH_ABI_VERSION; }
+
+UMAD_EXPORT const char* umad_torch_version(void) { return TORCH_VERSION; }
+
+UMAD_EXPORT int umad_set_threads(int32_t n, char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    if (n < 1) throw ArgError("thread count must be at least 1, got " + std::to_string(n));
+    at::set_num_threads(n);
+  });
+}
+
+UMAD_EXPORT int umad_cuda_available(void) {
+  try {
+    return torch::cuda::is_available() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+UMAD_EXPORT umad_model* umad_model_create(const umad_model_config* cfg, char* err, size_t errlen) {
+  Model* m = nullptr;
+  int rc = guarded(err, errlen, [&] {
+    if (cfg == nullptr) throw ArgError("NULL config");
+    m = new Model(*cfg);
+  });
+  return rc == UMAD_OK ? reinterpret_cast<umad_model*>(m) : nullptr;
+}
+
+UMAD_EXPORT void umad_model_free(umad_model* m) {
+  try {
+    delete reinterpret_cast<Model*>(m);
+  } catch (...) {
+  }
+}
+
+UMAD_EXPORT int umad_model_set_tensor(umad_model* mp, const char* name, int32_t dtype,
+                                      const int64_t* shape, int32_t ndim, const void* data,
+                                      char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = checked(mp);
+    if (name == nullptr || data == nullptr || (ndim > 0 && shape == nullptr) || ndim < 0)
+      throw ArgError("set_tensor: NULL name, data or shape");
+    std::string n(name);
+    if (m->cfg.tie_embeddings && n == "lm_head.weight") return;  // HF ties it; ignore the copy
+    auto it = m->shapes.find(n);
+    if (it == m->shapes.end()) throw ArgError("unexpected tensor " + n + " for this architecture");
+    std::vector<int64_t> got(shape, shape + ndim);
+    if (got != it->second)
+      throw ArgError("tensor " + n + " has shape " + shape_str(got) + ", expected " +
+                     shape_str(it->second));
+    auto src = torch::from_blob(const_cast<void*>(data), got, to_dtype(dtype));
+    torch::NoGradGuard no_grad;
+    m->params.at(n).copy_(src);
+    m->loaded.insert(n);
+  });
+}
+
+UMAD_EXPORT int umad_model_finalize(umad_model* mp, char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = checked(mp);
+    if (m->ready) return;
+    std::string missing;
+    for (auto& n : m->names)
+      if (!m->loaded.count(n)) missing += (missing.empty() ? "" : ", ") + n;
+    if (!missing.empty()) throw ArgError("missing tensors: " + missing);
+    if (m->cfg.trainable) m->set_trainable();
+    m->ready = true;
+  });
+}
+
+UMAD_EXPORT umad_model* umad_model_clone(const umad_model* mp, int32_t dtype, int32_t trainable,
+                                         char* err, size_t errlen) {
+  Model* out = nullptr;
+  int rc = guarded(err, errlen, [&] {
+    auto src = ready(const_cast<umad_model*>(mp));
+    auto cfg = src->cfg;
+    cfg.dtype = dtype;
+    cfg.trainable = trainable;
+    auto m = std::make_unique<Model>(cfg);
+    torch::NoGradGuard no_grad;
+    for (auto& n : m->names) {
+      m->params.at(n).copy_(src->params.at(n));
+      m->loaded.insert(n);
+    }
+    if (trainable) m->set_trainable();
+    m->ready = true;
+    out = m.release();
+  });
+  return rc == UMAD_OK ? reinterpret_cast<umad_model*>(out) : nullptr;
+}
+
+UMAD_EXPORT int umad_model_tensor_count(const umad_model* mp) {
+  return mp ? int(reinterpret_cast<const Model*>(mp)->names.size()) : 0;
+}
+
+UMAD_EXPORT int umad_model_tensor_info(const umad_model* mp, int32_t i, char* name,
+                                       size_t namelen, int64_t* shape, int32_t* ndim) {
+  auto m = reinterpret_cast<const Model*>(mp);
+  if (!m || i < 0 || size_t(i) >= m->names.size() || !name || !shape || !ndim) return UMAD_ERR_ARG;
+  const auto& n = m->names[i];
+  const auto& s = m->shapes.at(n);
+  if (n.size() + 1 > namelen || s.size() > 4) return UMAD_ERR_ARG;
+  std::memcpy(name, n.c_str(), n.size() + 1);
+  *ndim = int32_t(s.size());
+  for (size_t d = 0; d < s.size(); d++) shape[d] = s[d];
+  return UMAD_OK;
+}
+
+UMAD_EXPORT int umad_model_read(const umad_model* mp, const char* name, int32_t what,
+                                int32_t dtype, void* dst, int64_t nbytes, char* err,
+                                size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = checked(const_cast<umad_model*>(mp));
+    if (!name || !dst) throw ArgError("read: NULL name or buffer");
+    auto& t = m->lookup(name, what);
+    auto shape = m->shapes.at(name);
+    auto out = t.defined() ? t.detach() : torch::zeros(shape, torch::dtype(m->param_dtype));
+    out = out.to(torch::kCPU, to_dtype(dtype)).contiguous();
+    if (int64_t(out.nbytes()) != nbytes)
+      throw ArgError("read " + std::string(name) + ": buffer has " + std::to_string(nbytes) +
+                     " bytes, tensor needs " + std::to_string(out.nbytes()));
+    std::memcpy(dst, out.data_ptr(), out.nbytes());
+  });
+}
+
+UMAD_EXPORT int umad_model_write(umad_model* mp, const char* name, int32_t what, int32_t dtype,
+                                 const void* src, int64_t nbytes, char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = checked(mp);
+    if (!name || !src) throw ArgError("write: NULL name or buffer");
+    auto& t = m->lookup(name, what);
+    auto shape = m->shapes.at(name);
+    auto in = torch::from_blob(const_cast<void*>(src), shape, to_dtype(dtype));
+    if (int64_t(in.nbytes()) != nbytes)
+      throw ArgError("write " + std::string(name) + ": buffer has " + std::to_string(nbytes) +
+                     " bytes, tensor needs " + std::to_string(in.nbytes()));
+    torch::NoGradGuard no_grad;
+    if (!t.defined()) t = torch::zeros(shape, torch::dtype(m->param_dtype).device(m->device));
+    t.copy_(in);
+  });
+}
+
+UMAD_EXPORT int umad_optim_get(const umad_model* mp, int64_t* step, int64_t* skipped_total) {
+  auto m = reinterpret_cast<const Model*>(mp);
+  if (!m || !step || !skipped_total) return UMAD_ERR_ARG;
+  *step = m->step;
+  *skipped_total = m->skipped_total;
+  return UMAD_OK;
+}
+
+UMAD_EXPORT int umad_optim_set(umad_model* mp, int64_t step, int64_t skipped_total) {
+  auto m = reinterpret_cast<Model*>(mp);
+  if (!m || step < 0 || skipped_total < 0) return UMAD_ERR_ARG;
+  m->step = step;
+  m->skipped_total = skipped_total;
+  return UMAD_OK;
+}
+
+UMAD_EXPORT int umad_logprobs(umad_model* mp, const umad_seqs* seqs, double temperature,
+                              int64_t logit_chunk, float* logp, float* entropy, char* err,
+                              size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = ready(mp);
+    if (!seqs) throw ArgError("NULL batch");
+    torch::NoGradGuard no_grad;
+    auto [lp, ent] = m->logprobs(*seqs, temperature, logit_chunk);
+    copy_out(lp, logp);
+    copy_out(ent, entropy);
+  });
+}
+
+UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
+                                 const umad_token_inputs* in, const umad_loss_config* cfg,
+                                 int32_t backward, double scale, umad_loss_stats* stats,
+                                 float* logp_out, char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = ready(mp);
+    if (!seqs || !in || !cfg || !stats) throw ArgError("policy_loss: NULL argument");
+    if (!in->old_logp || !in->advantage) throw ArgError("policy_loss needs old_logp and advantage");
+    if (cfg->kl_coef != 0 && !in->ref_logp) throw ArgError("kl_coef is set but ref_logp is missing");
+    if (cfg->clip_low < 0 || cfg->clip_low >= 1 || cfg->clip_high < 0)
+      throw ArgError("clip range must satisfy 0 <= clip_low < 1 and clip_high >= 0");
+    if (cfg->clip_c != 0 && cfg->clip_c <= 1) throw ArgError("dual clip c must exceed 1");
+    if (backward && !m->cfg.trainable) throw ArgError("backward on a frozen model");
+    torch::AutoGradMode grad_mode(backward != 0);
+    auto [logp, ent] = m->logprobs(*seqs, cfg->temperature, cfg->logit_chunk);
+    const int64_t n = logp.size(0);
+    if (n != response_tokens(*seqs)) throw ArgError("internal: response token count mismatch");
+    std::vector<int64_t> seg_v;
+    int64_t longest = 0;
+    for (int32_t i = 0; i < seqs->n_seqs; i++) {
+      for (int32_t r = 0; r < seqs->resp_lens[i]; r++) seg_v.push_back(i);
+      longest = std::max<int64_t>(longest, seqs->resp_lens[i]);
+    }
+    auto seg = torch::tensor(seg_v, torch::kInt64).to(logp.device());
+    auto old_lp = from_floats(in->old_logp, n, logp);
+    auto adv = from_floats(in->advantage, n, logp);
+    auto mask = in->mask ? from_floats(in->mask, n, logp) : torch::ones_like(logp);
+    double norm = cfg->norm_length > 0 ? cfg->norm_length : double(std::max<int64_t>(longest, 1));
+    auto agg = [&](const Tensor& x) {
+      return aggregate(x, mask, seg, seqs->n_seqs, cfg->agg_mode, norm);
+    };
+    auto masked_mean = [&](const Tensor& x) { return (x * mask).sum() / mask.sum().clamp_min(1e-8); };
+
+    auto log_ratio = (logp - old_lp).clamp(-20, 20);
+    auto ratio = log_ratio.exp();
+    auto l1 = -adv * ratio;
+    auto l2 = -adv * ratio.clamp(1 - cfg->clip_low, 1 + cfg->clip_high);
+    auto clipped = torch::max(l1, l2);
+    auto pg = clipped;
+    Tensor clip_lower_frac = torch::zeros({}, logp.options());
+    if (cfg->clip_c != 0) {
+      auto l3 = -adv * cfg->clip_c;
+      auto neg = adv < 0;
+      pg = torch::where(neg, torch::min(clipped, l3), clipped);
+      clip_lower_frac = masked_mean((clipped > l3).logical_and(neg).to(logp.scalar_type()));
+    }
+    if (in->is_weight) pg = pg * from_floats(in->is_weight, n, logp);
+    auto pg_loss = agg(pg);
+    auto loss = pg_loss;
+    if (cfg->entropy_coef != 0) loss = loss - cfg->entropy_coef * agg(ent);
+    Tensor kl_mean = torch::zeros({}, logp.options());
+    if (in->ref_logp) {
+      auto kld = kl_estimate(logp, from_floats(in->ref_logp, n, logp), cfg->kl_estimator);
+      kl_mean = masked_mean(kld.detach());
+      if (cfg->kl_coef != 0) loss = loss + cfg->kl_coef * agg(kld);
+    }
+    if (backward) (loss * scale).backward();
+    stats->loss = loss.item<double>();
+    stats->pg_loss = pg_loss.item<double>();
+    stats->kl = kl_mean.item<double>();
+    stats->entropy = masked_mean(ent.detach()).item<double>();
+    stats->clipfrac = masked_mean((l2 > l1).to(logp.scalar_type())).item<double>();
+    stats->clipfrac_lower = clip_lower_frac.item<double>();
+    stats->ppo_kl = masked_mean(-log_ratio.detach()).item<double>();
+    stats->tokens = int64_t(mask.sum().item<double>());
+    copy_out(logp, logp_out);
+  });
+}
+
+UMAD_EXPORT int umad_sft_loss(umad_model* mp, const umad_seqs* seqs, int64_t logit_chunk,
+                              int32_t backward, double scale, double* loss, char* err,
+                              size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = ready(mp);
+    if (!seqs || !loss) throw ArgError("sft_loss: NULL argument");
+    if (backward && !m->cfg.trainable) throw ArgError("backward on a frozen model");
+    torch::AutoGradMode grad_mode(backward != 0);
+    auto lp = m->logprobs(*seqs, 1.0, logit_chunk).first;
+    if (lp.numel() == 0) throw ArgError("sft_loss: batch has no response tokens");
+    auto l = -lp.mean();
+    if (backward) (l * scale).backward();
+    *loss = l.item<double>();
+  });
+}
+
+UMAD_EXPORT int umad_kl(const float* logp, const float* ref_logp, int64_t n, int32_t estimator,
+                        float* out, char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    if (n < 0 || (n > 0 && (!logp || !ref_logp || !out))) throw ArgError("kl: NULL buffer");
+    if (n == 0) return;
+    auto like = torch::empty({0}, torch::kFloat64);
+    copy_out(kl_estimate(from_floats(logp, n, like), from_floats(ref_logp, n, like), estimator), out);
+  });
+}
+
+UMAD_EXPORT int umad_zero_grad(umad_model* mp) {
+  auto m = reinterpret_cast<Model*>(mp);
+  if (!m) return UMAD_ERR_ARG;
+  for (auto& kv : m->params) kv.second.mutable_grad() = Tensor();
+  return UMAD_OK;
+}
+
+UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step_stats* stats,
+                                char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    auto m = ready(mp);
+    if (!opt || !stats) throw ArgError("optim_step: NULL argument");
+    if (!m->cfg.trainable) throw ArgError("optimizer step on a frozen model");
+    if (!(opt->lr >= 0) || opt->beta1 < 0 || opt->beta1 >= 1 || opt->beta2 < 0 || opt->beta2 >= 1 ||
+        !(opt->eps > 0))
+      throw ArgError("AdamW needs lr >= 0, betas in [0,1) and eps > 0");
+    torch::NoGradGuard no_grad;
+    // Global norm in float64 so a large model's sum of squares does not overflow fp32.
+    double sq = 0;
+    for (auto& kv : m->params) {
+      auto& g = kv.second.grad();
+      if (g.defined()) sq += g.to(torch::kDouble).pow(2).sum().item<double>();
+    }
+    double norm = std::sqrt(sq);
+    stats->grad_norm = norm;
+    stats->skipped = 0;
+    if (!std::isfinite(norm)) {
+      m->skipped_total++;
+      stats->skipped = 1;
+      umad_zero_grad(mp);
+      stats->step = m->step;
+      stats->skipped_total = m->skipped_total;
+      return;
+    }
+    double coef = 1.0;
+    if (opt->max_grad_norm > 0) coef = std::min(1.0, opt->max_grad_norm / (norm + 1e-6));
+    m->step++;
+    // torch.optim.AdamW, decoupled weight decay, bias-corrected moments.
+    const double bc1 = 1 - std::pow(opt->beta1, double(m->step));
+    const double bc2 = 1 - std::pow(opt->beta2, double(m->step));
+    for (auto& kv : m->params) {
+      auto& p = kv.second;
+      auto g = p.grad();
+      if (!g.defined()) continue;
+      if (coef < 1.0) g = g * coef;
+      auto& ea = m->exp_avg.at(kv.first);
+      auto& eas = m->exp_avg_sq.at(kv.first);
+      p.mul_(1 - opt->lr * opt->weight_decay);
+      ea.mul_(opt->beta1).add_(g, 1 - opt->beta1);
+      eas.mul_(opt->beta2).addcmul_(g, g, 1 - opt->beta2);
+      auto denom = (eas.sqrt() / std::sqrt(bc2)).add_(opt->eps);
+      p.addcdiv_(ea, denom, -opt->lr / bc1);
+    }
+    umad_zero_grad(mp);
+    stats->step = m->step;
+    stats->skipped_total = m->skipped_total;
+  });
+}

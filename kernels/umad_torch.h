@@ -1,0 +1,170 @@
+/*
+ * umad_torch.h: the C ABI of libumad_torch, the libtorch plugin of umad.
+ *
+ * Conventions: plain C types only; every fallible call returns 0 on success or a
+ * nonzero code and writes a message into (err, errlen). Buffers passed in are read
+ * or written during the call only and never retained. No C++ exception crosses
+ * this boundary. All calls on one model must come from one thread (the Go side
+ * routes every call through one goroutine locked to its OS thread).
+ */
+#ifndef UMAD_TORCH_H
+#define UMAD_TORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bump on any change to a signature or struct below. */
+#define UMAD_TORCH_ABI_VERSION 1
+
+enum {
+  UMAD_OK = 0,
+  UMAD_ERR_ARG = 1,   /* bad argument: shape, name, range, state */
+  UMAD_ERR_TORCH = 2, /* libtorch raised an error */
+  UMAD_ERR_NONFINITE = 3
+};
+
+enum { UMAD_ARCH_QWEN2 = 0, UMAD_ARCH_QWEN3 = 1, UMAD_ARCH_LLAMA = 2 };
+enum { UMAD_F32 = 0, UMAD_F64 = 1, UMAD_BF16 = 2, UMAD_F16 = 3 };
+enum { UMAD_CPU = 0, UMAD_CUDA = 1 };
+
+/* What a tensor read/write addresses. */
+enum { UMAD_WEIGHT = 0, UMAD_GRAD = 1, UMAD_EXP_AVG = 2, UMAD_EXP_AVG_SQ = 3 };
+
+enum {
+  UMAD_AGG_TOKEN_MEAN = 0,
+  UMAD_AGG_SEQ_MEAN_TOKEN_SUM = 1,
+  UMAD_AGG_SEQ_MEAN_TOKEN_MEAN = 2,
+  UMAD_AGG_SEQ_MEAN_TOKEN_SUM_NORM = 3
+};
+
+enum { UMAD_KL_K1 = 0, UMAD_KL_K2 = 1, UMAD_KL_K3 = 2 };
+
+typedef struct umad_model_config {
+  int32_t arch;
+  int64_t vocab_size, hidden_size, intermediate_size;
+  int64_t num_layers, num_heads, num_kv_heads, head_dim;
+  double rope_theta, rms_norm_eps;
+  int32_t tie_embeddings; /* lm_head shares model.embed_tokens.weight */
+  int32_t attention_bias; /* q/k/v projections have biases (Qwen2) */
+  int32_t qk_norm;        /* per-head RMSNorm on q and k before RoPE (Qwen3) */
+  /* llama3 RoPE scaling; rope_scaling_factor 0 means none. */
+  double rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor;
+  int64_t rope_original_max_positions;
+  /* Parameter dtype (UMAD_F32 or UMAD_F64) and device. On CUDA, parameters are fp32
+   * masters and compute runs in bf16. */
+  int32_t dtype, device;
+  int32_t trainable;       /* parameters require grad; an optimizer state exists */
+  int32_t grad_checkpoint; /* recompute each layer in backward instead of storing it */
+} umad_model_config;
+
+typedef struct umad_model umad_model;
+
+/* A micro-batch of sequences: sequence i is prompt_lens[i] prompt tokens followed by
+ * resp_lens[i] response tokens; tokens holds all sequences back to back. Per-token
+ * arrays (outputs and loss inputs) hold the response tokens of all sequences back to
+ * back, sum(resp_lens) entries. */
+typedef struct umad_seqs {
+  int32_t n_seqs;
+  const int32_t* tokens;
+  const int32_t* prompt_lens;
+  const int32_t* resp_lens;
+} umad_seqs;
+
+/* Per response-token inputs of the policy loss; NULL means absent. */
+typedef struct umad_token_inputs {
+  const float* old_logp;  /* required */
+  const float* advantage; /* required */
+  const float* ref_logp;  /* required when kl_coef != 0 */
+  const float* is_weight; /* truncated importance-sampling weights */
+  const float* mask;      /* 0/1 loss mask; NULL means all ones */
+} umad_token_inputs;
+
+typedef struct umad_loss_config {
+  double temperature;
+  double clip_low, clip_high; /* ratio clipped to [1-clip_low, 1+clip_high] */
+  double clip_c;              /* dual clip bound for A<0; 0 disables */
+  int32_t agg_mode;
+  double norm_length; /* seq-mean-token-sum-norm divisor; 0 means longest response */
+  int32_t kl_estimator;
+  double kl_coef, entropy_coef;
+  int64_t logit_chunk; /* rows per lm_head chunk; 0 picks one, <0 materialises */
+} umad_loss_config;
+
+typedef struct umad_loss_stats {
+  double loss;    /* total loss of the micro-batch, before scale */
+  double pg_loss; /* policy-gradient term */
+  double kl;      /* token mean of the KL estimator (0 without ref_logp) */
+  double entropy; /* token mean of the entropy */
+  double clipfrac, clipfrac_lower, ppo_kl;
+  int64_t tokens; /* masked-in response tokens */
+} umad_loss_stats;
+
+typedef struct umad_adamw {
+  double lr, beta1, beta2, eps, weight_decay;
+  double max_grad_norm; /* <= 0 disables clipping */
+} umad_adamw;
+
+typedef struct umad_step_stats {
+  double grad_norm; /* global norm before clipping */
+  int32_t skipped;  /* the norm was not finite: no update, gradients dropped */
+  int64_t step, skipped_total;
+} umad_step_stats;
+
+int umad_abi_version(void);
+/* libtorch version the plugin was built against, e.g. "1.13.0". */
+const char* umad_torch_version(void);
+int umad_set_threads(int32_t n, char* err, size_t errlen);
+/* 1 when CUDA is usable. */
+int umad_cuda_available(void);
+
+umad_model* umad_model_create(const umad_model_config* cfg, char* err, size_t errlen);
+void umad_model_free(umad_model* m);
+/* Copies one named HF tensor (data in dtype with the given shape) into the model. */
+int umad_model_set_tensor(umad_model* m, const char* name, int32_t dtype, const int64_t* shape,
+                          int32_t ndim, const void* data, char* err, size_t errlen);
+/* Checks that every expected tensor was set; the model is usable afterwards. */
+int umad_model_finalize(umad_model* m, char* err, size_t errlen);
+/* A copy of m's current weights in dtype; frozen (no grad, no optimizer) unless trainable. */
+umad_model* umad_model_clone(const umad_model* m, int32_t dtype, int32_t trainable, char* err,
+                             size_t errlen);
+
+/* Tensor i in checkpoint order: name and shape (at most 4 dims). */
+int umad_model_tensor_count(const umad_model* m);
+int umad_model_tensor_info(const umad_model* m, int32_t i, char* name, size_t namelen,
+                           int64_t* shape, int32_t* ndim);
+/* Copy a tensor (what: UMAD_WEIGHT, ...) out to dst as dtype; nbytes must match. A
+ * missing gradient reads as zeros. */
+int umad_model_read(const umad_model* m, const char* name, int32_t what, int32_t dtype, void* dst,
+                    int64_t nbytes, char* err, size_t errlen);
+int umad_model_write(umad_model* m, const char* name, int32_t what, int32_t dtype,
+                     const void* src, int64_t nbytes, char* err, size_t errlen);
+int umad_optim_get(const umad_model* m, int64_t* step, int64_t* skipped_total);
+int umad_optim_set(umad_model* m, int64_t step, int64_t skipped_total);
+
+/* Log-probs and entropies of the response tokens under softmax(logits/temperature). */
+int umad_logprobs(umad_model* m, const umad_seqs* seqs, double temperature, int64_t logit_chunk,
+                  float* logp, float* entropy, char* err, size_t errlen);
+/* The policy loss of one micro-batch; with backward != 0, adds scale * d loss / d params
+ * to the gradients. logp_out (optional) receives the current log-probs. */
+int umad_policy_loss(umad_model* m, const umad_seqs* seqs, const umad_token_inputs* in,
+                     const umad_loss_config* cfg, int32_t backward, double scale,
+                     umad_loss_stats* stats, float* logp_out, char* err, size_t errlen);
+/* Token-mean cross-entropy of the response tokens (temperature 1). */
+int umad_sft_loss(umad_model* m, const umad_seqs* seqs, int64_t logit_chunk, int32_t backward,
+                  double scale, double* loss, char* err, size_t errlen);
+/* Per-token KL estimate between policy and reference log-probs. */
+int umad_kl(const float* logp, const float* ref_logp, int64_t n, int32_t estimator, float* out,
+            char* err, size_t errlen);
+/* Clip, AdamW update, zero the gradients. */
+int umad_optim_step(umad_model* m, const umad_adamw* opt, umad_step_stats* stats, char* err,
+                    size_t errlen);
+int umad_zero_grad(umad_model* m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
