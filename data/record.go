@@ -114,4 +114,4 @@ func levelOf(v any) int {
 	return n
 }
 
-func warnSkipped(err error) { slog.Warn("skipped malformed row", "err", err) }
+func warnSkipped(err error) { slog.Warn("skipped row", "err", err) }
