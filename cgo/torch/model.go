@@ -1,0 +1,343 @@
+package torch
+
+/*
+#include <stdlib.h>
+#include "plugin.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Arch is a supported decoder-only architecture.
+type Arch int32
+
+const (
+	ArchQwen2 Arch = C.UMAD_ARCH_QWEN2 // Qwen2 and Qwen2.5: q/k/v biases
+	ArchQwen3 Arch = C.UMAD_ARCH_QWEN3 // Qwen3: q_norm/k_norm, no biases
+	ArchLlama Arch = C.UMAD_ARCH_LLAMA // Llama 3, with llama3 RoPE scaling
+)
+
+// DType is an element type of tensors crossing the ABI.
+type DType int32
+
+const (
+	Float32  DType = C.UMAD_F32
+	Float64  DType = C.UMAD_F64
+	BFloat16 DType = C.UMAD_BF16
+	Float16  DType = C.UMAD_F16
+)
+
+// Size is the width of one element in bytes.
+func (d DType) Size() int {
+	switch d {
+	case Float64:
+		return 8
+	case BFloat16, Float16:
+		return 2
+	}
+	return 4
+}
+
+// Kind selects which tensor of a parameter a read or write addresses.
+type Kind int32
+
+const (
+	Weight   Kind = C.UMAD_WEIGHT
+	Grad     Kind = C.UMAD_GRAD
+	ExpAvg   Kind = C.UMAD_EXP_AVG    // AdamW first moment
+	ExpAvgSq Kind = C.UMAD_EXP_AVG_SQ // AdamW second moment
+)
+
+// Config is the architecture of a model, in Hugging Face config.json terms.
+type Config struct {
+	Arch                                     Arch
+	VocabSize, HiddenSize, IntermediateSize  int
+	NumLayers, NumHeads, NumKVHeads, HeadDim int
+	RopeTheta, RMSNormEps                    float64
+	TieEmbeddings, AttentionBias, QKNorm     bool
+	RopeScaling                              *Llama3RopeScaling // nil: plain RoPE
+}
+
+// Llama3RopeScaling is rope_scaling with rope_type "llama3".
+type Llama3RopeScaling struct {
+	Factor, LowFreqFactor, HighFreqFactor float64
+	OriginalMaxPositions                  int
+}
+
+// ModelOptions say where and how a model lives.
+type ModelOptions struct {
+	// DType of the parameters: Float32 (default) or Float64 (gradient checks).
+	DType DType
+	// CUDA puts the model on GPU 0 with fp32 master weights and bf16 compute.
+	CUDA bool
+	// Trainable models keep gradients and AdamW state.
+	Trainable bool
+	// GradCheckpoint recomputes each layer in the backward pass instead of storing it.
+	GradCheckpoint bool
+	// LogitChunk is the number of rows per lm_head chunk: 0 picks one that holds about 8M
+	// logits, a negative value materialises all logits at once (for comparisons).
+	LogitChunk int
+}
+
+// Model is a transformer inside the plugin. Its methods are safe for concurrent use; they
+// run one at a time on the runtime's worker thread.
+type Model struct {
+	rt   *Runtime
+	ptr  *C.umad_model
+	cfg  Config
+	opts ModelOptions
+}
+
+// TensorInfo names one checkpoint tensor and its shape.
+type TensorInfo struct {
+	Name  string
+	Shape []int64
+}
+
+func b2i(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// NewModel creates a model with zero weights; set every tensor with SetTensor, then call
+// Finalize. LoadHF does all of that from a Hugging Face directory.
+func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
+	if opts.DType != Float32 && opts.DType != Float64 {
+		return nil, fmt.Errorf("new model: parameter dtype must be Float32 or Float64, got %d", opts.DType)
+	}
+	cc := C.umad_model_config{
+		arch:              C.int32_t(cfg.Arch),
+		vocab_size:        C.int64_t(cfg.VocabSize),
+		hidden_size:       C.int64_t(cfg.HiddenSize),
+		intermediate_size: C.int64_t(cfg.IntermediateSize),
+		num_layers:        C.int64_t(cfg.NumLayers),
+		num_heads:         C.int64_t(cfg.NumHeads),
+		num_kv_heads:      C.int64_t(cfg.NumKVHeads),
+		head_dim:          C.int64_t(cfg.HeadDim),
+		rope_theta:        C.double(cfg.RopeTheta),
+		rms_norm_eps:      C.double(cfg.RMSNormEps),
+		tie_embeddings:    b2i(cfg.TieEmbeddings),
+		attention_bias:    b2i(cfg.AttentionBias),
+		qk_norm:           b2i(cfg.QKNorm),
+		dtype:             C.int32_t(opts.DType),
+		device:            C.UMAD_CPU,
+		trainable:         b2i(opts.Trainable),
+		grad_checkpoint:   b2i(opts.GradCheckpoint),
+	}
+	if opts.CUDA {
+		cc.device = C.UMAD_CUDA
+	}
+	if s := cfg.RopeScaling; s != nil {
+		cc.rope_scaling_factor = C.double(s.Factor)
+		cc.rope_low_freq_factor = C.double(s.LowFreqFactor)
+		cc.rope_high_freq_factor = C.double(s.HighFreqFactor)
+		cc.rope_original_max_positions = C.int64_t(s.OriginalMaxPositions)
+	}
+	m := &Model{rt: r, cfg: cfg, opts: opts}
+	var err error
+	r.do(func() {
+		m.ptr = C.plugin_model_create(&cc, r.errBuf, errBufLen)
+		if m.ptr == nil {
+			err = fmt.Errorf("new model: %s", C.GoString(r.errBuf))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Config is the architecture the model was created with.
+func (m *Model) Config() Config { return m.cfg }
+
+// Options are the options the model was created with.
+func (m *Model) Options() ModelOptions { return m.opts }
+
+// Free releases the model's memory; the model is unusable afterwards.
+func (m *Model) Free() {
+	if m.ptr == nil {
+		return
+	}
+	m.rt.do(func() { C.plugin_model_free(m.ptr) })
+	m.ptr = nil
+}
+
+func (m *Model) live(what string) error {
+	if m.ptr == nil {
+		return fmt.Errorf("%s: model was freed", what)
+	}
+	return nil
+}
+
+// SetTensor copies one Hugging Face tensor (raw little-endian bytes of dtype) into the
+// model. The plugin reads data during the call only.
+func (m *Model) SetTensor(name string, dtype DType, shape []int64, data []byte) error {
+	if err := m.live("set tensor " + name); err != nil {
+		return err
+	}
+	n := int64(dtype.Size())
+	for _, d := range shape {
+		n *= d
+	}
+	if int64(len(data)) != n || n == 0 {
+		return fmt.Errorf("set tensor %s: %d bytes for shape %v of %d-byte elements", name, len(data), shape, dtype.Size())
+	}
+	var err error
+	m.rt.do(func() {
+		cname := C.CString(name)
+		defer C.free(unsafe.Pointer(cname))
+		var shp *C.int64_t
+		if len(shape) > 0 {
+			shp = (*C.int64_t)(unsafe.Pointer(&shape[0]))
+		}
+		rc := C.plugin_model_set_tensor(m.ptr, cname, C.int32_t(dtype), shp, C.int32_t(len(shape)),
+			unsafe.Pointer(&data[0]), m.rt.errBuf, errBufLen)
+		err = m.rt.check(rc, "set tensor")
+	})
+	return err
+}
+
+// Finalize checks that every tensor of the architecture was set (naming the missing ones)
+// and makes the model usable.
+func (m *Model) Finalize() error {
+	if err := m.live("finalize"); err != nil {
+		return err
+	}
+	var err error
+	m.rt.do(func() { err = m.rt.check(C.plugin_model_finalize(m.ptr, m.rt.errBuf, errBufLen), "finalize model") })
+	return err
+}
+
+// Clone copies the current weights into a new model with the given options (DType and
+// Trainable are honoured; device and checkpointing follow m).
+func (m *Model) Clone(opts ModelOptions) (*Model, error) {
+	if err := m.live("clone"); err != nil {
+		return nil, err
+	}
+	opts.CUDA, opts.GradCheckpoint = m.opts.CUDA, m.opts.GradCheckpoint
+	if opts.DType != Float32 && opts.DType != Float64 {
+		return nil, fmt.Errorf("clone: parameter dtype must be Float32 or Float64, got %d", opts.DType)
+	}
+	c := &Model{rt: m.rt, cfg: m.cfg, opts: opts}
+	var err error
+	m.rt.do(func() {
+		c.ptr = C.plugin_model_clone(m.ptr, C.int32_t(opts.DType), b2i(opts.Trainable), m.rt.errBuf, errBufLen)
+		if c.ptr == nil {
+			err = fmt.Errorf("clone model: %s", C.GoString(m.rt.errBuf))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reference is a frozen copy of the current weights: the KL anchor of a training run.
+func (m *Model) Reference() (*Model, error) {
+	return m.Clone(ModelOptions{DType: m.opts.DType, LogitChunk: m.opts.LogitChunk})
+}
+
+// Tensors lists the model's tensors in checkpoint order (HF names).
+func (m *Model) Tensors() ([]TensorInfo, error) {
+	if err := m.live("tensors"); err != nil {
+		return nil, err
+	}
+	var out []TensorInfo
+	var err error
+	m.rt.do(func() {
+		n := int(C.plugin_model_tensor_count(m.ptr))
+		name := (*C.char)(C.malloc(1024))
+		defer C.free(unsafe.Pointer(name))
+		var shape [4]C.int64_t
+		var ndim C.int32_t
+		for i := 0; i < n; i++ {
+			if C.plugin_model_tensor_info(m.ptr, C.int32_t(i), name, 1024, &shape[0], &ndim) != C.UMAD_OK {
+				err = fmt.Errorf("tensor info %d: plugin refused", i)
+				return
+			}
+			ti := TensorInfo{Name: C.GoString(name)}
+			for d := 0; d < int(ndim); d++ {
+				ti.Shape = append(ti.Shape, int64(shape[d]))
+			}
+			out = append(out, ti)
+		}
+	})
+	return out, err
+}
+
+// Float is an element type Read and Write convert to and from.
+type Float interface{ ~float32 | ~float64 }
+
+func dtypeOf[T Float]() DType {
+	var z T
+	if unsafe.Sizeof(z) == 8 {
+		return Float64
+	}
+	return Float32
+}
+
+// Read copies a tensor (weight, gradient or optimizer moment) out of the plugin into dst,
+// converting to T; dst must have exactly the tensor's element count. A gradient that does
+// not exist yet reads as zeros.
+func Read[T Float](m *Model, name string, kind Kind, dst []T) error {
+	return transfer(m, name, kind, dtypeOf[T](), unsafe.Pointer(unsafe.SliceData(dst)), len(dst)*int(unsafe.Sizeof(dst[0])), true)
+}
+
+// Write copies src into a tensor of the model; src must have exactly its element count.
+func Write[T Float](m *Model, name string, kind Kind, src []T) error {
+	return transfer(m, name, kind, dtypeOf[T](), unsafe.Pointer(unsafe.SliceData(src)), len(src)*int(unsafe.Sizeof(src[0])), false)
+}
+
+func transfer(m *Model, name string, kind Kind, dt DType, p unsafe.Pointer, nbytes int, read bool) error {
+	if err := m.live("tensor " + name); err != nil {
+		return err
+	}
+	if nbytes == 0 {
+		return fmt.Errorf("tensor %s: empty buffer", name)
+	}
+	var err error
+	m.rt.do(func() {
+		cname := C.CString(name)
+		defer C.free(unsafe.Pointer(cname))
+		if read {
+			err = m.rt.check(C.plugin_model_read(m.ptr, cname, C.int32_t(kind), C.int32_t(dt), p, C.int64_t(nbytes), m.rt.errBuf, errBufLen), "read tensor")
+		} else {
+			err = m.rt.check(C.plugin_model_write(m.ptr, cname, C.int32_t(kind), C.int32_t(dt), p, C.int64_t(nbytes), m.rt.errBuf, errBufLen), "write tensor")
+		}
+	})
+	return err
+}
+
+// OptimizerState is the AdamW step counter and the number of skipped (non-finite) steps.
+func (m *Model) OptimizerState() (step, skipped int64, err error) {
+	if err := m.live("optimizer state"); err != nil {
+		return 0, 0, err
+	}
+	m.rt.do(func() {
+		var s, k C.int64_t
+		if C.plugin_optim_get(m.ptr, &s, &k) != C.UMAD_OK {
+			err = fmt.Errorf("optimizer state: plugin refused")
+		}
+		step, skipped = int64(s), int64(k)
+	})
+	return step, skipped, err
+}
+
+// SetOptimizerState restores the counters saved with a checkpoint.
+func (m *Model) SetOptimizerState(step, skipped int64) error {
+	if err := m.live("set optimizer state"); err != nil {
+		return err
+	}
+	var err error
+	m.rt.do(func() {
+		if C.plugin_optim_set(m.ptr, C.int64_t(step), C.int64_t(skipped)) != C.UMAD_OK {
+			err = fmt.Errorf("set optimizer state: step %d, skipped %d refused", step, skipped)
+		}
+	})
+	return err
+}

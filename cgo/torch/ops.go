@@ -1,0 +1,345 @@
+package torch
+
+/*
+#include "plugin.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+)
+
+// packed is a micro-batch flattened for the ABI: prompt and response tokens of every
+// sequence back to back, and the per-sequence lengths.
+type packed struct {
+	tokens, promptLens, respLens []int32
+	nResp                        int
+}
+
+func pack(prompts, responses [][]int32) (packed, error) {
+	if len(prompts) != len(responses) {
+		return packed{}, fmt.Errorf("%d prompts but %d responses", len(prompts), len(responses))
+	}
+	if len(prompts) == 0 {
+		return packed{}, fmt.Errorf("empty batch")
+	}
+	var p packed
+	for i := range prompts {
+		if len(prompts[i]) == 0 {
+			return packed{}, fmt.Errorf("sequence %d has an empty prompt", i)
+		}
+		if len(prompts[i])+len(responses[i]) > math.MaxInt32 {
+			return packed{}, fmt.Errorf("sequence %d is too long", i)
+		}
+		p.tokens = append(p.tokens, prompts[i]...)
+		p.tokens = append(p.tokens, responses[i]...)
+		p.promptLens = append(p.promptLens, int32(len(prompts[i])))
+		p.respLens = append(p.respLens, int32(len(responses[i])))
+		p.nResp += len(responses[i])
+	}
+	return p, nil
+}
+
+// flat concatenates per-sequence, per-response-token values, checking each length.
+func (p packed) flat(what string, v [][]float32, required bool) ([]float32, error) {
+	if v == nil {
+		if required {
+			return nil, fmt.Errorf("%s is required", what)
+		}
+		return nil, nil
+	}
+	if len(v) != len(p.respLens) {
+		return nil, fmt.Errorf("%s has %d sequences, batch has %d", what, len(v), len(p.respLens))
+	}
+	out := make([]float32, 0, p.nResp)
+	for i, s := range v {
+		if len(s) != int(p.respLens[i]) {
+			return nil, fmt.Errorf("%s of sequence %d has %d values for %d response tokens", what, i, len(s), p.respLens[i])
+		}
+		out = append(out, s...)
+	}
+	return out, nil
+}
+
+// split cuts a flat per-response-token slice back into sequences.
+func (p packed) split(flat []float32) [][]float32 {
+	out := make([][]float32, len(p.respLens))
+	off := 0
+	for i, n := range p.respLens {
+		out[i] = flat[off : off+int(n) : off+int(n)]
+		off += int(n)
+	}
+	return out
+}
+
+func ptr[T any](s []T) *T {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
+}
+
+func (p packed) args() (C.int32_t, *C.int32_t, *C.int32_t, *C.int32_t) {
+	return C.int32_t(len(p.respLens)), (*C.int32_t)(ptr(p.tokens)), (*C.int32_t)(ptr(p.promptLens)), (*C.int32_t)(ptr(p.respLens))
+}
+
+func fptr(s []float32) *C.float { return (*C.float)(ptr(s)) }
+
+// LogProbs returns, for each response token, its log-prob under softmax(logits/temperature)
+// given the prompt and the preceding response tokens, and the entropy of that distribution.
+// All sequences run as one packed batch with per-sequence causal attention.
+func (m *Model) LogProbs(prompts, responses [][]int32, temperature float64) (logp, ent [][]float32, err error) {
+	if err := m.live("log-probs"); err != nil {
+		return nil, nil, err
+	}
+	p, err := pack(prompts, responses)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log-probs: %w", err)
+	}
+	lp := make([]float32, p.nResp)
+	en := make([]float32, p.nResp)
+	m.rt.do(func() {
+		n, tok, pl, rl := p.args()
+		rc := C.plugin_logprobs(m.ptr, n, tok, pl, rl, C.double(temperature), C.int64_t(m.opts.LogitChunk),
+			fptr(lp), fptr(en), m.rt.errBuf, errBufLen)
+		err = m.rt.check(rc, "log-probs")
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.split(lp), p.split(en), nil
+}
+
+// AggMode is how per-token losses become one number (verl's loss_agg_mode).
+type AggMode string
+
+const (
+	TokenMean           AggMode = "token-mean"              // masked mean over all tokens
+	SeqMeanTokenSum     AggMode = "seq-mean-token-sum"      // mean over sequences of token sums
+	SeqMeanTokenMean    AggMode = "seq-mean-token-mean"     // mean over sequences of token means
+	SeqMeanTokenSumNorm AggMode = "seq-mean-token-sum-norm" // Dr.GRPO: token sum / a constant length
+)
+
+func (a AggMode) code() (C.int32_t, error) {
+	switch a {
+	case TokenMean, "":
+		return C.UMAD_AGG_TOKEN_MEAN, nil
+	case SeqMeanTokenSum:
+		return C.UMAD_AGG_SEQ_MEAN_TOKEN_SUM, nil
+	case SeqMeanTokenMean:
+		return C.UMAD_AGG_SEQ_MEAN_TOKEN_MEAN, nil
+	case SeqMeanTokenSumNorm:
+		return C.UMAD_AGG_SEQ_MEAN_TOKEN_SUM_NORM, nil
+	}
+	return 0, fmt.Errorf("unknown loss aggregation %q (want token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm)", string(a))
+}
+
+// KLEstimator is a per-token estimator of KL(policy || reference) from sampled tokens.
+type KLEstimator string
+
+const (
+	KLK1 KLEstimator = "k1" // log p - log q ("kl")
+	KLK2 KLEstimator = "k2" // (log p - log q)^2 / 2 ("mse")
+	KLK3 KLEstimator = "k3" // exp(q/p) - log(q/p) - 1, clamped ("low_var_kl")
+)
+
+func (k KLEstimator) code() (C.int32_t, error) {
+	switch k {
+	case KLK1, "kl", "":
+		return C.UMAD_KL_K1, nil
+	case KLK2, "mse":
+		return C.UMAD_KL_K2, nil
+	case KLK3, "low_var_kl":
+		return C.UMAD_KL_K3, nil
+	}
+	return 0, fmt.Errorf("unknown KL estimator %q (want k1, k2 or k3)", string(k))
+}
+
+// LossConfig configures the policy loss. The zero value of each field is verl's default
+// except where noted.
+type LossConfig struct {
+	Temperature float64 // logits are divided by it; required
+	ClipLow     float64 // ratio lower clip 1-ClipLow (0.2 in the reference)
+	ClipHigh    float64 // ratio upper clip 1+ClipHigh (DAPO clip-higher raises it)
+	ClipC       float64 // dual clip for A<0 (3.0 in the reference); 0 disables
+	Agg         AggMode
+	// NormLength divides the token sum in seq-mean-token-sum-norm; 0 uses the longest
+	// response of the micro-batch, as verl does.
+	NormLength  float64
+	KL          KLEstimator
+	KLCoef      float64 // KL-to-reference in the loss; needs PolicyBatch.RefLogp
+	EntropyCoef float64 // entropy bonus (subtracted from the loss)
+}
+
+// PolicyBatch is one micro-batch of the policy loss. Per-token fields hold one value per
+// response token of each sequence.
+type PolicyBatch struct {
+	Prompts, Responses [][]int32
+	OldLogp            [][]float32 // behaviour log-probs at Temperature; required
+	Advantages         [][]float32 // required
+	RefLogp            [][]float32 // reference log-probs; needed when KLCoef != 0
+	ISWeights          [][]float32 // truncated importance-sampling weights; optional
+	Mask               [][]float32 // 0/1 loss mask; nil means all tokens
+}
+
+// LossStats are the statistics of one micro-batch.
+type LossStats struct {
+	Loss, PGLoss, KL, Entropy      float64
+	ClipFrac, ClipFracLower, PPOKL float64
+	Tokens                         int64
+	Logp                           [][]float32 // current log-probs of the response tokens
+}
+
+// PolicyLoss evaluates the PPO/GRPO loss of one micro-batch. With backward it adds
+// scale * d loss / d params to the gradients (micro-batch accumulation: pass
+// 1/number-of-micro-batches, or whatever weighting the objective needs).
+func (m *Model) PolicyLoss(b PolicyBatch, cfg LossConfig, backward bool, scale float64) (LossStats, error) {
+	if err := m.live("policy loss"); err != nil {
+		return LossStats{}, err
+	}
+	p, err := pack(b.Prompts, b.Responses)
+	if err != nil {
+		return LossStats{}, fmt.Errorf("policy loss: %w", err)
+	}
+	agg, err := cfg.Agg.code()
+	if err != nil {
+		return LossStats{}, fmt.Errorf("policy loss: %w", err)
+	}
+	kl, err := cfg.KL.code()
+	if err != nil {
+		return LossStats{}, fmt.Errorf("policy loss: %w", err)
+	}
+	var old, adv, ref, isw, mask []float32
+	for _, f := range []struct {
+		name     string
+		in       [][]float32
+		out      *[]float32
+		required bool
+	}{
+		{"old log-probs", b.OldLogp, &old, true},
+		{"advantages", b.Advantages, &adv, true},
+		{"reference log-probs", b.RefLogp, &ref, cfg.KLCoef != 0},
+		{"importance weights", b.ISWeights, &isw, false},
+		{"mask", b.Mask, &mask, false},
+	} {
+		if *f.out, err = p.flat(f.name, f.in, f.required); err != nil {
+			return LossStats{}, fmt.Errorf("policy loss: %w", err)
+		}
+	}
+	if p.nResp == 0 {
+		return LossStats{}, fmt.Errorf("policy loss: batch has no response tokens")
+	}
+	cc := C.umad_loss_config{
+		temperature:  C.double(cfg.Temperature),
+		clip_low:     C.double(cfg.ClipLow),
+		clip_high:    C.double(cfg.ClipHigh),
+		clip_c:       C.double(cfg.ClipC),
+		agg_mode:     agg,
+		norm_length:  C.double(cfg.NormLength),
+		kl_estimator: kl,
+		kl_coef:      C.double(cfg.KLCoef),
+		entropy_coef: C.double(cfg.EntropyCoef),
+		logit_chunk:  C.int64_t(m.opts.LogitChunk),
+	}
+	lp := make([]float32, p.nResp)
+	var st C.umad_loss_stats
+	m.rt.do(func() {
+		n, tok, pl, rl := p.args()
+		rc := C.plugin_policy_loss(m.ptr, n, tok, pl, rl, fptr(old), fptr(adv), fptr(ref), fptr(isw), fptr(mask),
+			&cc, b2i(backward), C.double(scale), &st, fptr(lp), m.rt.errBuf, errBufLen)
+		err = m.rt.check(rc, "policy loss")
+	})
+	if err != nil {
+		return LossStats{}, err
+	}
+	return LossStats{
+		Loss: float64(st.loss), PGLoss: float64(st.pg_loss), KL: float64(st.kl), Entropy: float64(st.entropy),
+		ClipFrac: float64(st.clipfrac), ClipFracLower: float64(st.clipfrac_lower), PPOKL: float64(st.ppo_kl),
+		Tokens: int64(st.tokens), Logp: p.split(lp),
+	}, nil
+}
+
+// SFTLoss is the token-mean cross-entropy of the response tokens (temperature 1); with
+// backward it adds scale * gradient to the gradients.
+func (m *Model) SFTLoss(prompts, responses [][]int32, backward bool, scale float64) (float64, error) {
+	if err := m.live("sft loss"); err != nil {
+		return 0, err
+	}
+	p, err := pack(prompts, responses)
+	if err != nil {
+		return 0, fmt.Errorf("sft loss: %w", err)
+	}
+	var loss C.double
+	m.rt.do(func() {
+		n, tok, pl, rl := p.args()
+		rc := C.plugin_sft_loss(m.ptr, n, tok, pl, rl, C.int64_t(m.opts.LogitChunk), b2i(backward), C.double(scale),
+			&loss, m.rt.errBuf, errBufLen)
+		err = m.rt.check(rc, "sft loss")
+	})
+	return float64(loss), err
+}
+
+// KL returns the per-token estimate of KL(policy || reference) from policy and reference
+// log-probs of the same tokens (for a KL penalty inside the reward).
+func (r *Runtime) KL(logp, ref []float32, est KLEstimator) ([]float32, error) {
+	if len(logp) != len(ref) {
+		return nil, fmt.Errorf("kl: %d log-probs but %d reference log-probs", len(logp), len(ref))
+	}
+	code, err := est.code()
+	if err != nil {
+		return nil, fmt.Errorf("kl: %w", err)
+	}
+	out := make([]float32, len(logp))
+	if len(out) == 0 {
+		return out, nil
+	}
+	r.do(func() {
+		err = r.check(C.plugin_kl(fptr(logp), fptr(ref), C.int64_t(len(logp)), code, fptr(out), r.errBuf, errBufLen), "kl")
+	})
+	return out, err
+}
+
+// AdamW configures one optimizer step. The learning rate is given per step so a schedule
+// lives with the caller.
+type AdamW struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float64
+	MaxGradNorm                        float64 // global-norm clip; <= 0 disables
+}
+
+// DefaultAdamW is the reference run's optimizer (lr 1e-6, decay 0.01, clip 1.0).
+var DefaultAdamW = AdamW{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1.0}
+
+// StepStats describe one optimizer step.
+type StepStats struct {
+	GradNorm     float64 // global norm before clipping
+	Skipped      bool    // norm was not finite: no update, gradients dropped
+	Step         int64   // AdamW steps taken so far
+	SkippedTotal int64
+}
+
+// Step clips the accumulated gradients to MaxGradNorm, applies AdamW and zeroes the
+// gradients. A step whose gradient norm is not finite is skipped and counted.
+func (m *Model) Step(opt AdamW) (StepStats, error) {
+	if err := m.live("optimizer step"); err != nil {
+		return StepStats{}, err
+	}
+	co := C.umad_adamw{lr: C.double(opt.LR), beta1: C.double(opt.Beta1), beta2: C.double(opt.Beta2),
+		eps: C.double(opt.Eps), weight_decay: C.double(opt.WeightDecay), max_grad_norm: C.double(opt.MaxGradNorm)}
+	var st C.umad_step_stats
+	var err error
+	m.rt.do(func() {
+		err = m.rt.check(C.plugin_optim_step(m.ptr, &co, &st, m.rt.errBuf, errBufLen), "optimizer step")
+	})
+	return StepStats{GradNorm: float64(st.grad_norm), Skipped: st.skipped != 0, Step: int64(st.step),
+		SkippedTotal: int64(st.skipped_total)}, err
+}
+
+// ZeroGrad drops the accumulated gradients.
+func (m *Model) ZeroGrad() error {
+	if err := m.live("zero grad"); err != nil {
+		return err
+	}
+	m.rt.do(func() { C.plugin_zero_grad(m.ptr) })
+	return nil
+}

@@ -1,0 +1,233 @@
+// Package torch is the Go side of libumad_torch, umad's libtorch plugin: it loads the plugin
+// with dlopen, checks its ABI version, and routes every call through one goroutine locked
+// to its OS thread (libtorch's OpenMP pools are per thread; concurrent callers each spawn
+// one and oversubscribe the cores).
+package torch
+
+/*
+#cgo CFLAGS: -O2 -I${SRCDIR}/../../kernels
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "plugin.h"
+*/
+import "C"
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// PluginName is the file the build produces (see kernels/README.md).
+const PluginName = "libumad_torch.so"
+
+// PluginEnv names the environment variable that points at the plugin file.
+const PluginEnv = "UMAD_TORCH_PLUGIN"
+
+// BuildHint says how to produce the plugin; it ends every "not found" error.
+const BuildHint = "build it from the umad source tree with `cmake -S . -B build && cmake --build build -j2` " +
+	"(needs libtorch, e.g. Debian libtorch-dev), or point --torch-plugin / " + PluginEnv + " at it"
+
+// ErrPluginNotFound reports that no plugin file exists at any searched place.
+var ErrPluginNotFound = errors.New("libtorch plugin not found")
+
+// Options configure Open.
+type Options struct {
+	// Plugin is an explicit plugin path (a --torch-plugin flag); empty searches.
+	Plugin string
+	// Threads for libtorch's intra-op pool; 0 means all CPUs.
+	Threads int
+}
+
+// Runtime is the loaded plugin and its worker goroutine. There is one per process.
+type Runtime struct {
+	path         string
+	torchVersion string
+	calls        chan func()
+	errBuf       *C.char
+}
+
+const errBufLen = 4096
+
+var (
+	openMu  sync.Mutex
+	loaded  *Runtime
+	loadErr error
+)
+
+// Open loads the plugin on first use (later calls return the same Runtime, since a plugin
+// is never unloaded) and sets the libtorch thread count.
+func Open(opts Options) (*Runtime, error) {
+	openMu.Lock()
+	defer openMu.Unlock()
+	if loaded == nil && loadErr == nil {
+		path, err := findPlugin(opts.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		loaded, loadErr = load(path)
+	}
+	if loadErr != nil {
+		return nil, loadErr
+	}
+	if opts.Plugin != "" && opts.Plugin != loaded.path {
+		return nil, fmt.Errorf("torch plugin %s requested, but %s is already loaded in this process", opts.Plugin, loaded.path)
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	var err error
+	loaded.do(func() {
+		err = loaded.check(C.plugin_set_threads(C.int32_t(threads), loaded.errBuf, errBufLen), "set threads")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return loaded, nil
+}
+
+// findPlugin searches: the explicit path, $UMAD_TORCH_PLUGIN, next to the executable, then
+// build/ in the working directory and each of its parents (a source checkout).
+func findPlugin(explicit string) (string, error) {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return "", fmt.Errorf("%w at %s: %v; %s", ErrPluginNotFound, explicit, err, BuildHint)
+		}
+		return explicit, nil
+	}
+	if env := os.Getenv(PluginEnv); env != "" {
+		if _, err := os.Stat(env); err != nil {
+			return "", fmt.Errorf("%w at %s=%s: %v; %s", ErrPluginNotFound, PluginEnv, env, err, BuildHint)
+		}
+		return env, nil
+	}
+	var tried []string
+	if exe, err := os.Executable(); err == nil {
+		tried = append(tried, filepath.Join(filepath.Dir(exe), PluginName))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			tried = append(tried, filepath.Join(dir, "build", PluginName))
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	for _, p := range tried {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w (looked next to the executable and in build/ of the working directory and its parents); %s",
+		ErrPluginNotFound, BuildHint)
+}
+
+// load preloads the libraries named in PLUGIN.deps with RTLD_GLOBAL (pip PyTorch needs its
+// libtorch_global_deps first), dlopens the plugin, checks the ABI and starts the worker.
+func load(path string) (*Runtime, error) {
+	r := &Runtime{path: path, calls: make(chan func()), errBuf: (*C.char)(C.malloc(errBufLen))}
+	ready := make(chan error)
+	go r.worker(ready)
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Runtime) worker(ready chan<- error) {
+	runtime.LockOSThread()
+	if err := r.dlopen(); err != nil {
+		ready <- err
+		return // the locked thread exits with the goroutine
+	}
+	ready <- nil
+	for f := range r.calls {
+		f()
+	}
+}
+
+// dlopen runs on the worker thread, so libtorch's thread-local state lives there.
+func (r *Runtime) dlopen() error {
+	deps, err := readDeps(r.path + ".deps")
+	if err != nil {
+		return err
+	}
+	for _, d := range deps {
+		cd := C.CString(d)
+		rc := C.plugin_preload_global(cd, r.errBuf, errBufLen)
+		C.free(unsafe.Pointer(cd))
+		if rc != 0 {
+			return fmt.Errorf("load torch dependency %s (listed in %s.deps): %s", d, r.path, C.GoString(r.errBuf))
+		}
+	}
+	cpath := C.CString(r.path)
+	defer C.free(unsafe.Pointer(cpath))
+	switch C.plugin_load(cpath, r.errBuf, errBufLen) {
+	case 0:
+	case 2:
+		return fmt.Errorf("torch plugin %s has ABI version %d, this umad needs %d: rebuild that plugin from this source tree (cmake --build build)",
+			r.path, int(C.plugin_abi_version()), int(C.UMAD_TORCH_ABI_VERSION))
+	default:
+		return fmt.Errorf("load torch plugin %s: %s", r.path, C.GoString(r.errBuf))
+	}
+	r.torchVersion = C.GoString(C.plugin_torch_version())
+	return nil
+}
+
+func readDeps(p string) ([]string, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	defer f.Close()
+	var deps []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			deps = append(deps, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return deps, nil
+}
+
+// do runs f on the worker thread and waits for it.
+func (r *Runtime) do(f func()) {
+	done := make(chan struct{})
+	r.calls <- func() { f(); close(done) }
+	<-done
+}
+
+// check turns a plugin return code into an error with the plugin's message. It must run on
+// the worker thread, which owns errBuf.
+func (r *Runtime) check(rc C.int, what string) error {
+	if rc == C.UMAD_OK {
+		return nil
+	}
+	return fmt.Errorf("%s: %s", what, C.GoString(r.errBuf))
+}
+
+// Path is the plugin file in use.
+func (r *Runtime) Path() string { return r.path }
+
+// TorchVersion is the libtorch version the plugin was built against.
+func (r *Runtime) TorchVersion() string { return r.torchVersion }
+
+// CUDAAvailable reports whether the plugin's libtorch sees a usable GPU.
+func (r *Runtime) CUDAAvailable() bool {
+	var ok bool
+	r.do(func() { ok = C.plugin_cuda_available() == 1 })
+	return ok
+}
