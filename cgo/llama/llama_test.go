@@ -1,0 +1,246 @@
+package llama_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/internal/testmodel"
+)
+
+func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
+
+func load(t *testing.T, arch string) *llama.Model {
+	t.Helper()
+	m, err := llama.LoadModel(testmodel.GGUF(t, arch), llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestLifetimes(t *testing.T) {
+	m, err := llama.LoadModel(testmodel.GGUF(t, "qwen2"), llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewContext(llama.ContextParams{NCtx: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err == nil {
+		t.Fatal("closing a model with an open context should fail")
+	}
+	b, err := llama.NewBatch(8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Add(1, 0, []int32{0}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"context closed twice": c.Close(),
+		"decode after close":   c.Decode(b),
+		"seq op after close":   c.SeqRemove(0, -1, -1),
+	} {
+		if !errors.Is(err, llama.ErrClosed) {
+			t.Errorf("%s: got %v, want ErrClosed", name, err)
+		}
+	}
+	if _, err := c.Logits(0); !errors.Is(err, llama.ErrClosed) {
+		t.Errorf("logits after close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Add(1, 0, []int32{0}, true); !errors.Is(err, llama.ErrClosed) {
+		t.Errorf("batch add after close: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); !errors.Is(err, llama.ErrClosed) {
+		t.Errorf("model closed twice: %v", err)
+	}
+	if _, err := m.Tokenize("hi", false, false); !errors.Is(err, llama.ErrClosed) {
+		t.Errorf("tokenize after close: %v", err)
+	}
+	if _, err := m.NewContext(llama.ContextParams{NCtx: 64}); !errors.Is(err, llama.ErrClosed) {
+		t.Errorf("new context after close: %v", err)
+	}
+}
+
+func TestTokenizeRoundTrip(t *testing.T) {
+	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+		m := load(t, arch)
+		for _, text := range []string{"What is 12 + 7? \\boxed{19}", "héllo wörld ✓ 数学", "  spaces\n\tand tabs", ""} {
+			toks, err := m.Tokenize(text, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := m.Detokenize(toks, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back != text {
+				t.Errorf("%s: %q -> %v -> %q", arch, text, toks, back)
+			}
+		}
+		// Special tokens are single ids when parsed, and plain text when not.
+		toks, err := m.Tokenize("<|im_start|>user", false, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(toks) < 2 || !m.IsEOG(mustToken(t, m, "<|im_end|>")) {
+			t.Errorf("%s: <|im_start|>user -> %v; <|im_end|> must end generation", arch, toks)
+		}
+		plain, _ := m.Tokenize("<|im_start|>", false, false)
+		if len(plain) < 2 {
+			t.Errorf("%s: unparsed special text should be several ordinary tokens, got %v", arch, plain)
+		}
+		if _, err := m.Detokenize([]int32{int32(m.NVocab())}, false); err == nil {
+			t.Errorf("%s: detokenizing an out-of-range id should fail", arch)
+		}
+	}
+}
+
+func mustToken(t *testing.T, m *llama.Model, special string) int32 {
+	t.Helper()
+	toks, err := m.Tokenize(special, false, true)
+	if err != nil || len(toks) != 1 {
+		t.Fatalf("%q should be one special token, got %v, %v", special, toks, err)
+	}
+	return toks[0]
+}
+
+func TestEOGAndSpecials(t *testing.T) {
+	q := load(t, "qwen2")
+	if !slices.Contains(q.EOGTokens(), mustToken(t, q, "<|im_end|>")) {
+		t.Errorf("qwen2: <|im_end|> should be an end-of-generation token; EOG = %v", q.EOGTokens())
+	}
+	if q.Specials().AddBOS {
+		t.Error("qwen2 adds no BOS")
+	}
+	l := load(t, "llama")
+	if !slices.Contains(l.EOGTokens(), mustToken(t, l, "<|eot_id|>")) {
+		t.Errorf("llama: <|eot_id|> should end generation; EOG = %v", l.EOGTokens())
+	}
+	if s := l.Specials(); !s.AddBOS || s.BOS != mustToken(t, l, "<|begin_of_text|>") {
+		t.Errorf("llama adds BOS <|begin_of_text|>: %+v", s)
+	}
+	if got := q.Architecture(); got != "qwen2" {
+		t.Errorf("architecture = %q", got)
+	}
+}
+
+// The KV-memory operations behave as llama.cpp documents: copying a sequence makes its
+// cells visible to the other, removing frees them.
+func TestSequenceOps(t *testing.T) {
+	m := load(t, "qwen3")
+	c, err := m.NewContext(llama.ContextParams{NCtx: 256, NSeqMax: 4, KVUnified: true, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, _ := llama.NewBatch(32, 4)
+	defer b.Close()
+	for i := 0; i < 5; i++ {
+		if _, err := b.Add(int32(10+i), i, []int32{0}, i == 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SeqCopy(0, 2, 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.SeqPosMax(2); p != 4 {
+		t.Errorf("after copy, seq 2 ends at %d, want 4", p)
+	}
+	if err := c.SeqRemove(0, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.SeqPosMax(0); p != -1 {
+		t.Errorf("after remove, seq 0 ends at %d, want -1 (empty)", p)
+	}
+	if p, _ := c.SeqPosMax(2); p != 4 {
+		t.Errorf("removing seq 0 must leave seq 2's cells: ends at %d", p)
+	}
+	// Invalid inputs are errors, not llama.cpp aborts.
+	b.Clear()
+	b.Add(int32(m.NVocab()), 0, []int32{0}, true)
+	if err := c.Decode(b); err == nil {
+		t.Error("decoding an out-of-vocabulary token should fail")
+	}
+	b.Clear()
+	b.Add(1, 0, []int32{9}, true)
+	if err := c.Decode(b); err == nil {
+		t.Error("decoding into an unknown sequence should fail")
+	}
+	if err := c.SeqCopy(0, 7, 0, -1); err == nil {
+		t.Error("copying to an unknown sequence should fail")
+	}
+	b.Clear()
+	if err := c.Decode(b); err == nil {
+		t.Error("decoding an empty batch should fail")
+	}
+}
+
+func TestContextParamErrors(t *testing.T) {
+	m := load(t, "qwen2")
+	for name, p := range map[string]llama.ContextParams{
+		"zero context":          {NCtx: 0},
+		"too many sequences":    {NCtx: 64, NSeqMax: llama.MaxSequences() + 1},
+		"q8_0 without flash":    {NCtx: 64, KVType: llama.KVQ8_0, FlashAttn: llama.FlashOff},
+		"unknown KV type":       {NCtx: 64, KVType: "q4"},
+		"unknown flash setting": {NCtx: 64, FlashAttn: "maybe"},
+	} {
+		if c, err := m.NewContext(p); err == nil {
+			c.Close()
+			t.Errorf("%s: want an error", name)
+		}
+	}
+	for _, kv := range []llama.KVType{llama.KVF16, llama.KVF32, llama.KVQ8_0} {
+		c, err := m.NewContext(llama.ContextParams{NCtx: 64, KVType: kv})
+		if err != nil {
+			t.Errorf("KV %s: %v", kv, err)
+			continue
+		}
+		c.Close()
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	notGGUF := filepath.Join(dir, "text.gguf")
+	os.WriteFile(notGGUF, []byte("this is not a model"), 0o644)
+	raw, err := os.ReadFile(testmodel.GGUF(t, "qwen2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated.gguf")
+	os.WriteFile(truncated, raw[:len(raw)/2], 0o644)
+	for _, p := range []string{filepath.Join(dir, "missing.gguf"), notGGUF, truncated} {
+		if m, err := llama.LoadModel(p, llama.ModelParams{}); err == nil {
+			m.Close()
+			t.Errorf("%s: want an error", filepath.Base(p))
+		}
+	}
+}
+
+func TestPhysicalCores(t *testing.T) {
+	if n := llama.PhysicalCores(); n < 1 {
+		t.Errorf("PhysicalCores() = %d", n)
+	}
+}
