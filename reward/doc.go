@@ -1,0 +1,98 @@
+// Package reward extracts final answers from model responses and decides
+// whether two answers are the same, in two modes.
+//
+// # Strict mode
+//
+// Strict reproduces the MATH benchmark checker that the UMAD reference uses
+// (verl's math.compute_score: last_boxed_only_string, remove_boxed,
+// strip_string, is_equiv), so that the paper's numbers can be reproduced.
+// It keeps every quirk of that code on purpose:
+//
+//   - If "\boxed " (with a space) occurs anywhere in a response, the answer
+//     is the text after its last occurrence up to the next "$", even when a
+//     later "\boxed{...}" exists.
+//   - The last "\boxed" wins even when it is nested or unclosed; an unclosed
+//     one is no answer, although an earlier box may be complete. Brace
+//     counting does not skip "\{" and "\}".
+//   - "\fbox{...}" is found but always scores 0 (remove_boxed asserts).
+//   - No thousands separators ("1,000" differs from "1000"), no trailing
+//     zeros ("18.00" differs from "18"), no leading zeros ("025" differs
+//     from "25"), no set order, no "\text{...}" unless it starts with a
+//     space ("\text{ cm}" is cut off with everything after it).
+//   - A "\text{ " appearing twice, a "\sqrt" or "\frac" at the very end, or
+//     "\frac\frac" make strip_string raise; is_equiv then compares the raw
+//     strings.
+//   - "\frac" followed by one character ("\frac1") makes fix_fracs return
+//     its input unchanged, discarding its other rewrites.
+//   - Anything of the form "ab=c" with at most two characters before a
+//     single "=" loses them ("k=5" becomes "5", but so does "2x=4" -> "4").
+//   - Only the exact string "0.5" becomes \frac{1}{2}; ".5" becomes "0.5"
+//     first and then \frac{1}{2}, but "0.50" stays.
+//   - "a/b" becomes \frac{a}{b} only when both are integers as Python
+//     prints them ("03/4" and "-0/1" are left alone).
+//   - "tfrac" and "dfrac" are replaced anywhere, even inside words;
+//     "\left" and "\right" likewise ("\rightarrow" loses "\right").
+//
+// Lengths and one-character look-aheads count Unicode code points, as
+// Python does; a byte that is not valid UTF-8 counts as one character.
+//
+// # Robust mode
+//
+// Robust is what a careful grader accepts. It parses an answer into a
+// structure: a number or expression, a tuple or interval (brackets must
+// match: "(1,2]" differs from "(1,2)"), a set or comma-separated answer list
+// (order and repeats ignored; a one-element set is its element), a union of
+// intervals, a matrix (pmatrix/bmatrix/matrix), a multiple-choice letter
+// ("(B)", "B", "\text{(B)}"), an equation, or, where nothing parses,
+// normalised text (spaces removed; a single word compared case-blind).
+//
+// Before parsing it removes LaTeX noise (\left, \right, \!, \,, \;, ^\circ,
+// \$, $, \%, %, \displaystyle), unwraps \text{...} and its synonyms, drops
+// trailing units ("5\text{ cm}^2", "10 inches"), "x = ", "f(x) = " and
+// "x \in " in front of an answer, thousands separators ("1,000", "10,\!080",
+// "1{,}000"; a whole answer of 1-3 digits then groups of three is one
+// number, so "100,200" is 100200, not a list), and expands "a \pm b" into
+// the set {a+b, a-b}.
+//
+// Expressions support + - * /, implicit multiplication, ^ (LaTeX
+// superscripts: x^23 is x^2 times 3), \frac, \dfrac, \frac12, \sqrt,
+// \sqrt[n], \pi, i (the imaginary unit), Greek letters and Latin letters as
+// variables, |x|, n!, \binom, trigonometric functions, \ln, \log (natural,
+// or \log_b), \exp, decimals, scientific notation (1.5e3), mixed numbers
+// (1\frac{4}{5} is 9/5; an integer directly followed by a fraction of
+// integers is always read as a mixed number), and base-b numerals (204_5,
+// compared as written). Percent signs are dropped: "50\%" equals "50", not
+// "0.5".
+//
+// Values are compared exactly (math/big.Rat) when both sides are rational.
+// Otherwise they are compared numerically in complex arithmetic with a
+// relative tolerance of 1e-9 (absolute 1e-12 near zero); expressions with
+// variables are evaluated at four points per variable that depend only on
+// the variable's name, so "x^2+2x+1" equals "(x+1)^2". Equations are equal
+// when lhs - rhs agree up to a constant factor at those points.
+//
+// Every input is bounded: answers over 4 KiB are compared as text, the
+// parser stops at depth 64 and 512 nodes, exact arithmetic gives way to
+// floating point beyond 16 Kibit numbers or exponents over 4096, and
+// collections hold at most 64 elements. Nothing calls another program.
+//
+// # Canonical keys
+//
+// Key gives every answer a string such that answers that RobustEquiv calls
+// equal share it. Its format is stable: exact rationals print as "n" or
+// "n/d"; other numbers as the simplest fraction with denominator at most
+// 1000 that is within tolerance, else "~" and 10 significant digits, with
+// "+bi" for complex values; expressions with variables as "f(v1;v2;v3;v4)"
+// of their values at the evaluation points; tuples and intervals with their
+// brackets; sets as "{...}" and unions as "union{...}" with sorted element
+// keys; matrices as "matrix[a,b;c,d]"; choices as "choice:B"; equations as
+// "eq(...)"; text as `text:"..."`.
+//
+// Equal answers can get different keys only where equality is numeric:
+// two values within the tolerance that round to different 10-digit
+// decimals, and an exact rational compared with an irrational-looking
+// expression that equals it numerically (a decimal such as 0.333333333333
+// equals 2\sin(\pi/6)/3 within the tolerance but keeps its own exact key;
+// likewise a transcendental expression equal to a rational whose
+// denominator exceeds 1000).
+package reward

@@ -1,0 +1,559 @@
+package reward
+
+import (
+	"math"
+	"math/big"
+	"math/cmplx"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Structure limits: nesting of tuples/sets and the number of elements.
+const (
+	maxFormDepth = 8
+	maxElems     = 64
+)
+
+type formKind uint8
+
+const (
+	kindText     formKind = iota // normalised text: what could not be parsed
+	kindChoice                   // multiple-choice letter A-E
+	kindScalar                   // one number or expression
+	kindEquation                 // lhs = rhs, compared as lhs - rhs up to a constant factor
+	kindTuple                    // ordered, with its brackets: points, vectors, intervals
+	kindSet                      // unordered, duplicates ignored: sets, answer lists, \pm
+	kindUnion                    // unordered union of intervals
+	kindMatrix                   // rows x cols
+)
+
+// form is an answer parsed into its structure.
+type form struct {
+	kind        formKind
+	text        string // kindText, kindChoice
+	open, close byte   // kindTuple
+	elems       []form // kindTuple, kindSet, kindUnion, kindMatrix (row-major)
+	cols        int    // kindMatrix
+	sc          scalar // kindScalar, kindEquation
+	// alternatives marks the set that "a \pm b" expands to; inside a list
+	// its members are members of the list.
+	alternatives bool
+}
+
+// scalar is a value: exact when rational, otherwise its numeric values at
+// the evaluation points (all equal when it has no variables).
+type scalar struct {
+	exact *big.Rat
+	inf   int // +1 or -1 for an infinity
+	vals  [numPoints]complex128
+}
+
+var (
+	thousandsRe  = regexp.MustCompile(`^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$`)
+	choiceRe     = regexp.MustCompile(`^\(?([A-E])\)?$`)
+	baseNumRe    = regexp.MustCompile(`^\d+_\{?\d+\}?$`)
+	assignmentRe = regexp.MustCompile(`^(\\[a-zA-Z]+|[a-zA-Z]{1,2})('*)(_\{?[a-zA-Z0-9]+\}?)?(\([a-z, ]*\))? ?(=|\\in) ?`)
+	matrixRe     = regexp.MustCompile(`^\\begin\{([pbBv]?matrix|smallmatrix)\}(.*)\\end\{([pbBv]?matrix|smallmatrix)\}$`)
+)
+
+// parseAnswer turns an extracted answer into its comparable form.
+func parseAnswer(s string) form {
+	s = strings.TrimSpace(s)
+	if len(s) > maxAnswerBytes {
+		return textForm(s)
+	}
+	s = cleanLatex(s)
+	s = unwrapText(s)
+	s = dropUnitWords(s)
+	s = strings.TrimRight(s, ". ")
+	return parseForm(s, 0)
+}
+
+func parseForm(s string, depth int) form {
+	s = strings.TrimSpace(s)
+	if depth > maxFormDepth || s == "" {
+		return textForm(s)
+	}
+	s = stripAssignment(s)
+	if thousandsRe.MatchString(s) {
+		s = strings.ReplaceAll(s, ",", "")
+	}
+	if s == `\emptyset` {
+		return form{kind: kindSet}
+	}
+	if m := matrixRe.FindStringSubmatch(s); m != nil && m[1] == m[3] {
+		return parseMatrix(m[2], s, depth)
+	}
+	if parts := splitTop(s, `\cup`); len(parts) > 1 {
+		return parseCollection(kindUnion, parts, s, depth)
+	}
+	if inner, ok := setBraces(s); ok {
+		if strings.TrimSpace(inner) == "" {
+			return form{kind: kindSet}
+		}
+		return parseCollection(kindSet, splitTop(inner, ","), s, depth)
+	}
+	if len(s) >= 2 && isWholeGroup(s) {
+		if parts := splitTop(s[1:len(s)-1], ","); len(parts) > 1 {
+			f := parseCollection(kindTuple, parts, s, depth)
+			f.open, f.close = s[0], s[len(s)-1]
+			return f
+		}
+	}
+	if parts := splitTop(s, ","); len(parts) > 1 {
+		return parseCollection(kindSet, parts, s, depth)
+	}
+	if plus, minus, ok := expandPlusMinus(s); ok {
+		f := parseCollection(kindSet, []string{plus, minus}, s, depth)
+		f.alternatives = f.kind == kindSet
+		return f
+	}
+	if m := choiceRe.FindStringSubmatch(s); m != nil {
+		return form{kind: kindChoice, text: m[1]}
+	}
+	if baseNumRe.MatchString(s) {
+		return textForm(strings.NewReplacer("{", "", "}", "").Replace(s))
+	}
+	if hasWord(s) {
+		return textForm(s)
+	}
+	if sides := splitTop(s, "="); len(sides) == 2 {
+		return parseEquation(sides[0], sides[1], s)
+	}
+	n, err := parseExpr(s)
+	if err != nil {
+		return textForm(s)
+	}
+	sc, ok := evalScalar(n)
+	if !ok {
+		return textForm(s)
+	}
+	return form{kind: kindScalar, sc: sc}
+}
+
+// stripAssignment drops "x = ", "f(x) = ", "\theta = " and "x \in " in front
+// of a single answer.
+func stripAssignment(s string) string {
+	m := assignmentRe.FindStringSubmatchIndex(s)
+	if m == nil || m[1] == len(s) {
+		return s
+	}
+	if op := s[m[10]:m[11]]; op == "=" {
+		if len(splitTop(s, "=")) != 2 {
+			return s // a chain such as "x = y = 5" or an equation
+		}
+	} else if m[1] == m[11] && isASCIILetter(s[m[1]]) {
+		return s // "\in" was the start of a longer word such as \infty
+	}
+	return s[m[1]:]
+}
+
+// hasWord reports a run of three or more letters outside a control word:
+// "Evelyn" or "even" is a word, not a product of variables.
+func hasWord(s string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\':
+			for i+1 < len(s) && isASCIILetter(s[i+1]) {
+				i++
+			}
+			run = 0
+		case isASCIILetter(s[i]):
+			run++
+			if run >= 3 {
+				return true
+			}
+		default:
+			run = 0
+		}
+	}
+	return false
+}
+
+func textForm(s string) form {
+	s = strings.ReplaceAll(s, " ", "")
+	letters := s != ""
+	for i := 0; i < len(s) && letters; i++ {
+		letters = isASCIILetter(s[i])
+	}
+	if letters {
+		s = strings.ToLower(s) // a word: "Even" and "even" are the same answer
+	}
+	return form{kind: kindText, text: s}
+}
+
+func parseCollection(kind formKind, parts []string, raw string, depth int) form {
+	if len(parts) > maxElems {
+		return textForm(raw)
+	}
+	f := form{kind: kind, elems: make([]form, 0, len(parts))}
+	for _, p := range parts {
+		e := parseForm(p, depth+1)
+		if kind == kindSet && e.alternatives {
+			f.elems = append(f.elems, e.elems...)
+		} else {
+			f.elems = append(f.elems, e)
+		}
+	}
+	if kind == kindTuple {
+		return f
+	}
+	// Sets ignore repeats; a set of one answer is that answer, so that
+	// "\{5\}", "5, 5" and "5" agree.
+	unique := f.elems[:0]
+	for _, e := range f.elems {
+		if !slices.ContainsFunc(unique, e.equal) {
+			unique = append(unique, e)
+		}
+	}
+	f.elems = unique
+	if len(f.elems) == 1 && kind == kindSet {
+		return f.elems[0]
+	}
+	return f
+}
+
+func parseMatrix(body, raw string, depth int) form {
+	rows := strings.Split(body, `\\`)
+	if len(rows) > 1 && strings.TrimSpace(rows[len(rows)-1]) == "" {
+		rows = rows[:len(rows)-1]
+	}
+	f := form{kind: kindMatrix}
+	for _, row := range rows {
+		cells := strings.Split(row, "&")
+		if f.cols == 0 {
+			f.cols = len(cells)
+		}
+		if len(cells) != f.cols || len(f.elems)+len(cells) > maxElems*4 {
+			return textForm(raw)
+		}
+		for _, c := range cells {
+			f.elems = append(f.elems, parseForm(c, depth+1))
+		}
+	}
+	return f
+}
+
+func parseEquation(lhs, rhs, raw string) form {
+	l, errL := parseExpr(lhs)
+	r, errR := parseExpr(rhs)
+	if errL != nil || errR != nil {
+		return textForm(raw)
+	}
+	diff := &node{op: opSub, args: []*node{l, r}}
+	sc, ok := evalScalar(diff)
+	if !ok || sc.inf != 0 {
+		return textForm(raw)
+	}
+	// An equation is the same after scaling both sides: divide by the value
+	// at the first point where lhs - rhs is not zero.
+	for _, v := range sc.vals {
+		if cmplx.Abs(v) > absTol {
+			for k := range sc.vals {
+				sc.vals[k] /= v
+			}
+			break
+		}
+	}
+	sc.exact = nil
+	return form{kind: kindEquation, sc: sc}
+}
+
+// evalScalar evaluates an expression exactly when it is rational, else at
+// every evaluation point; ok is false when a value is not finite.
+func evalScalar(n *node) (scalar, bool) {
+	var sc scalar
+	switch {
+	case n.op == opInf:
+		sc.inf = 1
+		return sc, true
+	case n.op == opNeg && n.args[0].op == opInf:
+		sc.inf = -1
+		return sc, true
+	}
+	if r, ok := exact(n); ok {
+		sc.exact = r
+		f, _ := r.Float64()
+		for k := range sc.vals {
+			sc.vals[k] = complex(f, 0)
+		}
+		return sc, true
+	}
+	vary := hasVars(n)
+	for k := range sc.vals {
+		if k > 0 && !vary {
+			sc.vals[k] = sc.vals[0]
+			continue
+		}
+		v := numeric(n, k)
+		if !finite(v) {
+			return sc, false
+		}
+		sc.vals[k] = v
+	}
+	return sc, true
+}
+
+// splitTop splits s at every sep that is outside brackets.
+func splitTop(s, sep string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		}
+		if depth == 0 && strings.HasPrefix(s[i:], sep) && wholeWordAt(s, i+len(sep), sep) {
+			parts = append(parts, s[start:i])
+			start = i + len(sep)
+			i += len(sep) - 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// wholeWordAt keeps a control-word separator such as \cup from matching the
+// start of a longer word.
+func wholeWordAt(s string, end int, sep string) bool {
+	return sep[0] != '\\' || end >= len(s) || !isASCIILetter(s[end])
+}
+
+// isWholeGroup reports whether s is one bracket group, ( or [ to ) or ],
+// mixed brackets allowed because intervals mix them.
+func isWholeGroup(s string) bool {
+	if (s[0] != '(' && s[0] != '[') || (s[len(s)-1] != ')' && s[len(s)-1] != ']') {
+		return false
+	}
+	return closesAtEnd(s)
+}
+
+// closesAtEnd reports whether the bracket opened at s[0] closes at the last
+// byte of s and not before.
+func closesAtEnd(s string) bool {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+			if depth == 0 {
+				return i == len(s)-1
+			}
+		}
+	}
+	return false
+}
+
+// setBraces returns the inside of "\{ ... \}".
+func setBraces(s string) (string, bool) {
+	if !strings.HasPrefix(s, `\{`) || !strings.HasSuffix(s, `\}`) || len(s) < 4 {
+		return "", false
+	}
+	if !closesAtEnd(s[1:]) {
+		return "", false
+	}
+	return s[2 : len(s)-2], true
+}
+
+// expandPlusMinus turns "a \pm b" into "a + b" and "a - b" (\mp the other
+// way round); several \pm share one sign, as they do in formulas.
+func expandPlusMinus(s string) (plus, minus string, ok bool) {
+	if !strings.Contains(s, `\pm`) && !strings.Contains(s, `\mp`) {
+		return "", "", false
+	}
+	plus = strings.NewReplacer(`\pm`, "+", `\mp`, "-").Replace(s)
+	minus = strings.NewReplacer(`\pm`, "-", `\mp`, "+").Replace(s)
+	return plus, minus, true
+}
+
+// equal is robust equality of two forms.
+func (a form) equal(b form) bool {
+	if a.kind != b.kind {
+		return false
+	}
+	switch a.kind {
+	case kindText, kindChoice:
+		return a.text == b.text
+	case kindScalar:
+		return a.sc.equal(b.sc)
+	case kindEquation:
+		return a.sc.closeAt(b.sc)
+	case kindTuple, kindMatrix:
+		if a.open != b.open || a.close != b.close || a.cols != b.cols || len(a.elems) != len(b.elems) {
+			return false
+		}
+		for i := range a.elems {
+			if !a.elems[i].equal(b.elems[i]) {
+				return false
+			}
+		}
+		return true
+	case kindSet, kindUnion:
+		return subset(a.elems, b.elems) && subset(b.elems, a.elems)
+	}
+	return false
+}
+
+func subset(a, b []form) bool {
+	for _, x := range a {
+		if !slices.ContainsFunc(b, x.equal) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a scalar) equal(b scalar) bool {
+	if a.inf != 0 || b.inf != 0 {
+		return a.inf == b.inf
+	}
+	if a.exact != nil && b.exact != nil {
+		return a.exact.Cmp(b.exact) == 0
+	}
+	return a.closeAt(b)
+}
+
+func (a scalar) closeAt(b scalar) bool {
+	for k := range a.vals {
+		if !finite(a.vals[k]) || !finite(b.vals[k]) || !closeTo(a.vals[k], b.vals[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// key is the canonical key of a form; see the package documentation.
+func (a form) key() string {
+	switch a.kind {
+	case kindText:
+		return "text:" + strconv.Quote(a.text)
+	case kindChoice:
+		return "choice:" + a.text
+	case kindScalar:
+		return a.sc.key()
+	case kindEquation:
+		return "eq(" + valsKey(a.sc.vals[:]) + ")"
+	case kindTuple:
+		return string(a.open) + joinKeys(a.elems, false) + string(a.close)
+	case kindSet:
+		return "{" + joinKeys(a.elems, true) + "}"
+	case kindUnion:
+		return "union{" + joinKeys(a.elems, true) + "}"
+	case kindMatrix:
+		var b strings.Builder
+		b.WriteString("matrix[")
+		for i, e := range a.elems {
+			if i > 0 {
+				if i%a.cols == 0 {
+					b.WriteByte(';')
+				} else {
+					b.WriteByte(',')
+				}
+			}
+			b.WriteString(e.key())
+		}
+		b.WriteByte(']')
+		return b.String()
+	}
+	return ""
+}
+
+func joinKeys(elems []form, sorted bool) string {
+	keys := make([]string, len(elems))
+	for i, e := range elems {
+		keys[i] = e.key()
+	}
+	if sorted {
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+	}
+	return strings.Join(keys, ",")
+}
+
+func (a scalar) key() string {
+	switch {
+	case a.inf > 0:
+		return "inf"
+	case a.inf < 0:
+		return "-inf"
+	case a.exact != nil:
+		return a.exact.RatString()
+	}
+	constant := true
+	for _, v := range a.vals[1:] {
+		constant = constant && closeTo(v, a.vals[0])
+	}
+	if constant {
+		return complexKey(a.vals[0])
+	}
+	return "f(" + valsKey(a.vals[:]) + ")"
+}
+
+// valsKey prints the values of a non-constant expression; they are not
+// matched to fractions, which would only make accidental fractions.
+func valsKey(vals []complex128) string {
+	keys := make([]string, len(vals))
+	for i, v := range vals {
+		keys[i] = approxKey(real(v))
+		if im := imag(v); math.Abs(im) > math.Max(absTol, relTol*cmplx.Abs(v)) {
+			keys[i] += "," + approxKey(im) + "i"
+		}
+	}
+	return strings.Join(keys, ";")
+}
+
+// complexKey prints a numeric value: "6+9i", "3/4", "~1.414213562".
+func complexKey(v complex128) string {
+	re, im := real(v), imag(v)
+	if math.Abs(im) <= math.Max(absTol, relTol*cmplx.Abs(v)) {
+		return realKey(re)
+	}
+	imKey := realKey(math.Abs(im))
+	if math.Abs(re) <= math.Max(absTol, relTol*cmplx.Abs(v)) {
+		re = 0
+	}
+	sign := "+"
+	if im < 0 {
+		sign = "-"
+	}
+	return realKey(re) + sign + imKey + "i"
+}
+
+// A numeric value that is within fractionTol of a fraction with
+// denominator at most maxKeyDenominator prints as that fraction, so that
+// \sin\frac{\pi}{6} and \frac{1}{2} share a key. fractionTol is much
+// tighter than relTol: it absorbs floating-point error, not approximation.
+const (
+	maxKeyDenominator = 1000
+	fractionTol       = 1e-11
+)
+
+func realKey(x float64) string {
+	if math.Abs(x) <= absTol {
+		return "0"
+	}
+	tol := fractionTol * math.Abs(x)
+	for q := 1.0; q <= maxKeyDenominator; q++ {
+		p := math.Round(x * q)
+		if math.Abs(p) >= 1<<53 {
+			break
+		}
+		if math.Abs(x-p/q) <= tol {
+			return big.NewRat(int64(p), int64(q)).RatString()
+		}
+	}
+	return approxKey(x)
+}
+
+func approxKey(x float64) string {
+	if math.Abs(x) <= absTol {
+		return "0"
+	}
+	return "~" + strconv.FormatFloat(x, 'g', 10, 64)
+}
