@@ -33,8 +33,8 @@ func (r record) fields() []string {
 // has reports whether a field is present with a value.
 func (r record) has(key string) bool { return r[key] != nil }
 
-// text returns a field as text; see valueText.
-func (r record) text(key string) string { return valueText(r[key]) }
+// text returns a field as text; see AnswerText.
+func (r record) text(key string) string { return AnswerText(r[key]) }
 
 // firstText returns the first non-blank field of keys as text.
 func (r record) firstText(keys ...string) string {
@@ -52,9 +52,10 @@ func (r record) group(key string) record {
 	return m
 }
 
-// valueText writes a scalar as text: strings as stored, integral numbers as integers (AMC's
-// 27.0 becomes "27"), other numbers as written. Anything else gives "".
-func valueText(v any) string {
+// AnswerText writes a scalar answer (decoded from JSON with json.Number, or read from
+// parquet) as text: strings as stored, integral numbers as integers (AMC's 27.0 becomes
+// "27"), other numbers as written. Anything else gives "".
+func AnswerText(v any) string {
 	switch v := v.(type) {
 	case string:
 		return v
@@ -103,7 +104,7 @@ func floatText(f float64) string {
 // levelOf reads a difficulty level from 3, 3.0, "3" or "Level 3"; anything else, MATH's
 // "Level ?" included, is 0 (unknown).
 func levelOf(v any) int {
-	s := strings.TrimSpace(valueText(v))
+	s := strings.TrimSpace(AnswerText(v))
 	if len(s) > 5 && strings.EqualFold(s[:5], "level") {
 		s = strings.TrimSpace(s[5:])
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestValueText(t *testing.T) {
+func TestAnswerText(t *testing.T) {
 	tests := []struct {
 		why  string
 		in   any
@@ -27,8 +27,8 @@ func TestValueText(t *testing.T) {
 		{"null", nil, ""},
 	}
 	for _, tt := range tests {
-		if got := valueText(tt.in); got != tt.want {
-			t.Errorf("%s: valueText(%#v) = %q, want %q", tt.why, tt.in, got, tt.want)
+		if got := AnswerText(tt.in); got != tt.want {
+			t.Errorf("%s: AnswerText(%#v) = %q, want %q", tt.why, tt.in, got, tt.want)
 		}
 	}
 }
