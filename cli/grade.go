@@ -1,0 +1,351 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/reward"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:      "grade",
+		Usage:     "grade answers in a JSONL file with both checkers, strict and robust, and compare them",
+		UsageText: "umad grade --in FILE [--out FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input]",
+		Description: "Each input line is a JSON object holding a gold answer and either a full model\n" +
+			"response (its final answer is extracted: the last \\boxed{}) or a bare prediction.\n" +
+			"Each line is written back with every field it had, plus:\n" +
+			"  extracted  the answer found, or null for none\n" +
+			"  key        its canonical form (equal keys are equivalent answers), or null\n" +
+			"  strict     the MATH benchmark's is_equiv, as the paper's numbers use it\n" +
+			"  robust     a careful grader: commas, trailing zeros, 27.0 vs 27, fractions, sets...\n" +
+			"When a line has both fields, the response is graded. Agreement statistics go to\n" +
+			"stderr. Malformed lines are reported with their number and skipped, or stop the\n" +
+			"run with --strict-input. --out is written atomically; without it, stdout.\n\n" +
+			"Example:\n" +
+			"  printf '%s\\n' '{\"response\": \"so \\\\boxed{1,000}\", \"gold\": \"1000\"}' > /tmp/r.jsonl\n" +
+			"  umad grade --in /tmp/r.jsonl        # strict false, robust true",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "in", Usage: "JSONL file to grade (- for stdin)", Required: true},
+			&ucli.StringFlag{Name: "out", Usage: "write the graded lines here instead of stdout"},
+			&ucli.StringFlag{Name: "response-field", Value: "response", Usage: "field with a full response"},
+			&ucli.StringFlag{Name: "pred-field", Value: "pred", Usage: "field with a bare predicted answer"},
+			&ucli.StringFlag{Name: "gold-field", Value: "gold", Usage: "field with the gold answer"},
+			&ucli.BoolFlag{Name: "strict-input", Usage: "stop at the first malformed line instead of skipping it"},
+			&ucli.BoolFlag{Name: "gsm8k-hash", Usage: `also accept a final "#### N" line as a response's answer`},
+			&ucli.BoolFlag{Name: "last-number", Usage: "take a response's last number when it has no boxed answer"},
+		},
+		Action: runGrade,
+	})
+}
+
+// gradeConfig is what grading one line needs from the flags.
+type gradeConfig struct {
+	responseField, predField, goldField string
+	extract                             reward.ExtractOptions
+}
+
+// gradeStats counts the verdicts of one run.
+type gradeStats struct {
+	graded, skipped, strict, robust, strictOnly, robustOnly, noAnswer int
+}
+
+func runGrade(c *ucli.Context) error {
+	cfg := gradeConfig{
+		responseField: c.String("response-field"),
+		predField:     c.String("pred-field"),
+		goldField:     c.String("gold-field"),
+		extract:       reward.ExtractOptions{GSM8KHash: c.Bool("gsm8k-hash"), LastNumberFallback: c.Bool("last-number")},
+	}
+	inPath := c.String("in")
+	in := c.App.Reader
+	if inPath != "-" {
+		f, err := os.Open(inPath)
+		if err != nil {
+			return fmt.Errorf("grade: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	var stats gradeStats
+	grade := func(w io.Writer) error {
+		return gradeLines(in, w, c.App.ErrWriter, cfg, c.Bool("strict-input"), &stats)
+	}
+	var err error
+	if out := c.String("out"); out != "" {
+		err = atomicfile.Write(out, grade)
+	} else {
+		w := bufio.NewWriter(c.App.Writer)
+		if err = grade(w); err == nil {
+			err = w.Flush()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("grade %s: %w", inPath, err)
+	}
+	stats.print(c.App.ErrWriter)
+	return nil
+}
+
+// gradeLines grades every line of in onto out; malformed lines are reported on errs and
+// skipped, or returned as the error when strictInput is set.
+func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput bool, stats *gradeStats) error {
+	return data.ReadLines(in, func(lineNo int, line []byte) error {
+		graded, err := cfg.gradeLine(line, stats)
+		if err != nil {
+			if strictInput {
+				return fmt.Errorf("line %d: %w", lineNo, err)
+			}
+			fmt.Fprintf(errs, "umad grade: line %d skipped: %v\n", lineNo, err)
+			stats.skipped++
+			return nil
+		}
+		_, err = out.Write(graded)
+		return err
+	})
+}
+
+// gradeLine returns the line with the verdict fields set, and counts them.
+func (cfg gradeConfig) gradeLine(line []byte, stats *gradeStats) ([]byte, error) {
+	obj, err := parseObject(line)
+	if err != nil {
+		return nil, err
+	}
+	goldValue, ok := obj.get(cfg.goldField)
+	if !ok {
+		return nil, fmt.Errorf("no %q field; fields found: %s", cfg.goldField, obj.keys())
+	}
+	gold, err := answerText(goldValue)
+	if err != nil {
+		return nil, fmt.Errorf("field %q: %w", cfg.goldField, err)
+	}
+	if strings.TrimSpace(gold) == "" {
+		return nil, fmt.Errorf("field %q is empty", cfg.goldField)
+	}
+
+	var extracted string
+	var hasAnswer, strict bool
+	if raw, ok := obj.get(cfg.responseField); ok {
+		var response *string
+		if err := json.Unmarshal(raw, &response); err != nil {
+			return nil, fmt.Errorf("field %q is not a string", cfg.responseField)
+		}
+		if response != nil {
+			extracted, hasAnswer = reward.Extract(*response, cfg.extract)
+			strict = reward.StrictScore(*response, gold)
+		}
+	} else if raw, ok := obj.get(cfg.predField); ok {
+		if extracted, err = answerText(raw); err != nil {
+			return nil, fmt.Errorf("field %q: %w", cfg.predField, err)
+		}
+		hasAnswer = extracted != ""
+		strict = hasAnswer && reward.StrictEquiv(extracted, gold)
+	} else {
+		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.keys())
+	}
+	robust := hasAnswer && reward.RobustEquiv(extracted, gold)
+
+	var extractedJSON, keyJSON any // null without an answer
+	if hasAnswer {
+		extractedJSON, keyJSON = extracted, reward.Key(extracted)
+	}
+	for _, f := range []struct {
+		name  string
+		value any
+	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", strict}, {"robust", robust}} {
+		if err := obj.set(f.name, f.value); err != nil {
+			return nil, err
+		}
+	}
+	stats.count(hasAnswer, strict, robust)
+	return obj.marshal(), nil
+}
+
+// answerText reads an answer value: a string, a number (27.0 reads "27"), or null for none.
+func answerText(raw json.RawMessage) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	switch v.(type) {
+	case nil:
+		return "", nil
+	case string, json.Number:
+		return data.AnswerText(v), nil
+	}
+	return "", fmt.Errorf("want a string or a number, got %s", raw)
+}
+
+func (s *gradeStats) count(hasAnswer, strict, robust bool) {
+	s.graded++
+	if !hasAnswer {
+		s.noAnswer++
+	}
+	if strict {
+		s.strict++
+	}
+	if robust {
+		s.robust++
+	}
+	if strict && !robust {
+		s.strictOnly++
+	}
+	if robust && !strict {
+		s.robustOnly++
+	}
+}
+
+func (s gradeStats) print(w io.Writer) {
+	percent := func(n int) string {
+		if s.graded == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(s.graded))
+	}
+	fmt.Fprintf(w, "graded %d lines, skipped %d malformed\n", s.graded, s.skipped)
+	fmt.Fprintf(w, "strict accuracy  %s (%d/%d)\n", percent(s.strict), s.strict, s.graded)
+	fmt.Fprintf(w, "robust accuracy  %s (%d/%d)\n", percent(s.robust), s.robust, s.graded)
+	fmt.Fprintf(w, "modes disagree   %d (robust only %d, strict only %d)\n", s.strictOnly+s.robustOnly, s.robustOnly, s.strictOnly)
+	fmt.Fprintf(w, "no answer        %d\n", s.noAnswer)
+}
+
+// object is one JSONL line parsed just enough to read fields and to write the line back
+// byte for byte, with changed values replaced where they stand and new fields appended.
+type object struct {
+	line    []byte
+	fields  []objectField
+	closing int // index of the final '}'
+	added   []objectField
+}
+
+type objectField struct {
+	key        string
+	value      json.RawMessage
+	start, end int // the value's bytes in line
+	changed    bool
+}
+
+func parseObject(line []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	obj := &object{line: line}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("invalid JSON: %w", err)
+		}
+		key, _ := tok.(string) // the decoder only yields strings as object keys
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, fmt.Errorf("invalid JSON in field %q: %w", key, err)
+		}
+		end := int(dec.InputOffset())
+		obj.fields = append(obj.fields, objectField{key: key, value: value, start: end - len(value), end: end})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	obj.closing = int(dec.InputOffset()) - 1
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("invalid JSON: data after the object")
+	}
+	return obj, nil
+}
+
+// field returns a field; with duplicate keys the last wins, as in most decoders.
+func (o *object) field(key string) *objectField {
+	for i := len(o.fields) - 1; i >= 0; i-- {
+		if o.fields[i].key == key {
+			return &o.fields[i]
+		}
+	}
+	for i := range o.added {
+		if o.added[i].key == key {
+			return &o.added[i]
+		}
+	}
+	return nil
+}
+
+func (o *object) get(key string) (json.RawMessage, bool) {
+	if f := o.field(key); f != nil {
+		return f.value, true
+	}
+	return nil, false
+}
+
+// set replaces a field's value where it stands (a regraded file keeps its layout) or
+// appends the field.
+func (o *object) set(key string, value any) error {
+	raw, err := marshalJSON(value)
+	if err != nil {
+		return err
+	}
+	if f := o.field(key); f != nil {
+		f.value, f.changed = raw, true
+		return nil
+	}
+	o.added = append(o.added, objectField{key: key, value: raw})
+	return nil
+}
+
+func (o *object) keys() string {
+	if len(o.fields) == 0 {
+		return "none"
+	}
+	names := make([]string, len(o.fields))
+	for i, f := range o.fields {
+		names[i] = f.key
+	}
+	return strings.Join(names, ", ")
+}
+
+// marshal writes the object back as one JSONL line.
+func (o *object) marshal() []byte {
+	var b bytes.Buffer
+	prev := 0
+	for _, f := range o.fields {
+		if f.changed {
+			b.Write(o.line[prev:f.start])
+			b.Write(f.value)
+			prev = f.end
+		}
+	}
+	b.Write(o.line[prev:o.closing])
+	for i, f := range o.added {
+		if i > 0 || len(o.fields) > 0 {
+			b.WriteByte(',')
+		}
+		key, _ := marshalJSON(f.key) // a string always encodes
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(f.value)
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+// marshalJSON encodes without HTML escaping, so answers such as "x<3" stay readable.
+func marshalJSON(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/umad-dev/umad/reward"
+)
+
+// runGradeCmd runs `umad grade args...` through the app and returns stdout, stderr and the error.
+func runGradeCmd(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	app := App()
+	app.Writer, app.ErrWriter = &stdout, &stderr
+	err := app.Run(append([]string{"umad", "grade"}, args...))
+	return stdout.String(), stderr.String(), err
+}
+
+func writeLines(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// gradeCases are input lines with the verdicts the checkers' specifications give them.
+var gradeCases = []struct {
+	why       string
+	line      string
+	extracted any // string, or nil for no answer
+	strict    bool
+	robust    bool
+}{
+	{"thousands comma: strict_string keeps it, a careful grader does not",
+		`{"id": 1, "response": "The total is \\boxed{1,000}.", "gold": "1000"}`, "1,000", false, true},
+	{"dfrac vs frac is normalised by both",
+		`{"id": 2, "response": "$\\boxed{\\dfrac{1}{2}}$", "gold": "\\frac{1}{2}", "meta": {"agent": 0, "turn": [1, 2]}}`, `\dfrac{1}{2}`, true, true},
+	{"an unboxed response has no answer under MATH-style extraction",
+		`{"id": 3, "response": "I think it is 7.", "gold": "7"}`, nil, false, false},
+	{"a wrong boxed answer fails both",
+		`{"id": 4, "response": "\\boxed{8}", "gold": "7"}`, "8", false, false},
+	{"AIME's leading zero: only the robust grader accepts 25 for 025",
+		`{"id": 5, "pred": "25", "gold": "025"}`, "25", false, true},
+	{"a numeric prediction against AMC's float gold",
+		`{"id": 6, "pred": 27, "gold": 27.0}`, "27", true, true},
+	{"a null prediction is no answer",
+		`{"id": 7, "pred": null, "gold": "3"}`, nil, false, false},
+	{"a null response is no answer",
+		`{"id": 8, "response": null, "gold": "3"}`, nil, false, false},
+}
+
+func TestGradeFieldsAndStats(t *testing.T) {
+	var lines []string
+	for _, c := range gradeCases {
+		lines = append(lines, c.line)
+	}
+	stdout, stderr, err := runGradeCmd(t, "--in", writeLines(t, lines...))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	out := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(out) != len(gradeCases) {
+		t.Fatalf("%d output lines for %d input lines:\n%s", len(out), len(gradeCases), stdout)
+	}
+	var strict, robust, disagree, none int
+	for i, c := range gradeCases {
+		t.Run(c.why, func(t *testing.T) {
+			// Every original field is kept byte for byte, in order, before the new ones.
+			if !strings.HasPrefix(out[i], strings.TrimSuffix(c.line, "}")+",") {
+				t.Errorf("output does not start with the input's fields:\n in: %s\nout: %s", c.line, out[i])
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(out[i]), &got); err != nil {
+				t.Fatalf("output line is not JSON: %v", err)
+			}
+			var wantKey any
+			if c.extracted != nil {
+				wantKey = reward.Key(c.extracted.(string))
+			}
+			if got["extracted"] != c.extracted || got["key"] != wantKey || got["strict"] != c.strict || got["robust"] != c.robust {
+				t.Errorf("got extracted=%#v key=%#v strict=%v robust=%v, want %#v %#v %v %v",
+					got["extracted"], got["key"], got["strict"], got["robust"], c.extracted, wantKey, c.strict, c.robust)
+			}
+		})
+		if c.strict {
+			strict++
+		}
+		if c.robust {
+			robust++
+		}
+		if c.strict != c.robust {
+			disagree++
+		}
+		if c.extracted == nil {
+			none++
+		}
+	}
+	n := len(gradeCases)
+	for _, want := range []string{
+		fmt.Sprintf("graded %d lines, skipped 0 malformed", n),
+		fmt.Sprintf("strict accuracy  %.2f%% (%d/%d)", 100*float64(strict)/float64(n), strict, n),
+		fmt.Sprintf("robust accuracy  %.2f%% (%d/%d)", 100*float64(robust)/float64(n), robust, n),
+		fmt.Sprintf("modes disagree   %d (robust only %d, strict only 0)", disagree, disagree),
+		fmt.Sprintf("no answer        %d", none),
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// Grading a graded file replaces the verdict fields where they are: the output is unchanged.
+func TestGradeIsIdempotent(t *testing.T) {
+	first, _, err := runGradeCmd(t, "--in", writeLines(t, gradeCases[0].line, gradeCases[4].line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := runGradeCmd(t, "--in", writeLines(t, strings.Split(strings.TrimSpace(first), "\n")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != second {
+		t.Errorf("regrading changed the lines:\n%s\n%s", first, second)
+	}
+}
+
+func TestGradeFieldNames(t *testing.T) {
+	in := writeLines(t, `{"completion": "\\boxed{4}", "answer": "4"}`, `{"guess": "5", "answer": "4"}`)
+	stdout, _, err := runGradeCmd(t, "--in", in, "--response-field", "completion", "--pred-field", "guess", "--gold-field", "answer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"completion": "\\boxed{4}", "answer": "4","extracted":"4","key":` + mustJSON(t, reward.Key("4")) + `,"strict":true,"robust":true}` + "\n" +
+		`{"guess": "5", "answer": "4","extracted":"5","key":` + mustJSON(t, reward.Key("5")) + `,"strict":false,"robust":false}` + "\n"
+	if stdout != want {
+		t.Errorf("got\n%s\nwant\n%s", stdout, want)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestGradeBadLines(t *testing.T) {
+	in := writeLines(t,
+		`{"response": "\\boxed{2}", "gold": "2"}`,
+		`{"response": "\\boxed{3}", "gold": `,
+		`["not", "an", "object"]`,
+		`{"response": 5, "gold": "5"}`,
+		`{"response": "\\boxed{1}", "answer": "1"}`,
+		`{"text": "x", "gold": "1"}`,
+		`{"pred": "1", "gold": ""}`,
+		`{"pred": "6", "gold": "6"}`,
+	)
+	stdout, stderr, err := runGradeCmd(t, "--in", in)
+	if err != nil {
+		t.Fatalf("malformed lines must be skipped, got %v", err)
+	}
+	if n := strings.Count(stdout, "\n"); n != 2 {
+		t.Errorf("%d lines written, want the 2 good ones:\n%s", n, stdout)
+	}
+	for _, want := range []string{
+		"line 2 skipped", "line 3 skipped: not a JSON object", `line 4 skipped: field "response" is not a string`,
+		`line 5 skipped: no "gold" field; fields found: response, answer`,
+		`line 6 skipped: neither "response" nor "pred" field; fields found: text, gold`,
+		`line 7 skipped: field "gold" is empty`, "graded 2 lines, skipped 6 malformed",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	_, _, err = runGradeCmd(t, "--in", in, "--strict-input")
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("--strict-input: error %v, want one naming line 2", err)
+	}
+}
+
+// --out is replaced whole or not at all: a failed run leaves the old file and no temporary.
+func TestGradeOutIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "graded.jsonl")
+	good := writeLines(t, `{"pred": "2", "gold": "2"}`)
+	stdout, stderr, err := runGradeCmd(t, "--in", good, "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stdout != "" || !strings.Contains(stderr, "graded 1 lines") {
+		t.Errorf("with --out, stdout must be empty and stats on stderr; got %q, %q", stdout, stderr)
+	}
+	written, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(written), `"strict":true`) {
+		t.Fatalf("out file %q (%v)", written, err)
+	}
+
+	bad := writeLines(t, `{"pred": "2", "gold": "2"}`, `{broken`)
+	if _, _, err := runGradeCmd(t, "--in", bad, "--out", out, "--strict-input"); err == nil {
+		t.Fatal("a malformed line with --strict-input must fail")
+	}
+	after, err := os.ReadFile(out)
+	if err != nil || !bytes.Equal(after, written) {
+		t.Errorf("failed run changed the out file: %q (%v)", after, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Errorf("files left in the out folder: %v (%v)", entries, err)
+	}
+}
+
+func TestGradeMissingInput(t *testing.T) {
+	_, _, err := runGradeCmd(t, "--in", filepath.Join(t.TempDir(), "absent.jsonl"))
+	if err == nil || !strings.Contains(err.Error(), "absent.jsonl") {
+		t.Fatalf("error %v, want one naming the file", err)
+	}
+}
