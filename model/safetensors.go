@@ -1,0 +1,479 @@
+package model
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// DType is a safetensors element type.
+type DType string
+
+// Element types. F32, F16 and BF16 convert to float32; the others can be read as raw bytes.
+const (
+	F32  DType = "F32"
+	F16  DType = "F16"
+	BF16 DType = "BF16"
+	F64  DType = "F64"
+	I64  DType = "I64"
+	I32  DType = "I32"
+	I16  DType = "I16"
+	I8   DType = "I8"
+	U8   DType = "U8"
+	Bool DType = "BOOL"
+)
+
+var dtypeBytes = map[DType]int64{F32: 4, F16: 2, BF16: 2, F64: 8, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, Bool: 1}
+
+const (
+	// stMaxHeader is the header size limit the reference implementation also enforces.
+	stMaxHeader       = 100 << 20
+	stMetadataKey     = "__metadata__"
+	stIndexName       = "model.safetensors.index.json"
+	stSingleName      = "model.safetensors"
+	stMaxIndexBytes   = 100 << 20
+	stHeaderAlignment = 8
+)
+
+// NamedTensor is a tensor to write: PyTorch shape (outermost first) and its bytes.
+type NamedTensor struct {
+	Name  string
+	DType DType
+	Shape []int64
+	Write WriteFunc
+}
+
+// TensorView is a tensor read from a safetensors file.
+type TensorView struct {
+	Name  string
+	DType DType
+	Shape []int64
+	Data  []byte
+}
+
+// F32 converts F32, F16 or BF16 data to float32.
+func (t TensorView) F32() ([]float32, error) {
+	var gt GGMLType
+	switch t.DType {
+	case F32:
+		gt = TypeF32
+	case F16:
+		gt = TypeF16
+	case BF16:
+		gt = TypeBF16
+	default:
+		return nil, fmt.Errorf("tensor %q: cannot convert %s to F32", t.Name, t.DType)
+	}
+	return dequantize(gt, t.Data)
+}
+
+// stEntry locates one tensor inside one file.
+type stEntry struct {
+	file       *stFile
+	dtype      DType
+	shape      []int64
+	begin, end int64 // relative to the file's data section
+}
+
+type stFile struct {
+	name      string
+	r         io.ReaderAt
+	closer    io.Closer
+	dataStart int64
+	metadata  map[string]string
+	entries   map[string]stEntry
+}
+
+// Safetensors is an open safetensors model: one file, or the shards of an index.
+type Safetensors struct {
+	// Metadata is the __metadata__ of the single file or of the first shard.
+	Metadata map[string]string
+	files    []*stFile
+	entries  map[string]stEntry
+}
+
+// OpenSafetensors opens a .safetensors file, a model.safetensors.index.json, or a directory
+// holding either (the index wins).
+func OpenSafetensors(path string) (*Safetensors, error) {
+	s, err := openSafetensors(path)
+	if err != nil {
+		return nil, fmt.Errorf("open safetensors %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func openSafetensors(path string) (*Safetensors, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		if _, err := os.Stat(filepath.Join(path, stIndexName)); err == nil {
+			return openIndex(filepath.Join(path, stIndexName))
+		}
+		path = filepath.Join(path, stSingleName)
+	} else if strings.HasSuffix(path, ".json") {
+		return openIndex(path)
+	}
+	f, err := openSTFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Safetensors{Metadata: f.metadata, files: []*stFile{f}, entries: f.entries}, nil
+}
+
+func openSTFile(path string) (*stFile, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f, err := parseSafetensors(fh, st.Size())
+	if err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	f.name = filepath.Base(path)
+	f.closer = fh
+	return f, nil
+}
+
+type stIndex struct {
+	WeightMap map[string]string `json:"weight_map"`
+}
+
+func openIndex(path string) (s *Safetensors, err error) {
+	raw, err := readLimited(path, stMaxIndexBytes)
+	if err != nil {
+		return nil, err
+	}
+	var idx stIndex
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("parse index: %w", err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, errors.New("index has no weight_map entries")
+	}
+	s = &Safetensors{entries: map[string]stEntry{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	byName := map[string]*stFile{}
+	dir := filepath.Dir(path)
+	// Sorted so that errors and the first shard's metadata do not depend on map order.
+	for _, shard := range slices.Sorted(maps.Values(idx.WeightMap)) {
+		if byName[shard] != nil {
+			continue
+		}
+		if !filepath.IsLocal(shard) || filepath.Base(shard) != shard {
+			return nil, fmt.Errorf("index names shard %q outside its directory", shard)
+		}
+		f, err := openSTFile(filepath.Join(dir, shard))
+		if err != nil {
+			return nil, err
+		}
+		byName[shard] = f
+		s.files = append(s.files, f)
+	}
+	s.Metadata = s.files[0].metadata
+	for name, shard := range idx.WeightMap {
+		e, ok := byName[shard].entries[name]
+		if !ok {
+			return nil, fmt.Errorf("index puts tensor %q in %s, which does not hold it", name, shard)
+		}
+		s.entries[name] = e
+	}
+	return s, nil
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return raw, nil
+}
+
+type stHeaderEntry struct {
+	DType       DType   `json:"dtype"`
+	Shape       []int64 `json:"shape"`
+	DataOffsets []int64 `json:"data_offsets"`
+}
+
+// parseSafetensors reads and validates the header of a safetensors image of the given size.
+func parseSafetensors(r io.ReaderAt, size int64) (*stFile, error) {
+	var lenBuf [8]byte
+	if size < 8 {
+		return nil, fmt.Errorf("not a safetensors file: %d bytes is too short", size)
+	}
+	if _, err := r.ReadAt(lenBuf[:], 0); err != nil {
+		return nil, fmt.Errorf("read header length: %w", err)
+	}
+	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if n > uint64(size-8) || n > stMaxHeader {
+		return nil, fmt.Errorf("header length %d does not fit a %d-byte file (limit %d): not safetensors, or truncated", n, size, stMaxHeader)
+	}
+	hdr := make([]byte, n)
+	if _, err := r.ReadAt(hdr, 8); err != nil {
+		return nil, fmt.Errorf("read header: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(hdr, &fields); err != nil {
+		return nil, fmt.Errorf("parse header: %w", err)
+	}
+	f := &stFile{r: r, dataStart: 8 + int64(n), entries: make(map[string]stEntry, len(fields))}
+	dataLen := size - f.dataStart
+	for name, raw := range fields {
+		if name == stMetadataKey {
+			if err := json.Unmarshal(raw, &f.metadata); err != nil {
+				return nil, fmt.Errorf("parse %s: %w", stMetadataKey, err)
+			}
+			continue
+		}
+		var h stHeaderEntry
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", name, err)
+		}
+		e, err := checkEntry(h, dataLen)
+		if err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", name, err)
+		}
+		e.file = f
+		f.entries[name] = e
+	}
+	return f, checkNoOverlap(f.entries)
+}
+
+func checkEntry(h stHeaderEntry, dataLen int64) (stEntry, error) {
+	elem, ok := dtypeBytes[h.DType]
+	if !ok {
+		return stEntry{}, fmt.Errorf("unknown dtype %q", h.DType)
+	}
+	if len(h.DataOffsets) != 2 {
+		return stEntry{}, fmt.Errorf("data_offsets has %d values, want 2", len(h.DataOffsets))
+	}
+	begin, end := h.DataOffsets[0], h.DataOffsets[1]
+	if begin < 0 || end < begin || end > dataLen {
+		return stEntry{}, fmt.Errorf("data_offsets [%d, %d] outside the %d-byte data section: truncated?", begin, end, dataLen)
+	}
+	want, err := shapeBytes(h.Shape, elem)
+	if err != nil {
+		return stEntry{}, err
+	}
+	if want != end-begin {
+		return stEntry{}, fmt.Errorf("shape %v of %s needs %d bytes, data_offsets give %d", h.Shape, h.DType, want, end-begin)
+	}
+	return stEntry{dtype: h.DType, shape: h.Shape, begin: begin, end: end}, nil
+}
+
+func shapeBytes(shape []int64, elem int64) (int64, error) {
+	size := elem
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("negative dimension in shape %v", shape)
+		}
+		if d != 0 && size > math.MaxInt64/d {
+			return 0, fmt.Errorf("shape %v overflows", shape)
+		}
+		size *= d
+	}
+	return size, nil
+}
+
+func checkNoOverlap(entries map[string]stEntry) error {
+	names := slices.Collect(maps.Keys(entries))
+	sort.Slice(names, func(i, j int) bool {
+		a, b := entries[names[i]], entries[names[j]]
+		if a.begin != b.begin {
+			return a.begin < b.begin
+		}
+		return names[i] < names[j]
+	})
+	for i := 1; i < len(names); i++ {
+		prev, cur := entries[names[i-1]], entries[names[i]]
+		if cur.begin < prev.end {
+			return fmt.Errorf("tensors %q and %q overlap", names[i-1], names[i])
+		}
+	}
+	return nil
+}
+
+// Names returns the tensor names, sorted.
+func (s *Safetensors) Names() []string {
+	return slices.Sorted(maps.Keys(s.entries))
+}
+
+// Tensor reads the named tensor.
+func (s *Safetensors) Tensor(name string) (TensorView, error) {
+	e, ok := s.entries[name]
+	if !ok {
+		return TensorView{}, fmt.Errorf("safetensors: no tensor %q", name)
+	}
+	data := make([]byte, e.end-e.begin)
+	if _, err := e.file.r.ReadAt(data, e.file.dataStart+e.begin); err != nil {
+		return TensorView{}, fmt.Errorf("safetensors: read %q from %s: %w", name, e.file.name, err)
+	}
+	return TensorView{Name: name, DType: e.dtype, Shape: slices.Clone(e.shape), Data: data}, nil
+}
+
+// Close closes every file.
+func (s *Safetensors) Close() error {
+	var errs []error
+	for _, f := range s.files {
+		if f.closer != nil {
+			errs = append(errs, f.closer.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// WriteSafetensors writes tensors, in the given order, to one safetensors file atomically.
+func WriteSafetensors(path string, tensors []NamedTensor, metadata map[string]string) error {
+	hdr, sizes, err := safetensorsHeader(tensors, metadata)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return writeFileAtomic(path, func(bw *bufio.Writer) error {
+		if err := binary.Write(bw, binary.LittleEndian, uint64(len(hdr))); err != nil {
+			return err
+		}
+		if _, err := bw.Write(hdr); err != nil {
+			return err
+		}
+		cw := &countingWriter{w: bw}
+		for i, t := range tensors {
+			before := cw.n
+			if err := t.Write(cw); err != nil {
+				return fmt.Errorf("tensor %q: %w", t.Name, err)
+			}
+			if got := cw.n - before; got != sizes[i] {
+				return fmt.Errorf("tensor %q: wrote %d bytes, its dtype and shape need %d", t.Name, got, sizes[i])
+			}
+		}
+		return nil
+	})
+}
+
+// safetensorsHeader returns the JSON header padded with spaces to 8 bytes, and each tensor's
+// byte size.
+func safetensorsHeader(tensors []NamedTensor, metadata map[string]string) ([]byte, []int64, error) {
+	fields := make(map[string]any, len(tensors)+1)
+	if len(metadata) > 0 {
+		fields[stMetadataKey] = metadata
+	}
+	sizes := make([]int64, len(tensors))
+	var off int64
+	for i, t := range tensors {
+		if t.Name == "" || t.Name == stMetadataKey {
+			return nil, nil, fmt.Errorf("invalid tensor name %q", t.Name)
+		}
+		if _, dup := fields[t.Name]; dup {
+			return nil, nil, fmt.Errorf("tensor %q given twice", t.Name)
+		}
+		elem, ok := dtypeBytes[t.DType]
+		if !ok {
+			return nil, nil, fmt.Errorf("tensor %q: unknown dtype %q", t.Name, t.DType)
+		}
+		size, err := shapeBytes(t.Shape, elem)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+		}
+		shape := t.Shape
+		if shape == nil {
+			shape = []int64{} // a scalar's shape is [], not null
+		}
+		fields[t.Name] = stHeaderEntry{DType: t.DType, Shape: shape, DataOffsets: []int64{off, off + size}}
+		sizes[i] = size
+		off += size
+	}
+	hdr, err := json.Marshal(fields)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rem := len(hdr) % stHeaderAlignment; rem != 0 {
+		hdr = append(hdr, bytes.Repeat([]byte{' '}, stHeaderAlignment-rem)...)
+	}
+	return hdr, sizes, nil
+}
+
+// WriteSafetensorsSharded writes tensors into dir as model-0000i-of-0000n.safetensors shards of
+// at most maxShardBytes of data each (a larger tensor gets a shard of its own), plus
+// model.safetensors.index.json. Every file is written atomically, the index last.
+func WriteSafetensorsSharded(dir string, tensors []NamedTensor, metadata map[string]string, maxShardBytes int64) error {
+	if maxShardBytes <= 0 {
+		return fmt.Errorf("write shards in %s: shard size must be positive, got %d", dir, maxShardBytes)
+	}
+	if len(tensors) == 0 {
+		return fmt.Errorf("write shards in %s: no tensors", dir)
+	}
+	var shards [][]NamedTensor
+	var shardBytes, total int64
+	for _, t := range tensors {
+		elem, ok := dtypeBytes[t.DType]
+		if !ok {
+			return fmt.Errorf("write shards in %s: tensor %q: unknown dtype %q", dir, t.Name, t.DType)
+		}
+		size, err := shapeBytes(t.Shape, elem)
+		if err != nil {
+			return fmt.Errorf("write shards in %s: tensor %q: %w", dir, t.Name, err)
+		}
+		if len(shards) == 0 || (shardBytes+size > maxShardBytes && shardBytes > 0) {
+			shards = append(shards, nil)
+			shardBytes = 0
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], t)
+		shardBytes += size
+		total += size
+	}
+	weightMap := map[string]string{}
+	for i, shard := range shards {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
+		if err := WriteSafetensors(filepath.Join(dir, name), shard, metadata); err != nil {
+			return err
+		}
+		for _, t := range shard {
+			weightMap[t.Name] = name
+		}
+	}
+	index := map[string]any{
+		"metadata":   map[string]any{"total_size": total},
+		"weight_map": weightMap,
+	}
+	return writeJSON(filepath.Join(dir, stIndexName), index)
+}
+
+// writeJSON writes v as indented JSON atomically. HTML escaping is off so that tokens such
+// as <|im_end|> stay readable.
+func writeJSON(path string, v any) error {
+	return writeFileAtomic(path, func(w *bufio.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
+}

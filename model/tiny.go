@@ -1,0 +1,481 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// TinyOptions configures WriteTiny.
+type TinyOptions struct {
+	Arch         string // qwen2, qwen3 or llama; may be empty when Shape names it
+	Shape        *Shape // nil: DefaultShape(Arch)
+	Seed         uint64
+	ChatTemplate string // Jinja template written to both tokenizers; empty writes none
+	VocabSize    int    // pad the vocabulary with [PADn] tokens to this size; 0: natural size
+}
+
+// tinyMerges is how many BPE merges the tiny tokenizer learns; with 256 byte tokens and the
+// specials it gives a vocabulary of a few hundred tokens.
+const tinyMerges = 360
+
+// Weight initialisation: projections ~ N(0, 0.02²); norm weights ~ 1 + N(0, 0.05²) so that a
+// norm that is skipped or applied twice shows in the outputs.
+const (
+	weightStd = 0.02
+	normStd   = 0.05
+)
+
+// WriteTiny writes a random-weight model twice with identical weights: dir/model.gguf for
+// llama.cpp and dir/hf/ (config.json, model.safetensors, tokenizer.json,
+// tokenizer_config.json, generation_config.json) for Hugging Face-style loaders. The same
+// options and seed give byte-identical files.
+func WriteTiny(dir string, opt TinyOptions) error {
+	if err := writeTiny(dir, opt); err != nil {
+		return fmt.Errorf("write tiny model to %s: %w", dir, err)
+	}
+	return nil
+}
+
+func writeTiny(dir string, opt TinyOptions) error {
+	s, err := tinyShape(opt)
+	if err != nil {
+		return err
+	}
+	voc := trainBPE(tinyCorpus(), tinyMerges)
+	size := opt.VocabSize
+	if size == 0 {
+		size = s.Vocab
+	}
+	if err := voc.addSpecials(tinySpecials, size); err != nil {
+		return err
+	}
+	s.Vocab = len(voc.tokens)
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	fam := familyOf(s.Arch)
+	ids, err := fam.ids(voc)
+	if err != nil {
+		return err
+	}
+	tensors := tinyTensors(s, opt.Seed)
+	hfDir := filepath.Join(dir, "hf")
+	if err := os.MkdirAll(hfDir, 0o755); err != nil {
+		return err
+	}
+	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, voc, fam, ids, opt.ChatTemplate, tensors); err != nil {
+		return err
+	}
+	named := make([]NamedTensor, len(tensors))
+	for i, t := range tensors {
+		named[i] = NamedTensor{Name: t.hfName, DType: F32, Shape: t.shape, Write: t.writer(false)}
+	}
+	if err := WriteSafetensors(filepath.Join(hfDir, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(hfDir, "config.json"), hfConfigOf(s, ids)); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(hfDir, "generation_config.json"), map[string]any{
+		"bos_token_id": ids.bos, "eos_token_id": ids.eos, "pad_token_id": ids.pad,
+	}); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(hfDir, "tokenizer.json"), hfTokenizerJSON(voc, fam, ids)); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
+}
+
+func tinyShape(opt TinyOptions) (Shape, error) {
+	if opt.Shape == nil {
+		return DefaultShape(Arch(opt.Arch))
+	}
+	s := *opt.Shape
+	if s.Arch == "" {
+		s.Arch = Arch(opt.Arch)
+	} else if opt.Arch != "" && Arch(opt.Arch) != s.Arch {
+		return Shape{}, fmt.Errorf("arch %q and shape arch %q disagree", opt.Arch, s.Arch)
+	}
+	if s.RopeScaling != nil {
+		rs := *s.RopeScaling
+		s.RopeScaling = &rs // the caller's struct stays theirs
+	}
+	return s, nil
+}
+
+// family is what differs between the Qwen and Llama 3 tokenizers built on the same vocabulary.
+type family struct {
+	pre          string // tokenizer.ggml.pre, as llama-vocab.cpp names the pre-tokenizer
+	splitRegex   string // the same pre-tokenizer as a Hugging Face Split pattern
+	addBOS       bool
+	ignoreMerges bool // llama-bpe: a word that is itself a token skips the merges
+	cleanSpaces  bool
+	bos          string
+	eos          string
+	pad          string
+}
+
+const (
+	qwenSplit  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	llamaSplit = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
+
+func familyOf(a Arch) family {
+	if a == ArchLlama {
+		return family{pre: "llama-bpe", splitRegex: llamaSplit, addBOS: true, ignoreMerges: true, cleanSpaces: true,
+			bos: "<|begin_of_text|>", eos: "<|eot_id|>", pad: "<|end_of_text|>"}
+	}
+	return family{pre: "qwen2", splitRegex: qwenSplit,
+		bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>"}
+}
+
+type specialIDs struct{ bos, eos, pad int }
+
+func (f family) ids(v *vocab) (specialIDs, error) {
+	var ids specialIDs
+	for _, x := range []struct {
+		text string
+		id   *int
+	}{{f.bos, &ids.bos}, {f.eos, &ids.eos}, {f.pad, &ids.pad}} {
+		if *x.id = v.id(x.text); *x.id < 0 {
+			return ids, fmt.Errorf("special token %q is not in the vocabulary", x.text)
+		}
+	}
+	return ids, nil
+}
+
+// tinyTensor is one weight under its Hugging Face and GGUF names. Its values come from an
+// RNG seeded by (seed, HF name), so both files get the same numbers without holding the model
+// in memory.
+type tinyTensor struct {
+	hfName   string
+	ggufName string
+	shape    []int64 // PyTorch order
+	norm     bool    // a norm weight (~1) rather than a projection (~0)
+	seed     uint64
+	// permuteHeads > 0 marks Llama's q/k projections: for GGUF the rows of each of that many
+	// heads go from HF's rotate-half order to llama.cpp's interleaved-pair order.
+	permuteHeads int
+}
+
+func tinyTensors(s Shape, seed uint64) []tinyTensor {
+	H, V, F, D := int64(s.Hidden), int64(s.Vocab), int64(s.FFN), int64(s.HeadDim)
+	q, kv := int64(s.Heads)*D, int64(s.KVHeads)*D
+	permQ, permK := 0, 0
+	if s.Arch == ArchLlama {
+		permQ, permK = s.Heads, s.KVHeads
+	}
+	var ts []tinyTensor
+	add := func(hf, gguf string, norm bool, perm int, shape ...int64) {
+		h := fnv.New64a()
+		h.Write([]byte(hf))
+		ts = append(ts, tinyTensor{hfName: hf, ggufName: gguf, shape: shape, norm: norm, seed: seed ^ h.Sum64(), permuteHeads: perm})
+	}
+	add("model.embed_tokens.weight", "token_embd.weight", false, 0, V, H)
+	for i := range s.Layers {
+		hp := "model.layers." + strconv.Itoa(i) + "."
+		gp := "blk." + strconv.Itoa(i) + "."
+		add(hp+"input_layernorm.weight", gp+"attn_norm.weight", true, 0, H)
+		add(hp+"self_attn.q_proj.weight", gp+"attn_q.weight", false, permQ, q, H)
+		add(hp+"self_attn.k_proj.weight", gp+"attn_k.weight", false, permK, kv, H)
+		add(hp+"self_attn.v_proj.weight", gp+"attn_v.weight", false, 0, kv, H)
+		if s.QKVBias {
+			add(hp+"self_attn.q_proj.bias", gp+"attn_q.bias", false, permQ, q)
+			add(hp+"self_attn.k_proj.bias", gp+"attn_k.bias", false, permK, kv)
+			add(hp+"self_attn.v_proj.bias", gp+"attn_v.bias", false, 0, kv)
+		}
+		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
+		if s.Arch == ArchQwen3 {
+			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
+			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
+		}
+		add(hp+"post_attention_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
+		add(hp+"mlp.gate_proj.weight", gp+"ffn_gate.weight", false, 0, F, H)
+		add(hp+"mlp.up_proj.weight", gp+"ffn_up.weight", false, 0, F, H)
+		add(hp+"mlp.down_proj.weight", gp+"ffn_down.weight", false, 0, H, F)
+	}
+	add("model.norm.weight", "output_norm.weight", true, 0, H)
+	if !s.TiedEmbeddings {
+		add("lm_head.weight", "output.weight", false, 0, V, H)
+	}
+	return ts
+}
+
+// ggmlDims reverses a PyTorch shape into ggml order; the bytes stay the same.
+func ggmlDims(shape []int64) []int64 {
+	d := slices.Clone(shape)
+	slices.Reverse(d)
+	return d
+}
+
+// writer streams the tensor as little-endian F32, in HF row order or, with permute, with each
+// head's rows in llama.cpp's order.
+func (t tinyTensor) writer(permute bool) WriteFunc {
+	return func(w io.Writer) error {
+		rng := rand.New(rand.NewPCG(t.seed, t.seed>>1|1))
+		rows := t.shape[0]
+		cols := int64(1)
+		for _, d := range t.shape[1:] {
+			cols *= d
+		}
+		blockRows := max(1, (1<<16)/cols)
+		permute = permute && t.permuteHeads > 0
+		if permute {
+			blockRows = rows / int64(t.permuteHeads) // one head at a time
+		}
+		vals := make([]float32, blockRows*cols)
+		buf := make([]byte, 4*len(vals))
+		for r := int64(0); r < rows; r += blockRows {
+			n := min(blockRows, rows-r) * cols
+			for i := range vals[:n] {
+				if t.norm {
+					vals[i] = float32(1 + normStd*rng.NormFloat64())
+				} else {
+					vals[i] = float32(weightStd * rng.NormFloat64())
+				}
+			}
+			out := vals[:n]
+			if permute {
+				out = interleaveHead(vals, blockRows, cols)
+			}
+			for i, v := range out {
+				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			}
+			if _, err := w.Write(buf[:4*n]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// interleaveHead reorders one head's rows from HF's layout, where rotary pairs are (j, j+d/2),
+// to llama.cpp's, where they are (2j, 2j+1): new row 2j+i = old row i*d/2+j. This is the
+// GGUF converter's reshape(2, d/2) -> swap axes -> reshape.
+func interleaveHead(head []float32, d, cols int64) []float32 {
+	out := make([]float32, d*cols)
+	half := d / 2
+	for i := range int64(2) {
+		for j := range half {
+			copy(out[(2*j+i)*cols:(2*j+i+1)*cols], head[(i*half+j)*cols:(i*half+j+1)*cols])
+		}
+	}
+	return out
+}
+
+func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs, tmpl string, tensors []tinyTensor) error {
+	w, err := CreateGGUF(path)
+	if err != nil {
+		return err
+	}
+	arch := string(s.Arch)
+	kvs := []KV{
+		{"general.architecture", arch},
+		{"general.name", "umad-tiny-" + arch},
+		{"general.alignment", uint32(ggufDefaultAlignment)},
+		{"general.file_type", uint32(0)}, // all F32
+		{arch + ".context_length", uint32(s.Context)},
+		{arch + ".embedding_length", uint32(s.Hidden)},
+		{arch + ".block_count", uint32(s.Layers)},
+		{arch + ".feed_forward_length", uint32(s.FFN)},
+		{arch + ".attention.head_count", uint32(s.Heads)},
+		{arch + ".attention.head_count_kv", uint32(s.KVHeads)},
+		{arch + ".rope.freq_base", float32(s.RopeTheta)},
+		{arch + ".attention.layer_norm_rms_epsilon", float32(s.RMSEps)},
+	}
+	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
+		kvs = append(kvs, KV{arch + ".attention.key_length", uint32(s.HeadDim)}, KV{arch + ".attention.value_length", uint32(s.HeadDim)})
+	}
+	if s.Arch == ArchLlama {
+		kvs = append(kvs, KV{arch + ".vocab_size", uint32(s.Vocab)}, KV{arch + ".rope.dimension_count", uint32(s.HeadDim)})
+	}
+	kvs = append(kvs,
+		KV{"tokenizer.ggml.model", "gpt2"},
+		KV{"tokenizer.ggml.pre", fam.pre},
+		KV{"tokenizer.ggml.tokens", voc.tokens},
+		KV{"tokenizer.ggml.token_type", voc.types},
+		KV{"tokenizer.ggml.merges", voc.merges},
+		KV{"tokenizer.ggml.bos_token_id", uint32(ids.bos)},
+		KV{"tokenizer.ggml.eos_token_id", uint32(ids.eos)},
+		KV{"tokenizer.ggml.padding_token_id", uint32(ids.pad)},
+		KV{"tokenizer.ggml.add_bos_token", fam.addBOS},
+	)
+	if tmpl != "" {
+		kvs = append(kvs, KV{"tokenizer.chat_template", tmpl})
+	}
+	for _, kv := range kvs {
+		if err := w.AddKV(kv.Key, kv.Value); err != nil {
+			return err
+		}
+	}
+	for i, t := range tensors {
+		if err := w.AddTensorFunc(t.ggufName, TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
+			return err
+		}
+		if i == 0 && s.RopeScaling != nil {
+			// llama.cpp applies Llama 3 rope scaling through this tensor, not through keys.
+			factors, err := EncodeTensor(TypeF32, s.llama3RopeFactors())
+			if err != nil {
+				return err
+			}
+			if err := w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(s.HeadDim / 2)}, factors); err != nil {
+				return err
+			}
+		}
+	}
+	return w.Close()
+}
+
+func hfConfigOf(s Shape, ids specialIDs) HFConfig {
+	c := HFConfig{
+		ModelType:             string(s.Arch),
+		VocabSize:             s.Vocab,
+		HiddenSize:            s.Hidden,
+		IntermediateSize:      s.FFN,
+		NumHiddenLayers:       s.Layers,
+		NumAttentionHeads:     s.Heads,
+		NumKeyValueHeads:      s.KVHeads,
+		HiddenAct:             "silu",
+		MaxPositionEmbeddings: s.Context,
+		RMSNormEps:            s.RMSEps,
+		RopeTheta:             s.RopeTheta,
+		RopeScaling:           s.RopeScaling,
+		TieWordEmbeddings:     s.TiedEmbeddings,
+		BOSTokenID:            &ids.bos,
+		EOSTokenID:            TokenIDs{ids.eos},
+		TorchDType:            "float32",
+	}
+	noBias := false
+	switch s.Arch {
+	case ArchQwen2:
+		c.Architectures = []string{"Qwen2ForCausalLM"}
+	case ArchQwen3:
+		c.Architectures = []string{"Qwen3ForCausalLM"}
+		c.HeadDim, c.AttentionBias = s.HeadDim, &noBias
+	case ArchLlama:
+		c.Architectures = []string{"LlamaForCausalLM"}
+		c.HeadDim, c.AttentionBias = s.HeadDim, &noBias
+	}
+	return c
+}
+
+// hfAddedToken is an entry of tokenizer.json's added_tokens.
+type hfAddedToken struct {
+	ID         int    `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+func addedTokens(v *vocab) []hfAddedToken {
+	var out []hfAddedToken
+	for id, typ := range v.types {
+		if typ != tokenNormal {
+			out = append(out, hfAddedToken{ID: id, Content: v.tokens[id], Special: typ == tokenControl})
+		}
+	}
+	return out
+}
+
+func byteLevelStep(addPrefixSpace, trimOffsets, useRegex bool) map[string]any {
+	return map[string]any{"type": "ByteLevel", "add_prefix_space": addPrefixSpace, "trim_offsets": trimOffsets, "use_regex": useRegex}
+}
+
+// hfTokenizerJSON describes the same tokenizer as the GGUF keys in Hugging Face tokenizers'
+// format: a byte-level BPE model, the family's split regex, and the added tokens.
+func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
+	vocabMap := map[string]int{}
+	for id, typ := range v.types {
+		if typ == tokenNormal {
+			vocabMap[v.tokens[id]] = id
+		}
+	}
+	var post any = byteLevelStep(false, false, false)
+	if fam.addBOS {
+		bos := v.tokens[ids.bos]
+		post = map[string]any{"type": "Sequence", "processors": []any{
+			byteLevelStep(true, false, true),
+			map[string]any{
+				"type": "TemplateProcessing",
+				"single": []any{
+					map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
+					map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
+				},
+				"pair": []any{
+					map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
+					map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
+					map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 1}},
+					map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}},
+				},
+				"special_tokens": map[string]any{bos: map[string]any{"id": bos, "ids": []int{ids.bos}, "tokens": []string{bos}}},
+			},
+		}}
+	}
+	return map[string]any{
+		"version":      "1.0",
+		"truncation":   nil,
+		"padding":      nil,
+		"added_tokens": addedTokens(v),
+		"normalizer":   nil, // none, so that any text round-trips byte for byte
+		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": fam.splitRegex}, "behavior": "Isolated", "invert": false},
+			byteLevelStep(false, false, false),
+		}},
+		"post_processor": post,
+		"decoder":        byteLevelStep(false, false, false),
+		"model": map[string]any{
+			"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
+			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
+			"ignore_merges": fam.ignoreMerges, "vocab": vocabMap, "merges": v.merges,
+		},
+	}
+}
+
+func hfTokenizerConfig(v *vocab, fam family, s Shape, tmpl string) map[string]any {
+	decoder := map[string]any{}
+	var extra []string
+	for _, t := range addedTokens(v) {
+		decoder[strconv.Itoa(t.ID)] = map[string]any{
+			"content": t.Content, "lstrip": false, "normalized": false, "rstrip": false,
+			"single_word": false, "special": t.Special,
+		}
+		if t.Special && t.Content != fam.bos && t.Content != fam.eos && t.Content != fam.pad {
+			extra = append(extra, t.Content)
+		}
+	}
+	var bos any // Qwen has no BOS token to add
+	if fam.addBOS {
+		bos = fam.bos
+	}
+	c := map[string]any{
+		"add_bos_token":                fam.addBOS,
+		"add_eos_token":                false,
+		"added_tokens_decoder":         decoder,
+		"additional_special_tokens":    extra,
+		"bos_token":                    bos,
+		"eos_token":                    fam.eos,
+		"pad_token":                    fam.pad,
+		"unk_token":                    nil,
+		"clean_up_tokenization_spaces": fam.cleanSpaces,
+		"errors":                       "replace",
+		"model_max_length":             s.Context,
+		"split_special_tokens":         false,
+		"tokenizer_class":              "PreTrainedTokenizerFast",
+	}
+	if tmpl != "" {
+		c["chat_template"] = tmpl
+	}
+	return c
+}
