@@ -116,23 +116,29 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
 // backward recomputes the layer with grad enabled and back-propagates through it, which
 // accumulates the parameter gradients directly.
 struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+  // The batch's RoPE tables and lengths are saved by value: the batch itself is gone by
+  // the time the backward runs. The model outlives every graph built on it.
   static Tensor forward(AutogradContext* ctx, Tensor x, const Model* m, int64_t layer,
                         const Batch* b) {
-    ctx->save_for_backward({x});
+    ctx->save_for_backward({x, b->cos, b->sin});
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(m);
     ctx->saved_data["layer"] = layer;
-    ctx->saved_data["batch"] = reinterpret_cast<int64_t>(b);
+    ctx->saved_data["lens"] = b->lens;
     torch::NoGradGuard no_grad;
     return layer_forward(*m, layer, x, *b);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto m = reinterpret_cast<const Model*>(ctx->saved_data["model"].toInt());
-    auto b = reinterpret_cast<const Batch*>(ctx->saved_data["batch"].toInt());
     auto layer = ctx->saved_data["layer"].toInt();
-    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto saved = ctx->get_saved_variables();
+    Batch b;
+    b.cos = saved[1];
+    b.sin = saved[2];
+    b.lens = ctx->saved_data["lens"].toIntVector();
+    auto x = saved[0].detach().requires_grad_(true);
     {
       torch::AutoGradMode grad(true);
-      auto y = layer_forward(*m, layer, x, *b);
+      auto y = layer_forward(*m, layer, x, b);
       torch::autograd::backward({y}, {grad_out[0]});
     }
     return {x.grad(), Tensor(), Tensor(), Tensor()};

@@ -1,0 +1,312 @@
+package torch
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// lossFixture is a float64 model and two sequences whose old log-probs are set so each
+// response token has a chosen ratio r = pi/pi_old.
+type lossFixture struct {
+	m                  *Model
+	prompts, responses [][]int32
+	logp               [][]float32 // current log-probs at temperature 1
+}
+
+func newLossFixture(t *testing.T, opts ModelOptions) lossFixture {
+	t.Helper()
+	rt := openForTest(t)
+	opts.DType = Float64
+	m := randomModel(t, rt, tinyConfigs[0].cfg, opts, 21)
+	f := lossFixture{m: m, prompts: [][]int32{{3, 9, 4}, {7}}, responses: [][]int32{{10, 11, 12}, {20, 21, 22}}}
+	var err error
+	if f.logp, _, err = m.LogProbs(f.prompts, f.responses, 1); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// withRatios returns old log-probs that make each token's ratio the given value.
+func (f lossFixture) withRatios(r [][]float64) [][]float32 {
+	old := make([][]float32, len(r))
+	for i := range r {
+		for j := range r[i] {
+			old[i] = append(old[i], float32(float64(f.logp[i][j])-math.Log(r[i][j])))
+		}
+	}
+	return old
+}
+
+// Per-token losses by hand (clip 0.2, dual clip 3):
+//
+//	r=1.5 A=+1: max(-1.5, -1.2)            = -1.2  clipped above
+//	r=0.5 A=+1: max(-0.5, -0.8)            = -0.5  not clipped (the min side of PPO)
+//	r=0.5 A=-1: max( 0.5,  0.8)            =  0.8  clipped below
+//	r=4   A=-1: min(max(4, 1.2), 3)        =  3    dual clip
+//	r=1.1 A=-2: max( 2.2,  2.2)            =  2.2  inside the trust region
+//	r=5   A=+1, mask 0                     =  excluded
+var (
+	handRatios = [][]float64{{1.5, 0.5, 0.5}, {4, 1.1, 5}}
+	handAdv    = [][]float32{{1, 1, -1}, {-1, -2, 1}}
+	handMask   = [][]float32{{1, 1, 1}, {1, 1, 0}}
+)
+
+func TestPolicyLossHandComputed(t *testing.T) {
+	f := newLossFixture(t, ModelOptions{})
+	base := LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3}
+	cases := []struct {
+		name          string
+		cfg           func(LossConfig) LossConfig
+		isw           [][]float32
+		want          float64
+		clip, clipLow float64
+	}{
+		{"token-mean: (-1.2-0.5+0.8+3+2.2)/5", func(c LossConfig) LossConfig { return c }, nil, 4.3 / 5, 0.4, 0.2},
+		{"seq-mean-token-sum: (-0.9+5.2)/2", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenSum; return c }, nil, 2.15, 0.4, 0.2},
+		{"seq-mean-token-mean: (-0.3+2.6)/2", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenMean; return c }, nil, 1.15, 0.4, 0.2},
+		{"seq-mean-token-sum-norm over the longest response (3)", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenSumNorm; return c }, nil, 4.3 / 3, 0.4, 0.2},
+		{"seq-mean-token-sum-norm over a constant 10", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenSumNorm; c.NormLength = 10; return c }, nil, 0.43, 0.4, 0.2},
+		{"no dual clip: the r=4 token costs 4", func(c LossConfig) LossConfig { c.ClipC = 0; return c }, nil, 5.3 / 5, 0.4, 0},
+		{"clip-higher 0.6 lets r=1.5 through", func(c LossConfig) LossConfig { c.ClipHigh = 0.6; return c }, nil, 4.0 / 5, 0.2, 0.2},
+		{"importance weights scale token losses", func(c LossConfig) LossConfig { return c }, [][]float32{{2, 1, 1}, {1, 0.5, 7}}, 2.0 / 5, 0.4, 0.2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := f.m.PolicyLoss(PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios(handRatios),
+				Advantages: handAdv, Mask: handMask, ISWeights: tc.isw}, tc.cfg(base), false, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(st.Loss-tc.want) > 1e-5 || math.Abs(st.PGLoss-tc.want) > 1e-5 {
+				t.Errorf("loss %g, pg loss %g, want %g", st.Loss, st.PGLoss, tc.want)
+			}
+			if math.Abs(st.ClipFrac-tc.clip) > 1e-9 || math.Abs(st.ClipFracLower-tc.clipLow) > 1e-9 {
+				t.Errorf("clip fractions %g/%g, want %g/%g", st.ClipFrac, st.ClipFracLower, tc.clip, tc.clipLow)
+			}
+			if st.Tokens != 5 {
+				t.Errorf("%d tokens in the loss, want 5 (one masked)", st.Tokens)
+			}
+		})
+	}
+}
+
+// KL-in-loss and entropy bonus add coef * aggregate to the policy term; the per-token KL
+// estimators match their formulas at log p - log q = 0.5.
+func TestPolicyLossKLAndEntropyTerms(t *testing.T) {
+	f := newLossFixture(t, ModelOptions{})
+	_, ent, err := f.m.LogProbs(f.prompts, f.responses, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := make([][]float32, len(f.logp))
+	for i := range f.logp {
+		for _, v := range f.logp[i] {
+			ref[i] = append(ref[i], v-0.5)
+		}
+	}
+	ones := [][]float64{{1, 1, 1}, {1, 1, 1}}
+	d := 0.5
+	for _, tc := range []struct {
+		est    KLEstimator
+		perTok float64
+	}{
+		{KLK1, d},
+		{KLK2, d * d / 2},
+		{KLK3, math.Exp(-d) + d - 1},
+	} {
+		t.Run(string(tc.est), func(t *testing.T) {
+			cfg := LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, KL: tc.est, KLCoef: 0.1, EntropyCoef: 0.01}
+			st, err := f.m.PolicyLoss(PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios(ones),
+				Advantages: handAdv, RefLogp: ref}, cfg, false, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meanEnt := 0.0
+			for _, s := range ent {
+				for _, v := range s {
+					meanEnt += float64(v) / 6
+				}
+			}
+			if math.Abs(st.KL-tc.perTok) > 1e-6 {
+				t.Errorf("KL %g, want %g", st.KL, tc.perTok)
+			}
+			if math.Abs(st.Entropy-meanEnt) > 1e-5 {
+				t.Errorf("entropy %g, want %g", st.Entropy, meanEnt)
+			}
+			if want := st.PGLoss + 0.1*tc.perTok - 0.01*meanEnt; math.Abs(st.Loss-want) > 1e-5 {
+				t.Errorf("loss %g, want pg + 0.1 KL - 0.01 H = %g", st.Loss, want)
+			}
+			kl, err := f.m.rt.KL([]float32{-1}, []float32{-1.5}, tc.est)
+			if err != nil || math.Abs(float64(kl[0])-tc.perTok) > 1e-6 {
+				t.Errorf("per-token KL %v (%v), want %g", kl, err, tc.perTok)
+			}
+		})
+	}
+}
+
+// The analytic gradient of the policy loss (chunked lm_head backward, checkpointed layers,
+// every aggregation and KL estimator) matches central finite differences in float64.
+func TestPolicyLossGradientFiniteDifference(t *testing.T) {
+	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2})
+	ratios := [][]float64{{1.05, 0.7, 1.5}, {4, 0.95, 1.2}} // away from the clip kinks
+	ref := make([][]float32, 2)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := range f.logp {
+		for _, v := range f.logp[i] {
+			ref[i] = append(ref[i], v+float32(rng.NormFloat64()*0.3))
+		}
+	}
+	batch := PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios(ratios),
+		Advantages: [][]float32{{0.8, 0.8, -1.3}, {-0.5, 1.1, 1.1}}, RefLogp: ref,
+		ISWeights: [][]float32{{1, 0.7, 1}, {1, 1, 0.9}}}
+	probe := []struct {
+		name string
+		idx  int
+	}{
+		{"model.embed_tokens.weight", 3*32 + 5}, // tied: embedding and lm_head paths
+		{"model.layers.0.self_attn.q_proj.bias", 7},
+		{"model.layers.0.self_attn.k_proj.weight", 40},
+		{"model.layers.1.mlp.down_proj.weight", 100},
+		{"model.layers.1.input_layernorm.weight", 2},
+		{"model.norm.weight", 9},
+	}
+	for _, tc := range []struct {
+		agg AggMode
+		kl  KLEstimator
+	}{
+		{TokenMean, KLK1}, {TokenMean, KLK3}, {SeqMeanTokenSum, KLK2}, {SeqMeanTokenMean, KLK3},
+		{SeqMeanTokenSumNorm, KLK1}, {SeqMeanTokenSumNorm, KLK2},
+	} {
+		t.Run(string(tc.agg)+"/"+string(tc.kl), func(t *testing.T) {
+			cfg := LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, Agg: tc.agg,
+				KL: tc.kl, KLCoef: 0.2, EntropyCoef: 0.05}
+			if _, err := f.m.PolicyLoss(batch, cfg, true, 1); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range probe {
+				grad := tensorBuf(t, f.m, p.name)
+				if err := Read(f.m, p.name, Grad, grad); err != nil {
+					t.Fatal(err)
+				}
+				w := tensorBuf(t, f.m, p.name)
+				if err := Read(f.m, p.name, Weight, w); err != nil {
+					t.Fatal(err)
+				}
+				const h = 1e-5
+				loss := func(delta float64) float64 {
+					w2 := append([]float64(nil), w...)
+					w2[p.idx] += delta
+					if err := Write(f.m, p.name, Weight, w2); err != nil {
+						t.Fatal(err)
+					}
+					st, err := f.m.PolicyLoss(batch, cfg, false, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return st.Loss
+				}
+				fd := (loss(h) - loss(-h)) / (2 * h)
+				if err := Write(f.m, p.name, Weight, w); err != nil {
+					t.Fatal(err)
+				}
+				an := grad[p.idx]
+				if math.Abs(fd-an) > 1e-7+1e-5*math.Abs(an) {
+					t.Errorf("%s[%d]: analytic %.10g, finite difference %.10g", p.name, p.idx, an, fd)
+				}
+				if an == 0 {
+					t.Errorf("%s[%d]: zero gradient proves nothing", p.name, p.idx)
+				}
+			}
+			if err := f.m.ZeroGrad(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func tensorBuf(t *testing.T, m *Model, name string) []float64 {
+	t.Helper()
+	infos, err := m.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range infos {
+		if ti.Name == name {
+			n := int64(1)
+			for _, d := range ti.Shape {
+				n *= d
+			}
+			return make([]float64, n)
+		}
+	}
+	t.Fatalf("no tensor %s", name)
+	return nil
+}
+
+// Checkpointing and chunking change memory, not results: gradients agree with the plain
+// path to float64 rounding.
+func TestGradCheckpointAndChunkingKeepGradients(t *testing.T) {
+	rt := openForTest(t)
+	cfg := tinyConfigs[1].cfg // qwen3: q/k norms inside the recomputed layer
+	plain := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true, LogitChunk: -1}, 4)
+	ckpt := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true, GradCheckpoint: true, LogitChunk: 2}, 4)
+	prompts, responses := randomSeqs(rand.New(rand.NewPCG(5, 5)), cfg.VocabSize, 4)
+	for _, m := range []*Model{plain, ckpt} {
+		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infos, _ := plain.Tensors()
+	for _, ti := range infos {
+		a, b := tensorBuf(t, plain, ti.Name), tensorBuf(t, ckpt, ti.Name)
+		if err := Read(plain, ti.Name, Grad, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := Read(ckpt, ti.Name, Grad, b); err != nil {
+			t.Fatal(err)
+		}
+		for i := range a {
+			if math.Abs(a[i]-b[i]) > 1e-12+1e-9*math.Abs(a[i]) {
+				t.Fatalf("%s[%d]: plain %g, checkpointed+chunked %g", ti.Name, i, a[i], b[i])
+			}
+		}
+	}
+}
+
+func TestPolicyLossRejectsBadInput(t *testing.T) {
+	f := newLossFixture(t, ModelOptions{})
+	ok := PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.logp, Advantages: handAdv}
+	cfg := LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2}
+	cases := []struct {
+		name  string
+		batch func(PolicyBatch) PolicyBatch
+		cfg   func(LossConfig) LossConfig
+		back  bool
+		want  string
+	}{
+		{"KL coefficient without reference log-probs", nil, func(c LossConfig) LossConfig { c.KLCoef = 0.1; return c }, false, "reference log-probs is required"},
+		{"advantages missing", func(b PolicyBatch) PolicyBatch { b.Advantages = nil; return b }, nil, false, "advantages is required"},
+		{"per-token length mismatch", func(b PolicyBatch) PolicyBatch { b.Mask = [][]float32{{1}, {1, 1, 1}}; return b }, nil, false, "mask of sequence 0 has 1 values for 3"},
+		{"unknown aggregation", nil, func(c LossConfig) LossConfig { c.Agg = "sum"; return c }, false, "unknown loss aggregation"},
+		{"unknown estimator", nil, func(c LossConfig) LossConfig { c.KL = "k4"; return c }, false, "unknown KL estimator"},
+		{"dual clip at or below 1", nil, func(c LossConfig) LossConfig { c.ClipC = 1; return c }, false, "dual clip"},
+		{"backward through a frozen model", nil, nil, true, "frozen"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, c := ok, cfg
+			if tc.batch != nil {
+				b = tc.batch(b)
+			}
+			if tc.cfg != nil {
+				c = tc.cfg(c)
+			}
+			_, err := f.m.PolicyLoss(b, c, tc.back, 1)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
