@@ -306,6 +306,8 @@ func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs,
 		KV{"tokenizer.ggml.merges", voc.merges},
 		KV{"tokenizer.ggml.bos_token_id", uint32(ids.bos)},
 		KV{"tokenizer.ggml.eos_token_id", uint32(ids.eos)},
+		// Pinned so llama.cpp need not guess the end-of-turn token from the token texts.
+		KV{"tokenizer.ggml.eot_token_id", uint32(ids.eos)},
 		KV{"tokenizer.ggml.padding_token_id", uint32(ids.pad)},
 		KV{"tokenizer.ggml.add_bos_token", fam.addBOS},
 	)
