@@ -13,7 +13,7 @@ const maxAnswerBytes = 4096
 var noise = strings.NewReplacer(
 	`^{\circ}`, "", `^\circ`, "", `^{ \circ}`, "", `^{\circ }`, "", "°", "",
 	`\$`, "", "$", "", `\%`, "", "%", "",
-	`,\! `, ",", `,\!`, ",", "{,}", ",",
+	`,\! `, "", `,\!`, "", "{,}", "", // LaTeX digit grouping: 10,\!080 and 1{,}000
 	"\u2212", "-", "×", "*", "·", "*", "÷", "/", "π", `\pi `, "∞", `\infty `, "√", `\sqrt`,
 	"\n", " ", "\t", " ", "\r", " ", "~", " ",
 )
@@ -72,8 +72,16 @@ func cleanLatex(s string) string {
 			b.WriteString(s[i:j])
 		}
 		// A control word ends at its last letter; keep a separator so that
-		// "\pi r" does not become "\pir" once the space is gone.
-		if j < len(s) && isASCIILetter(s[j]) {
+		// "\pi r" does not become "\pir" once the space is gone, and join
+		// "\text {x}" to its argument.
+		k := j
+		for k < len(s) && s[k] == ' ' {
+			k++
+		}
+		switch {
+		case k < len(s) && s[k] == '{':
+			j = k
+		case j < len(s) && isASCIILetter(s[j]):
 			b.WriteByte(' ')
 		}
 		i = j - 1

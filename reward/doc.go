@@ -54,8 +54,8 @@
 // number, so "100,200" is 100200, not a list), and expands "a \pm b" into
 // the set {a+b, a-b}.
 //
-// Expressions support + - * /, implicit multiplication, ^ (LaTeX
-// superscripts: x^23 is x^2 times 3), \frac, \dfrac, \frac12, \sqrt,
+// Expressions support + - * /, implicit multiplication, ^ (an unbraced
+// number is the whole exponent: 2^10 is 1024, as meant), \frac, \dfrac, \frac12, \sqrt,
 // \sqrt[n], \pi, i (the imaginary unit), Greek letters and Latin letters as
 // variables, |x|, n!, \binom, trigonometric functions, \ln, \log (natural,
 // or \log_b), \exp, decimals, scientific notation (1.5e3), mixed numbers
@@ -73,7 +73,7 @@
 //
 // Every input is bounded: answers over 4 KiB are compared as text, the
 // parser stops at depth 64 and 512 nodes, exact arithmetic gives way to
-// floating point beyond 16 Kibit numbers or exponents over 4096, and
+// floating point beyond 16 Kibit numbers, and
 // collections hold at most 64 elements. Nothing calls another program.
 //
 // # Canonical keys

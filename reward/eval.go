@@ -10,8 +10,8 @@ import (
 // Evaluation limits: exact arithmetic gives up (and numeric evaluation
 // takes over) beyond these sizes, so no input can make it slow.
 const (
-	maxExactBits = 1 << 14 // numerator plus denominator bits of any intermediate
-	maxExactExp  = 4096    // |n| in an exact x^n
+	maxExactBits = 1 << 14      // numerator plus denominator bits of any intermediate
+	maxExactExp  = maxExactBits // |n| in an exact x^n
 	maxFactorial = 300
 	numPoints    = 4 // points at which expressions with variables are compared
 )

@@ -263,8 +263,9 @@ func (p *parser) postfix() (*node, error) {
 	return n, nil
 }
 
-// script reads a superscript the way LaTeX does: a brace group, or one
-// character or control word (x^23 is x^2 times 3), optionally signed.
+// script reads a superscript: a brace group, one letter or control word, or
+// a whole number. LaTeX would set x^10 as x^1 followed by 0; nobody means
+// that, so the number is the exponent. A sign may come first (x^-1).
 func (p *parser) script() (*node, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
@@ -281,8 +282,11 @@ func (p *parser) script() (*node, error) {
 		}
 		return p.mk(opNeg, arg)
 	case isDigit(c):
-		p.pos++
-		return p.number(p.s[p.pos-1 : p.pos])
+		start := p.pos
+		for p.pos < len(p.s) && isDigit(p.s[p.pos]) {
+			p.pos++
+		}
+		return p.number(p.s[start:p.pos])
 	case isASCIILetter(c) || c == '\\':
 		return p.primary()
 	}
