@@ -258,3 +258,25 @@ func TestSubjectAndLevelFilters(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadWholeFolder loads the shared data folder at once: every file with its own detected
+// format, the notes (SOURCES.md, README.txt) ignored.
+func TestLoadWholeFolder(t *testing.T) {
+	ps, err := Load(sharedData(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDataset := map[string]int{}
+	for _, p := range ps {
+		perDataset[p.Dataset]++
+	}
+	want := map[string]int{"gsm8k": 1319 + 7473, "math500": 500, "amc23": 40, "aime24": 30, "aime25": 30 + 30, "math": 5000 + 7498}
+	if len(perDataset) != len(want) {
+		t.Errorf("datasets %v, want %v", perDataset, want)
+	}
+	for d, n := range want {
+		if perDataset[d] != n {
+			t.Errorf("dataset %s: %d problems, want %d", d, perDataset[d], n)
+		}
+	}
+}

@@ -268,3 +268,28 @@ func TestBadParquet(t *testing.T) {
 		t.Fatalf("error %v, want one naming the file", err)
 	}
 }
+
+// FuzzLoadJSONL: whatever a JSONL file holds, loading it with SkipMalformed returns an error
+// or problems that all have a question and a gold.
+func FuzzLoadJSONL(f *testing.F) {
+	f.Add(`{"question": "q", "answer": "#### 1,000"}`)
+	f.Add(`{"problem": "p", "solution": "\\boxed{\\frac{1}{2}}"}`)
+	f.Add(`{"prompt": [{"role": "user", "content": "c"}], "reward_model": {"ground_truth": 3}}`)
+	f.Add(`{"problem": "p", "answer": 2.0, "level": "Level 9"}` + "\n" + `{"problem": 1}`)
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, content string) {
+		path := filepath.Join(dir, "fuzz.jsonl")
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := Load(path, Options{SkipMalformed: true})
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			if strings.TrimSpace(p.Question) == "" || strings.TrimSpace(p.Gold) == "" {
+				t.Fatalf("problem without question or gold: %+v", p)
+			}
+		}
+	})
+}
