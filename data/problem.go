@@ -4,12 +4,14 @@
 package data
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -41,7 +43,8 @@ type Problem struct {
 // Options selects and subsamples what Load returns. The zero value loads everything in file
 // order with the format detected.
 type Options struct {
-	// Format is one of Formats(); empty detects it from each file's fields and path.
+	// Format is one of Formats(), applied to every file loaded; empty detects it per file
+	// from the first row's fields (and, for AMC/AIME, the file's path).
 	Format string
 	// Limit keeps at most this many problems after filtering and sampling; 0 keeps all.
 	Limit int
@@ -187,12 +190,6 @@ func loadFile(path, name string, opt Options) ([]Problem, error) {
 	problems := make([]Problem, 0, len(rows))
 	for i, r := range rows {
 		p, err := l.convert(r.rec, l.name)
-		if err == nil && p.ID == "" {
-			p.ID = r.id
-			if p.ID == "" {
-				p.ID = fmt.Sprint(i)
-			}
-		}
 		if err != nil {
 			err = fmt.Errorf("%s %s: %w", path, r.where, err)
 			if !opt.SkipMalformed && !errors.Is(err, errEmptyGold) {
@@ -200,6 +197,9 @@ func loadFile(path, name string, opt Options) ([]Problem, error) {
 			}
 			warnSkipped(err)
 			continue
+		}
+		if p.ID == "" {
+			p.ID = cmp.Or(r.id, strconv.Itoa(i))
 		}
 		problems = append(problems, p)
 	}
