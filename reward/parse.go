@@ -554,26 +554,58 @@ func (p *parser) sciExponent() string {
 	return exp
 }
 
-// mixedFraction consumes "\frac{a}{b}" with integer a and b right after an
-// integer, the way MATH writes mixed numbers (137 \frac{1}{2}).
+// mixedFraction consumes "\frac{a}{b}" with integer literals a and b right
+// after an integer, the way MATH writes mixed numbers (137 \frac{1}{2}). It
+// scans instead of parsing, so trying it never costs a second parse.
 func (p *parser) mixedFraction() *node {
-	save, saveNodes := p.pos, p.nodes
 	if p.peek() != '\\' || p.word(p.pos+1) != "frac" {
 		return nil
 	}
-	p.pos += len(`\frac`)
-	a, errA := p.macroArg()
-	b, errB := p.macroArg()
-	if errA != nil || errB != nil || a.op != opNum || b.op != opNum || !a.num.IsInt() || !b.num.IsInt() {
-		p.pos, p.nodes = save, saveNodes
+	i := p.pos + len(`\frac`)
+	a, i, okA := intArg(p.s, i)
+	b, i, okB := intArg(p.s, i)
+	if !okA || !okB {
 		return nil
 	}
-	frac, err := p.mk(opDiv, a, b)
+	num, errA := p.number(a)
+	den, errB := p.number(b)
+	if errA != nil || errB != nil {
+		return nil
+	}
+	frac, err := p.mk(opDiv, num, den)
 	if err != nil {
-		p.pos, p.nodes = save, saveNodes
 		return nil
 	}
+	p.pos = i
 	return frac
+}
+
+// intArg reads a macro argument that is an integer literal: "{12}" or a
+// single digit, with optional spaces.
+func intArg(s string, i int) (digits string, next int, ok bool) {
+	for i < len(s) && s[i] == ' ' {
+		i++
+	}
+	if i < len(s) && isDigit(s[i]) {
+		return s[i : i+1], i + 1, true
+	}
+	if i >= len(s) || s[i] != '{' {
+		return "", i, false
+	}
+	j := strings.IndexByte(s[i:], '}')
+	if j < 0 {
+		return "", i, false
+	}
+	digits = strings.TrimSpace(s[i+1 : i+j])
+	if digits == "" {
+		return "", i, false
+	}
+	for k := 0; k < len(digits); k++ {
+		if !isDigit(digits[k]) {
+			return "", i, false
+		}
+	}
+	return digits, i + j + 1, true
 }
 
 func (p *parser) number(lit string) (*node, error) {
