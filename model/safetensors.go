@@ -157,7 +157,7 @@ type stIndex struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-func openIndex(path string) (s *Safetensors, err error) {
+func openIndex(path string) (_ *Safetensors, err error) {
 	raw, err := readLimited(path, stMaxIndexBytes)
 	if err != nil {
 		return nil, err
@@ -169,8 +169,8 @@ func openIndex(path string) (s *Safetensors, err error) {
 	if len(idx.WeightMap) == 0 {
 		return nil, errors.New("index has no weight_map entries")
 	}
-	s = &Safetensors{entries: map[string]stEntry{}}
-	defer func() {
+	s := &Safetensors{entries: map[string]stEntry{}}
+	defer func() { // close the shards opened before the error
 		if err != nil {
 			s.Close()
 		}
