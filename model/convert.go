@@ -1,0 +1,334 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// llama_ftype values for general.file_type: what most of the file's matrices are.
+var fileTypeOf = map[GGMLType]uint32{TypeF32: 0, TypeF16: 1, TypeQ8_0: 7, TypeBF16: 32}
+
+// ropeScalingKey keeps config.json's rope_scaling block in a converted GGUF. llama.cpp
+// applies Llama 3 scaling through the rope_freqs tensor, from which the block's parameters
+// cannot be recovered exactly; llama.cpp ignores keys outside its namespaces.
+const ropeScalingKey = "umad.hf.rope_scaling"
+
+// convertChunkBytes is how much of a tensor is converted at a time: large enough for disk
+// speed, small enough that memory does not grow with the model.
+const convertChunkBytes = 4 << 20
+
+// HFToGGUFOptions configures HFToGGUF.
+type HFToGGUFOptions struct {
+	// Type is the type of the weight matrices: TypeF32 (the zero value), TypeF16, TypeBF16 or
+	// TypeQ8_0. Vectors (norms, biases) stay F32, as llama.cpp expects.
+	Type GGMLType
+	// Progress, if set, is called before each tensor is written.
+	Progress func(done, total int, name string)
+}
+
+// SupportedArchitectures lists the config.json model_type values that convert.
+func SupportedArchitectures() []string { return slices.Sorted(maps.Keys(archOfModelType)) }
+
+// HFToGGUF converts a Hugging Face checkpoint directory (config.json, safetensors, tokenizer
+// files) to one GGUF file that llama.cpp loads with no further settings. Tensors are
+// streamed a few megabytes at a time.
+func HFToGGUF(dir, out string, opt HFToGGUFOptions) error {
+	if err := hfToGGUF(dir, out, opt); err != nil {
+		return fmt.Errorf("convert %s to gguf: %w", dir, err)
+	}
+	return nil
+}
+
+func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
+	if _, ok := fileTypeOf[opt.Type]; !ok {
+		return fmt.Errorf("output type %v is not supported (want F32, F16, BF16 or Q8_0)", opt.Type)
+	}
+	cfg, err := LoadHFConfig(dir)
+	if err != nil {
+		return err
+	}
+	if _, ok := archOfModelType[cfg.ModelType]; !ok {
+		return fmt.Errorf("architecture %q (config.json model_type) is not supported; supported: %s",
+			cfg.ModelType, strings.Join(SupportedArchitectures(), ", "))
+	}
+	s, err := cfg.Shape()
+	if err != nil {
+		return err
+	}
+	tok, err := LoadHFTokenizer(dir)
+	if err != nil {
+		return err
+	}
+	if err := tok.fitConfig(cfg, s.Vocab); err != nil {
+		return err
+	}
+	st, err := OpenSafetensors(dir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	layout := tinyTensors(s, 0)
+	if err := checkHFTensors(st, layout, s); err != nil {
+		return err
+	}
+	w, err := CreateGGUF(out)
+	if err != nil {
+		return err
+	}
+	kvs, err := ggufKVs(s, tok, opt.Type, filepath.Base(filepath.Clean(dir)))
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		if err := w.AddKV(kv.Key, kv.Value); err != nil {
+			return err
+		}
+	}
+	for i, t := range layout {
+		dst := matrixType(opt.Type, t.shape)
+		write := hfTensorWriter(st, t, dst, opt.Progress, i, len(layout))
+		if err := w.AddTensorFunc(t.ggufName, dst, ggmlDims(t.shape), write); err != nil {
+			return err
+		}
+		if i == 0 && s.RopeScaling != nil {
+			factors, err := EncodeTensor(TypeF32, s.llama3RopeFactors())
+			if err != nil {
+				return err
+			}
+			if err := w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(s.HeadDim / 2)}, factors); err != nil {
+				return err
+			}
+		}
+	}
+	return w.Close()
+}
+
+// fitConfig checks the tokenizer against config.json, pads it with unused tokens to the
+// embedding's row count, and takes BOS/EOS from config.json where the tokenizer config
+// names none (Qwen's bos_token is null, yet llama.cpp's Qwen files carry its id).
+func (t *HFTokenizer) fitConfig(cfg *HFConfig, vocabSize int) error {
+	if t.Len() > vocabSize {
+		return fmt.Errorf("the tokenizer has %d tokens but config.json vocab_size is %d", t.Len(), vocabSize)
+	}
+	for id := t.Len(); id < vocabSize; id++ {
+		t.voc.tokens = append(t.voc.tokens, fmt.Sprintf("[PAD%d]", id))
+		t.voc.types = append(t.voc.types, tokenUnused)
+	}
+	if t.BOS < 0 && cfg.BOSTokenID != nil {
+		t.BOS = *cfg.BOSTokenID
+	}
+	if t.EOS < 0 && len(cfg.EOSTokenID) > 0 {
+		t.EOS = cfg.EOSTokenID[0]
+	}
+	for _, id := range []int{t.BOS, t.EOS} {
+		if id >= vocabSize {
+			return fmt.Errorf("special token id %d is outside the vocabulary of %d", id, vocabSize)
+		}
+	}
+	return nil
+}
+
+// checkHFTensors requires every tensor the architecture needs, with its shape and a float
+// dtype, and refuses tensors the conversion would silently drop.
+func checkHFTensors(st *Safetensors, layout []tinyTensor, s Shape) error {
+	want := map[string]bool{}
+	for _, t := range layout {
+		want[t.hfName] = true
+		e, ok := st.entries[t.hfName]
+		if !ok {
+			return fmt.Errorf("safetensors: tensor %q is missing", t.hfName)
+		}
+		if !slices.Equal(e.shape, t.shape) {
+			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.hfName, e.shape, t.shape)
+		}
+		if _, err := ggmlTypeOfDType(e.dtype); err != nil {
+			return fmt.Errorf("safetensors: tensor %q: %w", t.hfName, err)
+		}
+	}
+	for _, name := range st.Names() {
+		switch {
+		case want[name]:
+		case strings.HasSuffix(name, ".rotary_emb.inv_freq"): // recomputed from rope_theta
+		case name == "lm_head.weight" && s.TiedEmbeddings: // tied: the embedding is the head
+		default:
+			return fmt.Errorf("safetensors: tensor %q is not part of a %s model", name, s.Arch)
+		}
+	}
+	return nil
+}
+
+func ggmlTypeOfDType(d DType) (GGMLType, error) {
+	switch d {
+	case F32:
+		return TypeF32, nil
+	case F16:
+		return TypeF16, nil
+	case BF16:
+		return TypeBF16, nil
+	}
+	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
+}
+
+// matrixType is the GGUF type of a tensor: vectors stay F32; a Q8_0 matrix whose rows are
+// not whole 32-value blocks falls back to F16.
+func matrixType(want GGMLType, shape []int64) GGMLType {
+	if len(shape) < 2 {
+		return TypeF32
+	}
+	if want == TypeQ8_0 && shape[len(shape)-1]%q8BlockSize != 0 {
+		return TypeF16
+	}
+	return want
+}
+
+// ggufKVs is the metadata llama.cpp reads for the architecture and the tokenizer.
+func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error) {
+	a := string(s.Arch)
+	kvs := []KV{
+		{"general.architecture", a},
+		{"general.name", name},
+		{"general.file_type", fileTypeOf[typ]},
+		{"general.quantization_version", uint32(2)},
+		{a + ".vocab_size", uint32(s.Vocab)},
+		{a + ".context_length", uint32(s.Context)},
+		{a + ".embedding_length", uint32(s.Hidden)},
+		{a + ".block_count", uint32(s.Layers)},
+		{a + ".feed_forward_length", uint32(s.FFN)},
+		{a + ".attention.head_count", uint32(s.Heads)},
+		{a + ".attention.head_count_kv", uint32(s.KVHeads)},
+		{a + ".rope.freq_base", float32(s.RopeTheta)},
+		{a + ".attention.layer_norm_rms_epsilon", float32(s.RMSEps)},
+	}
+	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
+		kvs = append(kvs, KV{a + ".attention.key_length", uint32(s.HeadDim)}, KV{a + ".attention.value_length", uint32(s.HeadDim)})
+	}
+	if s.Arch == ArchLlama {
+		kvs = append(kvs, KV{a + ".rope.dimension_count", uint32(s.HeadDim)})
+	}
+	if s.RopeScaling != nil {
+		b, err := json.Marshal(s.RopeScaling)
+		if err != nil {
+			return nil, err
+		}
+		kvs = append(kvs, KV{ropeScalingKey, string(b)})
+	}
+	kvs = append(kvs,
+		KV{"tokenizer.ggml.model", "gpt2"},
+		KV{"tokenizer.ggml.pre", tok.Pre()},
+		KV{"tokenizer.ggml.tokens", tok.voc.tokens},
+		KV{"tokenizer.ggml.token_type", tok.voc.types},
+		KV{"tokenizer.ggml.merges", tok.voc.merges},
+	)
+	for _, id := range []struct {
+		key string
+		id  int
+	}{
+		{"tokenizer.ggml.bos_token_id", tok.BOS},
+		{"tokenizer.ggml.eos_token_id", tok.EOS},
+		{"tokenizer.ggml.eot_token_id", tok.EOT},
+		{"tokenizer.ggml.padding_token_id", tok.PAD},
+	} {
+		if id.id >= 0 {
+			kvs = append(kvs, KV{id.key, uint32(id.id)})
+		}
+	}
+	kvs = append(kvs, KV{"tokenizer.ggml.add_bos_token", tok.AddBOS}, KV{"tokenizer.ggml.add_eos_token", false})
+	if tok.ChatTemplate != "" {
+		kvs = append(kvs, KV{"tokenizer.chat_template", tok.ChatTemplate})
+	}
+	return kvs, nil
+}
+
+// hfTensorWriter streams one safetensors tensor into the GGUF as type dst, putting Llama's
+// q/k rows into llama.cpp's rotary order.
+func hfTensorWriter(st *Safetensors, t tinyTensor, dst GGMLType, progress func(int, int, string), i, n int) WriteFunc {
+	return func(w io.Writer) error {
+		if progress != nil {
+			progress(i, n, t.ggufName)
+		}
+		e := st.entries[t.hfName]
+		src, err := ggmlTypeOfDType(e.dtype)
+		if err != nil {
+			return err
+		}
+		r := io.NewSectionReader(e.file.r, e.file.dataStart+e.begin, e.end-e.begin)
+		return convertRows(w, r, src, dst, t.shape, t.permuteHeads, interleaveRows)
+	}
+}
+
+// convertRows copies a row-major tensor of the given PyTorch shape from r (type src) to w
+// (type dst), a block of rows at a time. With heads > 0 every block is one head's rows,
+// reordered by permute.
+func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, heads int, permute func(dst, src []byte, rows, rowBytes int64)) error {
+	rows, cols := int64(1), int64(1)
+	if len(shape) > 0 {
+		rows = shape[0]
+		for _, d := range shape[1:] {
+			cols *= d
+		}
+	}
+	srcElem := ggmlLayouts[src].blockBytes // F32/F16/BF16: one element per block
+	rowBytes := cols * srcElem
+	block := max(1, convertChunkBytes/rowBytes)
+	if heads > 0 {
+		if rows%int64(heads) != 0 || (rows/int64(heads))%2 != 0 {
+			return fmt.Errorf("%d rows do not split into %d heads of even size", rows, heads)
+		}
+		block = rows / int64(heads)
+	}
+	buf := make([]byte, min(block, rows)*rowBytes)
+	var perm []byte
+	if heads > 0 {
+		perm = make([]byte, len(buf))
+	}
+	for done := int64(0); done < rows; done += block {
+		chunk := buf[:min(block, rows-done)*rowBytes]
+		if _, err := io.ReadFull(r, chunk); err != nil {
+			return fmt.Errorf("read rows %d..: %w", done, err)
+		}
+		if heads > 0 {
+			permute(perm, chunk, block, rowBytes)
+			chunk = perm
+		}
+		if src != dst {
+			vals, err := dequantize(src, chunk)
+			if err != nil {
+				return err
+			}
+			if chunk, err = EncodeTensor(dst, vals); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interleaveRows reorders one head's rows from Hugging Face's rotate-half layout, where
+// rotary pairs are rows (j, j+d/2), to llama.cpp's, where they are (2j, 2j+1):
+// dst row 2j+i = src row i*d/2+j.
+func interleaveRows(dst, src []byte, d, rowBytes int64) {
+	half := d / 2
+	for i := range int64(2) {
+		for j := range half {
+			copy(dst[(2*j+i)*rowBytes:(2*j+i+1)*rowBytes], src[(i*half+j)*rowBytes:(i*half+j+1)*rowBytes])
+		}
+	}
+}
+
+// deinterleaveRows is interleaveRows' inverse: dst row i*d/2+j = src row 2j+i.
+func deinterleaveRows(dst, src []byte, d, rowBytes int64) {
+	half := d / 2
+	for i := range int64(2) {
+		for j := range half {
+			copy(dst[(i*half+j)*rowBytes:(i*half+j+1)*rowBytes], src[(2*j+i)*rowBytes:(2*j+i+1)*rowBytes])
+		}
+	}
+}

@@ -1,0 +1,387 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// DefaultShardBytes is the size above which GGUFToHF shards the weights, as transformers'
+// save_pretrained does by default.
+const DefaultShardBytes = 5_000_000_000
+
+// GGUFToHFOptions configures GGUFToHF.
+type GGUFToHFOptions struct {
+	// DType of the safetensors weights; "" keeps the type of the GGUF's token embedding
+	// (vectors that GGUF keeps in F32 are narrowed to it, exactly when they came from it).
+	DType DType
+	// ShardBytes is the largest single model.safetensors; above it the weights are sharded
+	// with an index. 0 means DefaultShardBytes.
+	ShardBytes int64
+	// Progress, if set, is called before each tensor is written.
+	Progress func(done, total int, name string)
+}
+
+// GGUFToHF converts an F32, F16 or BF16 GGUF file of a supported architecture to a Hugging
+// Face directory: config.json, generation_config.json, model.safetensors (or shards and an
+// index), tokenizer.json and tokenizer_config.json with the chat template.
+func GGUFToHF(path, dir string, opt GGUFToHFOptions) error {
+	if err := ggufToHF(path, dir, opt); err != nil {
+		return fmt.Errorf("convert %s to hugging face: %w", path, err)
+	}
+	return nil
+}
+
+func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
+	g, err := OpenGGUF(path)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	s, err := ggufShape(g)
+	if err != nil {
+		return err
+	}
+	layout := tinyTensors(s, 0)
+	dtype, err := hfDType(g, layout, opt.DType)
+	if err != nil {
+		return err
+	}
+	if err := checkGGUFTensors(g, layout, s); err != nil {
+		return err
+	}
+	tok, err := ggufTokenizer(g)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	named := make([]NamedTensor, len(layout))
+	var total int64
+	for i, t := range layout {
+		named[i] = NamedTensor{Name: t.hfName, DType: dtype, Shape: t.shape, Write: ggufTensorWriter(g, t, dtype, opt.Progress, i, len(layout))}
+		n, err := shapeBytes(t.shape, dtypeBytes[dtype])
+		if err != nil {
+			return err
+		}
+		total += n
+	}
+	shard := opt.ShardBytes
+	if shard <= 0 {
+		shard = DefaultShardBytes
+	}
+	meta := map[string]string{"format": "pt"}
+	if total > shard {
+		err = WriteSafetensorsSharded(dir, named, meta, shard)
+	} else {
+		err = WriteSafetensors(filepath.Join(dir, stSingleName), named, meta)
+	}
+	if err != nil {
+		return err
+	}
+	return writeHFTokenizerAndConfig(dir, s, tok, dtype)
+}
+
+// ggufShape reads the architecture's hyperparameters under llama.cpp's key names.
+func ggufShape(g *GGUF) (Shape, error) {
+	arch, err := g.String("general.architecture")
+	if err != nil {
+		return Shape{}, err
+	}
+	if _, ok := archOfModelType[arch]; !ok {
+		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", arch, strings.Join(SupportedArchitectures(), ", "))
+	}
+	s := Shape{Arch: Arch(arch), RopeTheta: 10000} // llama.cpp's default base
+	tokens, err := g.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		return Shape{}, err
+	}
+	s.Vocab = len(tokens)
+	for _, f := range []struct {
+		key      string
+		v        *int
+		optional bool
+	}{
+		{"context_length", &s.Context, false},
+		{"embedding_length", &s.Hidden, false},
+		{"block_count", &s.Layers, false},
+		{"feed_forward_length", &s.FFN, false},
+		{"attention.head_count", &s.Heads, false},
+		{"attention.head_count_kv", &s.KVHeads, true},
+		{"attention.key_length", &s.HeadDim, true},
+	} {
+		key := arch + "." + f.key
+		if _, ok := g.Lookup(key); !ok && f.optional {
+			continue
+		}
+		u, err := g.Uint(key)
+		if err != nil {
+			return Shape{}, err
+		}
+		if u > math.MaxInt32 {
+			return Shape{}, fmt.Errorf("%s = %d is out of range", key, u)
+		}
+		*f.v = int(u)
+	}
+	if s.KVHeads == 0 {
+		s.KVHeads = s.Heads
+	}
+	if s.HeadDim == 0 && s.Heads > 0 {
+		s.HeadDim = s.Hidden / s.Heads
+	}
+	if s.RMSEps, err = g.Float(arch + ".attention.layer_norm_rms_epsilon"); err != nil {
+		return Shape{}, err
+	}
+	if _, ok := g.Lookup(arch + ".rope.freq_base"); ok {
+		if s.RopeTheta, err = g.Float(arch + ".rope.freq_base"); err != nil {
+			return Shape{}, err
+		}
+	}
+	// GGUF stores these floats as float32; config.json should show the decimal the
+	// checkpoint had (1e-06, not 9.999999974752427e-07).
+	s.RopeTheta, s.RMSEps = shortestF32(s.RopeTheta), shortestF32(s.RMSEps)
+	_, hasOutput := g.Tensor("output.weight")
+	s.TiedEmbeddings = !hasOutput
+	_, s.QKVBias = g.Tensor("blk.0.attn_q.bias")
+	if s.RopeScaling, err = ggufRopeScaling(g, s); err != nil {
+		return Shape{}, err
+	}
+	if err := s.Validate(); err != nil {
+		return Shape{}, err
+	}
+	return s, nil
+}
+
+// shortestF32 returns the float64 of the shortest decimal that reads back as the same
+// float32.
+func shortestF32(x float64) float64 {
+	var out float64
+	fmt.Sscan(fmt.Sprint(float32(x)), &out)
+	return out
+}
+
+// ggufRopeScaling recovers config.json's rope_scaling: from the block HFToGGUF stores, else
+// (a file made by another converter) Llama 3's published parameters, accepted only if they
+// reproduce the file's rope_freqs exactly.
+func ggufRopeScaling(g *GGUF, s Shape) (*RopeScaling, error) {
+	if _, ok := g.Tensor("rope_freqs.weight"); !ok {
+		return nil, nil
+	}
+	stored, err := g.ReadTensorF32("rope_freqs.weight")
+	if err != nil {
+		return nil, err
+	}
+	var rs RopeScaling
+	if raw, err := g.String(ropeScalingKey); err == nil {
+		if err := json.Unmarshal([]byte(raw), &rs); err != nil {
+			return nil, fmt.Errorf("%s: %w", ropeScalingKey, err)
+		}
+	} else {
+		rs = RopeScaling{RopeType: "llama3", Factor: float64(slices.Max(stored)), LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
+	}
+	s.RopeScaling = &rs
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if !slices.Equal(s.llama3RopeFactors(), stored) {
+		return nil, fmt.Errorf("rope_freqs.weight does not match llama3 rope scaling %+v; cannot recover config.json's rope_scaling", rs)
+	}
+	return &rs, nil
+}
+
+// hfDType picks the output dtype and checks that every tensor converts to it.
+func hfDType(g *GGUF, layout []tinyTensor, want DType) (DType, error) {
+	for _, t := range g.Tensors {
+		if t.Type != TypeF32 && t.Type != TypeF16 && t.Type != TypeBF16 {
+			return "", fmt.Errorf("tensor %q is %v: only F32, F16 and BF16 files convert back (quantised weights cannot be restored)", t.Name, t.Type)
+		}
+	}
+	if want != "" {
+		if _, err := ggmlTypeOfDType(want); err != nil {
+			return "", err
+		}
+		return want, nil
+	}
+	emb, ok := g.Tensor(layout[0].ggufName)
+	if !ok {
+		return "", fmt.Errorf("tensor %q is missing", layout[0].ggufName)
+	}
+	return map[GGMLType]DType{TypeF32: F32, TypeF16: F16, TypeBF16: BF16}[emb.Type], nil
+}
+
+func checkGGUFTensors(g *GGUF, layout []tinyTensor, s Shape) error {
+	want := map[string]bool{"rope_freqs.weight": s.RopeScaling != nil}
+	for _, t := range layout {
+		want[t.ggufName] = true
+		info, ok := g.Tensor(t.ggufName)
+		if !ok {
+			return fmt.Errorf("tensor %q is missing", t.ggufName)
+		}
+		if !slices.Equal(info.Dims, ggmlDims(t.shape)) {
+			return fmt.Errorf("tensor %q has dims %v, the metadata implies %v", t.ggufName, info.Dims, ggmlDims(t.shape))
+		}
+	}
+	for _, t := range g.Tensors {
+		if !want[t.Name] {
+			return fmt.Errorf("tensor %q is not part of a %s model", t.Name, s.Arch)
+		}
+	}
+	return nil
+}
+
+func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType, progress func(int, int, string), i, n int) WriteFunc {
+	return func(w io.Writer) error {
+		if progress != nil {
+			progress(i, n, t.hfName)
+		}
+		info, _ := g.Tensor(t.ggufName) // checked by checkGGUFTensors
+		dst, err := ggmlTypeOfDType(dtype)
+		if err != nil {
+			return err
+		}
+		r := io.NewSectionReader(g.r, g.DataOffset+info.Offset, info.Size)
+		return convertRows(w, r, info.Type, dst, t.shape, t.permuteHeads, deinterleaveRows)
+	}
+}
+
+// ggufTokenizer reads the tokenizer keys back into an HFTokenizer.
+func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
+	if m, err := g.String("tokenizer.ggml.model"); err != nil || m != "gpt2" {
+		return nil, fmt.Errorf("tokenizer.ggml.model is %q (%v): only byte-level BPE (gpt2) tokenizers convert", m, err)
+	}
+	pre, err := g.String("tokenizer.ggml.pre")
+	if err != nil {
+		return nil, err
+	}
+	var fam family
+	var names []string
+	for _, a := range []Arch{ArchQwen2, ArchLlama} {
+		f := familyOf(a)
+		if f.pre == pre {
+			fam = f
+		}
+		names = append(names, f.pre)
+	}
+	if fam.pre == "" {
+		return nil, fmt.Errorf("pre-tokenizer %q is not supported; supported: %s", pre, strings.Join(names, ", "))
+	}
+	v := &vocab{}
+	if v.tokens, err = g.Strings("tokenizer.ggml.tokens"); err != nil {
+		return nil, err
+	}
+	if v.merges, err = g.Strings("tokenizer.ggml.merges"); err != nil {
+		return nil, err
+	}
+	kv, ok := g.Lookup("tokenizer.ggml.token_type")
+	if !ok {
+		return nil, errors.New("no tokenizer.ggml.token_type")
+	}
+	if v.types, ok = kv.Value.([]int32); !ok || len(v.types) != len(v.tokens) {
+		return nil, fmt.Errorf("tokenizer.ggml.token_type is %T of %d, want int32 per token (%d)", kv.Value, len(v.types), len(v.tokens))
+	}
+	t := &HFTokenizer{voc: v, fam: fam}
+	for _, f := range []struct {
+		key  string
+		id   *int
+		text *string
+	}{
+		{"tokenizer.ggml.bos_token_id", &t.BOS, &t.fam.bos},
+		{"tokenizer.ggml.eos_token_id", &t.EOS, &t.fam.eos},
+		{"tokenizer.ggml.eot_token_id", &t.EOT, nil},
+		{"tokenizer.ggml.padding_token_id", &t.PAD, &t.fam.pad},
+	} {
+		*f.id = -1
+		if f.text != nil {
+			*f.text = ""
+		}
+		if _, ok := g.Lookup(f.key); !ok {
+			continue
+		}
+		u, err := g.Uint(f.key)
+		if err != nil {
+			return nil, err
+		}
+		if u >= uint64(len(v.tokens)) {
+			return nil, fmt.Errorf("%s = %d is outside the vocabulary of %d", f.key, u, len(v.tokens))
+		}
+		*f.id = int(u)
+		if f.text != nil {
+			*f.text = v.tokens[u]
+		}
+	}
+	if _, ok := g.Lookup("tokenizer.ggml.add_bos_token"); ok {
+		if t.AddBOS, err = g.Bool("tokenizer.ggml.add_bos_token"); err != nil {
+			return nil, err
+		}
+	}
+	if t.AddBOS && t.BOS < 0 {
+		return nil, errors.New("tokenizer.ggml.add_bos_token is set but there is no bos_token_id")
+	}
+	t.fam.addBOS = t.AddBOS
+	if _, ok := g.Lookup("tokenizer.chat_template"); ok {
+		if t.ChatTemplate, err = g.String("tokenizer.chat_template"); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// writeHFTokenizerAndConfig writes the JSON files of the HF directory. The [PADn] tokens that
+// only fill the embedding are left out of tokenizer.json, as in the checkpoints they came from.
+func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype DType) error {
+	v := *tok.voc
+	n := len(v.tokens)
+	for n > 0 && v.types[n-1] == tokenUnused {
+		n--
+	}
+	v.tokens, v.types = v.tokens[:n], v.types[:n]
+	ids := specialIDs{bos: tok.BOS, eos: tok.EOS, pad: tok.PAD}
+	cfg := hfConfigOf(s, ids)
+	cfg.TorchDType = map[DType]string{F32: "float32", F16: "float16", BF16: "bfloat16"}[dtype]
+	if tok.BOS < 0 {
+		cfg.BOSTokenID = nil
+	}
+	gen := map[string]any{}
+	if tok.BOS >= 0 {
+		gen["bos_token_id"] = tok.BOS
+	}
+	// Generation stops at EOS and at the chat end-of-turn token.
+	eos := TokenIDs{}
+	for _, id := range []int{tok.EOS, tok.EOT} {
+		if id >= 0 && !slices.Contains(eos, id) {
+			eos = append(eos, id)
+		}
+	}
+	cfg.EOSTokenID = eos
+	gen["eos_token_id"] = eos
+	if tok.PAD >= 0 {
+		gen["pad_token_id"] = tok.PAD
+	}
+	tc := hfTokenizerConfig(&v, tok.fam, s, tok.ChatTemplate)
+	for key, id := range map[string]int{"eos_token": tok.EOS, "pad_token": tok.PAD} {
+		if id < 0 {
+			tc[key] = nil
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    any
+	}{
+		{"config.json", cfg},
+		{"generation_config.json", gen},
+		{"tokenizer.json", hfTokenizerJSON(&v, tok.fam, ids)},
+		{"tokenizer_config.json", tc},
+	} {
+		if err := writeJSON(filepath.Join(dir, f.name), f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
