@@ -92,6 +92,9 @@ func ggmlTensorBytes(t GGMLType, ne []int64) (int64, error) {
 			return 0, fmt.Errorf("negative dimension in %v", ne)
 		}
 	}
+	if ne[0]/l.blockElems > math.MaxInt64/l.blockBytes {
+		return 0, fmt.Errorf("tensor size overflows: dims %v", ne)
+	}
 	size := ne[0] / l.blockElems * l.blockBytes
 	for _, n := range ne[1:] {
 		if n != 0 && size > math.MaxInt64/n {

@@ -575,6 +575,9 @@ func (g *GGUF) ReadTensor(name string) (TensorInfo, []byte, error) {
 		return TensorInfo{}, nil, fmt.Errorf("gguf: no tensor %q", name)
 	}
 	buf := make([]byte, t.Size)
+	if len(buf) == 0 { // an empty tensor may sit at the very end, where ReadAt reports EOF
+		return t, buf, nil
+	}
 	if _, err := g.r.ReadAt(buf, g.DataOffset+t.Offset); err != nil {
 		return TensorInfo{}, nil, fmt.Errorf("gguf: read tensor %q: %w", name, err)
 	}

@@ -329,6 +329,7 @@ func TestGGUFCorruptInputs(t *testing.T) {
 		{"tensor offset not where llama.cpp expects it", ggufHeader(3, 1, 0, gstr("t"), u32le(1), u64le(1), u32le(0), u64le(32), make([]byte, 100)), "expected 0"},
 		{"unknown tensor type", ggufHeader(3, 1, 0, gstr("t"), u32le(1), u64le(1), u32le(99), u64le(0)), "unsupported tensor type"},
 		{"row not a whole block", ggufHeader(3, 1, 0, gstr("t"), u32le(1), u64le(31), u32le(uint32(TypeQ8_0)), u64le(0)), "block size"},
+		{"row byte size overflows", ggufHeader(3, 1, 0, gstr("t"), u32le(1), u64le(1<<62), u32le(0), u64le(0)), "overflows"},
 		{"element count overflows", ggufHeader(3, 1, 0, gstr("t"), u32le(2), u64le(1<<40), u64le(1<<40), u32le(0), u64le(0)), "overflows"},
 		{"truncated in the tensor data", valid[:len(valid)-40], "truncated"},
 	}

@@ -130,7 +130,11 @@ func openSafetensors(path string) (*Safetensors, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Safetensors{Metadata: f.metadata, files: []*stFile{f}, entries: f.entries}, nil
+	return singleFile(f), nil
+}
+
+func singleFile(f *stFile) *Safetensors {
+	return &Safetensors{Metadata: f.metadata, files: []*stFile{f}, entries: f.entries}
 }
 
 func openSTFile(path string) (*stFile, error) {
@@ -335,6 +339,9 @@ func (s *Safetensors) Tensor(name string) (TensorView, error) {
 		return TensorView{}, fmt.Errorf("safetensors: no tensor %q", name)
 	}
 	data := make([]byte, e.end-e.begin)
+	if len(data) == 0 { // an empty tensor may sit at the very end, where ReadAt reports EOF
+		return TensorView{Name: name, DType: e.dtype, Shape: slices.Clone(e.shape), Data: data}, nil
+	}
 	if _, err := e.file.r.ReadAt(data, e.file.dataStart+e.begin); err != nil {
 		return TensorView{}, fmt.Errorf("safetensors: read %q from %s: %w", name, e.file.name, err)
 	}

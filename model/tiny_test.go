@@ -569,3 +569,22 @@ func TestLoadRealHFConfigs(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkWriteTiny measures writing both layouts: the default tiny shape, and the same with
+// Qwen's real vocabulary size (the embedding then dominates).
+func BenchmarkWriteTiny(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		vocab int
+	}{{"qwen2", 0}, {"qwen2-vocab151936", 151936}, {"llama", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			arch := strings.Split(bc.name, "-")[0]
+			for b.Loop() {
+				if err := WriteTiny(dir, TinyOptions{Arch: arch, VocabSize: bc.vocab}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
