@@ -43,15 +43,19 @@
 // # Speed
 //
 // A row takes one pass for the maximum (which also collects the tokens within
-// 40 nats of it), one pass over those for sum e^y and sum y e^y (entropy =
-// log Z - E[y]) with a float64 exp accurate to 2e-12 that also fills a
-// histogram of 1/32-nat buckets, and then sorts only the one or two buckets
-// where a cut or the draw falls. Batch spreads rows over a fixed worker pool.
+// 40 nats of it; the rest change log Z by less than 1e-12), one pass over
+// those for sum e^y and sum y e^y (entropy = log Z - E[y]) with a float64 exp
+// accurate to 1e-12 that also fills a histogram of 1024 buckets of y (1/32
+// nat wide, finer when the candidates span less than 32 nats, as at high
+// temperature), and then sorts only the one or two buckets where a cut or the
+// draw falls. Batch spreads rows over a fixed worker pool and allocates
+// nothing in steady state.
 //
 // # Randomness
 //
-// Each Sample call consumes exactly one value of its Stream, greedy included,
-// so a sequence's stream position is the number of tokens it has drawn. A
+// Each successful Sample call consumes exactly one value of its Stream,
+// greedy included, and a rejected one consumes none, so a sequence's stream
+// position is the number of tokens it has drawn. A
 // Stream is derived from (seed, ids...) by NewStream, for example (seed,
 // request, sample index) or (seed, problem, agent, turn, trajectory), so the
 // same seed gives the same tokens whatever the batch size, row order or

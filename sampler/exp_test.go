@@ -55,8 +55,9 @@ func TestWeightOfTopToken(t *testing.T) {
 			t.Errorf("quantise(%v) = %d, want %d (%s)", c.e, got, c.want, c.why)
 		}
 	}
-	// The overflow bucket starts at y = -32; everything there must weigh 0.
-	if q := quantise(expNeg(-float64(regularBuckets) / bucketsPerNat)); q != 0 {
+	// At the coarsest scale the overflow bucket starts at y = -32; everything
+	// there must weigh 0.
+	if q := quantise(expNeg(-float64(regularBuckets) / minScale)); q != 0 {
 		t.Errorf("weight at the overflow boundary = %d, want 0", q)
 	}
 }

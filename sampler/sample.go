@@ -20,14 +20,20 @@ type Draw struct {
 }
 
 const (
-	// Tokens are bucketed by y = (x - max)/T in steps of 1/32 nat; the step is
-	// a power of two, so -y*32 is exact and a bucket's bounds are exact.
-	bucketsPerNat = 32
-	// The regular buckets cover y in (-32, 0]. Everything lower lands in the
-	// overflow bucket; its quantised weight is 0 (e^-28.5 * 2^40 < 1/2), so
-	// it can be neither kept by top-p nor drawn.
-	regularBuckets = 32 * bucketsPerNat
+	// Tokens are bucketed by y = (x - max)/T in steps of 1/scale nat, where
+	// scale is a power of two (so -y*scale is exact and a bucket's bounds are
+	// exact): minScale by default, more when the candidates span fewer nats
+	// (high temperature), so that buckets stay small.
+	minScale = 32
+	maxScale = 1 << 20
+	// The regular buckets cover y in (-1024/scale, 0]: at minScale that is
+	// (-32, 0], and a finer scale is only chosen when every candidate fits.
+	// Everything lower lands in the overflow bucket; its quantised weight is
+	// 0 (e^-28.5 * 2^40 < 1/2), so it can be neither kept by top-p nor drawn.
+	regularBuckets = 1024
 	overflowBucket = regularBuckets
+	// Below this many candidates no bucket can be large: keep minScale.
+	rescaleAbove = 4096
 	// tailNats: tokens further than this below the maximum are left out of the
 	// sums. All of them together change log Z by less than V*e^-40 (7e-13 at
 	// V = 151,936) and the entropy by less than V*40*e^-40 (3e-11).
@@ -63,6 +69,7 @@ type scratch struct {
 	logits []float32
 	max    float32
 	invT   float64
+	scale  float64 // buckets per nat
 
 	surv    []int32  // tokens within tailNats of the maximum (a superset)
 	survB   []uint16 // bucket of each surv token, filled by weigh
@@ -127,6 +134,7 @@ func (s *scratch) prepare(t float64) (argmax int, logZ, entropy float64, err err
 	if argmax, err = s.scan(tailNats * t); err != nil {
 		return 0, 0, 0, err
 	}
+	s.chooseScale()
 	z, sx := s.weigh()
 	logZ = math.Log(z)
 	// With y = (x - max)/T and w = e^y: H = -sum p log p = log Z - sum(y w)/Z.
@@ -194,8 +202,26 @@ func clampTail(y float64) float64 {
 
 // bucketOf maps y in [expFloor, 0] to its bucket; it never decreases as y
 // decreases. Branch-free: the integer min compiles to a conditional move.
-func bucketOf(y float64) int {
-	return min(int(-y*bucketsPerNat), overflowBucket)
+func bucketOf(y, scale float64) int {
+	return min(int(-y*scale), overflowBucket)
+}
+
+// chooseScale picks the finest bucket scale at which all candidates still
+// fall in regular buckets; at high temperature y spans a fraction of a nat
+// and the default 1/32-nat buckets would hold most of the vocabulary.
+func (s *scratch) chooseScale() {
+	s.scale = minScale
+	if len(s.surv) <= rescaleAbove {
+		return
+	}
+	lowest := s.max
+	for _, i := range s.surv {
+		lowest = min(lowest, s.logits[i])
+	}
+	span := -scaled(lowest, float64(s.max), s.invT)
+	for s.scale < maxScale && 2*s.scale*span < regularBuckets {
+		s.scale *= 2
+	}
 }
 
 // weigh is the one pass over the candidate tokens: it returns Z = sum e^y and
@@ -203,7 +229,7 @@ func bucketOf(y float64) int {
 // weights, followed by their prefix sums.
 func (s *scratch) weigh() (z, sx float64) {
 	// Locals, so that the histogram stores cannot force reloads.
-	logits, m, invT := s.logits, float64(s.max), s.invT
+	logits, m, invT, scale := s.logits, float64(s.max), s.invT, s.scale
 	cnt, mass := &s.cnt, &s.mass
 	clear(cnt[:])
 	clear(mass[:])
@@ -216,7 +242,7 @@ func (s *scratch) weigh() (z, sx float64) {
 		e := expNeg(y)
 		z += e
 		sx += float64(y * e)
-		b := bucketOf(y)
+		b := bucketOf(y, scale)
 		cnt[b]++
 		mass[b] += quantise(e)
 		survB[j] = uint16(b)
@@ -316,7 +342,7 @@ func (s *scratch) rankReaching(need uint64, limit int) int {
 // rankAbove returns how many tokens have y >= lnMinP, i.e. probability at
 // least min-p times the maximum. Those are a prefix of the sampling order.
 func (s *scratch) rankAbove(lnMinP float64) int {
-	b := bucketOf(lnMinP)
+	b := bucketOf(lnMinP, s.scale)
 	if b == overflowBucket {
 		return s.regularCount()
 	}

@@ -613,3 +613,22 @@ func chi2Critical(df int) float64 {
 	a := 2 / (9 * k)
 	return k * math.Pow(1-a+4.753*math.Sqrt(a), 3)
 }
+
+// TestBucketsStaySmall: whatever the temperature, no bucket holds a large
+// part of the vocabulary, so no sort approaches a full sort. (Exact ties at
+// the maximum are the exception no bucketing can split; their candidates
+// arrive already in sampling order.)
+func TestBucketsStaySmall(t *testing.T) {
+	row := gaussianRow(rand.New(rand.NewPCG(81, 82)), qwenVocab, 1)
+	for _, temp := range []float64{0.3, 1, 10, 1000} {
+		s := new(scratch)
+		s.logits = row
+		if _, _, _, err := s.prepare(temp); err != nil {
+			t.Fatal(err)
+		}
+		largest := slices.Max(s.cnt[:regularBuckets])
+		if largest > qwenVocab/100 {
+			t.Errorf("T=%v: scale %v leaves %d tokens in one bucket", temp, s.scale, largest)
+		}
+	}
+}
