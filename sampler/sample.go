@@ -216,7 +216,9 @@ func (s *scratch) chooseScale() {
 	}
 	lowest := s.max
 	for _, i := range s.surv {
-		lowest = min(lowest, s.logits[i])
+		if x := s.logits[i]; x < lowest { // rarely true: a predictable branch, cheaper than min
+			lowest = x
+		}
 	}
 	span := -scaled(lowest, float64(s.max), s.invT)
 	for s.scale < maxScale && 2*s.scale*span < regularBuckets {
@@ -237,16 +239,32 @@ func (s *scratch) weigh() (z, sx float64) {
 		s.survB = make([]uint16, cap(s.surv))
 	}
 	survB := s.survB[:len(s.surv)]
-	for j, i := range s.surv {
-		y := clampTail(scaled(logits[i], m, invT))
-		e := expNeg(y)
-		z += e
-		sx += float64(y * e)
+	add := func(j int, y float64) (e float64) {
+		e = expNeg(y)
 		b := bucketOf(y, scale)
 		cnt[b]++
 		mass[b] += quantise(e)
 		survB[j] = uint16(b)
+		return e
 	}
+	// Two tokens per iteration with separate sums: the adds into z and sx
+	// are serial dependencies, and two chains overlap.
+	var z1, sx1 float64
+	surv := s.surv
+	j := 0
+	for ; j+1 < len(surv); j += 2 {
+		y0 := clampTail(scaled(logits[surv[j]], m, invT))
+		y1 := clampTail(scaled(logits[surv[j+1]], m, invT))
+		e0, e1 := add(j, y0), add(j+1, y1)
+		z, z1 = z+e0, z1+e1
+		sx, sx1 = sx+float64(y0*e0), sx1+float64(y1*e1)
+	}
+	if j < len(surv) {
+		y := clampTail(scaled(logits[surv[j]], m, invT))
+		e := add(j, y)
+		z, sx = z+e, sx+float64(y*e)
+	}
+	z, sx = z+z1, sx+sx1
 	for b := range regularBuckets {
 		s.cumCnt[b+1] = s.cumCnt[b] + s.cnt[b]
 		s.cumMass[b+1] = s.cumMass[b] + s.mass[b]
