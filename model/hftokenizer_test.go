@@ -11,7 +11,7 @@ import (
 
 // sharedTokenizers returns ../shared/tokenizers/name, found by walking up to the repository
 // root. Without it the test is skipped on a user's machine and fails in CI.
-func sharedTokenizers(t *testing.T, name string) string {
+func sharedTokenizers(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
