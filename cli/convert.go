@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/model"
+)
+
+// convertTypes are the --type names of hf2gguf.
+var convertTypes = map[string]model.GGMLType{
+	"f32": model.TypeF32, "f16": model.TypeF16, "bf16": model.TypeBF16, "q8_0": model.TypeQ8_0,
+}
+
+// hfDTypes are the --dtype names of gguf2hf ("" keeps the GGUF's type).
+var hfDTypes = map[string]model.DType{"": "", "f32": model.F32, "f16": model.F16, "bf16": model.BF16}
+
+func init() {
+	register(&ucli.Command{
+		Name:  "convert",
+		Usage: "convert checkpoints between Hugging Face and GGUF (qwen2, qwen3, llama)",
+		Subcommands: []*ucli.Command{{
+			Name:      "hf2gguf",
+			Usage:     "convert a Hugging Face checkpoint directory to one GGUF file for llama.cpp",
+			UsageText: "umad convert hf2gguf DIR OUT.gguf [--type f32|f16|bf16|q8_0]",
+			Description: "DIR holds config.json, model.safetensors (or shards with an index), tokenizer.json\n" +
+				"and tokenizer_config.json. The GGUF carries the architecture, the tokenizer (vocabulary,\n" +
+				"merges, token types, special tokens, pre-tokenizer) and the chat template, so\n" +
+				"`umad generate` needs no further flags. Matrices are written as --type; norms and\n" +
+				"biases stay F32. Tensors are streamed: memory does not grow with the model.\n\n" +
+				"Example:\n  umad convert hf2gguf ~/models/Qwen2.5-3B-Instruct /tmp/qwen.gguf --type bf16",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "type", Value: "f32", Usage: "matrix type: f32, f16, bf16 or q8_0"},
+			},
+			Action: func(c *ucli.Context) error {
+				dir, out, err := twoArgs(c, "DIR OUT.gguf")
+				if err != nil {
+					return err
+				}
+				typ, ok := convertTypes[strings.ToLower(c.String("type"))]
+				if !ok {
+					return fmt.Errorf("--type %q: want f32, f16, bf16 or q8_0", c.String("type"))
+				}
+				start := time.Now()
+				if err := model.HFToGGUF(dir, out, model.HFToGGUFOptions{Type: typ, Progress: progress(c.App.ErrWriter)}); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "\n")
+				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())
+				return nil
+			},
+		}, {
+			Name:      "gguf2hf",
+			Usage:     "convert an F32/F16/BF16 GGUF file to a Hugging Face checkpoint directory",
+			UsageText: "umad convert gguf2hf M.gguf DIR [--dtype f32|f16|bf16] [--shard-size BYTES]",
+			Description: "Writes DIR/config.json, generation_config.json, model.safetensors (sharded with an\n" +
+				"index above --shard-size), tokenizer.json and tokenizer_config.json with the chat\n" +
+				"template. Quantised files cannot be converted back. HF -> GGUF -> HF is bit-exact at\n" +
+				"F32 and BF16.\n\n" +
+				"Example:\n  umad convert gguf2hf /tmp/qwen.gguf /tmp/qwen-hf",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "dtype", Usage: "weights dtype: f32, f16 or bf16 (default: the GGUF's)"},
+				&ucli.Int64Flag{Name: "shard-size", Value: model.DefaultShardBytes, Usage: "largest single safetensors file, in bytes"},
+			},
+			Action: func(c *ucli.Context) error {
+				in, dir, err := twoArgs(c, "M.gguf DIR")
+				if err != nil {
+					return err
+				}
+				dtype, ok := hfDTypes[strings.ToLower(c.String("dtype"))]
+				if !ok {
+					return fmt.Errorf("--dtype %q: want f32, f16 or bf16", c.String("dtype"))
+				}
+				if c.Int64("shard-size") <= 0 {
+					return fmt.Errorf("--shard-size must be positive, got %d", c.Int64("shard-size"))
+				}
+				start := time.Now()
+				opt := model.GGUFToHFOptions{DType: dtype, ShardBytes: c.Int64("shard-size"), Progress: progress(c.App.ErrWriter)}
+				if err := model.GGUFToHF(in, dir, opt); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "\n")
+				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", dir, time.Since(start).Seconds())
+				return nil
+			},
+		}},
+	})
+}
+
+// twoArgs returns the command's two positional arguments. urfave/cli v2 stops parsing
+// flags at the first argument, so flags written after them (as in "hf2gguf DIR OUT --type
+// bf16") are parsed here and set on the context.
+func twoArgs(c *ucli.Context, usage string) (string, string, error) {
+	args := c.Args().Slice()
+	if len(args) > 2 {
+		fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		for _, f := range c.Command.Flags {
+			if err := f.Apply(fs); err != nil {
+				return "", "", err
+			}
+		}
+		if err := fs.Parse(args[2:]); err != nil {
+			return "", "", fmt.Errorf("%s: %w", c.Command.Name, err)
+		}
+		var err error
+		fs.Visit(func(f *flag.Flag) { err = errors.Join(err, c.Set(f.Name, f.Value.String())) })
+		if err != nil {
+			return "", "", fmt.Errorf("%s: %w", c.Command.Name, err)
+		}
+		args = append(args[:2], fs.Args()...)
+	}
+	if len(args) != 2 {
+		return "", "", fmt.Errorf("%s: want %s, got %d arguments", c.Command.Name, usage, len(args))
+	}
+	return args[0], args[1], nil
+}
+
+// progress reports the tensor being written on one rewritten stderr line.
+func progress(w io.Writer) func(done, total int, name string) {
+	return func(done, total int, name string) {
+		fmt.Fprintf(w, "\r[%d/%d] %-40s", done+1, total, name)
+	}
+}

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/model"
+)
+
+func runApp(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	app := App()
+	app.Writer, app.ErrWriter = &stdout, &stderr
+	err := app.Run(append([]string{"umad"}, args...))
+	return stdout.String(), stderr.String(), err
+}
+
+func tinyHFDir(t *testing.T, arch string) string {
+	t.Helper()
+	fam, err := chat.ForArch(arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Template(fam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := model.WriteTiny(dir, model.TinyOptions{Arch: arch, Seed: 5, ChatTemplate: tmpl}); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "hf")
+}
+
+// A converted tiny model generates with no flags beyond the model and prompt: the GGUF
+// carries the chat template and the end-of-generation tokens.
+func TestConvertThenGenerate(t *testing.T) {
+	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+		t.Run(arch, func(t *testing.T) {
+			hf := tinyHFDir(t, arch)
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			if _, stderr, err := runApp(t, "convert", "hf2gguf", hf, out, "--type", "bf16"); err != nil {
+				t.Fatalf("hf2gguf: %v\n%s", err, stderr)
+			}
+			samples := filepath.Join(t.TempDir(), "s.jsonl")
+			if _, stderr, err := runApp(t, "generate", "--model", out, "--prompt", "What is 2+3?", "--max-tokens", "4", "--out", samples); err != nil {
+				t.Fatalf("generate on the converted model: %v\n%s", err, stderr)
+			}
+			raw, err := os.ReadFile(samples)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var line struct{ Tokens []int32 }
+			if err := json.Unmarshal(bytes.TrimSpace(raw), &line); err != nil || len(line.Tokens) == 0 {
+				t.Fatalf("sample %q: %v", raw, err)
+			}
+			back := t.TempDir()
+			if _, stderr, err := runApp(t, "convert", "gguf2hf", out, back); err != nil {
+				t.Fatalf("gguf2hf: %v\n%s", err, stderr)
+			}
+			cfg, err := model.LoadHFConfig(back)
+			if err != nil || cfg.TorchDType != "bfloat16" {
+				t.Fatalf("config %+v, %v: want a bfloat16 checkpoint", cfg, err)
+			}
+		})
+	}
+}
+
+func TestConvertUsageErrors(t *testing.T) {
+	hf := tinyHFDir(t, "qwen2")
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	cases := []struct {
+		why  string
+		args []string
+		want string
+	}{
+		{"unknown type", []string{"convert", "hf2gguf", hf, out, "--type", "q4_k"}, `--type "q4_k"`},
+		{"one argument", []string{"convert", "hf2gguf", hf}, "want DIR OUT.gguf, got 1 arguments"},
+		{"unknown dtype", []string{"convert", "gguf2hf", out, t.TempDir(), "--dtype", "int8"}, `--dtype "int8"`},
+		{"zero shard size", []string{"convert", "gguf2hf", out, t.TempDir(), "--shard-size", "0"}, "--shard-size must be positive"},
+		{"three arguments", []string{"convert", "hf2gguf", hf, out, "extra"}, "got 3 arguments"},
+		{"unknown flag after the arguments", []string{"convert", "hf2gguf", hf, out, "--bogus"}, "bogus"},
+		{"missing directory", []string{"convert", "hf2gguf", filepath.Join(hf, "nope"), out}, "config.json"},
+		{"missing gguf", []string{"convert", "gguf2hf", filepath.Join(hf, "nope.gguf"), t.TempDir()}, "nope.gguf"},
+	}
+	for _, c := range cases {
+		t.Run(c.why, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := runWithApp(c.args, &stderr)
+			msg := strings.TrimSpace(stderr.String())
+			if code != 1 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
+				t.Fatalf("exit %d, stderr %q: want exit 1 and one line containing %q", code, msg, c.want)
+			}
+		})
+	}
+}
+
+// Flags may come before or after the two arguments.
+func TestConvertFlagPositions(t *testing.T) {
+	hf := tinyHFDir(t, "llama")
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	for _, args := range [][]string{
+		{"convert", "hf2gguf", "--type", "f16", hf, out},
+		{"convert", "hf2gguf", hf, out, "--type", "f16"},
+	} {
+		os.Remove(out)
+		if _, stderr, err := runApp(t, args...); err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, stderr)
+		}
+		g, err := model.OpenGGUF(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ft, _ := g.Uint("general.file_type"); ft != 1 {
+			t.Errorf("%q: file type %d, want 1 (F16)", args, ft)
+		}
+		g.Close()
+	}
+}
+
+// runWithApp runs the app as Main does, returning the exit code.
+func runWithApp(args []string, stderr *bytes.Buffer) int {
+	return run(append([]string{"umad"}, args...), stderr)
+}
