@@ -11,7 +11,7 @@ import (
 
 // sharedData returns ../shared/data beside the repository root. Without it a user's machine
 // skips the test; CI (CI=true) must have it.
-func sharedData(t *testing.T) string {
+func sharedData(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -278,5 +278,19 @@ func TestLoadWholeFolder(t *testing.T) {
 		if perDataset[d] != n {
 			t.Errorf("dataset %s: %d problems, want %d", d, perDataset[d], n)
 		}
+	}
+}
+
+// BenchmarkLoad times the largest shared sets: 7,500 per-problem files, and one JSONL file.
+func BenchmarkLoad(b *testing.B) {
+	root := sharedData(b)
+	for _, path := range []string{"math/train", "gsm8k/train.jsonl", "math/test.jsonl"} {
+		b.Run(path, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Load(filepath.Join(root, path), Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
