@@ -1,0 +1,231 @@
+// Package bench measures umad's throughput against bare baselines run in the same
+// process, and keeps the latest figures in bench/RESULTS.md.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/sampler"
+)
+
+// RolloutConfig describes one rollout measurement.
+type RolloutConfig struct {
+	K         int // samples of one prompt, all decoded together
+	Prompt    []int32
+	MaxTokens int // every sample decodes exactly this many tokens
+	Threads   int
+	Params    sampler.Params
+	Repeats   int // best of this many runs
+}
+
+// RolloutFigures are the results of one measurement.
+type RolloutFigures struct {
+	K, PromptTokens, MaxTokens, Vocab int
+	EngineTokS, BareTokS              float64 // generated tokens per second, prefill included
+	Ratio                             float64 // engine / bare
+	SamplerShare                      float64 // share of the engine's wall time spent sampling
+	EngineDecodeShare                 float64 // share spent inside llama_decode
+	PrefillTokensShared               int64   // prompt tokens sent to llama.cpp by the engine
+	PrefillTokensUnshared             int64   // what decoding the prompt once per sample sends
+	PrefillSharedTime                 time.Duration
+	PrefillUnsharedTime               time.Duration
+}
+
+// Rollout measures the engine against a bare llama.cpp loop (greedy argmax in Go, no
+// log-probs) with the same model, batch shape and threads.
+func Rollout(m *llama.Model, cfg RolloutConfig) (RolloutFigures, error) {
+	f := RolloutFigures{K: cfg.K, PromptTokens: len(cfg.Prompt), MaxTokens: cfg.MaxTokens, Vocab: m.NVocab()}
+	if cfg.Repeats < 1 {
+		cfg.Repeats = 1
+	}
+	seqCtx := len(cfg.Prompt) + cfg.MaxTokens + 1
+	e, err := engine.New(m, engine.Options{Slots: cfg.K, SeqContext: seqCtx, Threads: cfg.Threads, KVType: llama.KVF16})
+	if err != nil {
+		return f, err
+	}
+	defer e.Close()
+	bare, err := newBareLoop(m, cfg.K, seqCtx, cfg.Threads)
+	if err != nil {
+		return f, err
+	}
+	defer bare.close()
+
+	req := []engine.Request{{Prompt: cfg.Prompt, K: cfg.K, MaxTokens: cfg.MaxTokens, Params: cfg.Params, Seed: 1, IgnoreEOG: true}}
+	var bestEngine, bestBare time.Duration
+	var share, decodeShare float64
+	var prompt0 int64
+	for r := 0; r < cfg.Repeats; r++ {
+		before := e.Stats()
+		t0 := time.Now()
+		var rerr error
+		if err := e.Generate(context.Background(), req, func(res engine.Result) { rerr = res.Err }); err != nil {
+			return f, err
+		}
+		if rerr != nil {
+			return f, rerr
+		}
+		el := time.Since(t0)
+		after := e.Stats()
+		if bestEngine == 0 || el < bestEngine {
+			bestEngine = el
+			share = float64(after.SampleTime-before.SampleTime) / float64(el)
+			decodeShare = float64(after.DecodeTime-before.DecodeTime) / float64(el)
+			prompt0 = after.PromptTokens - before.PromptTokens
+		}
+		el, err = bare.run(cfg.Prompt, cfg.MaxTokens)
+		if err != nil {
+			return f, err
+		}
+		if bestBare == 0 || el < bestBare {
+			bestBare = el
+		}
+	}
+	gen := float64(cfg.K * cfg.MaxTokens)
+	f.EngineTokS = gen / bestEngine.Seconds()
+	f.BareTokS = gen / bestBare.Seconds()
+	f.Ratio = f.EngineTokS / f.BareTokS
+	f.SamplerShare, f.EngineDecodeShare = share, decodeShare
+	f.PrefillTokensShared = prompt0
+	f.PrefillTokensUnshared = int64(cfg.K * len(cfg.Prompt))
+	f.PrefillSharedTime, f.PrefillUnsharedTime, err = bare.prefillTimes(cfg.Prompt, cfg.Repeats)
+	return f, err
+}
+
+// bareLoop is the baseline: the plainest batched decode loop llama.cpp allows.
+type bareLoop struct {
+	ctx   *llama.Context
+	batch *llama.Batch
+	k     int
+}
+
+func newBareLoop(m *llama.Model, k, seqCtx, threads int) (*bareLoop, error) {
+	ctx, err := m.NewContext(llama.ContextParams{NCtx: k * seqCtx, NBatch: max(2048, k), NSeqMax: k,
+		Threads: threads, KVType: llama.KVF16, KVUnified: true})
+	if err != nil {
+		return nil, err
+	}
+	b, err := llama.NewBatch(max(2048, k), k)
+	if err != nil {
+		ctx.Close()
+		return nil, err
+	}
+	return &bareLoop{ctx: ctx, batch: b, k: k}, nil
+}
+
+func (l *bareLoop) close() {
+	l.batch.Close()
+	l.ctx.Close()
+}
+
+// prefill decodes the prompt once for all k sequences and returns the last row's argmax.
+func (l *bareLoop) prefill(prompt []int32, seqs []int32) (int32, error) {
+	l.batch.Clear()
+	for i, t := range prompt {
+		if _, err := l.batch.Add(t, i, seqs, i == len(prompt)-1); err != nil {
+			return 0, err
+		}
+	}
+	if err := l.ctx.Decode(l.batch); err != nil {
+		return 0, err
+	}
+	row, err := l.ctx.Logits(len(prompt) - 1)
+	if err != nil {
+		return 0, err
+	}
+	return argmax(row), nil
+}
+
+// run decodes k sequences of n tokens each after one shared prefill.
+func (l *bareLoop) run(prompt []int32, n int) (time.Duration, error) {
+	if err := l.ctx.ClearMemory(); err != nil {
+		return 0, err
+	}
+	seqs := make([]int32, l.k)
+	for i := range seqs {
+		seqs[i] = int32(i)
+	}
+	t0 := time.Now()
+	first, err := l.prefill(prompt, seqs)
+	if err != nil {
+		return 0, err
+	}
+	last := make([]int32, l.k)
+	for i := range last {
+		last[i] = first
+	}
+	for step := 1; step < n; step++ {
+		l.batch.Clear()
+		for s := 0; s < l.k; s++ {
+			if _, err := l.batch.Add(last[s], len(prompt)+step-1, seqs[s:s+1], true); err != nil {
+				return 0, err
+			}
+		}
+		if err := l.ctx.Decode(l.batch); err != nil {
+			return 0, err
+		}
+		for s := 0; s < l.k; s++ {
+			row, err := l.ctx.Logits(s)
+			if err != nil {
+				return 0, err
+			}
+			last[s] = argmax(row)
+		}
+	}
+	return time.Since(t0), nil
+}
+
+// prefillTimes times decoding the prompt once for all k sequences against once per
+// sequence.
+func (l *bareLoop) prefillTimes(prompt []int32, repeats int) (shared, unshared time.Duration, err error) {
+	for r := 0; r < repeats; r++ {
+		if err := l.ctx.ClearMemory(); err != nil {
+			return 0, 0, err
+		}
+		seqs := make([]int32, l.k)
+		for i := range seqs {
+			seqs[i] = int32(i)
+		}
+		t0 := time.Now()
+		if _, err := l.prefill(prompt, seqs); err != nil {
+			return 0, 0, err
+		}
+		if el := time.Since(t0); shared == 0 || el < shared {
+			shared = el
+		}
+		if err := l.ctx.ClearMemory(); err != nil {
+			return 0, 0, err
+		}
+		t0 = time.Now()
+		for s := range seqs {
+			if _, err := l.prefill(prompt, seqs[s:s+1]); err != nil {
+				return 0, 0, err
+			}
+		}
+		if el := time.Since(t0); unshared == 0 || el < unshared {
+			unshared = el
+		}
+	}
+	return shared, unshared, nil
+}
+
+func argmax(row []float32) int32 {
+	best := 0
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// String formats the figures as a table row.
+func (f RolloutFigures) String() string {
+	return fmt.Sprintf("| %d | %d | %d | %d | %.0f | %.0f | %.2fx | %.1f%% | %d vs %d | %.1f ms vs %.1f ms |",
+		f.Vocab, f.K, f.PromptTokens, f.MaxTokens, f.EngineTokS, f.BareTokS, f.Ratio, 100*f.SamplerShare,
+		f.PrefillTokensShared, f.PrefillTokensUnshared,
+		float64(f.PrefillSharedTime.Microseconds())/1000, float64(f.PrefillUnsharedTime.Microseconds())/1000)
+}

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"fmt"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/sampler"
+)
+
+// llamaFlags are the llama.cpp settings every command that runs a model shares.
+func llamaFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads (n_threads and n_threads_batch); 0 = physical cores"},
+		&ucli.IntFlag{Name: "gpu-layers", Usage: "layers to offload to a GPU backend (0 = CPU only)"},
+		&ucli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
+		&ucli.StringFlag{Name: "flash-attn", Value: "auto", Usage: "flash attention: auto, on or off (off for exact log-probs)"},
+		&ucli.IntFlag{Name: "ctx", Value: 4096, Usage: "most tokens per sequence, prompt plus generation"},
+	}
+}
+
+// samplingFlags are the sampling parameters, with the paper's defaults.
+func samplingFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Value: 0.6, Usage: "sampling temperature; 0 = greedy"},
+		&ucli.Float64Flag{Name: "top-p", Value: 0.95, Usage: "nucleus sampling mass (1 = off)"},
+		&ucli.IntFlag{Name: "top-k", Usage: "keep the k most likely tokens (0 = off)"},
+		&ucli.Float64Flag{Name: "min-p", Usage: "drop tokens below this fraction of the top probability (0 = off)"},
+		&ucli.IntFlag{Name: "max-tokens", Value: 2048, Usage: "most new tokens per sample"},
+		&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed; the same seed gives the same samples"},
+	}
+}
+
+func samplingParams(c *ucli.Context) (sampler.Params, error) {
+	p := sampler.Params{
+		Temperature: c.Float64("temperature"),
+		TopP:        c.Float64("top-p"),
+		TopK:        c.Int("top-k"),
+		MinP:        c.Float64("min-p"),
+	}
+	return p, p.Validate()
+}
+
+// openModel validates a GGUF file and loads it.
+func openModel(c *ucli.Context, path string) (*llama.Model, error) {
+	if path == "" {
+		return nil, fmt.Errorf("no model given (--model M.gguf)")
+	}
+	return engine.LoadModel(path, llama.ModelParams{GPULayers: c.Int("gpu-layers")})
+}
+
+// engineOptions reads the llama.cpp flags.
+func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
+	kv, err := llama.ParseKVType(c.String("kv-type"))
+	if err != nil {
+		return engine.Options{}, err
+	}
+	fa, err := llama.ParseFlashAttn(c.String("flash-attn"))
+	if err != nil {
+		return engine.Options{}, err
+	}
+	if c.Int("ctx") < 2 {
+		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
+	}
+	return engine.Options{Slots: slots, SeqContext: c.Int("ctx"), Threads: c.Int("threads"), KVType: kv, FlashAttn: fa}, nil
+}
+
+// chatFormat picks the model's chat format: the --chat-format override, else detected
+// from the model's template.
+func chatFormat(m *llama.Model, override string) (chat.Format, error) {
+	if override != "" {
+		f, err := chat.ParseFamily(override)
+		if err != nil {
+			return chat.Format{}, err
+		}
+		// Keep the checkpoint's thinking switch when its template has one.
+		detected, derr := chat.Detect(m.ChatTemplate())
+		return chat.Format{Family: f, HybridThinking: derr == nil && detected.Family == f && detected.HybridThinking}, nil
+	}
+	f, err := chat.Detect(m.ChatTemplate())
+	if err != nil {
+		return chat.Format{}, fmt.Errorf("%s: %w", m.Path(), err)
+	}
+	return f, nil
+}

@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/model"
+)
+
+// Architectures are the model architectures umad supports.
+var Architectures = []string{"qwen2", "qwen3", "llama"}
+
+// LoadModel checks a GGUF file with umad's own reader first (so a missing, truncated or
+// foreign file, or an unsupported architecture, gets a precise error instead of
+// llama.cpp's generic one), then loads it with llama.cpp.
+func LoadModel(path string, p llama.ModelParams) (*llama.Model, error) {
+	g, err := model.OpenGGUF(path)
+	if err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	arch, err := g.String("general.architecture")
+	g.Close()
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", path, err)
+	}
+	if !slices.Contains(Architectures, arch) {
+		return nil, fmt.Errorf("load model %s: unsupported architecture %q (supported: %s)", path, arch, strings.Join(Architectures, ", "))
+	}
+	return llama.LoadModel(path, p)
+}

@@ -1,0 +1,517 @@
+// Package engine runs rollouts and, built on them, debates.
+//
+// The rollout engine (this file) takes requests of the form "K samples of this prompt",
+// keeps every slot of a llama.cpp context busy (continuous batching), decodes each prompt
+// once for all its samples (prefix sharing through a unified KV cache), and returns for
+// every generated token its id, its log-probability under softmax(logits/T) over the full
+// vocabulary, and the entropy of that distribution.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/sampler"
+)
+
+// Finish says why a sample ended.
+type Finish string
+
+// Finish reasons.
+const (
+	FinishStop   Finish = "stop"   // an end-of-generation or stop token was drawn (and kept)
+	FinishLength Finish = "length" // MaxTokens reached, or the sequence's context is full
+)
+
+// Request asks for K samples continuing one prompt.
+type Request struct {
+	ID        uint64 // returned with the result; also the default RNG stream id
+	Prompt    []int32
+	K         int
+	MaxTokens int
+	Stop      []int32 // stop tokens besides the model's end-of-generation tokens
+	Params    sampler.Params
+	Seed      uint64
+	// Stream identifies the request's randomness: sample k draws from
+	// sampler.NewStream(Seed, append(Stream, k)...). Empty means [ID].
+	Stream []uint64
+	// IgnoreEOG keeps drawing past end-of-generation tokens, so every sample has exactly
+	// MaxTokens tokens (benchmarks use it to compare fixed amounts of work).
+	IgnoreEOG bool
+}
+
+// Sample is one completed continuation.
+type Sample struct {
+	Index     int       `json:"index"`
+	Tokens    []int32   `json:"tokens"`
+	LogProbs  []float32 `json:"logprobs"`
+	Entropies []float32 `json:"entropies"`
+	Finish    Finish    `json:"finish"`
+}
+
+// Result is the outcome of one request: its K samples in index order, or an error that
+// concerns this request only (e.g. a prompt longer than the context).
+type Result struct {
+	Request *Request
+	Samples []Sample
+	Err     error
+}
+
+// Options configure an Engine.
+type Options struct {
+	Slots      int // parallel sequences (default 16)
+	SeqContext int // most tokens per sequence, prompt plus generation (default 4096, at most the model's)
+	BatchSize  int // most tokens per llama.cpp decode (default 2048)
+	Threads    int // llama.cpp threads; 0 = physical cores
+	KVType     llama.KVType
+	FlashAttn  llama.FlashAttn
+	// SamplerWorkers spread sampling over cores; 0 = GOMAXPROCS.
+	SamplerWorkers int
+}
+
+// Stats count the engine's work since it was made.
+type Stats struct {
+	Steps           int64         // llama.cpp decode calls
+	PromptTokens    int64         // prompt tokens sent to llama.cpp
+	GeneratedTokens int64         // tokens drawn
+	DecodeTime      time.Duration // inside llama_decode
+	SampleTime      time.Duration // inside the sampler
+}
+
+// Engine generates samples with one llama.cpp context.
+type Engine struct {
+	model   *llama.Model
+	ctx     *llama.Context
+	batch   *llama.Batch
+	sampler *sampler.Batch
+	opt     Options
+	nVocab  int
+	eog     map[int32]bool
+	slots   []slot
+	stats   Stats
+}
+
+type slot struct {
+	job       *job
+	k         int
+	busy      bool
+	prefill   bool // waiting for its request's prompt to finish decoding
+	pos       int  // position of the next token to feed
+	last      int32
+	rng       sampler.Stream
+	row       int // batch index of this slot's logits in the current step, -1 if none
+	tokens    []int32
+	logprobs  []float32
+	entropies []float32
+}
+
+// job is a request in flight.
+type job struct {
+	req      *Request
+	next     int // next sample index to start
+	done     int
+	samples  []Sample
+	prefillN int   // prompt tokens sent so far by the current prefill
+	prefill  bool  // a prefill is in progress
+	batched  int64 // the step whose batch holds this job's prompt chunk
+	stop     map[int32]bool
+}
+
+// New makes an engine for the model.
+func New(m *llama.Model, opt Options) (*Engine, error) {
+	if opt.Slots == 0 {
+		opt.Slots = 16
+	}
+	if opt.SeqContext == 0 {
+		opt.SeqContext = 4096
+		if n := m.NCtxTrain(); n > 0 && n < opt.SeqContext {
+			opt.SeqContext = n
+		}
+	}
+	if opt.BatchSize == 0 {
+		opt.BatchSize = 2048
+	}
+	switch {
+	case opt.Slots < 1 || opt.Slots > llama.MaxSequences():
+		return nil, fmt.Errorf("engine: %d slots; llama.cpp allows 1 to %d parallel sequences", opt.Slots, llama.MaxSequences())
+	case opt.SeqContext < 2:
+		return nil, fmt.Errorf("engine: context of %d tokens per sequence is too small", opt.SeqContext)
+	case opt.BatchSize < opt.Slots:
+		return nil, fmt.Errorf("engine: batch size %d is smaller than the %d slots", opt.BatchSize, opt.Slots)
+	}
+	ctx, err := m.NewContext(llama.ContextParams{
+		NCtx:      opt.Slots * opt.SeqContext,
+		NBatch:    opt.BatchSize,
+		NSeqMax:   opt.Slots,
+		Threads:   opt.Threads,
+		KVType:    opt.KVType,
+		FlashAttn: opt.FlashAttn,
+		KVUnified: true, // prompts are decoded once and shared by all their samples
+	})
+	if err != nil {
+		return nil, err
+	}
+	batch, err := llama.NewBatch(opt.BatchSize, opt.Slots)
+	if err != nil {
+		ctx.Close()
+		return nil, err
+	}
+	e := &Engine{
+		model: m, ctx: ctx, batch: batch, opt: opt,
+		sampler: sampler.NewBatch(opt.SamplerWorkers),
+		nVocab:  m.NVocab(),
+		eog:     map[int32]bool{},
+		slots:   make([]slot, opt.Slots),
+	}
+	for _, t := range m.EOGTokens() {
+		e.eog[t] = true
+	}
+	return e, nil
+}
+
+// Close frees the engine's context; the model stays open.
+func (e *Engine) Close() error {
+	if e.ctx == nil {
+		return llama.ErrClosed
+	}
+	e.sampler.Close()
+	e.batch.Close()
+	err := e.ctx.Close()
+	e.ctx = nil
+	return err
+}
+
+// Stats returns the work counters.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Options returns the resolved options.
+func (e *Engine) Options() Options { return e.opt }
+
+// Model is the engine's model.
+func (e *Engine) Model() *llama.Model { return e.model }
+
+// TokensDecoded counts every token sent to llama.cpp (prompts and generated tokens).
+func (e *Engine) TokensDecoded() int64 { return e.ctx.TokensDecoded }
+
+// check validates a request against the engine.
+func (e *Engine) check(r *Request) error {
+	switch {
+	case r.K < 1:
+		return fmt.Errorf("request %d: K must be at least 1, got %d", r.ID, r.K)
+	case r.MaxTokens < 1:
+		return fmt.Errorf("request %d: max tokens must be at least 1, got %d", r.ID, r.MaxTokens)
+	case len(r.Prompt) == 0:
+		return fmt.Errorf("request %d: empty prompt", r.ID)
+	case len(r.Prompt) >= e.opt.SeqContext:
+		return fmt.Errorf("request %d: prompt of %d tokens does not fit the context of %d tokens per sequence",
+			r.ID, len(r.Prompt), e.opt.SeqContext)
+	}
+	for i, t := range r.Prompt {
+		if t < 0 || int(t) >= e.nVocab {
+			return fmt.Errorf("request %d: prompt token %d at %d is outside the vocabulary [0, %d)", r.ID, t, i, e.nVocab)
+		}
+	}
+	if err := r.Params.Validate(); err != nil {
+		return fmt.Errorf("request %d: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Generate runs the requests to completion, calling emit (from the calling goroutine)
+// once per request as soon as all its samples are done. Invalid requests are emitted with
+// an error and do not stop the others. If ctx is cancelled, Generate returns ctx.Err()
+// after the current step; requests not yet emitted are dropped.
+func (e *Engine) Generate(ctx context.Context, reqs []Request, emit func(Result)) error {
+	q := NewQueue()
+	q.Push(reqs...)
+	q.Close()
+	return e.Serve(ctx, q, emit)
+}
+
+// Serve is Generate for a stream of requests: it takes requests from q as slots free up,
+// waits when q is empty but open, and returns once q is closed and every request taken
+// from it has been emitted. emit may push more requests to q (a debate's next turn).
+func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
+	if e.ctx == nil {
+		return llama.ErrClosed
+	}
+	var active []*job // jobs with samples still to start, in arrival order
+	defer e.reset()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Admit work into free slots: first the remaining samples of jobs in flight,
+		// then new jobs, so few requests are open at once.
+		for free := e.freeSlot(); free >= 0; free = e.freeSlot() {
+			active = slices.DeleteFunc(active, func(j *job) bool { return j.next >= j.req.K })
+			// A job whose prompt is part-way through decoding takes new slots only once
+			// it is done (they then copy its cells).
+			i := slices.IndexFunc(active, func(j *job) bool { return !j.prefill || j.prefillN == 0 })
+			var j *job
+			if i >= 0 {
+				j = active[i]
+			} else if j = e.take(q, emit); j != nil {
+				active = append(active, j)
+			} else {
+				break
+			}
+			if err := e.start(j, free); err != nil {
+				return err
+			}
+		}
+		if !e.anyBusy() {
+			if q.drained() {
+				return nil
+			}
+			select { // idle: wait for more requests
+			case <-q.ready():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		if err := e.step(emit); err != nil {
+			return err
+		}
+	}
+}
+
+// take pops the next valid request from q as a job, emitting invalid ones with their
+// error; nil when q has nothing now.
+func (e *Engine) take(q *Queue, emit func(Result)) *job {
+	for {
+		r, ok := q.pop()
+		if !ok {
+			return nil
+		}
+		if err := e.check(r); err != nil {
+			emit(Result{Request: r, Err: err})
+			continue
+		}
+		j := &job{req: r, samples: make([]Sample, r.K), stop: map[int32]bool{}}
+		for _, t := range r.Stop {
+			j.stop[t] = true
+		}
+		return j
+	}
+}
+
+func (e *Engine) freeSlot() int {
+	for i := range e.slots {
+		if !e.slots[i].busy {
+			return i
+		}
+	}
+	return -1
+}
+
+func (e *Engine) anyBusy() bool {
+	for i := range e.slots {
+		if e.slots[i].busy {
+			return true
+		}
+	}
+	return false
+}
+
+// start puts sample j.next of job j into slot s. The prompt is shared: a running sibling's
+// prompt cells are copied (only the last prompt token is decoded again, for its logits);
+// otherwise the slot joins the job's prefill, which decodes the prompt once for all the
+// slots that joined it.
+func (e *Engine) start(j *job, s int) error {
+	r := j.req
+	sl := e.assign(j, s)
+	n := len(r.Prompt)
+	if j.prefill {
+		sl.prefill = true
+		return nil
+	}
+	for i := range e.slots {
+		o := &e.slots[i]
+		if i != s && o.busy && o.job == j && !o.prefill {
+			if err := e.ctx.SeqCopy(i, s, 0, n-1); err != nil {
+				return err
+			}
+			sl.pos, sl.last = n-1, r.Prompt[n-1]
+			return nil
+		}
+	}
+	// No sibling holds the prompt: decode it (again, if earlier siblings all finished).
+	j.prefill, j.prefillN = true, 0
+	sl.prefill = true
+	return nil
+}
+
+// assign gives slot s to sample j.next of job j, with its own RNG stream.
+func (e *Engine) assign(j *job, s int) *slot {
+	r := j.req
+	sl := &e.slots[s]
+	ids := r.Stream
+	if len(ids) == 0 {
+		ids = []uint64{r.ID}
+	}
+	*sl = slot{job: j, k: j.next, busy: true, row: -1,
+		rng:    sampler.NewStream(r.Seed, append(slices.Clone(ids), uint64(j.next))...),
+		tokens: sl.tokens[:0], logprobs: sl.logprobs[:0], entropies: sl.entropies[:0]}
+	j.next++
+	return sl
+}
+
+// step builds one batch (one token per decoding slot, then prompt chunks), decodes it,
+// samples every slot that has logits, and retires finished samples.
+func (e *Engine) step(emit func(Result)) error {
+	b := e.batch
+	b.Clear()
+	for i := range e.slots {
+		sl := &e.slots[i]
+		sl.row = -1
+		if sl.busy && !sl.prefill {
+			row, err := b.Add(sl.last, sl.pos, []int32{int32(i)}, true)
+			if err != nil {
+				return err
+			}
+			sl.row = row
+			sl.pos++
+		}
+	}
+	// Prompt chunks fill the rest of the batch.
+	var seqs []int32
+	stepID := e.stats.Steps + 1
+	for i := range e.slots {
+		sl := &e.slots[i]
+		if !sl.busy || !sl.prefill || b.Len() >= e.opt.BatchSize || sl.job.batched == stepID {
+			continue
+		}
+		j := sl.job
+		j.batched = stepID
+		seqs = seqs[:0]
+		for k := range e.slots {
+			if e.slots[k].busy && e.slots[k].prefill && e.slots[k].job == j {
+				seqs = append(seqs, int32(k))
+			}
+		}
+		p := j.req.Prompt
+		for j.prefillN < len(p) && b.Len() < e.opt.BatchSize {
+			last := j.prefillN == len(p)-1
+			row, err := b.Add(p[j.prefillN], j.prefillN, seqs, last)
+			if err != nil {
+				return err
+			}
+			e.stats.PromptTokens++
+			j.prefillN++
+			if last {
+				for _, s := range seqs {
+					e.slots[s].row = row
+					e.slots[s].prefill = false
+					e.slots[s].pos = len(p)
+				}
+				j.prefill = false
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	if err := e.ctx.Decode(b); err != nil {
+		return err
+	}
+	e.stats.DecodeTime += time.Since(t0)
+	e.stats.Steps++
+
+	// Sample every slot with a logits row; siblings fresh from one prefill share a row.
+	var rows [][]float32
+	var params []sampler.Params
+	var rngs []*sampler.Stream
+	var who []int
+	for i := range e.slots {
+		sl := &e.slots[i]
+		if sl.row < 0 {
+			continue
+		}
+		logits, err := e.ctx.Logits(sl.row)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, logits)
+		params = append(params, sl.job.req.Params)
+		rngs = append(rngs, &sl.rng)
+		who = append(who, i)
+	}
+	if len(who) == 0 {
+		return nil
+	}
+	draws := make([]sampler.Draw, len(who))
+	t1 := time.Now()
+	if err := e.sampler.Sample(rows, params, rngs, draws); err != nil {
+		return fmt.Errorf("sample: %w", err)
+	}
+	e.stats.SampleTime += time.Since(t1)
+	for n, i := range who {
+		sl := &e.slots[i]
+		d := draws[n]
+		e.stats.GeneratedTokens++
+		sl.tokens = append(sl.tokens, d.Token)
+		sl.logprobs = append(sl.logprobs, d.LogProb)
+		sl.entropies = append(sl.entropies, d.Entropy)
+		sl.last = d.Token
+		var finish Finish
+		switch {
+		case (e.eog[d.Token] && !sl.job.req.IgnoreEOG) || sl.job.stop[d.Token]:
+			finish = FinishStop
+		case len(sl.tokens) >= sl.job.req.MaxTokens || sl.pos >= e.opt.SeqContext:
+			finish = FinishLength
+		default:
+			continue
+		}
+		if err := e.retire(i, finish, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retire records slot i's sample, frees its KV cells and the slot, and emits the job's
+// result when it was the last sample.
+func (e *Engine) retire(i int, finish Finish, emit func(Result)) error {
+	sl := &e.slots[i]
+	j := sl.job
+	j.samples[sl.k] = Sample{
+		Index:     sl.k,
+		Tokens:    slices.Clone(sl.tokens),
+		LogProbs:  slices.Clone(sl.logprobs),
+		Entropies: slices.Clone(sl.entropies),
+		Finish:    finish,
+	}
+	j.done++
+	if n := len(j.req.Prompt); j.next < j.req.K && !j.prefill {
+		// Hand the slot and its prompt cells straight to the job's next sample, which
+		// decodes only the last prompt token again (for its logits).
+		if err := e.ctx.SeqRemove(i, n-1, -1); err != nil {
+			return err
+		}
+		sl = e.assign(j, i)
+		sl.pos, sl.last = n-1, j.req.Prompt[n-1]
+		return nil
+	}
+	sl.busy, sl.job = false, nil
+	if err := e.ctx.SeqRemove(i, -1, -1); err != nil {
+		return err
+	}
+	if j.done == j.req.K {
+		emit(Result{Request: j.req, Samples: j.samples})
+	}
+	return nil
+}
+
+// reset frees every slot and the KV memory, after a finished or interrupted run.
+func (e *Engine) reset() {
+	for i := range e.slots {
+		e.slots[i].busy, e.slots[i].job = false, nil
+	}
+	_ = e.ctx.ClearMemory() // fails only on a closed context, where there is nothing to clear
+}

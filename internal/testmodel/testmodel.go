@@ -1,0 +1,72 @@
+// Package testmodel gives tests tiny generated models, made once per test process.
+package testmodel
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/model"
+)
+
+var (
+	mu    sync.Mutex
+	dir   string
+	built = map[string]string{}
+)
+
+// Tiny returns the directory of a tiny model of the architecture (qwen2, qwen3 or llama)
+// with its chat template: DIR/model.gguf and DIR/hf/.
+func Tiny(t testing.TB, arch string) string {
+	return TinyVocab(t, arch, 0)
+}
+
+// TinyVocab is Tiny with the vocabulary padded to vocab tokens (0 = the tokenizer's own).
+func TinyVocab(t testing.TB, arch string, vocab int) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	key := arch + "-" + strconv.Itoa(vocab)
+	if d, ok := built[key]; ok {
+		return d
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "umad-testmodels-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d // shared by all tests of the process; Main removes it
+	}
+	fam, err := chat.ForArch(arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Template(fam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, key)
+	if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Seed: 7, ChatTemplate: tmpl, VocabSize: vocab}); err != nil {
+		t.Fatalf("tiny %s model: %v", arch, err)
+	}
+	built[key] = out
+	return out
+}
+
+// GGUF is the path of Tiny's GGUF file.
+func GGUF(t testing.TB, arch string) string { return filepath.Join(Tiny(t, arch), "model.gguf") }
+
+// Main runs a package's tests and removes the models they made:
+// func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	return code
+}
