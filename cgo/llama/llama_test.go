@@ -211,8 +211,15 @@ func TestContextParamErrors(t *testing.T) {
 			t.Errorf("%s: want an error", name)
 		}
 	}
+	// q8_0 blocks are 32 wide, so it needs a head dimension divisible by 32 (tiny qwen3's
+	// is 32, tiny qwen2's 16, which llama.cpp refuses with a clear error).
+	m3 := load(t, "qwen3")
+	if c, err := m.NewContext(llama.ContextParams{NCtx: 64, KVType: llama.KVQ8_0}); err == nil {
+		c.Close()
+		t.Error("q8_0 KV with head dimension 16: want an error")
+	}
 	for _, kv := range []llama.KVType{llama.KVF16, llama.KVF32, llama.KVQ8_0} {
-		c, err := m.NewContext(llama.ContextParams{NCtx: 64, KVType: kv})
+		c, err := m3.NewContext(llama.ContextParams{NCtx: 64, KVType: kv})
 		if err != nil {
 			t.Errorf("KV %s: %v", kv, err)
 			continue
