@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/internal/atomicfile"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:      "score",
+		Usage:     "per-token log-probs and entropies of given responses under a model",
+		UsageText: "umad score --model HF_DIR --in seqs.jsonl [--out FILE] [--temperature T]",
+		Description: "Reads JSONL lines with prompt_tokens and response_tokens (token ids) and writes each\n" +
+			"line back with logprobs and entropies added: for every response token, its log-prob\n" +
+			"under softmax(logits/T) and the entropy of that distribution. --model is a Hugging Face\n" +
+			"directory scored through the libtorch plugin (see kernels/README.md to build it).\n" +
+			"--out is written atomically; without it, stdout.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "model", Usage: "Hugging Face model directory (config.json + safetensors)"},
+			&ucli.StringFlag{Name: "in", Usage: "input JSONL", Required: true},
+			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write JSONL here (atomically) instead of stdout"},
+			&ucli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Value: 1, Usage: "logits are divided by T"},
+			&ucli.IntFlag{Name: "batch", Value: 16, Usage: "sequences scored together (one packed batch)"},
+			&ucli.IntFlag{Name: "threads", Usage: "libtorch threads; 0 = all CPUs"},
+			&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
+		},
+		Action: score,
+	})
+}
+
+// scorer is one engine that computes response log-probs; each model flag is one branch of
+// newScorer.
+type scorer interface {
+	LogProbs(prompts, responses [][]int32, temperature float64) (logp, ent [][]float32, err error)
+	Free()
+}
+
+func newScorer(c *ucli.Context) (scorer, error) {
+	if dir := c.String("model"); dir != "" {
+		rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("threads")})
+		if err != nil {
+			return nil, err
+		}
+		return rt.LoadHF(dir, torch.ModelOptions{})
+	}
+	return nil, fmt.Errorf("score: --model is required")
+}
+
+// scoreLine keeps every input field and adds the scores.
+type scoreLine struct {
+	fields           map[string]json.RawMessage
+	prompt, response []int32
+}
+
+func readScoreLines(path string) ([]scoreLine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("score: %w", err)
+	}
+	defer f.Close()
+	var lines []scoreLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	for n := 1; sc.Scan(); n++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var l scoreLine
+		var ids struct {
+			Prompt   []int32 `json:"prompt_tokens"`
+			Response []int32 `json:"response_tokens"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l.fields); err != nil {
+			return nil, fmt.Errorf("score: %s line %d: %w", path, n, err)
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ids); err != nil {
+			return nil, fmt.Errorf("score: %s line %d: %w", path, n, err)
+		}
+		if len(ids.Prompt) == 0 {
+			return nil, fmt.Errorf("score: %s line %d: prompt_tokens is missing or empty", path, n)
+		}
+		l.prompt, l.response = ids.Prompt, ids.Response
+		lines = append(lines, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("score: read %s: %w", path, err)
+	}
+	return lines, nil
+}
+
+func score(c *ucli.Context) error {
+	if c.Int("batch") < 1 {
+		return fmt.Errorf("score: --batch must be at least 1")
+	}
+	lines, err := readScoreLines(c.String("in"))
+	if err != nil {
+		return err
+	}
+	s, err := newScorer(c)
+	if err != nil {
+		return err
+	}
+	defer s.Free()
+	write := func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for start := 0; start < len(lines); start += c.Int("batch") {
+			batch := lines[start:min(start+c.Int("batch"), len(lines))]
+			var prompts, responses [][]int32
+			for _, l := range batch {
+				prompts, responses = append(prompts, l.prompt), append(responses, l.response)
+			}
+			logp, ent, err := s.LogProbs(prompts, responses, c.Float64("temperature"))
+			if err != nil {
+				return fmt.Errorf("score lines %d-%d: %w", start+1, start+len(batch), err)
+			}
+			for i, l := range batch {
+				out := l.fields
+				var err1, err2 error
+				out["logprobs"], err1 = json.Marshal(logp[i])
+				out["entropies"], err2 = json.Marshal(ent[i])
+				if err := enc.Encode(out); err != nil || err1 != nil || err2 != nil {
+					return fmt.Errorf("score: write line %d: %v", start+i+1, errors.Join(err, err1, err2))
+				}
+			}
+		}
+		return nil
+	}
+	if out := c.String("out"); out != "" {
+		return atomicfile.Write(out, write)
+	}
+	return write(c.App.Writer)
+}
