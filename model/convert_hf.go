@@ -198,6 +198,9 @@ func ggufRopeScaling(g *GGUF, s Shape) (*RopeScaling, error) {
 
 // hfDType picks the output dtype and checks that every tensor converts to it.
 func hfDType(g *GGUF, layout []tinyTensor, want DType) (DType, error) {
+	if len(g.Tensors) == 0 {
+		return "", errors.New("the file has no tensors (a vocabulary-only GGUF?)")
+	}
 	for _, t := range g.Tensors {
 		if t.Type != TypeF32 && t.Type != TypeF16 && t.Type != TypeBF16 {
 			return "", fmt.Errorf("tensor %q is %v: only F32, F16 and BF16 files convert back (quantised weights cannot be restored)", t.Name, t.Type)
@@ -342,7 +345,7 @@ func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype DTyp
 		n--
 	}
 	v.tokens, v.types = v.tokens[:n], v.types[:n]
-	ids := specialIDs{bos: tok.BOS, eos: tok.EOS, pad: tok.PAD}
+	ids := tok.specialIDs()
 	cfg := hfConfigOf(s, ids)
 	cfg.TorchDType = map[DType]string{F32: "float32", F16: "float16", BF16: "bfloat16"}[dtype]
 	if tok.BOS < 0 {

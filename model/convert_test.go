@@ -489,3 +489,84 @@ func TestInterleaveRows(t *testing.T) {
 		t.Fatalf("deinterleave gave %q, want %q", back, src)
 	}
 }
+
+// realTokenizerHF writes an HF directory with a real tokenizer from ../shared and zero
+// weights of a tiny shape with that tokenizer's real vocabulary size.
+func realTokenizerHF(t *testing.T, name string, arch Arch, vocabSize int) string {
+	t.Helper()
+	src := sharedTokenizers(t, name)
+	dir := t.TempDir()
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := DefaultShape(arch)
+	s.Vocab, s.Hidden, s.Layers, s.FFN = vocabSize, 32, 1, 32
+	s.Heads, s.KVHeads, s.HeadDim = 2, 1, 16
+	if err := writeJSON(filepath.Join(dir, "config.json"), hfConfigOf(s, specialIDs{})); err != nil {
+		t.Fatal(err)
+	}
+	var named []NamedTensor
+	for _, tt := range tinyTensors(s, 0) {
+		n, _ := shapeBytes(tt.shape, 4)
+		named = append(named, NamedTensor{Name: tt.hfName, DType: F32, Shape: tt.shape, Write: Bytes(make([]byte, n))})
+	}
+	if err := WriteSafetensors(filepath.Join(dir, stSingleName), named, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A real tokenizer survives HF -> GGUF -> HF: the directory written back reads as the same
+// tokenizer (vocabulary, types, merges, specials, BOS policy, chat template).
+func TestRealTokenizerRoundTrip(t *testing.T) {
+	cases := []struct {
+		name  string
+		arch  Arch
+		vocab int
+	}{
+		{"Qwen2.5-3B-Instruct", ArchQwen2, 151936},
+		{"Qwen3-4B-Instruct-2507", ArchQwen3, 151936},
+		{"Llama-3.2-3B-Instruct", ArchLlama, 128256},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hf := realTokenizerHF(t, c.name, c.arch, c.vocab)
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			if err := HFToGGUF(hf, out, HFToGGUFOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			back := t.TempDir()
+			if err := GGUFToHF(out, back, GGUFToHFOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want, err := LoadHFTokenizer(hf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadHFTokenizer(back)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("tokenizer changed: len %d/%d bos %d/%d eos %d/%d eot %d/%d pad %d/%d addBOS %v/%v fam %+v / %+v",
+					got.Len(), want.Len(), got.BOS, want.BOS, got.EOS, want.EOS, got.EOT, want.EOT, got.PAD, want.PAD,
+					got.AddBOS, want.AddBOS, got.fam, want.fam)
+			}
+		})
+	}
+}
+
+// A vocabulary-only GGUF made by llama.cpp's own converter has no weights to convert.
+func TestGGUFToHFVocabOnly(t *testing.T) {
+	p := filepath.Join(sharedTokenizers(t, "llama.cpp"), "ggml-vocab-deepseek-llm.gguf")
+	err := GGUFToHF(p, t.TempDir(), GGUFToHFOptions{})
+	if err == nil || !strings.Contains(err.Error(), "no tensors") {
+		t.Fatalf("error %v, want one saying the file has no tensors", err)
+	}
+}

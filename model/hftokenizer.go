@@ -42,6 +42,11 @@ func (t *HFTokenizer) Token(id int) string { return t.voc.tokens[id] }
 // ID returns the id of a vocabulary entry, or -1.
 func (t *HFTokenizer) ID(token string) int { return t.voc.id(token) }
 
+// specialIDs are the ids the tiny generator's writers take.
+func (t *HFTokenizer) specialIDs() specialIDs {
+	return specialIDs{bos: t.BOS, eos: t.EOS, pad: t.PAD}
+}
+
 type hfTokenizerFile struct {
 	AddedTokens []struct {
 		ID      int    `json:"id"`
