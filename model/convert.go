@@ -91,7 +91,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	}
 	for i, t := range layout {
 		dst := matrixType(opt.Type, t.shape)
-		write := hfTensorWriter(st, t, dst, opt.Progress, i, len(layout))
+		write := reporting(opt.Progress, i, len(layout), t.ggufName, hfTensorWriter(st, t, dst))
 		if err := w.AddTensorFunc(t.ggufName, dst, ggmlDims(t.shape), write); err != nil {
 			return err
 		}
@@ -246,11 +246,8 @@ func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error)
 
 // hfTensorWriter streams one safetensors tensor into the GGUF as type dst, putting Llama's
 // q/k rows into llama.cpp's rotary order.
-func hfTensorWriter(st *Safetensors, t tinyTensor, dst GGMLType, progress func(int, int, string), i, n int) WriteFunc {
+func hfTensorWriter(st *Safetensors, t tinyTensor, dst GGMLType) WriteFunc {
 	return func(w io.Writer) error {
-		if progress != nil {
-			progress(i, n, t.ggufName)
-		}
 		e := st.entries[t.hfName]
 		src, err := ggmlTypeOfDType(e.dtype)
 		if err != nil {
@@ -258,6 +255,17 @@ func hfTensorWriter(st *Safetensors, t tinyTensor, dst GGMLType, progress func(i
 		}
 		r := io.NewSectionReader(e.file.r, e.file.dataStart+e.begin, e.end-e.begin)
 		return convertRows(w, r, src, dst, t.shape, t.permuteHeads, interleaveRows)
+	}
+}
+
+// reporting calls progress, if set, before write.
+func reporting(progress func(done, total int, name string), i, n int, name string, write WriteFunc) WriteFunc {
+	if progress == nil {
+		return write
+	}
+	return func(w io.Writer) error {
+		progress(i, n, name)
+		return write(w)
 	}
 }
 

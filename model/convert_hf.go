@@ -66,7 +66,7 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	named := make([]NamedTensor, len(layout))
 	var total int64
 	for i, t := range layout {
-		named[i] = NamedTensor{Name: t.hfName, DType: dtype, Shape: t.shape, Write: ggufTensorWriter(g, t, dtype, opt.Progress, i, len(layout))}
+		named[i] = NamedTensor{Name: t.hfName, DType: dtype, Shape: t.shape, Write: reporting(opt.Progress, i, len(layout), t.hfName, ggufTensorWriter(g, t, dtype))}
 		n, err := shapeBytes(t.shape, dtypeBytes[dtype])
 		if err != nil {
 			return err
@@ -239,11 +239,8 @@ func checkGGUFTensors(g *GGUF, layout []tinyTensor, s Shape) error {
 	return nil
 }
 
-func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType, progress func(int, int, string), i, n int) WriteFunc {
+func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType) WriteFunc {
 	return func(w io.Writer) error {
-		if progress != nil {
-			progress(i, n, t.hfName)
-		}
 		info, _ := g.Tensor(t.ggufName) // checked by checkGGUFTensors
 		dst, err := ggmlTypeOfDType(dtype)
 		if err != nil {

@@ -205,8 +205,18 @@ func TestRoundTripBF16(t *testing.T) {
 func TestGGUFToHFSharded(t *testing.T) {
 	dir := writeTinyForTest(t, "llama")
 	back := t.TempDir()
-	if err := GGUFToHF(filepath.Join(dir, "model.gguf"), back, GGUFToHFOptions{ShardBytes: 100_000}); err != nil {
+	var reported []string
+	progress := func(done, total int, name string) {
+		if done != len(reported) {
+			t.Errorf("progress %d/%d for %s after %d reports", done, total, name, len(reported))
+		}
+		reported = append(reported, name)
+	}
+	if err := GGUFToHF(filepath.Join(dir, "model.gguf"), back, GGUFToHFOptions{ShardBytes: 100_000, Progress: progress}); err != nil {
 		t.Fatal(err)
+	}
+	if s, _ := DefaultShape(ArchLlama); len(reported) != len(tinyTensors(s, 0)) {
+		t.Errorf("progress reported %d tensors, the model has %d", len(reported), len(tinyTensors(s, 0)))
 	}
 	shards, _ := filepath.Glob(filepath.Join(back, "model-*-of-*.safetensors"))
 	if len(shards) < 2 {
