@@ -1,0 +1,461 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/uncertainty"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:  "debate",
+		Usage: "run a multi-agent debate over a problem set and report accuracy and uncertainty turn by turn",
+		UsageText: "umad debate --agent a.gguf --agent b.gguf [--data FILE|DIR] [-k 4] [--turns 3] [--max-tokens 2048] [--seeds 1,2,3] --out RUN\n" +
+			"umad debate --agent 'a.gguf,temperature=0.7,seed=96' --agent 'b.gguf,chat-format=qwen3' --data ../shared/data/math500/test.jsonl --out runs/x",
+		Description: "Each problem is debated in K trajectories for T turns (the UMAD reference protocol):\n" +
+			"turn 0 asks every agent the question with the boxed-answer instruction (K samples per agent);\n" +
+			"each later turn gives every agent of trajectory k one new user message holding all agents'\n" +
+			"previous responses with their final boxed answers masked as <answer>.\n\n" +
+			"--agent takes a GGUF path and optional comma-separated settings: name=, seed=, temperature=,\n" +
+			"top-p=, top-k=, min-p=, max-tokens=, chat-format=. Agents on the same file share one engine.\n" +
+			"--data takes any format `umad grade`'s loaders read (JSONL, MATH folders, Parquet); without it\n" +
+			"the built-in synthetic arithmetic set is used.\n\n" +
+			"The run directory gets config.json, seed-S/rollouts.jsonl.zst (every turn of every trajectory:\n" +
+			"prompts, responses, tokens, log-probs, answers, verdicts) and report/ (summary.json, CSV tables,\n" +
+			"report.md, SVG and PNG figures). Ctrl-C stops cleanly; the same command resumes.",
+		Flags: append([]ucli.Flag{
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent)", Required: true},
+			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "problem set file or folder (default: built-in synthetic set)"},
+			&ucli.IntFlag{Name: "synthetic", Value: 20, Usage: "problems of the built-in set, when --data is not given"},
+			&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
+			&ucli.Float64Flag{Name: "sample-ratio", Usage: "debate a seeded random share of the problems (0 = all)"},
+			&ucli.IntFlag{Name: "k", Value: 4, Usage: "trajectories per problem"},
+			&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns T: the first answer plus T-1 debate rounds"},
+			&ucli.StringFlag{Name: "seeds", Value: "1", Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
+			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning from the left"},
+			&ucli.BoolFlag{Name: "no-mask", Usage: "show peers' final answers instead of masking them as <answer>"},
+			&ucli.BoolFlag{Name: "full-history", Usage: "show every earlier round, not only the previous one"},
+			&ucli.BoolFlag{Name: "anonymise", Usage: "label agents in a random order per trajectory and turn"},
+			&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
+			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
+			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
+		}, append(samplingFlags(), llamaFlags()...)...),
+		Action: debateCmd,
+	})
+}
+
+// debateConfig is the resolved configuration, saved as config.json so that a run can be
+// reproduced and resumed only with the same settings.
+type debateConfig struct {
+	Agents      []agentSpec `json:"agents"`
+	Data        string      `json:"data"`
+	Synthetic   int         `json:"synthetic,omitempty"`
+	Limit       int         `json:"limit,omitempty"`
+	SampleRatio float64     `json:"sample_ratio,omitempty"`
+	K           int         `json:"k"`
+	Turns       int         `json:"turns"`
+	Seeds       []uint64    `json:"seeds"`
+	PromptLimit int         `json:"prompt_limit"`
+	Mask        bool        `json:"mask"`
+	FullHistory bool        `json:"full_history"`
+	Anonymise   bool        `json:"anonymise"`
+	StopAgree   int         `json:"stop_agree,omitempty"`
+	StopEU      float64     `json:"stop_eu,omitempty"`
+	KVType      string      `json:"kv_type"`
+	FlashAttn   string      `json:"flash_attn"`
+	Ctx         int         `json:"ctx"`
+}
+
+type agentSpec struct {
+	Name       string         `json:"name"`
+	Model      string         `json:"model"`
+	ChatFormat string         `json:"chat_format,omitempty"`
+	Params     sampler.Params `json:"params"`
+	MaxTokens  int            `json:"max_tokens"`
+	// SeedOffset is added to each evaluation seed to give this agent's seed.
+	SeedOffset uint64 `json:"seed_offset"`
+}
+
+func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
+	parts := strings.Split(spec, ",")
+	a := agentSpec{Name: fmt.Sprintf("agent %d", i), Model: parts[0], MaxTokens: c.Int("max-tokens"),
+		SeedOffset: uint64(i) * 1000003,
+		Params:     sampler.Params{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k"), MinP: c.Float64("min-p")}}
+	if a.Model == "" {
+		return a, fmt.Errorf("--agent %q: no model path", spec)
+	}
+	for _, kv := range parts[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return a, fmt.Errorf("--agent %q: %q is not key=value", spec, kv)
+		}
+		var err error
+		switch k {
+		case "name":
+			a.Name = v
+		case "chat-format":
+			a.ChatFormat = v
+		case "seed":
+			a.SeedOffset, err = strconv.ParseUint(v, 10, 64)
+		case "temperature":
+			a.Params.Temperature, err = strconv.ParseFloat(v, 64)
+		case "top-p":
+			a.Params.TopP, err = strconv.ParseFloat(v, 64)
+		case "min-p":
+			a.Params.MinP, err = strconv.ParseFloat(v, 64)
+		case "top-k":
+			a.Params.TopK, err = strconv.Atoi(v)
+		case "max-tokens":
+			a.MaxTokens, err = strconv.Atoi(v)
+		default:
+			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format)", spec, k)
+		}
+		if err != nil {
+			return a, fmt.Errorf("--agent %q: %s: %w", spec, k, err)
+		}
+	}
+	if err := a.Params.Validate(); err != nil {
+		return a, fmt.Errorf("--agent %q: %w", spec, err)
+	}
+	if a.MaxTokens < 1 {
+		return a, fmt.Errorf("--agent %q: max tokens must be at least 1", spec)
+	}
+	return a, nil
+}
+
+func resolveDebate(c *ucli.Context) (debateConfig, error) {
+	cfg := debateConfig{Data: c.String("data"), Limit: c.Int("limit"), SampleRatio: c.Float64("sample-ratio"),
+		K: c.Int("k"), Turns: c.Int("turns"), PromptLimit: c.Int("prompt-limit"), Mask: !c.Bool("no-mask"),
+		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
+		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx")}
+	if cfg.Data == "" {
+		cfg.Synthetic = c.Int("synthetic")
+	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
+		cfg.Data = abs
+	}
+	switch {
+	case cfg.K < 1:
+		return cfg, fmt.Errorf("-k must be at least 1, got %d", cfg.K)
+	case cfg.Turns < 1:
+		return cfg, fmt.Errorf("--turns must be at least 1, got %d", cfg.Turns)
+	case cfg.PromptLimit < 1:
+		return cfg, fmt.Errorf("--prompt-limit must be positive")
+	}
+	for i, spec := range c.StringSlice("agent") {
+		a, err := parseAgent(spec, i, c)
+		if err != nil {
+			return cfg, err
+		}
+		if abs, err := filepath.Abs(a.Model); err == nil {
+			a.Model = abs
+		}
+		cfg.Agents = append(cfg.Agents, a)
+	}
+	if !c.IsSet("ctx") {
+		// Room for the longest prompt plus the longest response.
+		cfg.Ctx = cfg.PromptLimit
+		for _, a := range cfg.Agents {
+			cfg.Ctx = max(cfg.Ctx, cfg.PromptLimit+a.MaxTokens)
+		}
+	}
+	for _, s := range strings.Split(c.String("seeds"), ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return cfg, fmt.Errorf("--seeds %q: %w", c.String("seeds"), err)
+		}
+		if slices.Contains(cfg.Seeds, v) {
+			return cfg, fmt.Errorf("--seeds: seed %d given twice", v)
+		}
+		cfg.Seeds = append(cfg.Seeds, v)
+	}
+	for _, s := range c.StringSlice("stop") {
+		k, v, _ := strings.Cut(s, "=")
+		var err error
+		switch k {
+		case "agree":
+			cfg.StopAgree, err = strconv.Atoi(v)
+			if err == nil && cfg.StopAgree < 1 {
+				err = errors.New("want at least 1")
+			}
+		case "eu":
+			cfg.StopEU, err = strconv.ParseFloat(v, 64)
+			if err == nil && !(cfg.StopEU > 0) {
+				err = errors.New("want a positive threshold")
+			}
+		default:
+			err = errors.New("want agree=R or eu=X")
+		}
+		if err != nil {
+			return cfg, fmt.Errorf("--stop %q: %w", s, err)
+		}
+	}
+	return cfg, nil
+}
+
+func (cfg debateConfig) problems() ([]data.Problem, error) {
+	if cfg.Data == "" {
+		return data.Synthetic(cfg.Synthetic, 1), nil
+	}
+	ps, err := data.Load(cfg.Data, data.Options{Limit: cfg.Limit, SampleRatio: cfg.SampleRatio, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("%s: no valid problems", cfg.Data)
+	}
+	return ps, nil
+}
+
+// claimRunDir saves the config in a new run directory, or checks that an existing one
+// holds the same config (so re-running the command resumes it).
+func claimRunDir(dir string, cfg any) error {
+	path := filepath.Join(dir, "config.json")
+	want, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			return fmt.Errorf("%s is not empty and holds no run; choose another --out", dir)
+		}
+		return atomicfile.WriteBytes(path, append(want, '\n'))
+	}
+	if err != nil {
+		return err
+	}
+	oldCfg := reflect.New(reflect.TypeOf(cfg)).Interface()
+	if err := json.Unmarshal(old, oldCfg); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if !reflect.DeepEqual(reflect.ValueOf(oldCfg).Elem().Interface(), cfg) {
+		return fmt.Errorf("%s holds a run with other settings; resume it with the same flags or choose another --out", dir)
+	}
+	return nil
+}
+
+func debateCmd(c *ucli.Context) error {
+	cfg, err := resolveDebate(c)
+	if err != nil {
+		return err
+	}
+	problems, err := cfg.problems()
+	if err != nil {
+		return err
+	}
+	out := c.String("out")
+	if err := claimRunDir(out, cfg); err != nil {
+		return err
+	}
+	agents, closeAll, err := openAgents(c, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+
+	stop, release := interruptible()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var summaries []uncertainty.Summary
+	var all []uncertainty.ProblemRecord
+	for _, seed := range cfg.Seeds {
+		recs, err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)))
+		if err != nil {
+			if ctx.Err() != nil {
+				return errInterrupted
+			}
+			return err
+		}
+		s, err := uncertainty.Summarise(recs)
+		if err != nil {
+			return err
+		}
+		summaries = append(summaries, s)
+		all = append(all, recs...)
+	}
+	combined, err := uncertainty.CombineSeeds(summaries)
+	if err != nil {
+		return err
+	}
+	repDir := filepath.Join(out, "report")
+	if err := report.Write(repDir, report.Run{Name: filepath.Base(out), Summary: combined, Problems: all}); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(repDir, report.ReportFile))
+	return nil
+}
+
+// openAgents loads every distinct model once and makes one engine for it.
+func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func(), error) {
+	models := map[string]*llama.Model{}
+	engines := map[string]*engine.Engine{}
+	closeAll := func() {
+		for _, e := range engines {
+			e.Close()
+		}
+		for _, m := range models {
+			m.Close()
+		}
+	}
+	distinct := 0
+	for _, a := range cfg.Agents {
+		if _, ok := models[a.Model]; !ok {
+			models[a.Model] = nil
+			distinct++
+		}
+	}
+	opt, err := engineOptions(c, c.Int("slots"))
+	if err != nil {
+		return nil, nil, err
+	}
+	opt.SeqContext = cfg.Ctx
+	if opt.Threads == 0 && distinct > 1 {
+		// Engines decode concurrently: share the cores instead of oversubscribing them.
+		opt.Threads = max(1, llama.PhysicalCores()/distinct)
+	}
+	var agents []engine.DebateAgent
+	for _, a := range cfg.Agents {
+		if models[a.Model] == nil {
+			m, err := openModel(c, a.Model)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			models[a.Model] = m
+			e, err := engine.New(m, opt)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			engines[a.Model] = e
+		}
+		f, err := chatFormat(models[a.Model], a.ChatFormat)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		agents = append(agents, engine.DebateAgent{Name: a.Name, Engine: engines[a.Model], Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
+	}
+	return agents, closeAll, nil
+}
+
+// runSeed debates every problem not yet in dir's rollouts, appending each finished one,
+// and returns all records in problem order.
+func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, problems []data.Problem, seed uint64, dir string) ([]uncertainty.ProblemRecord, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "rollouts.jsonl.zst")
+	if _, err := rollouts.Repair(path); err != nil {
+		return nil, err
+	}
+	done := map[int]uncertainty.ProblemRecord{}
+	if _, err := rollouts.Read(path, func(line []byte) error {
+		var r engine.DebateRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
+		}
+		done[r.Index] = r.Uncertainty()
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	w, err := rollouts.OpenAppend(path)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	for i := range agents {
+		agents[i].Seed = seed + cfg.Agents[i].SeedOffset
+	}
+	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
+		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU,
+		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise, Seed: seed}}
+	if cfg.FullHistory {
+		dcfg.Prompt.History = engine.HistoryFull
+	}
+	todo := len(problems) - len(done)
+	start := time.Now()
+	var tokens int64
+	finished := 0
+	progress := func() {
+		el := time.Since(start).Seconds()
+		eta := "?"
+		if finished > 0 {
+			eta = (time.Duration(el/float64(finished)*float64(todo-finished)) * time.Second).Round(time.Second).String()
+		}
+		fmt.Fprintf(os.Stderr, "\rseed %d: %d/%d problems, %.0f tok/s, ETA %s   ", seed, len(done), len(problems), float64(tokens)/max(el, 1e-9), eta)
+	}
+	if todo > 0 {
+		progress()
+		stats, err := engine.Debate(ctx, dcfg, problems, func(i int) bool { _, ok := done[i]; return ok },
+			func(r engine.DebateRecord) error {
+				if err := w.Append(r); err != nil {
+					return err
+				}
+				done[r.Index] = r.Uncertainty()
+				finished++
+				for _, turn := range r.Turns {
+					for _, byTraj := range turn {
+						for _, at := range byTraj {
+							tokens += int64(len(at.Tokens))
+						}
+					}
+				}
+				progress()
+				return nil
+			})
+		fmt.Fprintln(os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		saved := 0.0
+		if n := stats.Generations + stats.Carried; n > 0 {
+			saved = float64(stats.Carried) / float64(n)
+		}
+		fmt.Fprintf(os.Stderr, "seed %d: %d problems, %d tokens in %s (%.0f tok/s); %d prompts trimmed; %d skipped as too long; adaptive stopping saved %.1f%% of generations\n",
+			seed, stats.Problems, stats.GeneratedTokens, time.Since(start).Round(time.Millisecond),
+			float64(stats.GeneratedTokens)/time.Since(start).Seconds(), stats.Trimmed, stats.SkippedOverlong, 100*saved)
+	}
+	idx := make([]int, 0, len(done))
+	for i := range done {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	recs := make([]uncertainty.ProblemRecord, len(idx))
+	for j, i := range idx {
+		recs[j] = done[i]
+	}
+	if len(recs) == 0 {
+		return nil, errors.New("no problem could be debated (all prompts exceed --prompt-limit?)")
+	}
+	return recs, nil
+}
