@@ -433,8 +433,9 @@ struct Model {
   }
 
   int64_t pick_chunk(int64_t chunk, int64_t n) const {
-    // About 8M logits per chunk keeps a 151,936-token vocabulary at ~55 rows (32 MiB).
-    if (chunk == 0) chunk = std::max<int64_t>(1, (int64_t(1) << 23) / cfg.vocab_size);
+    // About 2M logits per chunk: 13 rows (8 MiB per buffer) at a 151,936-token vocabulary,
+    // still wide enough for an efficient GEMM.
+    if (chunk == 0) chunk = std::max<int64_t>(1, (int64_t(1) << 21) / cfg.vocab_size);
     return std::max<int64_t>(1, std::min(chunk, std::max<int64_t>(n, 1)));
   }
 

@@ -94,3 +94,12 @@ func randomSeqs(rng *rand.Rand, vocab, n int) (prompts, responses [][]int32) {
 	}
 	return prompts, responses
 }
+
+// A missing plugin names what was looked for and how to build it.
+func TestMissingPluginSaysHowToBuild(t *testing.T) {
+	_, err := findPlugin("/nonexistent/libumad_torch.so")
+	if !errors.Is(err, ErrPluginNotFound) || !strings.Contains(err.Error(), "cmake -S . -B build") ||
+		!strings.Contains(err.Error(), "/nonexistent/libumad_torch.so") {
+		t.Fatalf("got %v", err)
+	}
+}

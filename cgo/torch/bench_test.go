@@ -1,0 +1,118 @@
+package torch
+
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// benchConfig matches bench/torch_eager.py's defaults, so tokens/s compare directly:
+//
+//	go test ./cgo/torch/ -run '^$' -bench Plugin -benchtime 5x
+//	/usr/bin/python3 bench/torch_eager.py --threads 1
+var benchConfig = Config{Arch: ArchQwen2, VocabSize: 4096, HiddenSize: 256, IntermediateSize: 512, NumLayers: 4,
+	NumHeads: 8, NumKVHeads: 2, HeadDim: 32, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, AttentionBias: true}
+
+func benchBatch(vocab, seqs, prompt, response int) (prompts, responses [][]int32) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := 0; i < seqs; i++ {
+		p, r := make([]int32, prompt), make([]int32, response)
+		for j := range p {
+			p[j] = int32(rng.IntN(vocab))
+		}
+		for j := range r {
+			r[j] = int32(rng.IntN(vocab))
+		}
+		prompts, responses = append(prompts, p), append(responses, r)
+	}
+	return prompts, responses
+}
+
+func BenchmarkPluginLogProbs(b *testing.B) {
+	rt := openForTest(b)
+	m := randomModel(b, rt, benchConfig, ModelOptions{}, 1)
+	p, r := benchBatch(benchConfig.VocabSize, 8, 64, 64)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := m.LogProbs(p, r, 0.6); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*8*128)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+func BenchmarkPluginUpdate(b *testing.B) {
+	rt := openForTest(b)
+	m := randomModel(b, rt, benchConfig, ModelOptions{Trainable: true}, 1)
+	p, r := benchBatch(benchConfig.VocabSize, 8, 64, 64)
+	opt := AdamW{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.SFTLoss(p, r, true, 1); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Step(opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*8*128)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// peakRSS resets the process's resident high-water mark, runs f, and returns the growth of
+// the mark in MiB.
+func peakRSS(b *testing.B, f func()) float64 {
+	read := func() float64 {
+		raw, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			b.Skip("no /proc/self/status")
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+				return kb / 1024
+			}
+		}
+		b.Skip("no VmHWM")
+		return 0
+	}
+	rss := func() float64 {
+		raw, _ := os.ReadFile("/proc/self/status")
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") {
+				kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+				return kb / 1024
+			}
+		}
+		return 0
+	}
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Skipf("cannot reset the high-water mark: %v", err)
+	}
+	base := rss()
+	f()
+	return read() - base
+}
+
+// BenchmarkPluginLogProbsMemory reports the peak memory of log-probs at vocabulary 151,936,
+// chunked (default) and materialised, for 4 x 128 response tokens.
+func BenchmarkPluginLogProbsMemory(b *testing.B) {
+	rt := openForTest(b)
+	cfg := benchConfig
+	cfg.VocabSize = 151936
+	chunked := randomModel(b, rt, cfg, ModelOptions{}, 1)
+	full, err := chunked.Clone(ModelOptions{LogitChunk: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer full.Free()
+	p, r := benchBatch(cfg.VocabSize, 4, 16, 128)
+	for i := 0; i < b.N; i++ {
+		c := peakRSS(b, func() { chunked.LogProbs(p, r, 0.6) })
+		f := peakRSS(b, func() { full.LogProbs(p, r, 0.6) })
+		b.ReportMetric(c, "MiB-chunked")
+		b.ReportMetric(f, "MiB-materialised")
+		b.ReportMetric(c/f, "ratio")
+	}
+}
