@@ -39,6 +39,8 @@ func App() *ucli.App {
 		},
 		Commands:        commands,
 		HideHelpCommand: true,
+		// --agent values hold commas (path,key=value,...): repeat a flag instead.
+		DisableSliceFlagSeparator: true,
 		// Errors are printed once, by Main.
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}

@@ -322,7 +322,9 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 			e.Close()
 		}
 		for _, m := range models {
-			m.Close()
+			if m != nil {
+				m.Close()
+			}
 		}
 	}
 	distinct := 0

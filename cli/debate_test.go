@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/uncertainty"
+)
+
+func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
+
+func sharedData(t *testing.T, rel string) string {
+	t.Helper()
+	p := filepath.Join("..", "..", "shared", "data", rel)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("shared data missing in CI: %v", err)
+		}
+		t.Skip("../shared/data not present")
+	}
+	return p
+}
+
+func runDebate(t *testing.T, out string, extra ...string) {
+	t.Helper()
+	args := []string{"umad", "debate",
+		"--agent", testmodel.GGUF(t, "qwen2"), "--agent", testmodel.GGUF(t, "llama") + ",temperature=1.0",
+		"--data", sharedData(t, "gsm8k/test.jsonl"), "--limit", "3",
+		"-k", "4", "--turns", "3", "--max-tokens", "24", "--prompt-limit", "1200",
+		"--kv-type", "f32", "--flash-attn", "off", "--slots", "8", "--out", out}
+	var stdout, stderr bytes.Buffer
+	app := App()
+	app.Writer, app.ErrWriter = &stdout, &stderr
+	if err := app.Run(append(args, extra...)); err != nil {
+		t.Fatalf("debate: %v\n%s", err, stderr.String())
+	}
+}
+
+func readRecords(t *testing.T, path string) []engine.DebateRecord {
+	t.Helper()
+	var recs []engine.DebateRecord
+	torn, err := rollouts.Read(path, func(l []byte) error {
+		var r engine.DebateRecord
+		if err := json.Unmarshal(l, &r); err != nil {
+			return err
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil || torn {
+		t.Fatalf("read %s: torn=%v %v", path, torn, err)
+	}
+	return recs
+}
+
+type summaryJSON struct {
+	uncertainty.Combined
+}
+
+func readSummary(t *testing.T, run string) uncertainty.Summary {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(run, "report", "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s summaryJSON
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Mean
+}
+
+// A debate of two different tiny architectures on real GSM8K problems: every output is
+// there, the decomposition and flips are consistent, the summary agrees with the
+// rollouts, a second run with the same seeds gives the same summary, and a run cut off
+// mid-way and resumed ends with the same summary as the uninterrupted one.
+func TestDebateEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	run := filepath.Join(dir, "a")
+	runDebate(t, run)
+	for _, f := range []string{"config.json", "seed-1/rollouts.jsonl.zst", "report/summary.json", "report/report.md",
+		"report/accuracy.csv", "report/uncertainty.csv", "report/flips.csv", "report/accuracy.png", "report/uncertainty.svg"} {
+		if _, err := os.Stat(filepath.Join(run, f)); err != nil {
+			t.Errorf("missing output %s", f)
+		}
+	}
+	recs := readRecords(t, filepath.Join(run, "seed-1", "rollouts.jsonl.zst"))
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	var accStrict [2][3]float64
+	for _, r := range recs {
+		if len(r.Turns) != 3 || len(r.Turns[0]) != 2 || len(r.Turns[0][0]) != 4 {
+			t.Fatalf("record shape %d x %d x %d", len(r.Turns), len(r.Turns[0]), len(r.Turns[0][0]))
+		}
+		if r.Turns[1][0][0].Prompt == "" || r.Turns[1][0][0].Prompt != r.Turns[1][1][0].Prompt {
+			t.Error("both agents of a trajectory get the same debate message")
+		}
+		pts, err := uncertainty.PerProblem(r.Uncertainty())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pt := range pts {
+			if math.Abs(pt.TU-(pt.EU+pt.AU)) > 1e-9 || pt.EU < 0 {
+				t.Errorf("problem %s turn %d: TU %v, EU %v, AU %v", r.Problem.ID, pt.Turn, pt.TU, pt.EU, pt.AU)
+			}
+		}
+		for a := 0; a < 2; a++ {
+			for tu := 0; tu < 3; tu++ {
+				n := 0
+				for _, at := range r.Turns[tu][a] {
+					if at.Grade.Strict {
+						n++
+					}
+				}
+				accStrict[a][tu] += float64(n) / 4 / float64(len(recs))
+			}
+		}
+	}
+	sum := readSummary(t, run)
+	for _, row := range sum.Rows {
+		if row.Agent >= 0 && row.Agent < 2 && row.Dataset == "gsm8k" {
+			if math.Abs(row.AccStrict-accStrict[row.Agent][row.Turn]) > 1e-12 {
+				t.Errorf("agent %d turn %d: summary accuracy %v, rollouts %v", row.Agent, row.Turn, row.AccStrict, accStrict[row.Agent][row.Turn])
+			}
+		}
+		if row.Turn == 0 {
+			continue
+		}
+		for _, f := range []uncertainty.Flips{row.FromPrevious.Strict, row.FromPrevious.Robust, row.FromStart.Strict, row.FromStart.Robust} {
+			if s := f.C2C + f.C2W + f.W2C + f.W2W; math.Abs(s-1) > 1e-9 {
+				t.Errorf("turn %d: flip fractions sum to %v", row.Turn, s)
+			}
+		}
+	}
+
+	// The same seeds again: the same summary.
+	again := filepath.Join(dir, "b")
+	runDebate(t, again)
+	if !sameSummary(readSummary(t, again), sum) {
+		t.Error("a second run with the same seeds gives another summary")
+	}
+
+	// Interrupted after the first problem, with half a record torn off, then resumed.
+	cut := filepath.Join(dir, "c")
+	os.MkdirAll(filepath.Join(cut, "seed-1"), 0o755)
+	cfg, _ := os.ReadFile(filepath.Join(run, "config.json"))
+	os.WriteFile(filepath.Join(cut, "config.json"), cfg, 0o644)
+	w, _ := rollouts.OpenAppend(filepath.Join(cut, "seed-1", "rollouts.jsonl.zst"))
+	w.Append(recs[0])
+	w.Close()
+	f, _ := os.OpenFile(filepath.Join(cut, "seed-1", "rollouts.jsonl.zst"), os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x00}) // the start of a zstd frame, cut off
+	f.Close()
+	runDebate(t, cut)
+	if got := readRecords(t, filepath.Join(cut, "seed-1", "rollouts.jsonl.zst")); len(got) != 3 {
+		t.Errorf("resumed run holds %d records, want 3", len(got))
+	}
+	if !sameSummary(readSummary(t, cut), sum) {
+		t.Error("the resumed run's summary differs from the uninterrupted one")
+	}
+
+	// Other flags on an existing run directory are refused.
+	var stderr bytes.Buffer
+	app := App()
+	app.ErrWriter = &stderr
+	if err := app.Run([]string{"umad", "debate", "--agent", testmodel.GGUF(t, "qwen2"), "--out", run}); err == nil {
+		t.Error("resuming with other settings should fail")
+	}
+}
+
+// sameSummary compares summaries exactly, except the mean NLL and entropy, which come
+// from llama.cpp logits that may differ in the last bits with the batch's composition.
+func sameSummary(a, b uncertainty.Summary) bool {
+	if len(a.Rows) != len(b.Rows) {
+		return false
+	}
+	for i := range a.Rows {
+		ra, rb := a.Rows[i], b.Rows[i]
+		if math.Abs(ra.NLL-rb.NLL) > 1e-4 || math.Abs(ra.TokenEntropy-rb.TokenEntropy) > 1e-4 {
+			return false
+		}
+		ra.NLL, rb.NLL, ra.TokenEntropy, rb.TokenEntropy = 0, 0, 0, 0
+		if !reflect.DeepEqual(ra, rb) {
+			return false
+		}
+	}
+	return true
+}
