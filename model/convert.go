@@ -2,12 +2,15 @@ package model
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // llama_ftype values for general.file_type: what most of the file's matrices are.
@@ -304,11 +307,8 @@ func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, hea
 			chunk = perm
 		}
 		if src != dst {
-			vals, err := dequantize(src, chunk)
-			if err != nil {
-				return err
-			}
-			if chunk, err = EncodeTensor(dst, vals); err != nil {
+			var err error
+			if chunk, err = convertParallel(src, dst, chunk, rowBytes); err != nil {
 				return err
 			}
 		}
@@ -317,6 +317,33 @@ func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, hea
 		}
 	}
 	return nil
+}
+
+// convertParallel converts whole rows of raw from src to dst on every core: type
+// conversion, not the disk, is what limits F16 and Q8_0 output.
+func convertParallel(src, dst GGMLType, raw []byte, rowBytes int64) ([]byte, error) {
+	rows := int64(len(raw)) / rowBytes
+	workers := min(int64(runtime.GOMAXPROCS(0)), rows)
+	parts := make([][]byte, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := rows*w/workers*rowBytes, rows*(w+1)/workers*rowBytes
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vals, err := dequantize(src, raw[lo:hi])
+			if err == nil {
+				parts[w], err = EncodeTensor(dst, vals)
+			}
+			errs[w] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.Concat(parts...), nil
 }
 
 // interleaveRows reorders one head's rows from Hugging Face's rotate-half layout, where
