@@ -304,3 +304,23 @@ func TestFitDebateMessage(t *testing.T) {
 		}
 	})
 }
+
+// FuzzMaskFinalAnswer checks that masking never panics, only touches texts with a box,
+// always leaves the mask where it changed something, and keeps valid UTF-8 valid.
+func FuzzMaskFinalAnswer(f *testing.F) {
+	for _, seed := range []string{`so \boxed{5}.`, `$\boxed 4$ and \boxed 4`, `\fbox{x}`, `\boxed{\frac{1}{2}`, "plain", "答案 \\boxed{五}"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := MaskFinalAnswer(s)
+		if !strings.Contains(s, `\boxed`) && !strings.Contains(s, `\fbox`) && got != s {
+			t.Errorf("MaskFinalAnswer(%q) = %q changed a text without a box", s, got)
+		}
+		if got != s && !strings.Contains(got, AnswerMask) {
+			t.Errorf("MaskFinalAnswer(%q) = %q changed the text without masking", s, got)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(got) {
+			t.Errorf("MaskFinalAnswer(%q) = %q is not valid UTF-8", s, got)
+		}
+	})
+}

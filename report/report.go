@@ -5,7 +5,6 @@ package report
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,7 +105,7 @@ func ReadRun(dir string) (Run, error) {
 		return Run{}, fmt.Errorf("read %s: entropy unit %q, want %q", path, f.EntropyUnit, EntropyUnit)
 	}
 	if f.Seeds < 1 || len(f.Mean.Rows) == 0 || len(f.Std.Rows) != len(f.Mean.Rows) {
-		return Run{}, fmt.Errorf("read %s: %w", path, errors.New("not a run summary (no seeds or no rows)"))
+		return Run{}, fmt.Errorf("read %s: not a run summary (no seeds or no rows)", path)
 	}
 	return Run{Name: f.Name, Summary: f.Combined}, nil
 }

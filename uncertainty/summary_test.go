@@ -1,6 +1,7 @@
 package uncertainty
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -384,5 +385,33 @@ func TestCombineSeeds(t *testing.T) {
 	}
 	if _, err := CombineSeeds(nil); err == nil {
 		t.Error("no runs: want an error")
+	}
+}
+
+// BenchmarkSummarise measures an evaluation of the paper's size: 1,000 problems, two
+// agents, five turns, K = 16.
+func BenchmarkSummarise(b *testing.B) {
+	const problems, agents, turns, k = 1000, 2, 5, 16
+	records := make([]ProblemRecord, problems)
+	for i := range records {
+		p := ProblemRecord{Dataset: []string{"gsm8k", "math500", "aime24"}[i%3], ID: fmt.Sprint(i)}
+		p.Answers = make([][][]Answer, agents)
+		for a := range agents {
+			for t := range turns {
+				samples := make([]Answer, k)
+				for j := range samples {
+					key := fmt.Sprint((i + a + t*j) % 5)
+					samples[j] = Answer{Key: key, Strict: key == "0", Robust: key == "0", NoAnswer: j == 7, Tokens: 400}
+				}
+				p.Answers[a] = append(p.Answers[a], samples)
+			}
+		}
+		records[i] = p
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := Summarise(records); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
