@@ -32,7 +32,8 @@ const (
 	HistoryPrevious HistoryMode = iota
 	// HistoryFull shows every earlier round, oldest first, each introduced by a line
 	// "Round r:" with r counted from 1 (round 1 holds the turn-0 answers); rounds are
-	// separated by "\n" like the responses within a round.
+	// separated by "\n" like the responses within a round. The header still counts the
+	// agents ("We have two answers").
 	HistoryFull
 )
 
