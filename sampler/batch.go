@@ -73,6 +73,9 @@ func (b *Batch) work(w int) {
 	}
 }
 
+// minLogitsPerWorker is the least work (logits to scan) that wakes another worker.
+const minLogitsPerWorker = 1 << 16
+
 // Sample draws one token per row: rows[i] with params[i] and rngs[i] gives
 // out[i]. All slices must have the same length. A row that fails (bad
 // parameters, NaN or +Inf logits) leaves the other rows' results valid; the
@@ -95,8 +98,14 @@ func (b *Batch) Sample(rows [][]float32, params []Params, rngs []*Stream, out []
 	clear(b.errs)
 	b.rows, b.params, b.rngs, b.out = rows, params, rngs, out
 	b.next.Store(0)
-	b.running.Add(len(b.start))
-	for _, c := range b.start {
+	// Waking a helper costs microseconds; give each one enough logits to be worth it.
+	var work int
+	for _, r := range rows {
+		work += len(r)
+	}
+	helpers := min(len(b.start), work/minLogitsPerWorker, n-1)
+	b.running.Add(helpers)
+	for _, c := range b.start[:helpers] {
 		c <- struct{}{}
 	}
 	b.work(0)
