@@ -12,8 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Debian packages the build and tests need; installed only when missing.
-APT_PACKAGES=(build-essential pkg-config)
+# Debian packages the build and tests need; installed only when missing. libtorch comes
+# from Debian (CPU); libopenblas0-openmp is its fast BLAS (the reference BLAS is 13-18x
+# slower; the pthread variant must not be installed beside it, ARCHITECTURE.md section 3).
+APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp)
 
 deps() {
 	local missing=()
@@ -41,10 +43,17 @@ cgo_env() {
 	export CGO_CXXFLAGS="-O3 -march=$march -g0 -Wno-stringop-overflow"
 }
 
+# plugin builds the libtorch plugin into build/ (where cgo/torch finds it).
+plugin() {
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build -j"$(nproc)"
+}
+
 build() {
 	deps
 	cgo_env native
 	go build -o umad .
+	plugin
 }
 
 case "${1:-build}" in
@@ -60,9 +69,14 @@ release)
 demo)
 	build
 	out=${UMAD_DEMO_DIR:-demo}
+	rm -rf "$out"
 	./umad model tiny --arch qwen2 --seed 1 --out "$out/tiny-qwen2"
+	./umad model tiny --arch qwen3 --seed 2 --out "$out/tiny-qwen3"
 	./umad generate --model "$out/tiny-qwen2/model.gguf" --prompt "What is 3 + 4?" -k 4 --max-tokens 32 --seed 1 \
 		--out "$out/samples.jsonl"
+	./umad debate --agent "$out/tiny-qwen2/model.gguf" --agent "$out/tiny-qwen3/model.gguf" --synthetic 8 \
+		-k 4 --turns 3 --max-tokens 64 --seed 1 --out "$out/debate"
+	echo "demo: samples in $out/samples.jsonl, debate report in $out/debate/report/report.md" >&2
 	;;
 test)
 	build
