@@ -178,7 +178,14 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 			cfg.Ctx = max(cfg.Ctx, cfg.PromptLimit+a.MaxTokens)
 		}
 	}
-	for _, s := range strings.Split(c.String("seeds"), ",") {
+	seeds := c.String("seeds")
+	if c.IsSet("seed") {
+		if c.IsSet("seeds") {
+			return cfg, errors.New("give --seed or --seeds, not both")
+		}
+		seeds = strconv.FormatUint(c.Uint64("seed"), 10)
+	}
+	for _, s := range strings.Split(seeds, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil {
 			return cfg, fmt.Errorf("--seeds %q: %w", c.String("seeds"), err)
