@@ -51,8 +51,10 @@ type DebateConfig struct {
 
 // AgentTurn is one agent's response in one trajectory at one turn.
 type AgentTurn struct {
-	Prompt       string    `json:"prompt"`
-	PromptTokens int       `json:"prompt_tokens"`
+	Prompt string `json:"prompt"` // the user message
+	// PromptTokens are the ids the engine decoded: the message rendered with the agent's
+	// chat format (what a trainer scores the response after).
+	PromptTokens []int32 `json:"prompt_tokens"`
 	Trimmed      bool      `json:"trimmed,omitempty"`
 	Text         string    `json:"text"`
 	Tokens       []int32   `json:"tokens"`
@@ -126,8 +128,8 @@ type pendingReq struct {
 	agent int
 	traj  []int // trajectory of each sample
 	turn  int
-	msgs  []string
-	ntok  int
+	msg   string
+	ids   []int32
 	trim  bool
 }
 
@@ -352,7 +354,7 @@ func (cfg *DebateConfig) turn0(d *debate) ([]newRequest, error) {
 		for k := range traj {
 			traj[k] = k
 		}
-		out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: traj, turn: 0, msgs: []string{msg}, ntok: len(toks)}, toks})
+		out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks}, toks})
 	}
 	d.rec.Turns[0] = make([][]AgentTurn, len(cfg.Agents))
 	for a := range d.rec.Turns[0] {
@@ -369,7 +371,7 @@ func (cfg *DebateConfig) record(d *debate, p *pendingReq, samples []Sample, stat
 		if err != nil {
 			return err
 		}
-		at := AgentTurn{Prompt: p.msgs[0], PromptTokens: p.ntok, Trimmed: p.trim, Text: text, Tokens: s.Tokens,
+		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: s.Tokens,
 			LogProbs: s.LogProbs, Entropies: s.Entropies, Finish: s.Finish}
 		if ans, ok := reward.Extract(text, cfg.Extract); ok {
 			at.Answer = &ans
@@ -439,7 +441,7 @@ func (cfg *DebateConfig) advance(d *debate, stats *DebateStats) ([]newRequest, e
 		if d.stopped[k] {
 			for a := range next {
 				c := cur[a][k]
-				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies = "", 0, false, nil, nil, nil
+				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies = "", nil, false, nil, nil, nil
 				c.Carried = true
 				next[a][k] = c
 				stats.Carried++
@@ -468,7 +470,7 @@ func (cfg *DebateConfig) advance(d *debate, stats *DebateStats) ([]newRequest, e
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msgs: []string{msg}, ntok: len(toks), trim: trimmed}, toks})
+			out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed}, toks})
 		}
 	}
 	if len(out) == 0 {
