@@ -54,7 +54,7 @@ type AgentTurn struct {
 	Prompt string `json:"prompt"` // the user message
 	// PromptTokens are the ids the engine decoded: the message rendered with the agent's
 	// chat format (what a trainer scores the response after).
-	PromptTokens []int32 `json:"prompt_tokens"`
+	PromptTokens []int32   `json:"prompt_tokens"`
 	Trimmed      bool      `json:"trimmed,omitempty"`
 	Text         string    `json:"text"`
 	Tokens       []int32   `json:"tokens"`
