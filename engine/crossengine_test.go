@@ -1,0 +1,75 @@
+package engine_test
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/sampler"
+)
+
+// The libtorch plugin on the Hugging Face side of a tiny model and llama.cpp on its GGUF
+// side give the same log-probs and entropies (F32 KV cache, flash attention off): mean
+// |delta| <= 1e-5 and max <= 1e-4, with and without temperature.
+func TestCrossEngineAgreement(t *testing.T) {
+	rt, err := torch.Open(torch.Options{Threads: 1})
+	if errors.Is(err, torch.ErrPluginNotFound) && os.Getenv("CI") != "true" {
+		t.Skipf("no torch plugin: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range archs {
+		m := load(t, arch)
+		tm, err := rt.LoadHF(filepath.Join(testmodel.Tiny(t, arch), "hf"), torch.ModelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Responses sampled from the model itself, plus one of arbitrary tokens.
+		var prompts, responses [][]int32
+		for i, q := range []string{"What is 2 + 2?", "Name a prime number."} {
+			p := prompt(t, m, q)
+			res, _ := run(t, m, exact(2), []engine.Request{{ID: 1, Prompt: p, K: 2, MaxTokens: 20,
+				Params: sampler.Params{Temperature: 1, TopP: 1}, Seed: uint64(i)}})
+			for _, s := range res[1].Samples {
+				prompts, responses = append(prompts, p), append(responses, s.Tokens)
+			}
+		}
+		prompts, responses = append(prompts, []int32{5, 6, 7}), append(responses, []int32{300, 12, 601, 44, 44, 9})
+		sc := engine.NewScorer(m, llama.ContextParams{KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+		for _, temp := range []float64{1, 0.6} {
+			lpL, entL, err := sc.LogProbs(prompts, responses, temp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lpT, entT, err := tm.LogProbs(prompts, responses, temp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum, worst float64
+			n := 0
+			for i := range lpL {
+				for j := range lpL[i] {
+					for _, d := range []float64{float64(lpL[i][j] - lpT[i][j]), float64(entL[i][j] - entT[i][j])} {
+						sum += math.Abs(d)
+						worst = max(worst, math.Abs(d))
+						n++
+					}
+				}
+			}
+			mean := sum / float64(n)
+			t.Logf("%s T=%v: %d values, mean |delta| %.2g, max %.2g", arch, temp, n, mean, worst)
+			if mean > 1e-5 || worst > 1e-4 {
+				t.Errorf("%s T=%v: llama.cpp and libtorch differ: mean %g, max %g", arch, temp, mean, worst)
+			}
+		}
+		sc.Free()
+		tm.Free()
+	}
+}
