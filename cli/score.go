@@ -10,22 +10,31 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 func init() {
 	register(&ucli.Command{
-		Name:      "score",
-		Usage:     "per-token log-probs and entropies of given responses under a model",
-		UsageText: "umad score --model HF_DIR --in seqs.jsonl [--out FILE] [--temperature T]",
+		Name:  "score",
+		Usage: "per-token log-probs and entropies of given responses under a model",
+		UsageText: "umad score --model HF_DIR --in seqs.jsonl [--out FILE] [--temperature T]\n" +
+			"umad score --gguf M.gguf --in seqs.jsonl [--kv-type f32] [--flash-attn off]",
 		Description: "Reads JSONL lines with prompt_tokens and response_tokens (token ids) and writes each\n" +
 			"line back with logprobs and entropies added: for every response token, its log-prob\n" +
 			"under softmax(logits/T) and the entropy of that distribution. --model is a Hugging Face\n" +
-			"directory scored through the libtorch plugin (see kernels/README.md to build it).\n" +
+			"directory scored through the libtorch plugin (see kernels/README.md to build it);\n" +
+			"--gguf is a GGUF file scored through llama.cpp, exact by default (F32 KV cache, flash\n" +
+			"attention off); with --gguf, lines may hold text (prompt, response) instead of ids,\n" +
+			"tokenized by the GGUF's tokenizer (special tokens parsed, no BOS added).\n" +
 			"--out is written atomically; without it, stdout.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "model", Usage: "Hugging Face model directory (config.json + safetensors)"},
+			&ucli.StringFlag{Name: "gguf", Usage: "GGUF model file, scored with llama.cpp"},
+			&ucli.StringFlag{Name: "kv-type", Value: "f32", Usage: "with --gguf: KV-cache type f32 (exact), f16 or q8_0"},
+			&ucli.StringFlag{Name: "flash-attn", Value: "off", Usage: "with --gguf: flash attention off (exact), auto or on"},
 			&ucli.StringFlag{Name: "in", Usage: "input JSONL", Required: true},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write JSONL here (atomically) instead of stdout"},
 			&ucli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Value: 1, Usage: "logits are divided by T"},
@@ -45,6 +54,24 @@ type scorer interface {
 }
 
 func newScorer(c *ucli.Context) (scorer, error) {
+	if c.String("model") != "" && c.String("gguf") != "" {
+		return nil, errors.New("score: give --model or --gguf, not both")
+	}
+	if path := c.String("gguf"); path != "" {
+		kv, err := llama.ParseKVType(c.String("kv-type"))
+		if err != nil {
+			return nil, err
+		}
+		fa, err := llama.ParseFlashAttn(c.String("flash-attn"))
+		if err != nil {
+			return nil, err
+		}
+		m, err := engine.LoadModel(path, llama.ModelParams{})
+		if err != nil {
+			return nil, err
+		}
+		return &ggufScorer{engine.NewScorer(m, llama.ContextParams{Threads: c.Int("threads"), KVType: kv, FlashAttn: fa}), m}, nil
+	}
 	if dir := c.String("model"); dir != "" {
 		rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("threads")})
 		if err != nil {
@@ -52,13 +79,56 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		}
 		return rt.LoadHF(dir, torch.ModelOptions{})
 	}
-	return nil, fmt.Errorf("score: --model is required")
+	return nil, fmt.Errorf("score: --model or --gguf is required")
+}
+
+// ggufScorer scores through llama.cpp and owns its model.
+type ggufScorer struct {
+	*engine.Scorer
+	m *llama.Model
+}
+
+func (g *ggufScorer) Free() {
+	g.Scorer.Free()
+	g.m.Close()
+}
+
+// tokenize fills missing ids from the prompt and response texts with the GGUF's tokenizer.
+func (g *ggufScorer) tokenize(lines []scoreLine) error {
+	for i := range lines {
+		l := &lines[i]
+		if len(l.prompt) > 0 {
+			continue
+		}
+		var text struct {
+			Prompt   *string `json:"prompt"`
+			Response *string `json:"response"`
+		}
+		if p, ok := l.fields["prompt"]; ok {
+			json.Unmarshal(p, &text.Prompt)
+		}
+		if r, ok := l.fields["response"]; ok {
+			json.Unmarshal(r, &text.Response)
+		}
+		if text.Prompt == nil || *text.Prompt == "" || text.Response == nil {
+			return fmt.Errorf("score: line %d has neither prompt_tokens nor prompt and response texts", l.line)
+		}
+		var err error
+		if l.prompt, err = g.m.Tokenize(*text.Prompt, false, true); err != nil {
+			return err
+		}
+		if l.response, err = g.m.Tokenize(*text.Response, false, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scoreLine keeps every input field and adds the scores.
 type scoreLine struct {
 	fields           map[string]json.RawMessage
 	prompt, response []int32
+	line             int
 }
 
 func readScoreLines(path string) ([]scoreLine, error) {
@@ -85,10 +155,7 @@ func readScoreLines(path string) ([]scoreLine, error) {
 		if err := json.Unmarshal(sc.Bytes(), &ids); err != nil {
 			return nil, fmt.Errorf("score: %s line %d: %w", path, n, err)
 		}
-		if len(ids.Prompt) == 0 {
-			return nil, fmt.Errorf("score: %s line %d: prompt_tokens is missing or empty", path, n)
-		}
-		l.prompt, l.response = ids.Prompt, ids.Response
+		l.prompt, l.response, l.line = ids.Prompt, ids.Response, n
 		lines = append(lines, l)
 	}
 	if err := sc.Err(); err != nil {
@@ -105,11 +172,24 @@ func score(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.String("gguf") == "" { // only llama.cpp can tokenize text lines
+		if err := checkPrompts(c.String("in"), lines); err != nil {
+			return err
+		}
+	}
 	s, err := newScorer(c)
 	if err != nil {
 		return err
 	}
 	defer s.Free()
+	if g, ok := s.(*ggufScorer); ok {
+		if err := g.tokenize(lines); err != nil {
+			return err
+		}
+	}
+	if err := checkPrompts(c.String("in"), lines); err != nil {
+		return err
+	}
 	write := func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for start := 0; start < len(lines); start += c.Int("batch") {
@@ -138,4 +218,13 @@ func score(c *ucli.Context) error {
 		return atomicfile.Write(out, write)
 	}
 	return write(c.App.Writer)
+}
+
+func checkPrompts(path string, lines []scoreLine) error {
+	for _, l := range lines {
+		if len(l.prompt) == 0 {
+			return fmt.Errorf("score: %s line %d: prompt_tokens is missing or empty", path, l.line)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/testmodel"
+)
+
+// With --gguf a text line and the same line as token ids score identically, and every
+// response token gets a log-prob and an entropy.
+func TestScoreGGUFTextAndIDs(t *testing.T) {
+	gguf := testmodel.GGUF(t, "qwen3")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(in, []byte(`{"prompt":"<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n","response":"It is \\boxed{4}.<|im_end|>"}`+"\n"), 0o644)
+	var out bytes.Buffer
+	app := App()
+	app.Writer = &out
+	if err := app.Run([]string{"umad", "score", "--gguf", gguf, "--in", in, "--temperature", "0.6"}); err != nil {
+		t.Fatal(err)
+	}
+	var text struct{ Logprobs, Entropies []float64 }
+	if err := json.Unmarshal(out.Bytes(), &text); err != nil {
+		t.Fatal(err)
+	}
+	if len(text.Logprobs) < 5 || len(text.Logprobs) != len(text.Entropies) {
+		t.Fatalf("got %d log-probs and %d entropies", len(text.Logprobs), len(text.Entropies))
+	}
+	for i, lp := range text.Logprobs {
+		if !(lp < 0) || !(text.Entropies[i] > 0) {
+			t.Errorf("token %d: log-prob %v, entropy %v", i, lp, text.Entropies[i])
+		}
+	}
+	// The same sequence as ids: tokenize through the model the way score does.
+	m, err := engine.LoadModel(gguf, llama.ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := m.Tokenize("<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", false, true)
+	r, _ := m.Tokenize(`It is \boxed{4}.<|im_end|>`, false, true)
+	m.Close()
+	line, _ := json.Marshal(map[string][]int32{"prompt_tokens": p, "response_tokens": r})
+	os.WriteFile(in, append(line, '\n'), 0o644)
+	out.Reset()
+	if err := app.Run([]string{"umad", "score", "--gguf", gguf, "--in", in, "--temperature", "0.6"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids struct{ Logprobs []float64 }
+	json.Unmarshal(out.Bytes(), &ids)
+	if len(ids.Logprobs) != len(text.Logprobs) {
+		t.Fatalf("ids: %d log-probs, text: %d", len(ids.Logprobs), len(text.Logprobs))
+	}
+	for i := range ids.Logprobs {
+		if ids.Logprobs[i] != text.Logprobs[i] {
+			t.Errorf("token %d: %v from ids, %v from text", i, ids.Logprobs[i], text.Logprobs[i])
+		}
+	}
+	// Text lines need --gguf: the plugin has no tokenizer.
+	err = app.Run([]string{"umad", "score", "--model", dir, "--in", in + ".none"})
+	if err == nil || !strings.Contains(err.Error(), "score") {
+		t.Errorf("missing input: %v", err)
+	}
+}
