@@ -291,32 +291,18 @@ func debateCmd(c *ucli.Context) error {
 		case <-ctx.Done():
 		}
 	}()
-	var summaries []uncertainty.Summary
-	var all []uncertainty.ProblemRecord
 	for _, seed := range cfg.Seeds {
-		recs, err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)))
-		if err != nil {
+		if err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed))); err != nil {
 			if ctx.Err() != nil {
 				return errInterrupted
 			}
 			return err
 		}
-		s, err := uncertainty.Summarise(recs)
-		if err != nil {
-			return err
-		}
-		summaries = append(summaries, s)
-		all = append(all, recs...)
 	}
-	combined, err := uncertainty.CombineSeeds(summaries)
-	if err != nil {
+	if _, err := rebuildReport(out); err != nil {
 		return err
 	}
-	repDir := filepath.Join(out, "report")
-	if err := report.Write(repDir, report.Run{Name: filepath.Base(out), Summary: combined, Problems: all}); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(repDir, report.ReportFile))
+	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(out, "report", report.ReportFile))
 	return nil
 }
 
@@ -376,30 +362,22 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 	return agents, closeAll, nil
 }
 
-// runSeed debates every problem not yet in dir's rollouts, appending each finished one,
-// and returns all records in problem order.
-func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, problems []data.Problem, seed uint64, dir string) ([]uncertainty.ProblemRecord, error) {
+// runSeed debates every problem not yet in dir's rollouts, appending each finished one.
+func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, problems []data.Problem, seed uint64, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	path := filepath.Join(dir, "rollouts.jsonl.zst")
 	if _, err := rollouts.Repair(path); err != nil {
-		return nil, err
+		return err
 	}
-	done := map[int]uncertainty.ProblemRecord{}
-	if _, err := rollouts.Read(path, func(line []byte) error {
-		var r engine.DebateRecord
-		if err := json.Unmarshal(line, &r); err != nil {
-			return err
-		}
-		done[r.Index] = r.Uncertainty()
-		return nil
-	}); err != nil {
-		return nil, err
+	done, err := readDebateRecords(path)
+	if err != nil {
+		return err
 	}
 	w, err := rollouts.OpenAppend(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer w.Close()
 	for i := range agents {
@@ -444,7 +422,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 			})
 		fmt.Fprintln(os.Stderr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		saved := 0.0
 		if n := stats.Generations + stats.Carried; n > 0 {
@@ -454,6 +432,27 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 			seed, stats.Problems, stats.GeneratedTokens, time.Since(start).Round(time.Millisecond),
 			float64(stats.GeneratedTokens)/time.Since(start).Seconds(), stats.Trimmed, stats.SkippedOverlong, 100*saved)
 	}
+	if len(done) == 0 {
+		return errors.New("no problem could be debated (all prompts exceed --prompt-limit?)")
+	}
+	return nil
+}
+
+// readDebateRecords reads a rollouts file into problem index -> metrics record.
+func readDebateRecords(path string) (map[int]uncertainty.ProblemRecord, error) {
+	done := map[int]uncertainty.ProblemRecord{}
+	_, err := rollouts.Read(path, func(line []byte) error {
+		var r engine.DebateRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
+		}
+		done[r.Index] = r.Uncertainty()
+		return nil
+	})
+	return done, err
+}
+
+func inProblemOrder(done map[int]uncertainty.ProblemRecord) []uncertainty.ProblemRecord {
 	idx := make([]int, 0, len(done))
 	for i := range done {
 		idx = append(idx, i)
@@ -463,8 +462,5 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 	for j, i := range idx {
 		recs[j] = done[i]
 	}
-	if len(recs) == 0 {
-		return nil, errors.New("no problem could be debated (all prompts exceed --prompt-limit?)")
-	}
-	return recs, nil
+	return recs
 }

@@ -168,6 +168,20 @@ func TestDebateEndToEnd(t *testing.T) {
 		t.Error("the resumed run's summary differs from the uninterrupted one")
 	}
 
+	// umad report rebuilds the same summary from the rollouts and compares runs.
+	os.Remove(filepath.Join(run, "report", "summary.json"))
+	app0 := App()
+	app0.Writer = &bytes.Buffer{}
+	if err := app0.Run([]string{"umad", "report", "--out", dir, run, again}); err != nil {
+		t.Fatal(err)
+	}
+	if !sameSummary(readSummary(t, run), sum) {
+		t.Error("umad report rebuilt another summary")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "compare.md")); err != nil {
+		t.Error("umad report of two runs wrote no comparison")
+	}
+
 	// Other flags on an existing run directory are refused.
 	var stderr bytes.Buffer
 	app := App()

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/uncertainty"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:      "report",
+		Usage:     "rebuild debate reports from their rollouts, and put several runs side by side",
+		UsageText: "umad report [--out DIR] RUN [RUN...]   (flags before the run directories)",
+		Description: "For each run directory made by `umad debate`, recomputes every metric from the\n" +
+			"rollouts on disk (seed-*/rollouts.jsonl.zst) and rewrites RUN/report/. With several runs,\n" +
+			"also writes compare.md and compare.csv into --out (default: the current directory), e.g. a\n" +
+			"full debate against one with --stop agree=1 to see the compute saved and the accuracy change.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison of several runs goes"},
+		},
+		Action: func(c *ucli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("report: give at least one run directory")
+			}
+			var runs []report.Run
+			for _, dir := range c.Args().Slice() {
+				run, err := rebuildReport(dir)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, run)
+				fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(dir, "report", report.ReportFile))
+			}
+			if len(runs) > 1 {
+				if err := report.WriteComparison(c.String("out"), runs); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "comparison: %s\n", filepath.Join(c.String("out"), report.CompareFile))
+			}
+			return nil
+		},
+	})
+}
+
+// rebuildReport recomputes a debate run's report from its rollouts.
+func rebuildReport(dir string) (report.Run, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return report.Run{}, fmt.Errorf("report: %s is not a debate run: %w", dir, err)
+	}
+	var cfg debateConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return report.Run{}, fmt.Errorf("report: %s/config.json: %w", dir, err)
+	}
+	var summaries []uncertainty.Summary
+	var all []uncertainty.ProblemRecord
+	for _, seed := range cfg.Seeds {
+		done, err := readDebateRecords(filepath.Join(dir, fmt.Sprintf("seed-%d", seed), "rollouts.jsonl.zst"))
+		if err != nil {
+			return report.Run{}, err
+		}
+		if len(done) == 0 {
+			return report.Run{}, fmt.Errorf("report: %s seed %d has no finished problems yet", dir, seed)
+		}
+		recs := inProblemOrder(done)
+		s, err := uncertainty.Summarise(recs)
+		if err != nil {
+			return report.Run{}, err
+		}
+		summaries = append(summaries, s)
+		all = append(all, recs...)
+	}
+	combined, err := uncertainty.CombineSeeds(summaries)
+	if err != nil {
+		return report.Run{}, err
+	}
+	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Summary: combined, Problems: all}
+	return run, report.Write(filepath.Join(dir, "report"), run)
+}
