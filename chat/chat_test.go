@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
 func TestRender(t *testing.T) {
@@ -90,13 +92,7 @@ func TestDetectRejectsUnknown(t *testing.T) {
 
 // Real checkpoints' templates, from ../shared/tokenizers, detect as the right family.
 func TestDetectRealTemplates(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "tokenizers")
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared tokenizers missing in CI: %v", err)
-		}
-		t.Skip("../shared/tokenizers not present")
-	}
+	dir := sharedtest.Path(t, "tokenizers")
 	cases := map[string]Format{
 		"Qwen2.5-3B-Instruct":    {Family: Qwen25},
 		"Qwen3-4B":               {Family: Qwen3, HybridThinking: true},

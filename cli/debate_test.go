@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/uncertainty"
@@ -18,15 +19,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
 
 func sharedData(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "shared", "data", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared data missing in CI: %v", err)
-		}
-		t.Skip("../shared/data not present")
-	}
-	return p
+	return sharedtest.Path(t, filepath.Join("data", rel))
 }
 
 func runDebate(t *testing.T, out string, extra ...string) {

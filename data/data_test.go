@@ -7,35 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
-// sharedData returns ../shared/data beside the repository root. Without it a user's machine
-// skips the test; CI (CI=true) must have it.
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-	data := filepath.Join(dir, "..", "shared", "data")
-	if _, err := os.Stat(data); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared data missing in CI: %v", err)
-		}
-		t.Skipf("no shared data (%v)", err)
-	}
-	return data
-}
+func sharedData(t testing.TB) string { return sharedtest.Path(t, "data") }
 
 var integerText = regexp.MustCompile(`^-?[0-9]+$`)
 

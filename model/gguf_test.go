@@ -10,35 +10,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
-// sharedFile returns a file of the shared data beside the repository (../shared from the
-// root). It skips when that is absent on a developer machine and fails in CI.
-func sharedFile(t *testing.T, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared file missing in CI: %v", err)
-		}
-		t.Skipf("shared data not present: %v", err)
-	}
-	return p
-}
+func sharedFile(t *testing.T, rel string) string { return sharedtest.Path(t, rel) }
 
 // allKVs has one value of every GGUF type and an array of every element type.
 var allKVs = []KV{

@@ -7,34 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
-// sharedTokenizers returns ../shared/tokenizers/name, found by walking up to the repository
-// root. Without it the test is skipped on a user's machine and fails in CI.
 func sharedTokenizers(t testing.TB, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "tokenizers", name)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared test data missing in CI: %v", err)
-		}
-		t.Skipf("shared test data not here: %v", err)
-	}
-	return p
+	return sharedtest.Path(t, filepath.Join("tokenizers", name))
 }
 
 // The expected figures are those SOURCES.md documents for each release.

@@ -9,40 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
-// sharedDir finds the shared data next to the repository root (the first
-// parent with a go.mod). Without it the test skips on a user's machine but
-// fails in CI, where the data must be present.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatalf("working directory: %v", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			dir = ""
-			break
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared", "data")
-	if dir == "" {
-		shared = ""
-	}
-	if shared == "" || !isDir(shared) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared data not found above the module root (looked for %q)", shared)
-		}
-		t.Skipf("shared data not found (%q); set CI=true to make this a failure", shared)
-	}
-	return shared
-}
+func sharedDir(t testing.TB) string { return sharedtest.Path(t, "data") }
 
 func isDir(p string) bool {
 	st, err := os.Stat(p)

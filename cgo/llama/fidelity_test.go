@@ -15,36 +15,11 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/model"
 )
 
-// sharedDir returns ../shared/sub, found by walking up to the repository root. Without it
-// the test is skipped on a user's machine and fails in CI.
-func sharedDir(t *testing.T, sub string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", sub)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared test data missing in CI: %v", err)
-		}
-		t.Skipf("shared test data not here: %v", err)
-	}
-	return p
-}
+func sharedDir(t *testing.T, sub string) string { return sharedtest.Path(t, sub) }
 
 // vectors reads llama.cpp's tokenizer test vectors: texts separated (and terminated) by
 // "\n__ggml_vocab_test__\n", and one line of space-prefixed ids per text.
