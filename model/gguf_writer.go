@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 // WriteFunc writes exactly a tensor's bytes. Writers take tensors as WriteFuncs so that a
@@ -171,7 +172,7 @@ func (w *GGUFWriter) Close() error {
 		w.tensors[i].info.Offset = off
 		off = alignUp(off+w.tensors[i].info.Size, align)
 	}
-	return writeFileAtomic(w.path, func(bw *bufio.Writer) error {
+	return atomicfile.Write(w.path, func(bw io.Writer) error {
 		cw := &countingWriter{w: bw}
 		enc := &ggufEncoder{w: cw}
 		enc.raw([]byte(ggufMagic))

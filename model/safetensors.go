@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -15,6 +14,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 // DType is a safetensors element type.
@@ -365,7 +366,7 @@ func WriteSafetensors(path string, tensors []NamedTensor, metadata map[string]st
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return writeFileAtomic(path, func(bw *bufio.Writer) error {
+	return atomicfile.Write(path, func(bw io.Writer) error {
 		if err := binary.Write(bw, binary.LittleEndian, uint64(len(hdr))); err != nil {
 			return err
 		}
@@ -477,7 +478,7 @@ func WriteSafetensorsSharded(dir string, tensors []NamedTensor, metadata map[str
 // writeJSON writes v as indented JSON atomically. HTML escaping is off so that tokens such
 // as <|im_end|> stay readable.
 func writeJSON(path string, v any) error {
-	return writeFileAtomic(path, func(w *bufio.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
