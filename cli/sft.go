@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainer"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:      "sft",
+		Usage:     "supervised warm start: teach a model prompt/response pairs (e.g. the boxed answer format)",
+		UsageText: "umad sft --model HF_DIR (--data pairs.jsonl | --synthetic N) --out DIR [--epochs 3] [--lr 1e-5]",
+		Description: "Trains a Hugging Face checkpoint with token-mean cross-entropy on the responses through\n" +
+			"the libtorch plugin. --data is JSONL of {\"prompt\": user message, \"response\": text}; --synthetic N\n" +
+			"builds N pairs from the built-in arithmetic problems: the turn-0 debate message answered with\n" +
+			"\"The answer is \\boxed{X}.\". Prompts are rendered with the model's chat format and every\n" +
+			"response ends with the end-of-turn token. DIR gets hf/ (an HF checkpoint) and model.gguf,\n" +
+			"together, atomically.",
+		Flags: append([]ucli.Flag{
+			&ucli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "Hugging Face model directory", Required: true},
+			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "pairs JSONL"},
+			&ucli.IntFlag{Name: "synthetic", Usage: "build this many pairs from the built-in arithmetic problems"},
+			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory (must not exist)", Required: true},
+			&ucli.IntFlag{Name: "epochs", Value: 3, Usage: "passes over the pairs"},
+			&ucli.IntFlag{Name: "batch", Value: 8, Usage: "pairs per optimizer step"},
+			&ucli.Float64Flag{Name: "lr", Value: 1e-5, Usage: "AdamW learning rate"},
+			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
+			&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "shuffling seed (and the synthetic problems' seed)"},
+			&ucli.StringFlag{Name: "chat-format", Usage: "override the chat format detected from the model's template"},
+		}, append(syntheticFlags(), torchFlags()...)...),
+		Action: sftCmd,
+	})
+}
+
+// torchFlags are the libtorch settings of the commands that train.
+func torchFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "torch-threads", Usage: "libtorch threads; 0 = all CPUs"},
+		&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
+		&ucli.BoolFlag{Name: "cuda", Usage: "train on GPU 0 (bf16 compute, fp32 master weights)"},
+	}
+}
+
+// syntheticFlags set the difficulty of the built-in problems.
+func syntheticFlags() []ucli.Flag {
+	d := data.DefaultSynthetic
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "synthetic-terms", Value: d.Terms, Usage: "operands per synthetic problem"},
+		&ucli.IntFlag{Name: "synthetic-max", Value: d.MaxOperand, Usage: "largest synthetic operand"},
+		&ucli.StringFlag{Name: "synthetic-ops", Value: d.Ops, Usage: "synthetic operators, any of +-*"},
+	}
+}
+
+func syntheticProblems(c *ucli.Context, n int, seed uint64) ([]data.Problem, error) {
+	return data.SyntheticWith(n, seed, data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")})
+}
+
+func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
+	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
+	if err != nil {
+		return nil, torch.ModelOptions{}, err
+	}
+	return rt, torch.ModelOptions{CUDA: c.Bool("cuda")}, nil
+}
+
+// endOfTurn is the token that closes an assistant turn: EOT where the vocabulary has one.
+func endOfTurn(m *llama.Model) int32 {
+	if s := m.Specials(); s.EOT >= 0 {
+		return s.EOT
+	}
+	return m.Specials().EOS
+}
+
+func sftCmd(c *ucli.Context) (err error) {
+	src, out := c.String("model"), c.String("out")
+	if _, err := os.Stat(out); err == nil {
+		return fmt.Errorf("%s exists; choose another --out", out)
+	}
+	var pairs []trainer.TextPair
+	switch {
+	case c.String("data") != "" && c.Int("synthetic") > 0:
+		return errors.New("give --data or --synthetic, not both")
+	case c.String("data") != "":
+		if pairs, err = trainer.ReadPairs(c.String("data")); err != nil {
+			return err
+		}
+	case c.Int("synthetic") > 0:
+		ps, err := syntheticProblems(c, c.Int("synthetic"), c.Uint64("seed"))
+		if err != nil {
+			return err
+		}
+		pairs = trainer.SyntheticPairs(ps)
+	default:
+		return errors.New("give --data pairs.jsonl or --synthetic N")
+	}
+	// Everything is built beside out and renamed into place at the end.
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	// llama.cpp's tokenizer, so training sees the ids sampling will: convert, load vocab only.
+	tokGGUF := filepath.Join(tmp, "model.gguf")
+	if err := model.HFToGGUF(src, tokGGUF, model.HFToGGUFOptions{}); err != nil {
+		return err
+	}
+	tok, err := engine.LoadModel(tokGGUF, llama.ModelParams{VocabOnly: true})
+	if err != nil {
+		return err
+	}
+	format, err := chatFormat(tok, c.String("chat-format"))
+	if err != nil {
+		tok.Close()
+		return err
+	}
+	ids, err := trainer.TokenizePairs(tok, format, endOfTurn(tok), pairs)
+	tok.Close()
+	if err != nil {
+		return err
+	}
+	rt, opts, err := openTorch(c)
+	if err != nil {
+		return err
+	}
+	opts.Trainable = true
+	m, err := rt.LoadHF(src, opts)
+	if err != nil {
+		return err
+	}
+	defer m.Free()
+	opt := torch.DefaultAdamW
+	opt.LR, opt.WeightDecay = c.Float64("lr"), c.Float64("weight-decay")
+	st, err := trainer.SFT(m, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"),
+		Progress: func(step, total int, loss float64) {
+			fmt.Fprintf(os.Stderr, "\rsft step %d/%d loss %.4f   ", step, total, loss)
+		}})
+	fmt.Fprintln(os.Stderr)
+	if err != nil {
+		return err
+	}
+	// The warm start is a starting point, not a paused run: save weights without the
+	// optimizer state, so training starts with fresh AdamW moments.
+	frozen, err := m.Clone(torch.ModelOptions{})
+	if err != nil {
+		return err
+	}
+	defer frozen.Free()
+	if err := frozen.SaveHF(filepath.Join(tmp, "hf")); err != nil {
+		return err
+	}
+	if err := model.HFToGGUF(filepath.Join(tmp, "hf"), tokGGUF, model.HFToGGUFOptions{}); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "sft: %d pairs, %d steps, loss %.4f -> %.4f (first/last epoch mean); wrote %s and %s\n",
+		len(ids), st.Steps, st.FirstLoss, st.LastLoss, filepath.Join(out, "hf"), filepath.Join(out, "model.gguf"))
+	return nil
+}

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/trainer"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:  "train",
+		Usage: "train debating agents with GRPO, IPPO or UMAD updates",
+		UsageText: "umad train --agent HF_DIR [--agent HF_DIR] --algo umad [--data FILE | --synthetic N] --out RUN\n" +
+			"umad train --agent sft/hf --algo grpo --turns 1 --synthetic 200 --steps 20 --out runs/grpo",
+		Description: "Each step samples a batch of problems, debates them (T turns, G trajectories) with the\n" +
+			"current weights through llama.cpp, grades them, computes rewards and group advantages\n" +
+			"(spec/UMAD-reference.md section 3), recomputes old and reference log-probs through the\n" +
+			"libtorch plugin, updates each agent turn by turn with dual-clip PPO and AdamW, and syncs\n" +
+			"the weights back to llama.cpp (checked on a fixed probe). --agent takes an HF directory and\n" +
+			"the settings `umad debate` accepts (name=, seed=, temperature=, ...). Algorithms: grpo (one\n" +
+			"agent, one turn, k3 KL in the loss), ippo (team reward, KL in the reward), umad (ippo + NLL\n" +
+			"weight + influence reward), nll-only, intrinsic-only.\n\n" +
+			"RUN gets config.json, metrics.jsonl (one line per step, agent and turn, plus validation\n" +
+			"lines), checkpoints/step-N/agent-I/ (HF checkpoint with optimizer state and model.gguf) and\n" +
+			"checkpoints/latest. Ctrl-C checkpoints and stops; the same command resumes.",
+		Flags: append(append([]ucli.Flag{
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
+			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: "grpo, ippo, umad, nll-only or intrinsic-only"},
+			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
+			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
+			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed); 0 = no validation"},
+			&ucli.IntFlag{Name: "steps", Usage: "optimisation steps (0 = --epochs passes over the data)"},
+			&ucli.IntFlag{Name: "epochs", Value: 2, Usage: "passes over the data when --steps is 0"},
+			&ucli.IntFlag{Name: "batch", Value: 128, Usage: "problems per step"},
+			&ucli.IntFlag{Name: "g", Value: 5, Usage: "trajectories (group size) per problem"},
+			&ucli.IntFlag{Name: "turns", Value: 2, Usage: "debate turns per training rollout (T_train)"},
+			&ucli.IntFlag{Name: "mini-batch", Value: 16, Usage: "problems per optimizer step"},
+			&ucli.Float64Flag{Name: "lr", Value: 1e-6, Usage: "AdamW learning rate"},
+			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
+			&ucli.Float64Flag{Name: "grad-clip", Value: 1.0, Usage: "global gradient-norm clip (0 = off)"},
+			&ucli.Float64Flag{Name: "clip-low", Value: 0.2, Usage: "PPO ratio clip below 1"},
+			&ucli.Float64Flag{Name: "clip-high", Value: 0.2, Usage: "PPO ratio clip above 1"},
+			&ucli.Float64Flag{Name: "clip-c", Value: 3, Usage: "dual clip for negative advantages (0 = off)"},
+			&ucli.StringFlag{Name: "loss-agg", Value: string(torch.TokenMean), Usage: "loss aggregation within a group"},
+			&ucli.StringFlag{Name: "team", Usage: "team reward: sum, max, dictator or individual (default: the algorithm's)"},
+			&ucli.StringFlag{Name: "influence", Usage: "influence reward: sign (reference), peer-mean (paper) or off (default: the algorithm's)"},
+			&ucli.Float64Flag{Name: "eta", Usage: "influence reward strength (default: the algorithm's, 0.2)"},
+			&ucli.Float64Flag{Name: "nll-alpha", Usage: "NLL advantage weight exponent (default: the algorithm's)"},
+			&ucli.Float64Flag{Name: "kl-coef", Usage: "KL coefficient, in the reward (k1) or, for grpo, in the loss (k3) (default: 0.001)"},
+			&ucli.BoolFlag{Name: "dr-grpo", Usage: "Dr.GRPO advantages: centred, not divided by the group std"},
+			&ucli.BoolFlag{Name: "robust", Usage: "reward with the robust answer checker instead of strict is_equiv"},
+			&ucli.IntFlag{Name: "val-every", Value: 20, Usage: "validate every N steps (also before training and at the end)"},
+			&ucli.IntFlag{Name: "val-k", Value: 1, Usage: "trajectories per validation problem"},
+			&ucli.IntFlag{Name: "save-every", Value: 40, Usage: "checkpoint every N steps (also at the end)"},
+			&ucli.IntFlag{Name: "keep", Value: 2, Usage: "checkpoints to keep"},
+			&ucli.Float64Flag{Name: "probe-tol", Value: 1e-4, Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
+			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning"},
+			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
+			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
+		}, append(samplingFlags(), llamaFlags()...)...), append(syntheticFlags(), torchFlags()...)...),
+		Action: trainCmd,
+	})
+}
+
+// trainRunConfig is the resolved configuration saved as config.json; a resume must match it.
+type trainRunConfig struct {
+	Agents      []agentSpec          `json:"agents"`
+	Data        string               `json:"data,omitempty"`
+	Synthetic   int                  `json:"synthetic,omitempty"`
+	SynthConfig data.SyntheticConfig `json:"synthetic_config"`
+	ValProblems int                  `json:"val_problems"`
+	Trainer     trainer.Config       `json:"trainer"`
+	KVType      string               `json:"kv_type"`
+	FlashAttn   string               `json:"flash_attn"`
+}
+
+// valSeed keeps the validation problems apart from the training ones.
+const valSeed = 1_000_003
+
+func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
+	rc := trainRunConfig{Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
+		SynthConfig: data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}}
+	if rc.Data == "" {
+		rc.Synthetic = c.Int("synthetic")
+	} else if abs, err := filepath.Abs(rc.Data); err == nil {
+		rc.Data = abs
+	}
+	algo, err := trainer.LookupAlgo(c.String("algo"))
+	if err != nil {
+		return rc, err
+	}
+	if c.IsSet("team") {
+		if algo.Team, err = trainer.ParseTeamMode(c.String("team")); err != nil {
+			return rc, err
+		}
+	}
+	if c.IsSet("influence") {
+		if algo.Influence, err = trainer.ParseInfluenceMode(c.String("influence")); err != nil {
+			return rc, err
+		}
+		if algo.Influence != trainer.InfluenceOff && algo.Eta == 0 {
+			algo.Eta = 0.2
+		}
+	}
+	if c.IsSet("eta") {
+		algo.Eta = c.Float64("eta")
+	}
+	if c.IsSet("nll-alpha") {
+		algo.NLLAlpha = c.Float64("nll-alpha")
+	}
+	if c.IsSet("kl-coef") {
+		if algo.KLLossCoef != 0 {
+			algo.KLLossCoef = c.Float64("kl-coef")
+		} else {
+			algo.KLRewardCoef = c.Float64("kl-coef")
+		}
+	}
+	algo.NoStd = c.Bool("dr-grpo")
+	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
+	rc.Trainer = trainer.Config{Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
+		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
+		Agg: torch.AggMode(c.String("loss-agg")), Robust: c.Bool("robust"), PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol")}
+	for i, spec := range c.StringSlice("agent") {
+		a, err := parseAgent(spec, i, c)
+		if err != nil {
+			return rc, err
+		}
+		if abs, err := filepath.Abs(a.Model); err == nil {
+			a.Model = abs
+		}
+		rc.Agents = append(rc.Agents, a)
+		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens, SeedOffset: a.SeedOffset})
+	}
+	return rc, nil
+}
+
+func trainCmd(c *ucli.Context) error {
+	rc, err := resolveTrain(c)
+	if err != nil {
+		return err
+	}
+	cfg := rc.Trainer
+	if rc.Data != "" {
+		if cfg.Problems, err = data.Load(rc.Data, data.Options{}); err != nil {
+			return err
+		}
+		if len(cfg.Problems) == 0 {
+			return fmt.Errorf("%s: no valid problems", rc.Data)
+		}
+	} else if cfg.Problems, err = data.SyntheticWith(rc.Synthetic, c.Uint64("seed"), rc.SynthConfig); err != nil {
+		return err
+	}
+	if cfg.ValProblems, err = data.SyntheticWith(rc.ValProblems, c.Uint64("seed")+valSeed, rc.SynthConfig); err != nil {
+		return err
+	}
+	if cfg.Steps == 0 {
+		if cfg.BatchSize < 1 || len(cfg.Problems) < cfg.BatchSize {
+			return fmt.Errorf("%d problems are fewer than one batch of %d", len(cfg.Problems), cfg.BatchSize)
+		}
+		cfg.Steps = c.Int("epochs") * (len(cfg.Problems) / cfg.BatchSize)
+		rc.Trainer.Steps = cfg.Steps
+	}
+	out := c.String("out")
+	if err := claimRunDir(out, rc); err != nil {
+		return err
+	}
+	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
+		return err
+	}
+	if !c.IsSet("ctx") {
+		cfg.Engine.SeqContext = 0 // room for the prompt limit plus the response
+	}
+	cfg.GPULayers = c.Int("gpu-layers")
+	cfg.Out = out
+	cfg.Format = func(i int, m *llama.Model) (chat.Format, error) { return chatFormat(m, rc.Agents[i].ChatFormat) }
+	cfg.Progress = c.App.Writer
+	rt, topts, err := openTorch(c)
+	if err != nil {
+		return err
+	}
+	cfg.Torch = topts
+
+	stop, release := interruptible()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			fmt.Fprintln(os.Stderr, "umad: interrupt: finishing the step and checkpointing")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := trainer.Run(ctx, rt, cfg); err != nil {
+		if errors.Is(err, trainer.ErrInterrupted) {
+			return errors.Join(errInterrupted, err)
+		}
+		return err
+	}
+	latest, err := trainer.LatestCheckpoint(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "trained %d steps; checkpoint: %s (agent-I/model.gguf for umad debate)\n", cfg.Steps, latest)
+	return nil
+}

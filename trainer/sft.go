@@ -1,0 +1,176 @@
+package trainer
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
+)
+
+// Tokenizer is what the trainer needs of a model's tokenizer: llama.cpp's, so that
+// training sees exactly the ids sampling does (*llama.Model implements it).
+type Tokenizer interface {
+	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
+}
+
+// RenderPrompt renders one user message with an agent's chat format and tokenizes it, the
+// way the debate engine builds every prompt.
+func RenderPrompt(tok Tokenizer, f chat.Format, msg string) ([]int32, error) {
+	text, err := f.Render([]chat.Message{{Role: "user", Content: msg}}, chat.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("render prompt: %w", err)
+	}
+	ids, err := tok.Tokenize(text, false, true)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize prompt: %w", err)
+	}
+	return ids, nil
+}
+
+// Pair is one supervised example in token ids: the rendered prompt and the response,
+// its end-of-turn token included (the token that stops sampling is trained too).
+type Pair struct {
+	Prompt, Response []int32
+}
+
+// TextPair is one line of a pairs JSONL file: a user message and the response to it.
+type TextPair struct {
+	Prompt   string `json:"prompt"`
+	Response string `json:"response"`
+}
+
+// AnswerResponse is the response the synthetic warm start teaches: the answer format the
+// graders read.
+func AnswerResponse(gold string) string { return "The answer is \\boxed{" + gold + "}." }
+
+// SyntheticPairs asks each problem's turn-0 message and answers it in the boxed format.
+func SyntheticPairs(problems []data.Problem) []TextPair {
+	out := make([]TextPair, len(problems))
+	for i, p := range problems {
+		out[i] = TextPair{Prompt: engine.Turn0Message(p.Question), Response: AnswerResponse(p.Gold)}
+	}
+	return out
+}
+
+// ReadPairs reads a JSONL file of {"prompt": ..., "response": ...} lines; a line without
+// both is an error naming it.
+func ReadPairs(path string) ([]TextPair, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read pairs: %w", err)
+	}
+	defer f.Close()
+	var out []TextPair
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<28)
+	for n := 1; sc.Scan(); n++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var p TextPair
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return nil, fmt.Errorf("read pairs %s line %d: %w", path, n, err)
+		}
+		if p.Prompt == "" || p.Response == "" {
+			return nil, fmt.Errorf("read pairs %s line %d: prompt and response must both be non-empty", path, n)
+		}
+		out = append(out, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read pairs %s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("read pairs %s: no pairs", path)
+	}
+	return out, nil
+}
+
+// TokenizePairs renders every prompt with the chat format and appends the end-of-turn
+// token to every response.
+func TokenizePairs(tok Tokenizer, f chat.Format, endOfTurn int32, pairs []TextPair) ([]Pair, error) {
+	out := make([]Pair, len(pairs))
+	for i, p := range pairs {
+		prompt, err := RenderPrompt(tok, f, p.Prompt)
+		if err != nil {
+			return nil, fmt.Errorf("pair %d: %w", i, err)
+		}
+		resp, err := tok.Tokenize(p.Response, false, false)
+		if err != nil {
+			return nil, fmt.Errorf("pair %d: tokenize response: %w", i, err)
+		}
+		out[i] = Pair{Prompt: prompt, Response: append(resp, endOfTurn)}
+	}
+	return out, nil
+}
+
+// SFTConfig configures a supervised warm start.
+type SFTConfig struct {
+	Epochs    int
+	BatchSize int // pairs per optimizer step
+	Opt       torch.AdamW
+	Seed      uint64 // shuffles the pairs, per epoch
+	// Progress, if set, is called after every optimizer step.
+	Progress func(step, total int, loss float64)
+}
+
+// SFTStats summarise a warm start.
+type SFTStats struct {
+	Steps               int
+	FirstLoss, LastLoss float64 // mean loss of the first and of the last epoch
+	Skipped             int64   // optimizer steps skipped for a non-finite gradient norm
+}
+
+// SFT trains m on the pairs with token-mean cross-entropy, each mini-batch one optimizer
+// step. A non-finite loss stops it with an error.
+func SFT(m *torch.Model, pairs []Pair, cfg SFTConfig) (SFTStats, error) {
+	var st SFTStats
+	if len(pairs) == 0 {
+		return st, errors.New("sft: no pairs")
+	}
+	if cfg.Epochs < 1 || cfg.BatchSize < 1 {
+		return st, fmt.Errorf("sft: epochs (%d) and batch size (%d) must be at least 1", cfg.Epochs, cfg.BatchSize)
+	}
+	perEpoch := (len(pairs) + cfg.BatchSize - 1) / cfg.BatchSize
+	total := perEpoch * cfg.Epochs
+	for epoch := 0; epoch < cfg.Epochs; epoch++ {
+		order := rand.New(rand.NewPCG(cfg.Seed, uint64(epoch))).Perm(len(pairs))
+		var epochLoss float64
+		for b := 0; b < perEpoch; b++ {
+			idx := order[b*cfg.BatchSize : min((b+1)*cfg.BatchSize, len(pairs))]
+			var prompts, responses [][]int32
+			for _, i := range idx {
+				prompts, responses = append(prompts, pairs[i].Prompt), append(responses, pairs[i].Response)
+			}
+			loss, err := m.SFTLoss(prompts, responses, true, 1)
+			if err != nil {
+				return st, fmt.Errorf("sft step %d: %w", st.Steps+1, err)
+			}
+			if math.IsNaN(loss) || math.IsInf(loss, 0) {
+				return st, fmt.Errorf("sft step %d: loss is %v (lower the learning rate?)", st.Steps+1, loss)
+			}
+			s, err := m.Step(cfg.Opt)
+			if err != nil {
+				return st, fmt.Errorf("sft step %d: %w", st.Steps+1, err)
+			}
+			st.Steps++
+			st.Skipped = s.SkippedTotal
+			epochLoss += loss / float64(perEpoch)
+			if cfg.Progress != nil {
+				cfg.Progress(st.Steps, total, loss)
+			}
+		}
+		if epoch == 0 {
+			st.FirstLoss = epochLoss
+		}
+		st.LastLoss = epochLoss
+	}
+	return st, nil
+}
