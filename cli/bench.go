@@ -35,6 +35,8 @@ func init() {
 				&ucli.IntFlag{Name: "prompt-tokens", Value: 64, Usage: "prompt length"},
 				&ucli.IntFlag{Name: "big-vocab", Value: 151936, Usage: "vocabulary of the second generated model (0 = skip)"},
 				&ucli.IntFlag{Name: "big-batch", Value: 64, Usage: "samples decoded together on the big-vocabulary model"},
+				&ucli.StringFlag{Name: "preset", Usage: "also measure random weights of a real shape at --big-batch: " + presetNames()},
+				&ucli.IntFlag{Name: "preset-tokens", Value: 8, Usage: "tokens per sample on the preset model"},
 				&ucli.IntFlag{Name: "repeats", Value: 3, Usage: "best of this many runs"},
 				&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads; 0 = physical cores"},
 				&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's rollout section (e.g. bench/RESULTS.md)"},
@@ -46,13 +48,14 @@ func init() {
 
 func benchRollout(c *ucli.Context) error {
 	type run struct {
-		label string
-		path  string
-		k     int
+		label  string
+		path   string
+		k      int
+		tokens int
 	}
 	var runs []run
 	if p := c.String("model"); p != "" {
-		runs = append(runs, run{filepath.Base(p), p, c.Int("k")})
+		runs = append(runs, run{filepath.Base(p), p, c.Int("k"), c.Int("max-tokens")})
 	} else {
 		dir, err := os.MkdirTemp("", "umad-bench-")
 		if err != nil {
@@ -64,13 +67,24 @@ func benchRollout(c *ucli.Context) error {
 		if err := model.WriteTiny(tiny, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl}); err != nil {
 			return err
 		}
-		runs = append(runs, run{"tiny qwen2", filepath.Join(tiny, "model.gguf"), c.Int("k")})
+		runs = append(runs, run{"tiny qwen2", filepath.Join(tiny, "model.gguf"), c.Int("k"), c.Int("max-tokens")})
 		if v := c.Int("big-vocab"); v > 0 {
 			big := filepath.Join(dir, "big")
 			if err := model.WriteTiny(big, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl, VocabSize: v}); err != nil {
 				return err
 			}
-			runs = append(runs, run{fmt.Sprintf("tiny qwen2, vocab %d", v), filepath.Join(big, "model.gguf"), c.Int("big-batch")})
+			runs = append(runs, run{fmt.Sprintf("tiny qwen2, vocab %d", v), filepath.Join(big, "model.gguf"), c.Int("big-batch"), c.Int("max-tokens")})
+		}
+		if p := c.String("preset"); p != "" {
+			shape, ok := model.Presets[p]
+			if !ok {
+				return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
+			}
+			dst := filepath.Join(dir, "preset")
+			if err := model.WriteTiny(dst, model.TinyOptions{Shape: &shape, Seed: 1, ChatTemplate: tmpl}); err != nil {
+				return err
+			}
+			runs = append(runs, run{"random " + p, filepath.Join(dst, "model.gguf"), c.Int("big-batch"), c.Int("preset-tokens")})
 		}
 	}
 	var rows []string
@@ -84,7 +98,7 @@ func benchRollout(c *ucli.Context) error {
 			prompt[i] = int32(100 + i%50) // ordinary tokens; the content does not matter
 		}
 		f, err := bench.Rollout(m, bench.RolloutConfig{
-			K: r.k, Prompt: prompt, MaxTokens: c.Int("max-tokens"), Threads: c.Int("threads"),
+			K: r.k, Prompt: prompt, MaxTokens: r.tokens, Threads: c.Int("threads"),
 			Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats"),
 		})
 		m.Close()

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -27,10 +29,19 @@ func init() {
 				&ucli.StringFlag{Name: "arch", Value: "qwen2", Usage: "qwen2, qwen3 or llama"},
 				&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "weights seed; the same seed writes the same bytes"},
 				&ucli.IntFlag{Name: "vocab", Usage: "pad the vocabulary to this size (0 = the tokenizer's own)"},
+				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + presetNames()},
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
 			},
 			Action: func(c *ucli.Context) error {
 				arch := c.String("arch")
+				var shape *model.Shape
+				if p := c.String("preset"); p != "" {
+					s, ok := model.Presets[p]
+					if !ok {
+						return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
+					}
+					shape, arch = &s, string(s.Arch)
+				}
 				fam, err := chat.ForArch(arch)
 				if err != nil {
 					return err
@@ -40,7 +51,7 @@ func init() {
 					return err
 				}
 				out := c.String("out")
-				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab")}); err != nil {
+				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab")}); err != nil {
 					return err
 				}
 				fmt.Fprintf(c.App.Writer, "wrote %s and %s\n", filepath.Join(out, "model.gguf"), filepath.Join(out, "hf"))
@@ -48,4 +59,13 @@ func init() {
 			},
 		}},
 	})
+}
+
+func presetNames() string {
+	names := make([]string, 0, len(model.Presets))
+	for n := range model.Presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

@@ -130,3 +130,12 @@ func (s Shape) llama3RopeFactors() []float32 {
 	}
 	return out
 }
+
+// Presets are real checkpoints' shapes, for benchmarks on random weights of the real size
+// (`umad model tiny --preset NAME`).
+var Presets = map[string]Shape{
+	"qwen2.5-0.5b": {Arch: ArchQwen2, Vocab: 151936, Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
+		FFN: 4864, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
+	"qwen2.5-3b": {Arch: ArchQwen2, Vocab: 151936, Hidden: 2048, Layers: 36, Heads: 16, KVHeads: 2, HeadDim: 128,
+		FFN: 11008, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
+}
