@@ -198,7 +198,12 @@ type StepMetrics struct {
 // Times are where a step's time went, in seconds. Rollout, Sync and Step are the step's;
 // LogProbs, Reference and Update are this agent and turn's.
 type Times struct {
-	Rollout, LogProbs, Reference, Update, Sync, Step float64
+	Rollout   float64 `json:"rollout"`
+	LogProbs  float64 `json:"logprobs"`
+	Reference float64 `json:"reference"`
+	Update    float64 `json:"update"`
+	Sync      float64 `json:"sync"`
+	Step      float64 `json:"step"`
 }
 
 // ValMetrics is one validation line: Accuracy[agent][turn].
