@@ -29,6 +29,7 @@ func init() {
 				&ucli.StringFlag{Name: "arch", Value: "qwen2", Usage: "qwen2, qwen3 or llama"},
 				&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "weights seed; the same seed writes the same bytes"},
 				&ucli.IntFlag{Name: "vocab", Usage: "pad the vocabulary to this size (0 = the tokenizer's own)"},
+				&ucli.StringFlag{Name: "tokenizer", Usage: "use the real tokenizer (and chat template) of this Hugging Face directory"},
 				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + presetNames()},
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
 			},
@@ -50,8 +51,15 @@ func init() {
 				if err != nil {
 					return err
 				}
+				var tok *model.HFTokenizer
+				if dir := c.String("tokenizer"); dir != "" {
+					if tok, err = model.LoadHFTokenizer(dir); err != nil {
+						return err
+					}
+					tmpl = "" // the checkpoint's own
+				}
 				out := c.String("out")
-				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab")}); err != nil {
+				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
 					return err
 				}
 				fmt.Fprintf(c.App.Writer, "wrote %s and %s\n", filepath.Join(out, "model.gguf"), filepath.Join(out, "hf"))

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -20,6 +21,9 @@ type TinyOptions struct {
 	Seed         uint64
 	ChatTemplate string // Jinja template written to both tokenizers; empty writes none
 	VocabSize    int    // pad the vocabulary with [PADn] tokens to this size; 0: natural size
+	// Tokenizer, when set, replaces the generated tokenizer with a real one (LoadHFTokenizer);
+	// the vocabulary size and, unless ChatTemplate is given, the chat template come from it.
+	Tokenizer *HFTokenizer
 }
 
 // tinyMerges is how many BPE merges the tiny tokenizer learns; with 256 byte tokens and the
@@ -49,21 +53,45 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err != nil {
 		return err
 	}
-	voc := trainBPE(tinyCorpus(), tinyMerges)
-	size := opt.VocabSize
-	if size == 0 {
-		size = s.Vocab
-	}
-	if err := voc.addSpecials(tinySpecials, size); err != nil {
-		return err
+	var voc *vocab
+	fam := familyOf(s.Arch)
+	if t := opt.Tokenizer; t != nil {
+		if opt.VocabSize != 0 && opt.VocabSize != t.Len() {
+			return fmt.Errorf("vocabulary size %d given, the tokenizer has %d", opt.VocabSize, t.Len())
+		}
+		voc, fam = t.voc, t.fam
+		if opt.ChatTemplate == "" {
+			opt.ChatTemplate = t.ChatTemplate
+		}
+	} else {
+		voc = trainBPE(tinyCorpus(), tinyMerges)
+		size := opt.VocabSize
+		if size == 0 {
+			size = s.Vocab
+		}
+		if err := voc.addSpecials(tinySpecials, size); err != nil {
+			return err
+		}
 	}
 	s.Vocab = len(voc.tokens)
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	fam := familyOf(s.Arch)
-	ids, err := fam.ids(voc)
-	if err != nil {
+	var ids specialIDs
+	if t := opt.Tokenizer; t != nil {
+		// A real tokenizer may lack a BOS (Qwen) or a pad token (Llama 3); their configs
+		// then use <|endoftext|> and the EOS, which is what these fallbacks give.
+		ids = specialIDs{bos: t.BOS, eos: t.EOS, pad: t.PAD}
+		if ids.eos < 0 {
+			return errors.New("the tokenizer has no EOS token")
+		}
+		if ids.pad < 0 {
+			ids.pad = ids.eos
+		}
+		if ids.bos < 0 {
+			ids.bos = ids.pad
+		}
+	} else if ids, err = fam.ids(voc); err != nil {
 		return err
 	}
 	tensors := tinyTensors(s, opt.Seed)
