@@ -59,7 +59,7 @@ func init() {
 			&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
-		}, append(samplingFlags(), llamaFlags()...)...),
+		}, append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...)...),
 		Action: debateCmd,
 	})
 }
@@ -67,23 +67,25 @@ func init() {
 // debateConfig is the resolved configuration, saved as config.json so that a run can be
 // reproduced and resumed only with the same settings.
 type debateConfig struct {
-	Agents      []agentSpec `json:"agents"`
-	Data        string      `json:"data"`
-	Synthetic   int         `json:"synthetic,omitempty"`
-	Limit       int         `json:"limit,omitempty"`
-	SampleRatio float64     `json:"sample_ratio,omitempty"`
-	K           int         `json:"k"`
-	Turns       int         `json:"turns"`
-	Seeds       []uint64    `json:"seeds"`
-	PromptLimit int         `json:"prompt_limit"`
-	Mask        bool        `json:"mask"`
-	FullHistory bool        `json:"full_history"`
-	Anonymise   bool        `json:"anonymise"`
-	StopAgree   int         `json:"stop_agree,omitempty"`
-	StopEU      float64     `json:"stop_eu,omitempty"`
-	KVType      string      `json:"kv_type"`
-	FlashAttn   string      `json:"flash_attn"`
-	Ctx         int         `json:"ctx"`
+	Agents    []agentSpec `json:"agents"`
+	Data      string      `json:"data"`
+	Synthetic int         `json:"synthetic,omitempty"`
+	// SyntheticSet is the difficulty of the built-in problems, when Data is empty.
+	SyntheticSet *data.SyntheticConfig `json:"synthetic_set,omitempty"`
+	Limit        int                   `json:"limit,omitempty"`
+	SampleRatio  float64               `json:"sample_ratio,omitempty"`
+	K            int                   `json:"k"`
+	Turns        int                   `json:"turns"`
+	Seeds        []uint64              `json:"seeds"`
+	PromptLimit  int                   `json:"prompt_limit"`
+	Mask         bool                  `json:"mask"`
+	FullHistory  bool                  `json:"full_history"`
+	Anonymise    bool                  `json:"anonymise"`
+	StopAgree    int                   `json:"stop_agree,omitempty"`
+	StopEU       float64               `json:"stop_eu,omitempty"`
+	KVType       string                `json:"kv_type"`
+	FlashAttn    string                `json:"flash_attn"`
+	Ctx          int                   `json:"ctx"`
 }
 
 type agentSpec struct {
@@ -150,6 +152,7 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx")}
 	if cfg.Data == "" {
 		cfg.Synthetic = c.Int("synthetic")
+		cfg.SyntheticSet = &data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
 	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
 		cfg.Data = abs
 	}
@@ -221,7 +224,7 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 
 func (cfg debateConfig) problems() ([]data.Problem, error) {
 	if cfg.Data == "" {
-		return data.Synthetic(cfg.Synthetic, 1), nil
+		return data.SyntheticWith(cfg.Synthetic, 1, *cfg.SyntheticSet)
 	}
 	ps, err := data.Load(cfg.Data, data.Options{Limit: cfg.Limit, SampleRatio: cfg.SampleRatio, Seed: 1})
 	if err != nil {
