@@ -1,9 +1,7 @@
 package trainer
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,9 +12,6 @@ import (
 	"github.com/umad-dev/umad/model"
 )
 
-// hfSideFiles travel with exported weights so the directory converts and loads elsewhere.
-var hfSideFiles = []string{"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}
-
 // WriteGGUF writes the model's current weights as a GGUF file for llama.cpp: the weights
 // go to an HF directory (staging, reused between calls) holding src's config and tokenizer
 // files, which is then converted. The GGUF is replaced atomically.
@@ -24,10 +19,9 @@ func WriteGGUF(m *torch.Model, src, staging, out string) error {
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	for _, f := range hfSideFiles {
-		if err := copyFile(filepath.Join(src, f), filepath.Join(staging, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("sync: %w", err)
-		}
+	// config.json too: the converter reads the architecture from it.
+	if err := model.CopyFiles(src, staging, append([]string{"config.json"}, model.TokenizerFiles...)); err != nil {
+		return fmt.Errorf("sync: %w", err)
 	}
 	weights, err := m.Export()
 	if err != nil {
@@ -37,23 +31,6 @@ func WriteGGUF(m *torch.Model, src, staging, out string) error {
 		return fmt.Errorf("sync: %w", err)
 	}
 	return model.HFToGGUF(staging, out, model.HFToGGUFOptions{})
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	return out.Close()
 }
 
 // Server is one agent's llama.cpp side: the model file loaded and an engine on it.

@@ -3,7 +3,6 @@ package torch
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -214,9 +213,6 @@ func (m *Model) Export() ([]model.NamedTensor, error) {
 	return out, nil
 }
 
-// tokenizerFiles travel with a checkpoint so it loads in other tools.
-var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}
-
 // SaveHF writes an HF-compatible checkpoint: config.json, model.safetensors, the source
 // directory's tokenizer files and, for a trainable model, optimizer.safetensors. The
 // directory appears complete or not at all: everything is written to a sibling temporary
@@ -242,10 +238,8 @@ func (m *Model) SaveHF(dir string) (err error) {
 	if err := os.WriteFile(filepath.Join(tmp, "config.json"), m.hfConfig, 0o644); err != nil {
 		return fmt.Errorf("save %s: %w", dir, err)
 	}
-	for _, f := range tokenizerFiles {
-		if err := copyIfPresent(filepath.Join(m.srcDir, f), filepath.Join(tmp, f)); err != nil {
-			return fmt.Errorf("save %s: %w", dir, err)
-		}
+	if err := model.CopyFiles(m.srcDir, tmp, model.TokenizerFiles); err != nil {
+		return fmt.Errorf("save %s: %w", dir, err)
 	}
 	weights, err := m.Export()
 	if err != nil {
@@ -287,26 +281,6 @@ func (m *Model) saveOptimizer(path string) error {
 	}
 	return model.WriteSafetensors(path, ts, map[string]string{
 		"step": strconv.FormatInt(step, 10), "skipped_total": strconv.FormatInt(skipped, 10)})
-}
-
-func copyIfPresent(src, dst string) error {
-	in, err := os.Open(src)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	return out.Close()
 }
 
 // replaceDir moves tmp to dir, moving an existing dir aside first and removing it after.
