@@ -142,6 +142,10 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 	if a.MaxTokens < 1 {
 		return a, fmt.Errorf("--agent %q: max tokens must be at least 1", spec)
 	}
+	// Absolute, so the saved config still names the file when run from elsewhere.
+	if abs, err := filepath.Abs(a.Model); err == nil {
+		a.Model = abs
+	}
 	return a, nil
 }
 
@@ -168,9 +172,6 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		a, err := parseAgent(spec, i, c)
 		if err != nil {
 			return cfg, err
-		}
-		if abs, err := filepath.Abs(a.Model); err == nil {
-			a.Model = abs
 		}
 		cfg.Agents = append(cfg.Agents, a)
 	}

@@ -136,9 +136,6 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		if err != nil {
 			return rc, err
 		}
-		if abs, err := filepath.Abs(a.Model); err == nil {
-			a.Model = abs
-		}
 		rc.Agents = append(rc.Agents, a)
 		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens, SeedOffset: a.SeedOffset})
 	}
