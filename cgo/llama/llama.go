@@ -9,7 +9,7 @@
 package llama
 
 /*
-#cgo LDFLAGS: -lm -lstdc++
+#cgo LDFLAGS: -lm
 #include <stdlib.h>
 #include "llama.h"
 void umad_llama_log_init(void);
