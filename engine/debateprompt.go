@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -264,12 +265,9 @@ func numberWord(n int) string {
 //   - all occurrences of the answer text are replaced, so earlier identical boxes are
 //     masked while earlier different ones stay.
 func MaskFinalAnswer(s string) string {
-	idx := strings.LastIndex(s, `\boxed`)
+	idx := reward.LastBoxStart(s)
 	if idx < 0 {
-		idx = strings.LastIndex(s, `\fbox`)
-		if idx < 0 {
-			return s
-		}
+		return s
 	}
 	if space := strings.LastIndex(s, `\boxed `); space >= 0 && space == idx {
 		tail := s[space+len(`\boxed `):]
@@ -278,17 +276,8 @@ func MaskFinalAnswer(s string) string {
 		}
 		return strings.ReplaceAll(s, `\boxed `+tail, AnswerMask)
 	}
-	depth := 0
-	for i := idx; i < len(s); i++ {
-		switch s[i] {
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				return strings.ReplaceAll(s, s[idx:i+1], AnswerMask)
-			}
-		}
+	if end, ok := reward.BoxEnd(s, idx); ok {
+		return strings.ReplaceAll(s, s[idx:end], AnswerMask)
 	}
 	return s
 }

@@ -98,12 +98,8 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 		if err := w.AddTensorFunc(t.ggufName, dst, ggmlDims(t.shape), write); err != nil {
 			return err
 		}
-		if i == 0 && s.RopeScaling != nil {
-			factors, err := EncodeTensor(TypeF32, s.llama3RopeFactors())
-			if err != nil {
-				return err
-			}
-			if err := w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(s.HeadDim / 2)}, factors); err != nil {
+		if i == 0 {
+			if err := addRopeFreqs(w, s); err != nil {
 				return err
 			}
 		}

@@ -351,18 +351,26 @@ func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs,
 		if err := w.AddTensorFunc(t.ggufName, TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
 			return err
 		}
-		if i == 0 && s.RopeScaling != nil {
-			// llama.cpp applies Llama 3 rope scaling through this tensor, not through keys.
-			factors, err := EncodeTensor(TypeF32, s.llama3RopeFactors())
-			if err != nil {
-				return err
-			}
-			if err := w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(s.HeadDim / 2)}, factors); err != nil {
+		if i == 0 {
+			if err := addRopeFreqs(w, s); err != nil {
 				return err
 			}
 		}
 	}
 	return w.Close()
+}
+
+// addRopeFreqs adds the rope_freqs tensor of a shape with Llama 3 rope scaling: llama.cpp
+// applies that scaling through this tensor, not through keys.
+func addRopeFreqs(w *GGUFWriter, s Shape) error {
+	if s.RopeScaling == nil {
+		return nil
+	}
+	factors, err := EncodeTensor(TypeF32, s.llama3RopeFactors())
+	if err != nil {
+		return err
+	}
+	return w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(s.HeadDim / 2)}, factors)
 }
 
 func hfConfigOf(s Shape, ids specialIDs) HFConfig {

@@ -57,15 +57,30 @@ func LastBoxedOnlyString(s string) (string, bool) {
 		}
 		return spaced + rest, true
 	}
-	idx := strings.LastIndex(s, `\boxed`)
+	idx := LastBoxStart(s)
 	if idx < 0 {
-		idx = strings.LastIndex(s, `\fbox`)
-		if idx < 0 {
-			return "", false
-		}
+		return "", false
 	}
-	// The reference counts every brace after idx and stops only when a
-	// closing brace brings the count back to exactly zero.
+	end, ok := BoxEnd(s, idx)
+	if !ok {
+		return "", false
+	}
+	return s[idx:end], true
+}
+
+// LastBoxStart is where the reference's last box starts: the last "\boxed", or failing
+// that the last "\fbox"; -1 if there is neither.
+func LastBoxStart(s string) int {
+	if idx := strings.LastIndex(s, `\boxed`); idx >= 0 {
+		return idx
+	}
+	return strings.LastIndex(s, `\fbox`)
+}
+
+// BoxEnd is the end (exclusive) of the box starting at idx. The reference counts every
+// brace after idx and stops only when a closing brace brings the count back to exactly
+// zero; ok is false when that never happens.
+func BoxEnd(s string, idx int) (end int, ok bool) {
 	depth := 0
 	for i := idx; i < len(s); i++ {
 		switch s[i] {
@@ -74,11 +89,11 @@ func LastBoxedOnlyString(s string) (string, bool) {
 		case '}':
 			depth--
 			if depth == 0 {
-				return s[idx : i+1], true
+				return i + 1, true
 			}
 		}
 	}
-	return "", false
+	return 0, false
 }
 
 // RemoveBoxed unwraps the output of LastBoxedOnlyString. ok is false where
