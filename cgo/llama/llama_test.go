@@ -108,6 +108,14 @@ func TestTokenizeRoundTrip(t *testing.T) {
 		if len(plain) < 2 {
 			t.Errorf("%s: unparsed special text should be several ordinary tokens, got %v", arch, plain)
 		}
+		// Invalid UTF-8 is an error, not a C++ exception; half a character decodes to U+FFFD.
+		if _, err := m.Tokenize("a\xffb", false, true); err == nil {
+			t.Errorf("%s: tokenizing invalid UTF-8 should fail", arch)
+		}
+		half, _ := m.Tokenize("é", false, false) // bytes C3 A9: two byte tokens in the tiny vocabulary
+		if s, err := m.Detokenize(half[:1], false); err != nil || s != "\uFFFD" {
+			t.Errorf("%s: half of é decodes to %q, %v", arch, s, err)
+		}
 		if _, err := m.Detokenize([]int32{int32(m.NVocab())}, false); err == nil {
 			t.Errorf("%s: detokenizing an out-of-range id should fail", arch)
 		}

@@ -7,9 +7,12 @@ package llama
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -157,6 +160,10 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, e
 	if len(text) > 1<<30 {
 		return nil, fmt.Errorf("tokenize: text of %d bytes is too long", len(text))
 	}
+	// llama.cpp throws a C++ exception (an abort through cgo) on invalid UTF-8.
+	if !utf8.ValidString(text) {
+		return nil, errors.New("tokenize: text is not valid UTF-8")
+	}
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))
 	n := len(text) + 8
@@ -193,7 +200,9 @@ func (m *Model) Detokenize(tokens []int32, renderSpecial bool) (string, error) {
 		got := int(C.llama_detokenize(m.vocab, (*C.llama_token)(unsafe.Pointer(&tokens[0])), C.int32_t(len(tokens)),
 			(*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(n), C.bool(false), C.bool(renderSpecial)))
 		if got >= 0 {
-			return string(buf[:got]), nil
+			// Byte-level tokens can end mid-character; like Hugging Face's decode, replace
+			// the broken bytes with U+FFFD so the text is valid UTF-8 (and can be tokenized).
+			return strings.ToValidUTF8(string(buf[:got]), "\uFFFD"), nil
 		}
 		if -got <= n {
 			return "", fmt.Errorf("detokenize: llama.cpp failed on %d tokens", len(tokens))
