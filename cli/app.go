@@ -2,6 +2,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -67,19 +68,22 @@ func run(args []string, stderr io.Writer) int {
 
 var errInterrupted = errors.New("interrupted")
 
-// interruptible returns a channel closed on the first SIGINT or SIGTERM, and a function that
-// stops listening. Long-running commands poll it between units of work.
-func interruptible() (<-chan struct{}, func()) {
+// interruptContext returns a context cancelled by the first SIGINT or SIGTERM (printing
+// notice, if any, on stderr first); long-running commands stop between units of work when
+// it is done. The returned function stops listening.
+func interruptContext(notice string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	stop := make(chan struct{})
 	go func() {
 		select {
 		case <-sig:
-			close(done)
-		case <-stop:
+			if notice != "" {
+				fmt.Fprintln(os.Stderr, "umad: interrupt: "+notice)
+			}
+			cancel()
+		case <-ctx.Done():
 		}
 	}()
-	return done, func() { signal.Stop(sig); close(stop) }
+	return ctx, func() { signal.Stop(sig); cancel() }
 }

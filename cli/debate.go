@@ -284,17 +284,8 @@ func debateCmd(c *ucli.Context) error {
 	}
 	defer closeAll()
 
-	stop, release := interruptible()
+	ctx, release := interruptContext("")
 	defer release()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for _, seed := range cfg.Seeds {
 		if err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed))); err != nil {
 			if ctx.Err() != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -95,14 +94,8 @@ func generate(c *ucli.Context) error {
 	}
 	defer e.Close()
 
-	stop, release := interruptible()
+	ctx, release := interruptContext("")
 	defer release()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-stop
-		cancel()
-	}()
 
 	req := []engine.Request{{Prompt: prompt, K: k, MaxTokens: c.Int("max-tokens"), Params: params, Seed: c.Uint64("seed")}}
 	var res engine.Result

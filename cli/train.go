@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	ucli "github.com/urfave/cli/v2"
@@ -188,18 +186,8 @@ func trainCmd(c *ucli.Context) error {
 	}
 	cfg.Torch = topts
 
-	stop, release := interruptible()
+	ctx, release := interruptContext("finishing the step and checkpointing")
 	defer release()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			fmt.Fprintln(os.Stderr, "umad: interrupt: finishing the step and checkpointing")
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
 		if errors.Is(err, trainer.ErrInterrupted) {
 			return errors.Join(errInterrupted, err)
