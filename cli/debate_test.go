@@ -184,18 +184,27 @@ func TestDebateEndToEnd(t *testing.T) {
 	}
 }
 
-// sameSummary compares summaries exactly, except the mean NLL and entropy, which come
-// from llama.cpp logits that may differ in the last bits with the batch's composition.
+// sameSummary compares summaries exactly, except the token statistics (mean NLL,
+// entropy, length, truncation and boxed rates), which may differ slightly between runs:
+// llama.cpp's logits move in the last bits with the batch's composition, which depends on
+// how two concurrently decoding engines interleave, and a sampled token can then change
+// where two candidates are near-tied (seen once in about 15 runs of this test). Accuracy,
+// majority votes, the decomposition and the flips must agree exactly.
 func sameSummary(a, b uncertainty.Summary) bool {
 	if len(a.Rows) != len(b.Rows) {
 		return false
 	}
+	// Tolerances: one changed sample in the 12 a row averages moves a rate by 0.083 and a
+	// mean length by up to 2 of about 20 tokens.
+	rel := func(x, y, tol float64) bool { return math.Abs(x-y) <= tol*math.Max(1, math.Max(math.Abs(x), math.Abs(y))) }
 	for i := range a.Rows {
 		ra, rb := a.Rows[i], b.Rows[i]
-		if math.Abs(ra.NLL-rb.NLL) > 1e-4 || math.Abs(ra.TokenEntropy-rb.TokenEntropy) > 1e-4 {
+		if !rel(ra.NLL, rb.NLL, 0.02) || !rel(ra.TokenEntropy, rb.TokenEntropy, 0.02) || !rel(ra.Tokens, rb.Tokens, 0.15) ||
+			math.Abs(ra.Truncated-rb.Truncated) > 0.1 || math.Abs(ra.Boxed-rb.Boxed) > 0.1 {
 			return false
 		}
 		ra.NLL, rb.NLL, ra.TokenEntropy, rb.TokenEntropy = 0, 0, 0, 0
+		ra.Tokens, rb.Tokens, ra.Truncated, rb.Truncated, ra.Boxed, rb.Boxed = 0, 0, 0, 0, 0, 0
 		if !reflect.DeepEqual(ra, rb) {
 			return false
 		}
