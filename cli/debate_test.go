@@ -196,7 +196,9 @@ func sameSummary(a, b uncertainty.Summary) bool {
 	}
 	// Tolerances: one changed sample in the 12 a row averages moves a rate by 0.083 and a
 	// mean length by up to 2 of about 20 tokens.
-	rel := func(x, y, tol float64) bool { return math.Abs(x-y) <= tol*math.Max(1, math.Max(math.Abs(x), math.Abs(y))) }
+	rel := func(x, y, tol float64) bool {
+		return math.Abs(x-y) <= tol*math.Max(1, math.Max(math.Abs(x), math.Abs(y)))
+	}
 	for i := range a.Rows {
 		ra, rb := a.Rows[i], b.Rows[i]
 		if !rel(ra.NLL, rb.NLL, 0.02) || !rel(ra.TokenEntropy, rb.TokenEntropy, 0.02) || !rel(ra.Tokens, rb.Tokens, 0.15) ||
