@@ -1,8 +1,6 @@
 package trainer
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +15,6 @@ import (
 
 // Run-directory layout.
 const (
-	MetricsFile    = "metrics.jsonl"
 	CheckpointsDir = "checkpoints"
 	// LatestFile names the newest complete checkpoint; it is written last, atomically, so
 	// it never points at a partial one.
@@ -158,106 +155,3 @@ func pruneCheckpoints(root, latest string, keep int) error {
 	}
 	return nil
 }
-
-// StepMetrics is one metrics line: one agent at one turn of one step.
-type StepMetrics struct {
-	Kind  string `json:"kind"` // "train"
-	Step  int    `json:"step"`
-	Agent int    `json:"agent"`
-	Name  string `json:"name"`
-	Turn  int    `json:"turn"`
-	// Accuracy is the agent's own correctness; Team the team reward it was given.
-	Accuracy  float64 `json:"accuracy"`
-	Team      float64 `json:"team_reward"`
-	Influence float64 `json:"influence"`
-	Score     float64 `json:"score"`
-	Advantage Stats   `json:"advantage"`
-	Weight    Stats   `json:"nll_weight"`
-	// KL is the mean per-token k1 KL to the reference; Entropy and NLL come from the
-	// recomputed (pre-update) log-probs at the sampling temperature.
-	KL            float64 `json:"kl"`
-	Entropy       float64 `json:"entropy"`
-	NLL           float64 `json:"nll"`
-	PGLoss        float64 `json:"pg_loss"`
-	ClipFrac      float64 `json:"clip_frac"`
-	ClipFracLower float64 `json:"clip_frac_lower"`
-	PPOKL         float64 `json:"ppo_kl"`
-	GradNorm      float64 `json:"grad_norm"`
-	OptimSteps    int     `json:"optim_steps"`
-	SkippedSteps  int64   `json:"skipped_steps"` // non-finite gradient norms so far
-	// LogpGap is mean |rollout log-prob - trainer log-prob|; at turn 0 it is the numeric
-	// gap, at later turns it also holds the earlier turns' updates.
-	LogpGap float64 `json:"logp_gap"`
-	// ProbeGap is llama.cpp vs the plugin on the fixed probe after this step's sync.
-	ProbeGap            float64 `json:"probe_gap"`
-	Tokens              int     `json:"tokens"`
-	RolloutTokensPerSec float64 `json:"rollout_tokens_per_s"`
-	Times               Times   `json:"seconds"`
-}
-
-// Times are where a step's time went, in seconds. Rollout, Sync and Step are the step's;
-// LogProbs, Reference and Update are this agent and turn's.
-type Times struct {
-	Rollout   float64 `json:"rollout"`
-	LogProbs  float64 `json:"logprobs"`
-	Reference float64 `json:"reference"`
-	Update    float64 `json:"update"`
-	Sync      float64 `json:"sync"`
-	Step      float64 `json:"step"`
-}
-
-// ValMetrics is one validation line: Accuracy[agent][turn].
-type ValMetrics struct {
-	Kind     string      `json:"kind"` // "val"
-	Step     int         `json:"step"`
-	Problems int         `json:"problems"`
-	Accuracy [][]float64 `json:"accuracy"`
-	Seconds  float64     `json:"seconds"`
-}
-
-// metricsLog appends JSONL lines, syncing each.
-type metricsLog struct{ f *os.File }
-
-// openMetrics opens the run's metrics, first dropping lines of steps after the resumed
-// one (written after the checkpoint a crash fell back to), so the log has each step once.
-func openMetrics(path string, step int) (*metricsLog, error) {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	var kept bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(old))
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	for sc.Scan() {
-		var l struct {
-			Step *int `json:"step"`
-		}
-		// A torn last line (a crash mid-write) fails to parse and is dropped.
-		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Step == nil || *l.Step > step {
-			continue
-		}
-		kept.Write(sc.Bytes())
-		kept.WriteByte('\n')
-	}
-	if err := atomicfile.WriteBytes(path, kept.Bytes()); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	return &metricsLog{f: f}, nil
-}
-
-func (m *metricsLog) Append(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if _, err := m.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	return m.f.Sync()
-}
-
-func (m *metricsLog) Close() error { return m.f.Close() }

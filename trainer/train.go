@@ -19,6 +19,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/trainlog"
 )
 
 // Agent is one trained debater.
@@ -130,7 +131,7 @@ type Trainer struct {
 	cfg     Config
 	agents  []*agentState
 	step    int // last completed step
-	metrics *metricsLog
+	metrics *trainlog.Log
 }
 
 // ErrInterrupted is returned when the context ends a run; the last completed step is
@@ -157,7 +158,7 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := t.open(rt, ck); err != nil {
 		return err
 	}
-	if t.metrics, err = openMetrics(filepath.Join(cfg.Out, MetricsFile), t.step); err != nil {
+	if t.metrics, err = trainlog.Open(filepath.Join(cfg.Out, trainlog.File), t.step); err != nil {
 		return err
 	}
 	if err := t.syncAll(); err != nil {
@@ -424,7 +425,7 @@ func (t *Trainer) validate(ctx context.Context) error {
 			acc[a][tt] /= n
 		}
 	}
-	line := ValMetrics{Kind: "val", Step: t.step, Problems: len(recs), Accuracy: acc, Seconds: time.Since(start).Seconds()}
+	line := trainlog.ValMetrics{Kind: trainlog.KindVal, Step: t.step, Problems: len(recs), Accuracy: acc, Seconds: time.Since(start).Seconds()}
 	if t.cfg.Progress != nil {
 		fmt.Fprintf(t.cfg.Progress, "step %d validation: accuracy per agent and turn %v (%d problems)\n", t.step, roundAll(acc), len(recs))
 	}
@@ -461,7 +462,7 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	for p, r := range recs {
 		correct[p] = t.correctness(r)
 	}
-	var lines []StepMetrics
+	var lines []trainlog.StepMetrics
 	for tt := 0; tt < t.cfg.Turns; tt++ {
 		for a := range t.agents {
 			m, err := t.learn(step, recs, correct, tt, a)
@@ -509,10 +510,10 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 type sampleRef struct{ p, k int }
 
 // learn runs one agent's update phase for one turn.
-func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]float64, turn, agent int) (StepMetrics, error) {
+func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]float64, turn, agent int) (trainlog.StepMetrics, error) {
 	st, a := t.agents[agent], t.cfg.Agents[agent]
 	temp := a.Params.Temperature
-	m := StepMetrics{Kind: "train", Step: step, Agent: agent, Name: a.Name, Turn: turn}
+	m := trainlog.StepMetrics{Kind: trainlog.KindTrain, Step: step, Agent: agent, Name: a.Name, Turn: turn}
 	// Every response of this turn, grouped by problem.
 	var refs []sampleRef
 	var prompts, responses [][]int32
@@ -702,19 +703,11 @@ func scoreAll(m *torch.Model, prompts, responses [][]int32, temp float64, chunk 
 	return logp, ent, nil
 }
 
-// Stats summarises a set of values.
-type Stats struct {
-	Mean float64 `json:"mean"`
-	Std  float64 `json:"std"`
-	Min  float64 `json:"min"`
-	Max  float64 `json:"max"`
-}
-
-func summarise(v []float64) Stats {
+func summarise(v []float64) trainlog.Stats {
 	if len(v) == 0 {
-		return Stats{}
+		return trainlog.Stats{}
 	}
-	s := Stats{Mean: meanOf(v), Min: v[0], Max: v[0]}
+	s := trainlog.Stats{Mean: meanOf(v), Min: v[0], Max: v[0]}
 	for _, x := range v {
 		s.Std += (x - s.Mean) * (x - s.Mean)
 		s.Min, s.Max = math.Min(s.Min, x), math.Max(s.Max, x)

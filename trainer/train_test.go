@@ -1,9 +1,7 @@
 package trainer
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/trainlog"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
@@ -113,34 +112,16 @@ func demoConfig(t *testing.T, algo string, dirs []string, steps int) Config {
 	return cfg
 }
 
-func readMetrics(t *testing.T, run string) (train []StepMetrics, val []ValMetrics) {
+func readMetrics(t *testing.T, run string) (train []trainlog.StepMetrics, val []trainlog.ValMetrics) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(run, MetricsFile))
+	train, val, err := trainlog.Read(filepath.Join(run, trainlog.File))
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var kind struct{ Kind string }
-		if err := json.Unmarshal(sc.Bytes(), &kind); err != nil {
-			t.Fatal(err)
-		}
-		if kind.Kind == "val" {
-			var v ValMetrics
-			json.Unmarshal(sc.Bytes(), &v)
-			val = append(val, v)
-		} else {
-			var s StepMetrics
-			json.Unmarshal(sc.Bytes(), &s)
-			train = append(train, s)
-		}
 	}
 	return train, val
 }
 
-func meanAcc(v ValMetrics) float64 {
+func meanAcc(v trainlog.ValMetrics) float64 {
 	var s, n float64
 	for _, byTurn := range v.Accuracy {
 		for _, x := range byTurn {
@@ -296,35 +277,6 @@ func TestBatchOrder(t *testing.T) {
 	}
 	if same {
 		t.Error("another seed must give another order")
-	}
-}
-
-func TestOpenMetricsDropsLaterSteps(t *testing.T) {
-	p := filepath.Join(t.TempDir(), MetricsFile)
-	lines := `{"kind":"val","step":0}
-{"kind":"train","step":1}
-{"kind":"train","step":2}
-{"kind":"train","step":3}
-{"kind":"tra`
-	if err := os.WriteFile(p, []byte(lines), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := openMetrics(p, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Append(map[string]int{"step": 3}); err != nil {
-		t.Fatal(err)
-	}
-	m.Close()
-	b, _ := os.ReadFile(p)
-	want := `{"kind":"val","step":0}
-{"kind":"train","step":1}
-{"kind":"train","step":2}
-{"step":3}
-`
-	if string(b) != want {
-		t.Errorf("metrics after resume at step 2:\n%s\nwant (step 3 and the torn line dropped, new step 3 appended):\n%s", b, want)
 	}
 }
 
