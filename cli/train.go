@@ -27,10 +27,13 @@ func init() {
 			"the weights back to llama.cpp (checked on a fixed probe). --agent takes an HF directory and\n" +
 			"the settings `umad debate` accepts (name=, seed=, temperature=, ...). Algorithms: grpo (one\n" +
 			"agent, one turn, k3 KL in the loss), ippo (team reward, KL in the reward), umad (ippo + NLL\n" +
-			"weight + influence reward), nll-only, intrinsic-only.\n\n" +
+			"weight + influence reward), nll-only, intrinsic-only. Defaults follow the reference code;\n" +
+			"the paper's variant is --influence peer-mean --eta 0.25 --kl-in-loss --temperature 0.8\n" +
+			"--batch 256.\n\n" +
 			"RUN gets config.json, metrics.jsonl (one line per step, agent and turn, plus validation\n" +
-			"lines), checkpoints/step-N/agent-I/ (HF checkpoint with optimizer state and model.gguf) and\n" +
-			"checkpoints/latest. Ctrl-C checkpoints and stops; the same command resumes.",
+			"lines), rollouts/step-N.jsonl.zst (a few problems' training debates), checkpoints/step-N/\n" +
+			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
+			"Ctrl-C checkpoints and stops; the same command resumes.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: "grpo, ippo, umad, nll-only or intrinsic-only"},
@@ -54,13 +57,22 @@ func init() {
 			&ucli.StringFlag{Name: "influence", Usage: "influence reward: sign (reference), peer-mean (paper) or off (default: the algorithm's)"},
 			&ucli.Float64Flag{Name: "eta", Usage: "influence reward strength (default: the algorithm's, 0.2)"},
 			&ucli.Float64Flag{Name: "nll-alpha", Usage: "NLL advantage weight exponent (default: the algorithm's)"},
-			&ucli.Float64Flag{Name: "kl-coef", Usage: "KL coefficient, in the reward (k1) or, for grpo, in the loss (k3) (default: 0.001)"},
+			&ucli.Float64Flag{Name: "kl-coef", Usage: "KL coefficient, in the reward (k1) or in the loss (k3: grpo, --kl-in-loss) (default: 0.001)"},
+			&ucli.BoolFlag{Name: "kl-in-loss", Usage: "KL to the reference as k3 in the loss (the paper's variant) instead of k1 in the reward"},
 			&ucli.BoolFlag{Name: "dr-grpo", Usage: "Dr.GRPO advantages: centred, not divided by the group std"},
+			&ucli.BoolFlag{Name: "dynamic-sampling", Usage: "DAPO dynamic sampling: drop groups whose rewards are all equal, roll out more problems to refill the batch"},
+			&ucli.IntFlag{Name: "max-gen-batches", Value: 3, Usage: "with --dynamic-sampling, most rollout batches per step"},
+			&ucli.BoolFlag{Name: "overlong-filter", Usage: "mask responses cut off at --max-tokens out of the loss (DAPO)"},
+			&ucli.Float64Flag{Name: "tis-cap", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob), cap); 0 = off, 2 is usual"},
+			&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
+			&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
+			&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},
 			&ucli.BoolFlag{Name: "robust", Usage: "reward with the robust answer checker instead of strict is_equiv"},
 			&ucli.IntFlag{Name: "val-every", Value: 20, Usage: "validate every N steps (also before training and at the end)"},
 			&ucli.IntFlag{Name: "val-k", Value: 1, Usage: "trajectories per validation problem"},
 			&ucli.IntFlag{Name: "save-every", Value: 40, Usage: "checkpoint every N steps (also at the end)"},
 			&ucli.IntFlag{Name: "keep", Value: 2, Usage: "checkpoints to keep"},
+			&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
 			&ucli.Float64Flag{Name: "probe-tol", Value: 1e-4, Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
@@ -116,6 +128,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if c.IsSet("nll-alpha") {
 		algo.NLLAlpha = c.Float64("nll-alpha")
 	}
+	if c.Bool("kl-in-loss") && algo.KLLossCoef == 0 {
+		algo.KLLossCoef, algo.KLRewardCoef = algo.KLRewardCoef, 0
+	}
 	if c.IsSet("kl-coef") {
 		if algo.KLLossCoef != 0 {
 			algo.KLLossCoef = c.Float64("kl-coef")
@@ -128,7 +143,10 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	rc.Trainer = trainer.Config{Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
 		Agg: torch.AggMode(c.String("loss-agg")), Robust: c.Bool("robust"), PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
-		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol")}
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol"),
+		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
+		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
+		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c)
 		if err != nil {

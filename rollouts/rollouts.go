@@ -55,6 +55,23 @@ func (w *Writer) Append(rec any) error {
 // Close closes the file.
 func (w *Writer) Close() error { return w.f.Close() }
 
+// WriteFile writes a whole file of records atomically (a temporary file renamed into
+// place), in the format Append writes.
+func WriteFile[T any](path string, recs []T) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		for _, r := range recs {
+			line, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(encoder.EncodeAll(append(line, '\n'), nil)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Read calls fn with every complete record of the file in order, and reports whether
 // the file ends in a torn record (which it skips). A missing file has no records.
 func Read(path string, fn func(line []byte) error) (torn bool, err error) {

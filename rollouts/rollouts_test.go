@@ -78,3 +78,14 @@ func TestGarbageIsTorn(t *testing.T) {
 		t.Fatalf("garbage: %v torn=%v", got, torn)
 	}
 }
+
+func TestWriteFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.jsonl.zst")
+	if err := WriteFile(p, []rec{{1, "a"}, {2, "b"}, {3, "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, torn := readAll(t, p)
+	if torn || len(got) != 3 || got[0].N != 1 || got[2].Text != "c" {
+		t.Fatalf("read back %v (torn %v), want 3 records", got, torn)
+	}
+}

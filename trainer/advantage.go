@@ -209,6 +209,9 @@ func NLLWeights(nll []float64, alpha float64) []float64 {
 // meanOf is the mean; for equal values it is that value exactly, so a tie group's
 // deviations are exactly 0 and not rounding noise divided by a tiny epsilon.
 func meanOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
 	var s float64
 	equal := true
 	for _, x := range v {

@@ -76,6 +76,17 @@ type Group struct {
 	Weights    []float64 // NLL weights; all 1 when the recipe has none
 }
 
+// RewardsVary reports whether the group's rewards (team reward plus influence, before
+// the KL term) are not all equal, i.e. whether the group carries a learning signal.
+func (g Group) RewardsVary() bool {
+	for k := range g.Team {
+		if g.Team[k]+g.Influence[k] != g.Team[0]+g.Influence[0] {
+			return true
+		}
+	}
+	return false
+}
+
 // GroupAdvantage applies the recipe to agent a at turn t of one problem. correct[t][j][k] is
 // agent j's 0/1 correctness in trajectory k at turn t; klSums[k] and nll[k] come from agent
 // a's recomputed log-probs of trajectory k's response (section 3.7's closed form).

@@ -16,6 +16,7 @@ import (
 // Run-directory layout.
 const (
 	CheckpointsDir = "checkpoints"
+	RolloutsDir    = "rollouts" // a few problems' training debates per step
 	// LatestFile names the newest complete checkpoint; it is written last, atomically, so
 	// it never points at a partial one.
 	LatestFile = "latest"

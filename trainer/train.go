@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -18,8 +19,10 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/uncertainty"
 )
 
 // Agent is one trained debater.
@@ -47,23 +50,39 @@ type Config struct {
 	G           int            `json:"g"`          // trajectories per problem
 	// MiniBatch is the number of groups (problems) per optimizer step; the loss is the
 	// mean over groups of each group's token-mean (reference section 4.3).
-	MiniBatch   int                `json:"mini_batch"`
-	Opt         torch.AdamW        `json:"optimizer"`
-	ClipLow     float64            `json:"clip_low"`
-	ClipHigh    float64            `json:"clip_high"`
-	ClipC       float64            `json:"clip_c"`
-	Agg         torch.AggMode      `json:"loss_agg"`
-	Robust      bool               `json:"robust"` // grade with the robust checker, not strict is_equiv
-	PromptLimit int                `json:"prompt_limit"`
-	Seed        uint64             `json:"seed"`
-	ValEvery    int                `json:"val_every"`  // 0: before training and at the end only
-	ValK        int                `json:"val_k"`      // trajectories per validation problem
-	SaveEvery   int                `json:"save_every"` // 0: at the end only
-	KeepLast    int                `json:"keep_last"`
-	ProbeTol    float64            `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
-	Engine      engine.Options     `json:"-"`
-	GPULayers   int                `json:"-"`
-	Torch       torch.ModelOptions `json:"-"`
+	MiniBatch   int           `json:"mini_batch"`
+	Opt         torch.AdamW   `json:"optimizer"`
+	ClipLow     float64       `json:"clip_low"`
+	ClipHigh    float64       `json:"clip_high"`
+	ClipC       float64       `json:"clip_c"`
+	Agg         torch.AggMode `json:"loss_agg"`
+	Robust      bool          `json:"robust"` // grade with the robust checker, not strict is_equiv
+	PromptLimit int           `json:"prompt_limit"`
+	Seed        uint64        `json:"seed"`
+	ValEvery    int           `json:"val_every"`  // 0: before training and at the end only
+	ValK        int           `json:"val_k"`      // trajectories per validation problem
+	SaveEvery   int           `json:"save_every"` // 0: at the end only
+	KeepLast    int           `json:"keep_last"`
+	ProbeTol    float64       `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// KeepRollouts is how many problems' training debates each step keeps in
+	// RUN/rollouts/step-N.jsonl.zst, for inspection (0: none).
+	KeepRollouts int `json:"keep_rollouts"`
+	// Schedule is the learning rate's warm-up and decay over the steps.
+	Schedule Schedule `json:"lr_schedule"`
+	// DynamicSampling (DAPO) drops groups whose rewards are all equal (no learning signal)
+	// and rolls out up to MaxGenBatches batches per step to fill BatchSize problems that
+	// have at least one such group left.
+	DynamicSampling bool `json:"dynamic_sampling"`
+	MaxGenBatches   int  `json:"max_gen_batches"`
+	// OverlongFilter masks responses cut off at the token limit out of the loss (DAPO),
+	// instead of training them as wrong answers.
+	OverlongFilter bool `json:"overlong_filter"`
+	// TISCap > 0 weights each token's loss by min(exp(trainer - rollout log-prob), TISCap):
+	// truncated importance sampling for the gap between llama.cpp and the trainer.
+	TISCap    float64            `json:"tis_cap"`
+	Engine    engine.Options     `json:"-"`
+	GPULayers int                `json:"-"`
+	Torch     torch.ModelOptions `json:"-"`
 	// Format gives an agent's chat format from its loaded GGUF (a --chat-format override
 	// or detection from the template).
 	Format func(agent int, m *llama.Model) (chat.Format, error) `json:"-"`
@@ -86,8 +105,13 @@ func (c *Config) check() error {
 		return fmt.Errorf("train: steps must be at least 1, got %d", c.Steps)
 	case c.Format == nil || c.Out == "":
 		return errors.New("train: a chat-format chooser and an output directory are required")
-	case c.ValEvery < 0 || c.SaveEvery < 0 || c.KeepLast < 0 || c.ProbeTol < 0:
-		return errors.New("train: intervals and tolerances must not be negative")
+	case c.ValEvery < 0 || c.SaveEvery < 0 || c.KeepLast < 0 || c.ProbeTol < 0 || c.TISCap < 0 || c.KeepRollouts < 0:
+		return errors.New("train: intervals, tolerances and caps must not be negative")
+	case c.DynamicSampling && c.MaxGenBatches < 1:
+		return fmt.Errorf("train: dynamic sampling needs at least 1 generation batch per step, got %d", c.MaxGenBatches)
+	}
+	if err := c.Schedule.check(); err != nil {
+		return fmt.Errorf("train: %w", err)
 	}
 	for i, a := range c.Agents {
 		if !(a.Params.Temperature > 0) {
@@ -110,10 +134,26 @@ func (c *Config) batch(step int) []int {
 	return order[pos*c.BatchSize : (pos+1)*c.BatchSize]
 }
 
-// stepSeed names the sampling randomness of one step of one agent.
-func stepSeed(seed uint64, step int, agent int) uint64 {
+// refill returns the problems of dynamic sampling's extra rollout batch number attempt
+// (1-based) of a step: drawn from (seed, step, attempt), so a resumed run draws the same.
+func (c *Config) refill(step, attempt int) []data.Problem {
+	rng := rand.New(rand.NewPCG(c.Seed^0x9e3779b97f4a7c15, uint64(step)<<16|uint64(attempt)))
+	out := make([]data.Problem, c.BatchSize)
+	for i, j := range rng.Perm(len(c.Problems))[:c.BatchSize] {
+		out[i] = c.Problems[j]
+	}
+	return out
+}
+
+// stepSeed names the sampling randomness of one rollout batch (attempt 0 is the step's
+// own batch, later ones dynamic sampling's refills) of one step of one agent.
+func stepSeed(seed uint64, step, agent, attempt int) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "umad-train/%d/%d/%d", seed, step, agent)
+	if attempt == 0 {
+		fmt.Fprintf(h, "umad-train/%d/%d/%d", seed, step, agent)
+	} else {
+		fmt.Fprintf(h, "umad-train/%d/%d/%d/%d", seed, step, agent, attempt)
+	}
 	return h.Sum64()
 }
 
@@ -425,7 +465,16 @@ func (t *Trainer) validate(ctx context.Context) error {
 			acc[a][tt] /= n
 		}
 	}
-	line := trainlog.ValMetrics{Kind: trainlog.KindVal, Step: t.step, Problems: len(recs), Accuracy: acc, Seconds: time.Since(start).Seconds()}
+	probs := make([]uncertainty.ProblemRecord, len(recs))
+	for i, r := range recs {
+		probs[i] = r.Uncertainty()
+	}
+	sum, err := uncertainty.Summarise(probs)
+	if err != nil {
+		return fmt.Errorf("validation at step %d: %w", t.step, err)
+	}
+	line := trainlog.ValMetrics{Kind: trainlog.KindVal, Step: t.step, Problems: len(recs), Accuracy: acc, Summary: &sum,
+		Seconds: time.Since(start).Seconds()}
 	if t.cfg.Progress != nil {
 		fmt.Fprintf(t.cfg.Progress, "step %d validation: accuracy per agent and turn %v (%d problems)\n", t.step, roundAll(acc), len(recs))
 	}
@@ -452,12 +501,25 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		problems[i] = t.cfg.Problems[j]
 	}
 	start := time.Now()
-	dc := t.debateConfig(t.cfg.Turns, t.cfg.G, func(a int) uint64 { return stepSeed(t.cfg.Seed, step, a) })
-	recs, stats, err := t.rollout(ctx, dc, problems)
+	recs, stats, err := t.stepRollout(ctx, step, 0, problems)
 	if err != nil {
-		return fmt.Errorf("step %d rollout: %w", step, err)
+		return err
+	}
+	if t.cfg.DynamicSampling {
+		if recs, stats, err = t.fill(ctx, step, recs, stats); err != nil {
+			return err
+		}
 	}
 	rolloutTime := time.Since(start)
+	if n := min(t.cfg.KeepRollouts, len(recs)); n > 0 {
+		path := filepath.Join(t.cfg.Out, RolloutsDir, fmt.Sprintf("%s%06d.jsonl.zst", stepPrefix, step))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := rollouts.WriteFile(path, recs[:n]); err != nil {
+			return fmt.Errorf("step %d: keeping rollouts: %w", step, err)
+		}
+	}
 	correct := make([][][][]float64, len(recs))
 	for p, r := range recs {
 		correct[p] = t.correctness(r)
@@ -471,6 +533,7 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 			}
 			m.Times.Rollout = rolloutTime.Seconds()
 			m.RolloutTokensPerSec = float64(stats.GeneratedTokens) / rolloutTime.Seconds()
+			m.RolledOut = stats.Problems
 			lines = append(lines, m)
 		}
 	}
@@ -506,6 +569,74 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	return nil
 }
 
+// stepRollout debates one rollout batch of a step.
+func (t *Trainer) stepRollout(ctx context.Context, step, attempt int, problems []data.Problem) ([]engine.DebateRecord, engine.DebateStats, error) {
+	dc := t.debateConfig(t.cfg.Turns, t.cfg.G, func(a int) uint64 { return stepSeed(t.cfg.Seed, step, a, attempt) })
+	recs, stats, err := t.rollout(ctx, dc, problems)
+	if err != nil {
+		return nil, stats, fmt.Errorf("step %d rollout: %w", step, err)
+	}
+	return recs, stats, nil
+}
+
+// fill is dynamic sampling: it keeps the problems that have a learning signal for some
+// agent and turn, and rolls out refill batches until BatchSize problems are kept or
+// MaxGenBatches batches were rolled out. With none kept it returns the step's own batch,
+// whose groups learn() then drops.
+func (t *Trainer) fill(ctx context.Context, step int, recs []engine.DebateRecord, stats engine.DebateStats) ([]engine.DebateRecord, engine.DebateStats, error) {
+	var kept []engine.DebateRecord
+	keep := func(rs []engine.DebateRecord) error {
+		for _, r := range rs {
+			ok, err := t.informative(r)
+			if err != nil {
+				return err
+			}
+			if ok && len(kept) < t.cfg.BatchSize {
+				kept = append(kept, r)
+			}
+		}
+		return nil
+	}
+	if err := keep(recs); err != nil {
+		return nil, stats, err
+	}
+	for attempt := 1; len(kept) < t.cfg.BatchSize && attempt < t.cfg.MaxGenBatches; attempt++ {
+		more, st, err := t.stepRollout(ctx, step, attempt, t.cfg.refill(step, attempt))
+		if err != nil {
+			return nil, stats, err
+		}
+		stats.GeneratedTokens += st.GeneratedTokens
+		stats.Generations += st.Generations
+		stats.Problems += st.Problems
+		if err := keep(more); err != nil {
+			return nil, stats, err
+		}
+	}
+	if len(kept) == 0 {
+		return recs, stats, nil
+	}
+	return kept, stats, nil
+}
+
+// informative reports whether some agent's group at some turn of a record has rewards
+// that are not all equal (team reward plus influence, before the KL term).
+func (t *Trainer) informative(r engine.DebateRecord) (bool, error) {
+	c := t.correctness(r)
+	for tt := range c {
+		for a := range c[tt] {
+			zero := make([]float64, len(c[tt][a]))
+			g, err := t.cfg.Algo.GroupAdvantage(c, tt, a, zero, zero)
+			if err != nil {
+				return false, err
+			}
+			if g.RewardsVary() {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // sampleRef locates one response: problem p (record index), trajectory k.
 type sampleRef struct{ p, k int }
 
@@ -518,6 +649,7 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 	var refs []sampleRef
 	var prompts, responses [][]int32
 	var rolloutLogp [][]float32
+	var overlong []bool
 	for p, r := range recs {
 		for k, at := range r.Turns[turn][agent] {
 			if at.Carried {
@@ -526,6 +658,7 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 			refs = append(refs, sampleRef{p, k})
 			prompts, responses = append(prompts, at.PromptTokens), append(responses, at.Tokens)
 			rolloutLogp = append(rolloutLogp, at.LogProbs)
+			overlong = append(overlong, at.Finish == engine.FinishLength)
 		}
 	}
 	t0 := time.Now()
@@ -543,6 +676,7 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 
 	// Advantages, group by group (the G responses of one problem are contiguous).
 	adv := make([][]float32, len(refs))
+	dropped := make([]bool, len(refs)/t.cfg.G)
 	var advAll, weights, team, infl, score, nlls []float64
 	var klTok, entTok, gapTok, tokens float64
 	for start := 0; start < len(refs); start += t.cfg.G {
@@ -564,6 +698,10 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 		if err != nil {
 			return m, err
 		}
+		if t.cfg.DynamicSampling && !g.RewardsVary() {
+			dropped[start/t.cfg.G] = true
+			m.DroppedGroups++
+		}
 		for k := 0; k < t.cfg.G; k++ {
 			i := start + k
 			adv[i] = make([]float32, len(responses[i]))
@@ -579,8 +717,9 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 		score = append(score, g.Scores...)
 		nlls = append(nlls, nll...)
 	}
-	n := float64(len(refs))
-	m.Accuracy /= n
+	if n := float64(len(refs)); n > 0 {
+		m.Accuracy /= n
+	}
 	m.Team, m.Influence, m.Score, m.NLL = meanOf(team), meanOf(infl), meanOf(score), meanOf(nlls)
 	m.Advantage = summarise(advAll)
 	m.Weight = summarise(weights)
@@ -588,44 +727,86 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 	if tokens > 0 {
 		m.KL, m.Entropy, m.LogpGap = klTok/tokens, entTok/tokens, gapTok/tokens
 	}
+	var mask [][]float32
+	if t.cfg.OverlongFilter {
+		mask = make([][]float32, len(refs))
+		for i := range refs {
+			mask[i] = make([]float32, len(responses[i]))
+			if overlong[i] {
+				m.Overlong++
+				continue
+			}
+			for j := range mask[i] {
+				mask[i][j] = 1
+			}
+		}
+	}
+	var isw [][]float32
+	if t.cfg.TISCap > 0 {
+		var all []float64
+		isw = make([][]float32, len(refs))
+		for i := range refs {
+			isw[i] = make([]float32, len(old[i]))
+			for j := range old[i] {
+				w := math.Min(math.Exp(float64(old[i][j])-float64(rolloutLogp[i][j])), t.cfg.TISCap)
+				isw[i][j] = float32(w)
+				all = append(all, w)
+			}
+		}
+		m.ISWeight = summarise(all)
+	}
 
 	// PPO phase: mini-batches of whole groups, one micro-batch per group.
 	t0 = time.Now()
 	loss := torch.LossConfig{Temperature: temp, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh, ClipC: t.cfg.ClipC,
 		Agg: t.cfg.Agg, KL: torch.KLK3, KLCoef: t.cfg.Algo.KLLossCoef}
+	opt := t.cfg.Opt
+	opt.LR *= t.cfg.Schedule.Factor(step, t.cfg.Steps)
+	m.LR = opt.LR
 	groups := len(refs) / t.cfg.G
 	var clip, clipLow, pg, ppoKL, norms float64
-	var lossGroups int
 	for g0 := 0; g0 < groups; g0 += t.cfg.MiniBatch {
 		g1 := min(g0+t.cfg.MiniBatch, groups)
-		any := false
+		var batches []torch.PolicyBatch
+		var ids []string // each batch's problem, for errors
 		for g := g0; g < g1; g++ {
 			lo, hi := g*t.cfg.G, (g+1)*t.cfg.G
-			if !needsLoss(adv[lo:hi], responses[lo:hi], loss.KLCoef) {
-				continue // zero advantages and no KL term: exactly zero gradient
-			}
 			b := torch.PolicyBatch{Prompts: prompts[lo:hi], Responses: responses[lo:hi], OldLogp: old[lo:hi], Advantages: adv[lo:hi]}
+			if mask != nil {
+				b.Mask = mask[lo:hi]
+			}
+			if dropped[g] || !needsLoss(b, loss.KLCoef) {
+				continue // no signal, or exactly zero gradient
+			}
 			if loss.KLCoef != 0 {
 				b.RefLogp = ref[lo:hi]
 			}
+			if isw != nil {
+				b.ISWeights = isw[lo:hi]
+			}
+			batches = append(batches, b)
+			ids = append(ids, recs[refs[lo].p].Problem.ID)
+		}
+		for bi, b := range batches {
+			// Each group's loss counts 1/(groups in the mini-batch), dropped ones included,
+			// so a step's size does not depend on how many groups dynamic sampling kept.
 			ls, err := st.actor.PolicyLoss(b, loss, true, 1/float64(g1-g0))
 			if err != nil {
 				return m, err
 			}
 			if math.IsNaN(ls.Loss) || math.IsInf(ls.Loss, 0) {
-				return m, fmt.Errorf("policy loss is %v on problem %s (lower the learning rate?)", ls.Loss, recs[refs[lo].p].Problem.ID)
+				return m, fmt.Errorf("policy loss is %v on problem %s (lower the learning rate?)", ls.Loss, ids[bi])
 			}
 			clip += ls.ClipFrac
 			clipLow += ls.ClipFracLower
 			pg += ls.PGLoss
 			ppoKL += ls.PPOKL
-			lossGroups++
-			any = true
+			m.Groups++
 		}
-		if !any {
+		if len(batches) == 0 {
 			continue
 		}
-		s, err := st.actor.Step(t.cfg.Opt)
+		s, err := st.actor.Step(opt)
 		if err != nil {
 			return m, err
 		}
@@ -633,8 +814,9 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 		norms += s.GradNorm
 		m.SkippedSteps = s.SkippedTotal
 	}
-	if lossGroups > 0 {
-		m.ClipFrac, m.ClipFracLower, m.PGLoss, m.PPOKL = clip/float64(lossGroups), clipLow/float64(lossGroups), pg/float64(lossGroups), ppoKL/float64(lossGroups)
+	if m.Groups > 0 {
+		n := float64(m.Groups)
+		m.ClipFrac, m.ClipFracLower, m.PGLoss, m.PPOKL = clip/n, clipLow/n, pg/n, ppoKL/n
 	}
 	if m.OptimSteps > 0 {
 		m.GradNorm = norms / float64(m.OptimSteps)
@@ -645,17 +827,19 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 	return m, nil
 }
 
-// needsLoss reports whether a group contributes a gradient.
-func needsLoss(adv [][]float32, responses [][]int32, klCoef float64) bool {
+// needsLoss reports whether a group contributes a gradient: some unmasked token with a
+// non-zero advantage, or unmasked tokens and a KL term.
+func needsLoss(b torch.PolicyBatch, klCoef float64) bool {
 	tokens := false
-	for i := range adv {
-		if len(responses[i]) > 0 {
-			tokens = true
-		}
-		for _, v := range adv[i] {
+	for i, row := range b.Advantages {
+		for j, v := range row {
+			if b.Mask != nil && b.Mask[i][j] == 0 {
+				continue
+			}
 			if v != 0 {
 				return true
 			}
+			tokens = true
 		}
 	}
 	return tokens && klCoef != 0

@@ -56,6 +56,9 @@ type StepMetrics struct {
 	Groups        int `json:"groups"`
 	DroppedGroups int `json:"dropped_groups"`
 	Overlong      int `json:"overlong"`
+	// RolledOut is the number of problems the step debated (more than the batch when
+	// dynamic sampling refilled it).
+	RolledOut int `json:"rolled_out"`
 	// ISWeight is the truncated importance-sampling weight min(exp(trainer - rollout
 	// log-prob), cap) over tokens, when truncated IS is on.
 	ISWeight Stats `json:"is_weight"`
