@@ -194,6 +194,11 @@ func trainCmd(c *ucli.Context) error {
 	if !c.IsSet("ctx") {
 		cfg.Engine.SeqContext = 0 // room for the prompt limit plus the response
 	}
+	if cfg.Engine.Threads == 0 {
+		// Every agent has its own engine and they decode concurrently: share the cores
+		// (oversubscribed llama.cpp threads spin and collapse throughput).
+		cfg.Engine.Threads = max(1, llama.PhysicalCores()/len(cfg.Agents))
+	}
 	cfg.GPULayers = c.Int("gpu-layers")
 	cfg.Out = out
 	cfg.Format = func(i int, m *llama.Model) (chat.Format, error) { return chatFormat(m, rc.Agents[i].ChatFormat) }
