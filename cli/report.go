@@ -9,18 +9,24 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
 func init() {
 	register(&ucli.Command{
 		Name:      "report",
-		Usage:     "rebuild debate reports from their rollouts, and put several runs side by side",
+		Usage:     "rebuild debate and training reports, and put several debate runs side by side",
 		UsageText: "umad report [--out DIR] RUN [RUN...]   (flags before the run directories)",
 		Description: "For each run directory made by `umad debate`, recomputes every metric from the\n" +
-			"rollouts on disk (seed-*/rollouts.jsonl.zst) and rewrites RUN/report/. With several runs,\n" +
-			"also writes compare.md and compare.csv into --out (default: the current directory), e.g. a\n" +
-			"full debate against one with --stop agree=1 to see the compute saved and the accuracy change.",
+			"rollouts on disk (seed-*/rollouts.jsonl.zst) and rewrites RUN/report/. With several debate\n" +
+			"runs, also writes compare.md and compare.csv into --out (default: the current directory), e.g.\n" +
+			"a full debate against one with --stop agree=1 to see the compute saved and the accuracy change.\n\n" +
+			"For a run directory made by `umad train` (it has metrics.jsonl), writes RUN/report/training.md:\n" +
+			"validation accuracy before and after training (with majority vote and TU/EU/AU where the\n" +
+			"validations have them), training curves (accuracy, team reward, KL, entropy, gradient norm,\n" +
+			"clip fraction), where each step's time goes and the weight sync's share of it, with CSV\n" +
+			"tables and SVG and PNG figures.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison of several runs goes"},
 		},
@@ -30,6 +36,15 @@ func init() {
 			}
 			var runs []report.Run
 			for _, dir := range c.Args().Slice() {
+				// Only `umad train` writes a metrics log; debate runs have none.
+				if _, err := os.Stat(filepath.Join(dir, trainlog.File)); err == nil {
+					path, err := report.WriteTraining(dir)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.Writer, "report: %s\n", path)
+					continue
+				}
 				run, err := rebuildReport(dir)
 				if err != nil {
 					return err
