@@ -57,13 +57,18 @@ func writeFigures(dir string, s uncertainty.Combined) ([]string, error) {
 
 // savePlot writes base.svg and base.png.
 func savePlot(p *plot.Plot, base string) error {
-	svg := vgsvg.New(figureWidth, figureHeight)
-	p.Draw(draw.New(svg))
+	return saveDrawing(base, figureWidth, figureHeight, p.Draw)
+}
+
+// saveDrawing writes base.svg and base.png of a figure of any size that paint draws.
+func saveDrawing(base string, w, h vg.Length, paint func(draw.Canvas)) error {
+	svg := vgsvg.New(w, h)
+	paint(draw.New(svg))
 	if err := atomicfile.Write(base+".svg", writeAll(svg)); err != nil {
 		return err
 	}
-	img := vgimg.NewWith(vgimg.UseWH(figureWidth, figureHeight), vgimg.UseDPI(pngDPI))
-	p.Draw(draw.New(img))
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(pngDPI))
+	paint(draw.New(img))
 	return atomicfile.Write(base+".png", writeAll(vgimg.PngCanvas{Canvas: img}))
 }
 

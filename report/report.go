@@ -1,6 +1,7 @@
 // Package report writes the outputs of a debate evaluation: summary.json, one CSV per
-// table, a Markdown report with paper-style tables, and figures in SVG and PNG; and a
-// side-by-side comparison of several runs. Every file is written atomically.
+// table, a Markdown report with paper-style tables, and figures in SVG and PNG; a
+// side-by-side comparison of several runs; and the report of a training run (curves,
+// before/after validation, step-time breakdown). Every file is written atomically.
 package report
 
 import (

@@ -12,10 +12,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/uncertainty"
 )
@@ -77,18 +74,6 @@ func writeTrainingFigures(dir string, r *training) ([]string, error) {
 		return nil, err
 	}
 	return append(names, "training", "times"), nil
-}
-
-// saveDrawing writes base.svg and base.png of a figure of any size that paint draws.
-func saveDrawing(base string, w, h vg.Length, paint func(draw.Canvas)) error {
-	svg := vgsvg.New(w, h)
-	paint(draw.New(svg))
-	if err := atomicfile.Write(base+".svg", writeAll(svg)); err != nil {
-		return err
-	}
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(pngDPI))
-	paint(draw.New(img))
-	return atomicfile.Write(base+".png", writeAll(vgimg.PngCanvas{Canvas: img}))
 }
 
 // addLine adds a line with points, coloured by agent and dashed by turn.

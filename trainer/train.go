@@ -538,11 +538,13 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	t.step = step
+	syncTimes := make([]float64, len(t.agents))
 	for a := range t.agents {
 		took, gap, err := t.sync(a)
 		if err != nil {
 			return fmt.Errorf("step %d agent %d: %w", step, a, err)
 		}
+		syncTimes[a] = took.Seconds()
 		for i := range lines {
 			if lines[i].Agent == a {
 				lines[i].Times.Sync = took.Seconds()
@@ -551,6 +553,10 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	total := time.Since(start).Seconds()
+	var syncTime float64
+	for a := range t.agents {
+		syncTime += syncTimes[a]
+	}
 	for i := range lines {
 		lines[i].Times.Step = total
 		if err := t.metrics.Append(lines[i]); err != nil {
@@ -564,7 +570,7 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 			reward += l.Team / float64(len(lines))
 		}
 		fmt.Fprintf(t.cfg.Progress, "step %d/%d: accuracy %.3f, team reward %.3f, %d tokens, %.1fs (rollout %.1fs, sync %.2fs)\n",
-			step, t.cfg.Steps, acc, reward, stats.GeneratedTokens, total, rolloutTime.Seconds(), lines[0].Times.Sync)
+			step, t.cfg.Steps, acc, reward, stats.GeneratedTokens, total, rolloutTime.Seconds(), syncTime)
 	}
 	return nil
 }

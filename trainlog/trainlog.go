@@ -72,8 +72,9 @@ type StepMetrics struct {
 	Times               Times   `json:"seconds"`
 }
 
-// Times are where a step's time went, in seconds. Rollout, Sync and Step are the step's;
-// LogProbs, Reference and Update are this agent and turn's.
+// Times are where a step's time went, in seconds. Rollout and Step are the step's
+// (repeated on each of its lines); Sync is this agent's weight sync (the same on its
+// lines of the step); LogProbs, Reference and Update are this agent and turn's.
 type Times struct {
 	Rollout   float64 `json:"rollout"`
 	LogProbs  float64 `json:"logprobs"`
