@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -33,7 +34,9 @@ func init() {
 			"RUN gets config.json, metrics.jsonl (one line per step, agent and turn, plus validation\n" +
 			"lines), rollouts/step-N.jsonl.zst (a few problems' training debates), checkpoints/step-N/\n" +
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
-			"Ctrl-C checkpoints and stops; the same command resumes.",
+			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
+			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
+			"command resumes.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: "grpo, ippo, umad, nll-only or intrinsic-only"},
@@ -222,5 +225,10 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "trained %d steps; checkpoint: %s (agent-I/model.gguf for umad debate)\n", cfg.Steps, latest)
+	rep, err := report.WriteTraining(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "report: %s\n", rep)
 	return nil
 }
