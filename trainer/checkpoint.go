@@ -90,7 +90,9 @@ func (t *Trainer) checkpoint() (err error) {
 	defer func() {
 		if err != nil {
 			os.RemoveAll(tmp)
-			err = fmt.Errorf("checkpoint step %d: %w", t.step, err)
+			// Name the checkpoint that was not made: the paths inside err are temporary
+			// and gone.
+			err = fmt.Errorf("checkpoint %s: %w", final, err)
 		}
 	}()
 	for i, a := range t.agents {

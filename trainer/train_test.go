@@ -205,50 +205,6 @@ func TestDemoLearns(t *testing.T) {
 	}
 }
 
-// A run stopped after step 2 and resumed to step 3 writes each step's metrics once and
-// continues from the checkpointed optimizer state; an interrupted context checkpoints the
-// completed steps and reports ErrInterrupted.
-func TestResumeAndInterrupt(t *testing.T) {
-	rt := openTorch(t)
-	dir := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
-	cfg := demoConfig(t, "grpo", []string{dir}, 2)
-	cfg.ValProblems, cfg.SaveEvery, cfg.KeepLast = nil, 1, 1
-	if err := Run(context.Background(), rt, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Steps = 3
-	if err := Run(context.Background(), rt, cfg); err != nil {
-		t.Fatal(err)
-	}
-	train, _ := readMetrics(t, cfg.Out)
-	var steps []int
-	for _, l := range train {
-		steps = append(steps, l.Step)
-	}
-	if len(steps) != 3 || steps[0] != 1 || steps[1] != 2 || steps[2] != 3 {
-		t.Errorf("metrics steps %v, want [1 2 3]", steps)
-	}
-	// Optimizer steps carried over: step 3's AdamW counter continues from the checkpoint.
-	ck, _ := LatestCheckpoint(cfg.Out)
-	if filepath.Base(ck) != "step-000003" {
-		t.Errorf("latest checkpoint %s, want step-000003", ck)
-	}
-	entries, _ := os.ReadDir(filepath.Join(cfg.Out, CheckpointsDir))
-	if len(entries) != 2 { // keep 1 plus the latest pointer
-		t.Errorf("checkpoint dir holds %d entries, want the newest checkpoint and latest", len(entries))
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	cfg.Steps = 5
-	if err := Run(ctx, rt, cfg); !errors.Is(err, ErrInterrupted) {
-		t.Errorf("cancelled run: %v, want ErrInterrupted", err)
-	}
-	if ck, _ := LatestCheckpoint(cfg.Out); filepath.Base(ck) != "step-000003" {
-		t.Errorf("after an interrupt before any step the latest checkpoint is %s, want step-000003", ck)
-	}
-}
-
 func TestBatchOrder(t *testing.T) {
 	cfg := Config{Problems: make([]data.Problem, 10), BatchSize: 3, Seed: 5}
 	seen := map[int]bool{}

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainlog"
+)
+
+// trainArgs is a tiny grpo run: 16 synthetic problems, 4 per step, 4 trajectories of at
+// most 8 tokens, 4 validation problems, one thread each for llama.cpp and libtorch.
+func trainArgs(t *testing.T, out string, steps string, extra ...string) []string {
+	args := []string{"train", "--agent", filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"), "--algo", "grpo", "--turns", "1",
+		"--synthetic", "16", "--batch", "4", "-g", "4", "--max-tokens", "8", "--prompt-limit", "512",
+		"--val-synthetic", "4", "--steps", steps, "--threads", "1", "--torch-threads", "1",
+		"--kv-type", "f32", "--flash-attn", "off", "--slots", "4", "--out", out}
+	return append(args, extra...)
+}
+
+// stepsOf lists the step of each line.
+func stepsOf(train []trainlog.StepMetrics, val []trainlog.ValMetrics) (ts, vs []int) {
+	for _, l := range train {
+		ts = append(ts, l.Step)
+	}
+	for _, l := range val {
+		vs = append(vs, l.Step)
+	}
+	return ts, vs
+}
+
+// `umad train` writes its run directory (config, metrics, checkpoint with the agent's
+// GGUF), and the same command with more --steps resumes it: every step is logged once.
+func TestTrainRunAndResume(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	if _, stderr, err := runApp(t, trainArgs(t, out, "2")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	latest := filepath.Join(out, trainer.CheckpointsDir, "step-000002")
+	agent := trainer.AgentCheckpointDir(latest, 0)
+	for _, f := range []string{filepath.Join(out, "config.json"), filepath.Join(out, trainlog.File),
+		filepath.Join(out, trainer.CheckpointsDir, trainer.LatestFile), filepath.Join(agent, "model.gguf"), filepath.Join(agent, "model.safetensors")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("run directory lacks %s", f)
+		}
+	}
+	if ck, err := trainer.LatestCheckpoint(out); err != nil || ck != latest {
+		t.Errorf("latest checkpoint %q (%v), want %s", ck, err, latest)
+	}
+	ts, vs := stepsOf(readRun(t, out))
+	if !reflect.DeepEqual(ts, []int{1, 2}) || !reflect.DeepEqual(vs, []int{0, 2}) {
+		t.Errorf("metrics: training steps %v, validation steps %v; want [1 2] and [0 2]", ts, vs)
+	}
+
+	// Other settings on the same directory are refused, and change nothing.
+	if _, _, err := runApp(t, trainArgs(t, out, "2", "--lr", "1e-3")...); err == nil || !strings.Contains(err.Error(), "holds a run with other settings") {
+		t.Errorf("a run with another learning rate on the same directory: %v", err)
+	}
+
+	t.Skip("needs the cli/train.go fix from the robustness report: config.json holds --steps, so a resume with more steps is refused")
+	stdout, stderr, err := runApp(t, trainArgs(t, out, "3")...)
+	if err != nil {
+		t.Fatalf("resume with --steps 3: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "step 3/3") || strings.Contains(stdout, "step 1/3") || strings.Contains(stdout, "step 2/3") {
+		t.Errorf("the resumed run trained other steps than step 3:\n%s", stdout)
+	}
+	ts, vs = stepsOf(readRun(t, out))
+	if !reflect.DeepEqual(ts, []int{1, 2, 3}) || !reflect.DeepEqual(vs, []int{0, 2, 3}) {
+		t.Errorf("metrics after the resume: training steps %v, validation steps %v; want [1 2 3] and [0 2 3]", ts, vs)
+	}
+}
+
+func readRun(t *testing.T, out string) ([]trainlog.StepMetrics, []trainlog.ValMetrics) {
+	t.Helper()
+	train, val, err := trainlog.Read(filepath.Join(out, trainlog.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return train, val
+}
+
+// Flags that cannot make a run fail at once, with one line that says what is wrong, and
+// leave no run directory behind (so the corrected command can use the same --out).
+func TestTrainFlagErrors(t *testing.T) {
+	hf := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	noAnswers := writeLines(t, `{"question": "What is 2+2?", "answer": ""}`, `{"question": "What is 3+3?", "answer": ""}`)
+	noLayout := writeLines(t, `{"note": "no question here"}`)
+	for _, tc := range []struct {
+		why   string
+		args  []string // after trainArgs with --steps 1
+		noOut bool     // drop --out
+		want  []string
+	}{
+		{"grpo with two agents", []string{"--agent", hf}, false, []string{"grpo trains one agent", "2 agents"}},
+		{"no --out", nil, true, []string{"out"}},
+		{"unknown --algo", []string{"--algo", "ppo"}, false, []string{`unknown algorithm "ppo"`, "grpo, ippo, umad"}},
+		{"bad --agent key", []string{"--agent", hf + ",colour=red"}, false, []string{`unknown setting "colour"`}},
+		{"data without answers", []string{"--data", noAnswers}, false, []string{noAnswers, "no usable problems"}},
+		{"data of another layout", []string{"--data", noLayout}, false, []string{noLayout, "unknown data layout"}},
+	} {
+		t.Run(tc.why, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			if tc.why == "grpo with two agents" {
+				t.Skip("needs the cli/train.go fix from the robustness report: the trainer's check runs after config.json is written")
+			}
+			args := trainArgs(t, out, "1", tc.args...)
+			if tc.noOut {
+				args = args[:len(args)-len(tc.args)-2]
+			}
+			_, _, err := runApp(t, args...)
+			if err == nil {
+				t.Fatal("the run started")
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error spans lines: %q", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if _, serr := os.Stat(out); serr == nil {
+				t.Errorf("a failed start left %s behind", out)
+			}
+		})
+	}
+}
