@@ -150,9 +150,9 @@ func sftCmd(c *ucli.Context) (err error) {
 	opt.LR, opt.WeightDecay = c.Float64("lr"), c.Float64("weight-decay")
 	st, err := trainer.SFT(m, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"),
 		Progress: func(step, total int, loss float64) {
-			fmt.Fprintf(os.Stderr, "\rsft step %d/%d loss %.4f   ", step, total, loss)
+			fmt.Fprintf(c.App.ErrWriter, "\rsft step %d/%d loss %.4f   ", step, total, loss)
 		}})
-	fmt.Fprintln(os.Stderr)
+	fmt.Fprintln(c.App.ErrWriter)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	ucli "github.com/urfave/cli/v2"
@@ -11,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -169,10 +172,7 @@ func trainCmd(c *ucli.Context) error {
 	cfg := rc.Trainer
 	if rc.Data != "" {
 		if cfg.Problems, err = data.Load(rc.Data, data.Options{}); err != nil {
-			return err
-		}
-		if len(cfg.Problems) == 0 {
-			return fmt.Errorf("%s: no valid problems", rc.Data)
+			return err // also when no problem is usable
 		}
 	} else if cfg.Problems, err = data.SyntheticWith(rc.Synthetic, c.Uint64("seed"), rc.SynthConfig); err != nil {
 		return err
@@ -188,7 +188,12 @@ func trainCmd(c *ucli.Context) error {
 		rc.Trainer.Steps = cfg.Steps
 	}
 	out := c.String("out")
-	if err := claimRunDir(out, rc); err != nil {
+	cfg.Out = out
+	cfg.Format = func(i int, m *llama.Model) (chat.Format, error) { return chatFormat(m, rc.Agents[i].ChatFormat) }
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if err := claimTrainRun(out, rc); err != nil {
 		return err
 	}
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
@@ -203,8 +208,6 @@ func trainCmd(c *ucli.Context) error {
 		cfg.Engine.Threads = max(1, llama.PhysicalCores()/len(cfg.Agents))
 	}
 	cfg.GPULayers = c.Int("gpu-layers")
-	cfg.Out = out
-	cfg.Format = func(i int, m *llama.Model) (chat.Format, error) { return chatFormat(m, rc.Agents[i].ChatFormat) }
 	cfg.Progress = c.App.Writer
 	rt, topts, err := openTorch(c)
 	if err != nil {
@@ -231,4 +234,29 @@ func trainCmd(c *ucli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", rep)
 	return nil
+}
+
+// claimTrainRun is claimRunDir, except that --steps may change between runs of one
+// directory: a resume then trains on to the new count. A cosine schedule depends on the
+// count, so there it must stay.
+func claimTrainRun(dir string, rc trainRunConfig) error {
+	path := filepath.Join(dir, "config.json")
+	var old trainRunConfig
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &old) != nil || old.Trainer.Steps == rc.Trainer.Steps {
+		return claimRunDir(dir, rc) // it reports unreadable files
+	}
+	same := rc
+	same.Trainer.Steps = old.Trainer.Steps
+	if err := claimRunDir(dir, same); err != nil {
+		return err
+	}
+	if rc.Trainer.Schedule.Kind == trainer.ScheduleCosine {
+		return fmt.Errorf("%s trains %d steps on a cosine learning-rate schedule, which depends on the count; resume it with --steps %d", dir, old.Trainer.Steps, old.Trainer.Steps)
+	}
+	want, err := json.MarshalIndent(rc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(path, append(want, '\n'))
 }

@@ -61,7 +61,6 @@ func TestTrainRunAndResume(t *testing.T) {
 		t.Errorf("a run with another learning rate on the same directory: %v", err)
 	}
 
-	t.Skip("needs the cli/train.go fix from the robustness report: config.json holds --steps, so a resume with more steps is refused")
 	stdout, stderr, err := runApp(t, trainArgs(t, out, "3")...)
 	if err != nil {
 		t.Fatalf("resume with --steps 3: %v\n%s", err, stderr)
@@ -105,9 +104,6 @@ func TestTrainFlagErrors(t *testing.T) {
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
-			if tc.why == "grpo with two agents" {
-				t.Skip("needs the cli/train.go fix from the robustness report: the trainer's check runs after config.json is written")
-			}
 			args := trainArgs(t, out, "1", tc.args...)
 			if tc.noOut {
 				args = args[:len(args)-len(tc.args)-2]

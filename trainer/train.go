@@ -91,7 +91,9 @@ type Config struct {
 	Progress io.Writer `json:"-"`
 }
 
-func (c *Config) check() error {
+// Check validates a configuration. Run calls it; the CLI calls it before it claims the
+// run directory, so that a mistake leaves nothing behind.
+func (c *Config) Check() error {
 	switch {
 	case len(c.Agents) == 0:
 		return errors.New("train: no agents")
@@ -182,7 +184,7 @@ var ErrInterrupted = errors.New("training interrupted")
 // ctx is cancelled it finishes the step being learned (a half-applied step cannot be
 // resumed), checkpoints and returns ErrInterrupted.
 func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return err
 	}
 	t := &Trainer{cfg: cfg}
@@ -366,6 +368,10 @@ func (t *Trainer) checkProbe(i int) (float64, error) {
 		return 0, fmt.Errorf("sync check: %w", err)
 	}
 	gap := MeanAbsDiff(ll, tl[0])
+	if math.IsNaN(gap) || math.IsInf(gap, 0) {
+		// Checked even with the probe check off: diverged weights must not be checkpointed.
+		return gap, fmt.Errorf("sync check: the probe's log-probs are %v: the weights diverged (lower the learning rate?)", gap)
+	}
 	if t.cfg.ProbeTol > 0 && !(gap <= t.cfg.ProbeTol) {
 		return gap, fmt.Errorf("sync check: llama.cpp and the trainer disagree on the probe's log-probs by %.3g (mean |delta|), more than %.3g: the synced GGUF does not hold the trained weights", gap, t.cfg.ProbeTol)
 	}
