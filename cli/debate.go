@@ -71,21 +71,22 @@ type debateConfig struct {
 	Data      string      `json:"data"`
 	Synthetic int         `json:"synthetic,omitempty"`
 	// SyntheticSet is the difficulty of the built-in problems, when Data is empty.
-	SyntheticSet *data.SyntheticConfig `json:"synthetic_set,omitempty"`
-	Limit        int                   `json:"limit,omitempty"`
-	SampleRatio  float64               `json:"sample_ratio,omitempty"`
-	K            int                   `json:"k"`
-	Turns        int                   `json:"turns"`
-	Seeds        []uint64              `json:"seeds"`
-	PromptLimit  int                   `json:"prompt_limit"`
-	Mask         bool                  `json:"mask"`
-	FullHistory  bool                  `json:"full_history"`
-	Anonymise    bool                  `json:"anonymise"`
-	StopAgree    int                   `json:"stop_agree,omitempty"`
-	StopEU       float64               `json:"stop_eu,omitempty"`
-	KVType       string                `json:"kv_type"`
-	FlashAttn    string                `json:"flash_attn"`
-	Ctx          int                   `json:"ctx"`
+	SyntheticSet  *data.SyntheticConfig `json:"synthetic_set,omitempty"`
+	SyntheticSeed uint64                `json:"synthetic_seed,omitempty"`
+	Limit         int                   `json:"limit,omitempty"`
+	SampleRatio   float64               `json:"sample_ratio,omitempty"`
+	K             int                   `json:"k"`
+	Turns         int                   `json:"turns"`
+	Seeds         []uint64              `json:"seeds"`
+	PromptLimit   int                   `json:"prompt_limit"`
+	Mask          bool                  `json:"mask"`
+	FullHistory   bool                  `json:"full_history"`
+	Anonymise     bool                  `json:"anonymise"`
+	StopAgree     int                   `json:"stop_agree,omitempty"`
+	StopEU        float64               `json:"stop_eu,omitempty"`
+	KVType        string                `json:"kv_type"`
+	FlashAttn     string                `json:"flash_attn"`
+	Ctx           int                   `json:"ctx"`
 }
 
 type agentSpec struct {
@@ -156,7 +157,8 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx")}
 	if cfg.Data == "" {
 		cfg.Synthetic = c.Int("synthetic")
-		cfg.SyntheticSet = &data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
+		set := syntheticSet(c)
+		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
 	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
 		cfg.Data = abs
 	}
@@ -225,7 +227,7 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 
 func (cfg debateConfig) problems() ([]data.Problem, error) {
 	if cfg.Data == "" {
-		return data.SyntheticWith(cfg.Synthetic, 1, *cfg.SyntheticSet)
+		return data.SyntheticWith(cfg.Synthetic, cfg.SyntheticSeed, *cfg.SyntheticSet)
 	}
 	ps, err := data.Load(cfg.Data, data.Options{Limit: cfg.Limit, SampleRatio: cfg.SampleRatio, Seed: 1})
 	if err != nil {

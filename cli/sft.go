@@ -36,7 +36,7 @@ func init() {
 			&ucli.IntFlag{Name: "batch", Value: 8, Usage: "pairs per optimizer step"},
 			&ucli.Float64Flag{Name: "lr", Value: 1e-5, Usage: "AdamW learning rate"},
 			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
-			&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "shuffling seed (and the synthetic problems' seed)"},
+			&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "shuffling seed"},
 			&ucli.StringFlag{Name: "chat-format", Usage: "override the chat format detected from the model's template"},
 		}, append(syntheticFlags(), torchFlags()...)...),
 		Action: sftCmd,
@@ -59,11 +59,13 @@ func syntheticFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "synthetic-terms", Value: d.Terms, Usage: "operands per synthetic problem"},
 		&ucli.IntFlag{Name: "synthetic-max", Value: d.MaxOperand, Usage: "largest synthetic operand"},
 		&ucli.StringFlag{Name: "synthetic-ops", Value: d.Ops, Usage: "synthetic operators, any of +-*"},
+		&ucli.Uint64Flag{Name: "synthetic-seed", Value: 1, Usage: "seed of the synthetic problems (umad train validates on seed + 1000003)"},
 	}
 }
 
-func syntheticProblems(c *ucli.Context, n int, seed uint64) ([]data.Problem, error) {
-	return data.SyntheticWith(n, seed, data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")})
+// syntheticSet is the built-in problems' difficulty from the flags.
+func syntheticSet(c *ucli.Context) data.SyntheticConfig {
+	return data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
 }
 
 func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
@@ -96,7 +98,7 @@ func sftCmd(c *ucli.Context) (err error) {
 			return err
 		}
 	case c.Int("synthetic") > 0:
-		ps, err := syntheticProblems(c, c.Int("synthetic"), c.Uint64("seed"))
+		ps, err := data.SyntheticWith(c.Int("synthetic"), c.Uint64("synthetic-seed"), syntheticSet(c))
 		if err != nil {
 			return err
 		}

@@ -94,6 +94,7 @@ type trainRunConfig struct {
 	Data        string               `json:"data,omitempty"`
 	Synthetic   int                  `json:"synthetic,omitempty"`
 	SynthConfig data.SyntheticConfig `json:"synthetic_config"`
+	SynthSeed   uint64               `json:"synthetic_seed"`
 	ValProblems int                  `json:"val_problems"`
 	Trainer     trainer.Config       `json:"trainer"`
 	KVType      string               `json:"kv_type"`
@@ -105,7 +106,7 @@ const valSeed = 1_000_003
 
 func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	rc := trainRunConfig{Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
-		SynthConfig: data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}}
+		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed")}
 	if rc.Data == "" {
 		rc.Synthetic = c.Int("synthetic")
 	} else if abs, err := filepath.Abs(rc.Data); err == nil {
@@ -174,10 +175,10 @@ func trainCmd(c *ucli.Context) error {
 		if cfg.Problems, err = data.Load(rc.Data, data.Options{}); err != nil {
 			return err // also when no problem is usable
 		}
-	} else if cfg.Problems, err = data.SyntheticWith(rc.Synthetic, c.Uint64("seed"), rc.SynthConfig); err != nil {
+	} else if cfg.Problems, err = data.SyntheticWith(rc.Synthetic, rc.SynthSeed, rc.SynthConfig); err != nil {
 		return err
 	}
-	if cfg.ValProblems, err = data.SyntheticWith(rc.ValProblems, c.Uint64("seed")+valSeed, rc.SynthConfig); err != nil {
+	if cfg.ValProblems, err = data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig); err != nil {
 		return err
 	}
 	if cfg.Steps == 0 {
