@@ -2,9 +2,13 @@
 //
 // The rollout engine (this file) takes requests of the form "K samples of this prompt",
 // keeps every slot of a llama.cpp context busy (continuous batching), decodes each prompt
-// once for all its samples (prefix sharing through a unified KV cache), and returns for
-// every generated token its id, its log-probability under softmax(logits/T) over the full
+// once for all its samples (prefix sharing by copying KV streams), and returns for every
+// generated token its id, its log-probability under softmax(logits/T) over the full
 // vocabulary, and the entropy of that distribution.
+//
+// Each slot is one llama.cpp sequence with its own KV stream (kv_unified off), so a token
+// attends only to its own sequence's cells; with one unified cache every token would
+// attend over the cells of all slots, masked, and attention would cost slots x context.
 package engine
 
 import (
@@ -62,8 +66,10 @@ type Result struct {
 
 // Options configure an Engine.
 type Options struct {
-	Slots      int // parallel sequences (default 16)
-	SeqContext int // most tokens per sequence, prompt plus generation (default 4096, at most the model's)
+	Slots int // parallel sequences (default 16)
+	// SeqContext is the most tokens per sequence, prompt plus generation (default 4096, at
+	// most the model's). Each slot has KV cells for that many, rounded up to a multiple of 256.
+	SeqContext int
 	BatchSize  int // most tokens per llama.cpp decode (default 2048)
 	Threads    int // llama.cpp threads; 0 = physical cores
 	KVType     llama.KVType
@@ -77,6 +83,7 @@ type Stats struct {
 	Steps           int64         // llama.cpp decode calls
 	PromptTokens    int64         // prompt tokens sent to llama.cpp
 	GeneratedTokens int64         // tokens drawn
+	Moves           int64         // sequences moved to a lower slot (a KV stream copy each)
 	DecodeTime      time.Duration // inside llama_decode
 	SampleTime      time.Duration // inside the sampler
 }
@@ -94,12 +101,21 @@ type Engine struct {
 	stats   Stats
 }
 
+// slotState is what a slot does in the next step.
+type slotState uint8
+
+const (
+	idle     slotState = iota
+	prefill            // decodes its job's prompt, for itself and the job's waiting slots
+	waiting            // waits for its job's prefill, then copies the prefill slot's stream
+	decoding           // feeds one token per step
+)
+
 type slot struct {
 	job       *job
 	k         int
-	busy      bool
-	prefill   bool // waiting for its request's prompt to finish decoding
-	pos       int  // position of the next token to feed
+	state     slotState
+	pos       int // position of the next token to feed
 	last      int32
 	rng       sampler.Stream
 	row       int // batch index of this slot's logits in the current step, -1 if none
@@ -110,14 +126,13 @@ type slot struct {
 
 // job is a request in flight.
 type job struct {
-	req      *Request
-	next     int // next sample index to start
-	done     int
-	samples  []Sample
-	prefillN int   // prompt tokens sent so far by the current prefill
-	prefill  bool  // a prefill is in progress
-	batched  int64 // the step whose batch holds this job's prompt chunk
-	stop     map[int32]bool
+	req         *Request
+	next        int // next sample index to start
+	done        int
+	samples     []Sample
+	prefillSlot int // the slot decoding the prompt, -1 if none
+	prefillN    int // prompt tokens sent so far by that slot
+	stop        map[int32]bool
 }
 
 // New makes an engine for the model.
@@ -142,6 +157,7 @@ func New(m *llama.Model, opt Options) (*Engine, error) {
 	case opt.BatchSize < opt.Slots:
 		return nil, fmt.Errorf("engine: batch size %d is smaller than the %d slots", opt.BatchSize, opt.Slots)
 	}
+	// One KV stream per slot, of GGML_PAD(NCtx/NSeqMax, 256) >= SeqContext cells.
 	ctx, err := m.NewContext(llama.ContextParams{
 		NCtx:      opt.Slots * opt.SeqContext,
 		NBatch:    opt.BatchSize,
@@ -149,12 +165,11 @@ func New(m *llama.Model, opt Options) (*Engine, error) {
 		Threads:   opt.Threads,
 		KVType:    opt.KVType,
 		FlashAttn: opt.FlashAttn,
-		KVUnified: true, // prompts are decoded once and shared by all their samples
 	})
 	if err != nil {
 		return nil, err
 	}
-	batch, err := llama.NewBatch(opt.BatchSize, opt.Slots)
+	batch, err := llama.NewBatch(opt.BatchSize, 1)
 	if err != nil {
 		ctx.Close()
 		return nil, err
@@ -248,12 +263,9 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 		// then new jobs, so few requests are open at once.
 		for free := e.freeSlot(); free >= 0; free = e.freeSlot() {
 			active = slices.DeleteFunc(active, func(j *job) bool { return j.next >= j.req.K })
-			// A job whose prompt is part-way through decoding takes new slots only once
-			// it is done (they then copy its cells).
-			i := slices.IndexFunc(active, func(j *job) bool { return !j.prefill || j.prefillN == 0 })
 			var j *job
-			if i >= 0 {
-				j = active[i]
+			if len(active) > 0 {
+				j = active[0]
 			} else if j = e.take(q, emit); j != nil {
 				active = append(active, j)
 			} else {
@@ -292,7 +304,7 @@ func (e *Engine) take(q *Queue, emit func(Result)) *job {
 			emit(Result{Request: r, Err: err})
 			continue
 		}
-		j := &job{req: r, samples: make([]Sample, r.K), stop: map[int32]bool{}}
+		j := &job{req: r, samples: make([]Sample, r.K), prefillSlot: -1, stop: map[int32]bool{}}
 		for _, t := range r.Stop {
 			j.stop[t] = true
 		}
@@ -302,7 +314,7 @@ func (e *Engine) take(q *Queue, emit func(Result)) *job {
 
 func (e *Engine) freeSlot() int {
 	for i := range e.slots {
-		if !e.slots[i].busy {
+		if e.slots[i].state == idle {
 			return i
 		}
 	}
@@ -311,39 +323,82 @@ func (e *Engine) freeSlot() int {
 
 func (e *Engine) anyBusy() bool {
 	for i := range e.slots {
-		if e.slots[i].busy {
+		if e.slots[i].state != idle {
 			return true
 		}
 	}
 	return false
 }
 
-// start puts sample j.next of job j into slot s. The prompt is shared: a running sibling's
-// prompt cells are copied (only the last prompt token is decoded again, for its logits);
-// otherwise the slot joins the job's prefill, which decodes the prompt once for all the
-// slots that joined it.
+// start puts sample j.next of job j into slot s. The prompt is shared: the slot copies
+// the stream of a running sibling, whose cells hold the prompt, and decodes only the last
+// prompt token again (for its logits); if the job's prompt is being decoded, the slot
+// waits for that and copies it then; otherwise the slot decodes the prompt itself.
 func (e *Engine) start(j *job, s int) error {
-	r := j.req
 	sl := e.assign(j, s)
-	n := len(r.Prompt)
-	if j.prefill {
-		sl.prefill = true
+	if j.prefillSlot >= 0 {
+		sl.state = waiting
 		return nil
 	}
 	for i := range e.slots {
-		o := &e.slots[i]
-		if i != s && o.busy && o.job == j && !o.prefill {
-			if err := e.ctx.SeqCopy(i, s, 0, n-1); err != nil {
+		if o := &e.slots[i]; i != s && o.job == j && o.state == decoding {
+			n := len(j.req.Prompt)
+			if err := e.copyStream(i, s); err != nil {
 				return err
 			}
-			sl.pos, sl.last = n-1, r.Prompt[n-1]
+			if err := e.ctx.SeqRemove(s, n-1, -1); err != nil {
+				return err
+			}
+			sl.state, sl.pos, sl.last = decoding, n-1, j.req.Prompt[n-1]
 			return nil
 		}
 	}
 	// No sibling holds the prompt: decode it (again, if earlier siblings all finished).
-	j.prefill, j.prefillN = true, 0
-	sl.prefill = true
+	j.prefillSlot, j.prefillN = s, 0
+	sl.state = prefill
 	return nil
+}
+
+// copyStream gives slot dst the cells of slot src. llama.cpp copies whole streams; the
+// data moves at the start of the next decode, before that decode writes anything, so
+// later changes to src's cells in this step do not reach dst.
+func (e *Engine) copyStream(src, dst int) error {
+	return e.ctx.SeqCopy(src, dst, -1, -1)
+}
+
+// feeds says whether the slot sends tokens in the next step.
+func (s *slot) feeds() bool { return s.state == decoding || s.state == prefill }
+
+// compact moves the work of the highest slots that send tokens into lower slots that
+// send none (idle or waiting), until the slots that do are one run of sequence ids.
+// llama.cpp cuts a batch over separate KV streams into a micro-batch per run of
+// consecutive ids (split_equal), and every micro-batch reads all the weights again;
+// copying a stream costs far less.
+func (e *Engine) compact() error {
+	lo, hi := 0, len(e.slots)-1
+	for {
+		for lo < hi && e.slots[lo].feeds() {
+			lo++
+		}
+		for hi > lo && !e.slots[hi].feeds() {
+			hi--
+		}
+		if lo >= hi {
+			return nil
+		}
+		// A waiting slot has no cells of its own, so it can trade places with any slot.
+		if err := e.copyStream(hi, lo); err != nil {
+			return err
+		}
+		if err := e.ctx.SeqRemove(hi, -1, -1); err != nil {
+			return err
+		}
+		e.slots[lo], e.slots[hi] = e.slots[hi], e.slots[lo]
+		e.stats.Moves++
+		if e.slots[lo].state == prefill {
+			e.slots[lo].job.prefillSlot = lo
+		}
+	}
 }
 
 // assign gives slot s to sample j.next of job j, with its own RNG stream.
@@ -354,62 +409,58 @@ func (e *Engine) assign(j *job, s int) *slot {
 	if len(ids) == 0 {
 		ids = []uint64{r.ID}
 	}
-	*sl = slot{job: j, k: j.next, busy: true, row: -1,
+	*sl = slot{job: j, k: j.next, row: -1,
 		rng:    sampler.NewStream(r.Seed, append(slices.Clone(ids), uint64(j.next))...),
 		tokens: sl.tokens[:0], logprobs: sl.logprobs[:0], entropies: sl.entropies[:0]}
 	j.next++
 	return sl
 }
 
-// step builds one batch (one token per decoding slot, then prompt chunks), decodes it,
-// samples every slot that has logits, and retires finished samples.
+// step builds one batch (one token per decoding slot, prompt chunks in the room left),
+// decodes it, hands finished prompts to their waiting slots, samples every slot that has
+// logits, and retires finished samples.
+//
+// Tokens go into the batch in slot order: llama.cpp splits a batch over separate KV
+// streams into micro-batches of consecutive sequence ids with equally many tokens each
+// (split_equal), so slot order lets all decoding slots and the first token of each
+// prompt chunk share one micro-batch; any other order cuts it into more graph runs.
 func (e *Engine) step(emit func(Result)) error {
+	if err := e.compact(); err != nil {
+		return err
+	}
 	b := e.batch
 	b.Clear()
+	room := e.opt.BatchSize
+	for i := range e.slots {
+		if e.slots[i].state == decoding {
+			room--
+		}
+	}
 	for i := range e.slots {
 		sl := &e.slots[i]
 		sl.row = -1
-		if sl.busy && !sl.prefill {
+		switch sl.state {
+		case decoding:
 			row, err := b.Add(sl.last, sl.pos, []int32{int32(i)}, true)
 			if err != nil {
 				return err
 			}
 			sl.row = row
 			sl.pos++
-		}
-	}
-	// Prompt chunks fill the rest of the batch.
-	var seqs []int32
-	stepID := e.stats.Steps + 1
-	for i := range e.slots {
-		sl := &e.slots[i]
-		if !sl.busy || !sl.prefill || b.Len() >= e.opt.BatchSize || sl.job.batched == stepID {
-			continue
-		}
-		j := sl.job
-		j.batched = stepID
-		seqs = seqs[:0]
-		for k := range e.slots {
-			if e.slots[k].busy && e.slots[k].prefill && e.slots[k].job == j {
-				seqs = append(seqs, int32(k))
-			}
-		}
-		p := j.req.Prompt
-		for j.prefillN < len(p) && b.Len() < e.opt.BatchSize {
-			last := j.prefillN == len(p)-1
-			row, err := b.Add(p[j.prefillN], j.prefillN, seqs, last)
-			if err != nil {
-				return err
-			}
-			e.stats.PromptTokens++
-			j.prefillN++
-			if last {
-				for _, s := range seqs {
-					e.slots[s].row = row
-					e.slots[s].prefill = false
-					e.slots[s].pos = len(p)
+		case prefill:
+			j := sl.job
+			p := j.req.Prompt
+			for ; j.prefillN < len(p) && room > 0; room-- {
+				last := j.prefillN == len(p)-1
+				row, err := b.Add(p[j.prefillN], j.prefillN, []int32{int32(i)}, last)
+				if err != nil {
+					return err
 				}
-				j.prefill = false
+				e.stats.PromptTokens++
+				j.prefillN++
+				if last {
+					sl.row = row
+				}
 			}
 		}
 	}
@@ -422,6 +473,26 @@ func (e *Engine) step(emit func(Result)) error {
 	}
 	e.stats.DecodeTime += time.Since(t0)
 	e.stats.Steps++
+
+	// Prompts decoded in full: their waiting slots copy the stream and share the logits row.
+	for i := range e.slots {
+		sl := &e.slots[i]
+		if sl.state != prefill || sl.row < 0 {
+			continue
+		}
+		j := sl.job
+		n := len(j.req.Prompt)
+		sl.state, sl.pos = decoding, n
+		j.prefillSlot = -1
+		for w := range e.slots {
+			if o := &e.slots[w]; o.job == j && o.state == waiting {
+				if err := e.copyStream(i, w); err != nil {
+					return err
+				}
+				o.state, o.pos, o.row = decoding, n, sl.row
+			}
+		}
+	}
 
 	// Sample every slot with a logits row; siblings fresh from one prefill share a row.
 	var rows [][]float32
@@ -488,17 +559,17 @@ func (e *Engine) retire(i int, finish Finish, emit func(Result)) error {
 		Finish:    finish,
 	}
 	j.done++
-	if n := len(j.req.Prompt); j.next < j.req.K && !j.prefill {
+	if n := len(j.req.Prompt); j.next < j.req.K {
 		// Hand the slot and its prompt cells straight to the job's next sample, which
 		// decodes only the last prompt token again (for its logits).
 		if err := e.ctx.SeqRemove(i, n-1, -1); err != nil {
 			return err
 		}
 		sl = e.assign(j, i)
-		sl.pos, sl.last = n-1, j.req.Prompt[n-1]
+		sl.state, sl.pos, sl.last = decoding, n-1, j.req.Prompt[n-1]
 		return nil
 	}
-	sl.busy, sl.job = false, nil
+	sl.state, sl.job = idle, nil
 	if err := e.ctx.SeqRemove(i, -1, -1); err != nil {
 		return err
 	}
@@ -511,7 +582,7 @@ func (e *Engine) retire(i int, finish Finish, emit func(Result)) error {
 // reset frees every slot and the KV memory, after a finished or interrupted run.
 func (e *Engine) reset() {
 	for i := range e.slots {
-		e.slots[i].busy, e.slots[i].job = false, nil
+		e.slots[i].state, e.slots[i].job = idle, nil
 	}
 	_ = e.ctx.ClearMemory() // fails only on a closed context, where there is nothing to clear
 }

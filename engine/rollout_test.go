@@ -254,6 +254,80 @@ func TestCopiedPrefixGivesSameSamples(t *testing.T) {
 	}
 }
 
+// A slot freed by one request starts another request's next sample from a copy of a
+// running sibling's KV stream: the prompt is still decoded once, only the last prompt
+// token again, and the samples equal those drawn in a single slot.
+func TestSiblingCopyGivesSameSamples(t *testing.T) {
+	m := load(t, "qwen3")
+	pa, pb := prompt(t, m, "Short one"), prompt(t, m, "The other prompt, a little longer")
+	p := sampler.Params{Temperature: 1, TopP: 1}
+	req := func() []engine.Request {
+		return []engine.Request{
+			{ID: 1, Prompt: pa, K: 1, MaxTokens: 2, Params: p, Seed: 4, IgnoreEOG: true},
+			{ID: 2, Prompt: pb, K: 4, MaxTokens: 6, Params: p, Seed: 4, IgnoreEOG: true},
+		}
+	}
+	ref, _ := run(t, m, exact(1), req())
+	// With 3 slots, request 1 ends after step 2 and its slot takes request 2's sample 2
+	// from a sibling that is mid-generation; sample 3 takes over a finished sibling's slot.
+	got, e := run(t, m, exact(3), req())
+	for id, r := range ref {
+		for k, s := range r.Samples {
+			g := got[id].Samples[k]
+			if !slices.Equal(s.Tokens, g.Tokens) {
+				t.Fatalf("request %d sample %d differs:\n%v\n%v", id, k, s.Tokens, g.Tokens)
+			}
+			for i := range s.LogProbs {
+				if d := math.Abs(float64(s.LogProbs[i] - g.LogProbs[i])); d > 1e-5 {
+					t.Fatalf("request %d sample %d: log-prob differs by %g", id, k, d)
+				}
+			}
+		}
+	}
+	if st := e.Stats(); st.PromptTokens != int64(len(pa)+len(pb)) {
+		t.Errorf("%d prompt tokens decoded, want %d (each prompt once)", st.PromptTokens, len(pa)+len(pb))
+	}
+	// Generated tokens but each sample's last, plus the last prompt token of samples 2 and 3.
+	if got, want := e.TokensDecoded(), int64(len(pa)+len(pb)+1+4*5+2); got != want {
+		t.Errorf("%d tokens sent to llama.cpp, want %d", got, want)
+	}
+}
+
+// When a slot below busy ones falls idle, the work of the highest busy slot moves down
+// into it (a KV stream copy, here of a stream whose own copy is still pending), and its
+// samples stay what a single slot draws.
+func TestMovedSlotGivesSameSamples(t *testing.T) {
+	m := load(t, "llama")
+	p := sampler.Params{Temperature: 1, TopP: 1}
+	req := func() []engine.Request {
+		return []engine.Request{
+			{ID: 1, Prompt: prompt(t, m, "First"), K: 1, MaxTokens: 6, Params: p, Seed: 8, IgnoreEOG: true},
+			{ID: 2, Prompt: prompt(t, m, "Second"), K: 1, MaxTokens: 1, Params: p, Seed: 8, IgnoreEOG: true},
+			{ID: 3, Prompt: prompt(t, m, "The third"), K: 2, MaxTokens: 6, Params: p, Seed: 8, IgnoreEOG: true},
+		}
+	}
+	ref, _ := run(t, m, exact(1), req())
+	// Slots 0-2 decode the three prompts, slot 3 copies slot 2's; request 2 ends at
+	// once, and slot 3 moves down into slot 1.
+	got, e := run(t, m, exact(4), req())
+	if n := e.Stats().Moves; n != 1 {
+		t.Errorf("%d moves, want 1", n)
+	}
+	for id, r := range ref {
+		for k, s := range r.Samples {
+			g := got[id].Samples[k]
+			if !slices.Equal(s.Tokens, g.Tokens) {
+				t.Fatalf("request %d sample %d differs:\n%v\n%v", id, k, s.Tokens, g.Tokens)
+			}
+			for i := range s.LogProbs {
+				if d := math.Abs(float64(s.LogProbs[i] - g.LogProbs[i])); d > 1e-5 {
+					t.Fatalf("request %d sample %d: log-prob differs by %g", id, k, d)
+				}
+			}
+		}
+	}
+}
+
 func TestStopsAndLimits(t *testing.T) {
 	m := load(t, "qwen2")
 	p := prompt(t, m, "Stop")

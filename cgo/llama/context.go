@@ -55,14 +55,18 @@ func ParseFlashAttn(s string) (FlashAttn, error) {
 
 // ContextParams sizes a context.
 type ContextParams struct {
-	NCtx      int // KV cells in all (shared by all sequences when KVUnified)
+	// NCtx is the KV cells in all: shared by all sequences when KVUnified, otherwise
+	// llama.cpp gives each sequence GGML_PAD(NCtx/NSeqMax, 256) cells of its own.
+	NCtx      int
 	NBatch    int // most tokens one Decode may carry (default 2048)
 	NSeqMax   int // parallel sequences (default 1, at most MaxSequences())
 	Threads   int // n_threads and n_threads_batch; 0 = PhysicalCores()
 	KVType    KVType
 	FlashAttn FlashAttn
 	// KVUnified lets sequences share KV cells, so a prompt decoded once with K sequence
-	// ids serves all K samples. Without it each sequence has its own cells.
+	// ids serves all K samples, but every token attends over the cells of all sequences
+	// (masked). Without it each sequence has its own stream of cells: a batch token
+	// belongs to one sequence, and SeqCopy copies whole streams.
 	KVUnified bool
 }
 
@@ -210,6 +214,9 @@ func (c *Context) Decode(b *Batch) error {
 		if int(pos[i]) < 0 || int(pos[i]) >= c.p.NCtx {
 			return fmt.Errorf("decode: position %d at batch index %d is outside the context [0, %d)", pos[i], i, c.p.NCtx)
 		}
+		if !c.p.KVUnified && nseq[i] > 1 {
+			return fmt.Errorf("decode: token at batch index %d belongs to %d sequences; without a unified KV cache a token belongs to one", i, nseq[i])
+		}
 		for _, s := range unsafe.Slice(seqs[i], int(nseq[i])) {
 			if int(s) < 0 || int(s) >= c.p.NSeqMax {
 				return fmt.Errorf("decode: sequence id %d at batch index %d is outside [0, %d)", s, i, c.p.NSeqMax)
@@ -261,6 +268,9 @@ func (c *Context) SeqRemove(seq, p0, p1 int) error {
 }
 
 // SeqCopy makes sequence dst share the cells of sequence src with positions in [p0, p1).
+// Without KVUnified, dst's stream becomes a copy of src's (dst loses its own cells, the
+// data moves at the start of the next Decode), and only whole sequences can be copied:
+// p0 <= 0 and p1 < 0.
 func (c *Context) SeqCopy(src, dst, p0, p1 int) error {
 	if err := c.lock(); err != nil {
 		return err
@@ -268,6 +278,10 @@ func (c *Context) SeqCopy(src, dst, p0, p1 int) error {
 	defer c.mu.Unlock()
 	if src < 0 || src >= c.p.NSeqMax || dst < 0 || dst >= c.p.NSeqMax {
 		return fmt.Errorf("seq copy: sequences %d -> %d outside [0, %d)", src, dst, c.p.NSeqMax)
+	}
+	if !c.p.KVUnified && src != dst && (p0 > 0 || p1 >= 0) {
+		// llama.cpp aborts the process on a partial copy between streams.
+		return fmt.Errorf("seq copy: positions [%d, %d) of sequence %d: without a unified KV cache only whole sequences can be copied", p0, p1, src)
 	}
 	C.llama_memory_seq_cp(C.llama_get_memory(c.c), C.llama_seq_id(src), C.llama_seq_id(dst), C.llama_pos(p0), C.llama_pos(p1))
 	return nil

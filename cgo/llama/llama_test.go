@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -202,6 +203,68 @@ func TestSequenceOps(t *testing.T) {
 	b.Clear()
 	if err := c.Decode(b); err == nil {
 		t.Error("decoding an empty batch should fail")
+	}
+}
+
+// Without a unified KV cache each sequence has its own stream: SeqCopy copies the whole
+// stream, and the data moves before the next Decode writes anything, so a source reused
+// in that same Decode still gives the copy its old cells. Partial copies and tokens in
+// several sequences, which llama.cpp cannot do across streams, are errors.
+func TestSeparateStreams(t *testing.T) {
+	m := load(t, "qwen2")
+	c, err := m.NewContext(llama.ContextParams{NCtx: 2 * 256, NSeqMax: 2, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, _ := llama.NewBatch(32, 2)
+	defer b.Close()
+	prompt := []int32{10, 11, 12, 13, 14}
+	for i, tok := range prompt {
+		b.Add(tok, i, []int32{0}, i == len(prompt)-1)
+	}
+	if err := c.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	row, _ := c.Logits(len(prompt) - 1)
+	want := slices.Clone(row)
+
+	if err := c.SeqCopy(0, 1, 0, 3); err == nil {
+		t.Error("a partial copy between streams should fail")
+	}
+	if err := c.SeqCopy(0, 1, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.SeqPosMax(1); p != 4 {
+		t.Errorf("after copy, seq 1 ends at %d, want 4", p)
+	}
+	if err := c.SeqRemove(1, 4, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SeqRemove(0, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	// Seq 0 starts over with other tokens in the same Decode that applies the copy.
+	b.Clear()
+	b.Add(20, 0, []int32{0}, false)
+	b.Add(21, 1, []int32{0}, false)
+	i, _ := b.Add(prompt[4], 4, []int32{1}, true)
+	if err := c.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.Logits(i)
+	var maxDiff float64
+	for v := range want {
+		maxDiff = max(maxDiff, math.Abs(float64(got[v]-want[v])))
+	}
+	if maxDiff > 1e-4 {
+		t.Errorf("logits after the copy differ from the source's by %g", maxDiff)
+	}
+
+	b.Clear()
+	b.Add(1, 5, []int32{0, 1}, true)
+	if err := c.Decode(b); err == nil {
+		t.Error("a token in two sequences should fail without a unified KV cache")
 	}
 }
 
