@@ -96,7 +96,7 @@ func demoConfig(t *testing.T, algo string, dirs []string, steps int) Config {
 		t.Fatal(err)
 	}
 	train, _ := data.SyntheticWith(64, 1, demoTask)
-	val, _ := data.SyntheticWith(32, 99, demoTask)
+	val, _ := data.SyntheticWith(32, 1+1_000_003, demoTask) // umad train's held-out set for seed 1
 	cfg := Config{Algo: a, Problems: train, ValProblems: val, Steps: steps, BatchSize: 16, Turns: 1, G: 8, MiniBatch: 4,
 		Opt:     torch.AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1},
 		ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, PromptLimit: 512, Seed: 1, ValEvery: steps, ValK: 4, ProbeTol: 1e-4,
@@ -132,30 +132,36 @@ func meanAcc(v trainlog.ValMetrics) float64 {
 	return s / n
 }
 
-// The demo that learns: after a format-only warm start, a few RL steps raise held-out
-// accuracy far beyond the seed noise.
+// The demo that learns: after a format-only warm start, RL steps raise held-out accuracy
+// (32 problems x 4 samples, every agent and turn) far beyond the seed noise.
 //
-// Measured with the CLI on the same setting (tiny qwen2, grpo, 10 steps, training seeds
-// 1-4): held-out accuracy before RL 0.11-0.18, after 0.34-0.53; the gain ranged 0.23-0.41
-// (mean 0.30, std about 0.08). A fresh tiny model scores 0. The test asks for a gain of
-// 0.15, below every measured gain; an RL step that does nothing gives a gain of 0 +- the
-// validation noise (32 problems x 4 samples, std about 0.04).
+// Measured with the CLI on the same settings (build.sh demo's), training seeds 1-4:
+//   - grpo (tiny qwen2, 10 steps, lr 3e-3): before 0.11-0.18, after 0.34-0.53; gain
+//     0.23-0.41 (mean 0.30, std 0.08).
+//   - umad (tiny qwen2 + tiny qwen3, 2 turns, 20 steps, lr 1e-3): before 0.149-0.174, after
+//     0.369-0.408; gain 0.205-0.234 (mean 0.222, std 0.013); 0.238 with one torch thread.
+//     This test itself (one torch thread in the warm start too, so slightly other starting
+//     weights) measured 0.154 -> 0.586: the path through training varies more with the
+//     starting weights than with the seed, but every run gained at least 0.2.
+//
+// The noise: validating the same weights with another sampling seed moves the accuracy by
+// a std of about 0.01 (the four seeds' step-0 accuracies), so a step that learned nothing
+// gives a gain of 0 +- 0.02. The test asks for 0.15 (grpo) and 0.12 (umad): below every
+// measured gain and more than ten noise stds above zero. A fresh tiny model scores 0.
 func TestDemoLearns(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains for about a minute")
+		t.Skip("trains for about two minutes")
 	}
 	rt := openTorch(t)
 	for _, tc := range []struct {
-		algo  string
-		archs []string
-		steps int
-		// learns: assert the accuracy gain. The two-agent umad run did not clear it in 10
-		// steps (0.166 -> 0.213 measured, at about 22 s a step on 2 cores), so it is run
-		// for 2 steps as a check of the whole two-agent, two-turn path only.
-		learns bool
+		algo    string
+		archs   []string
+		steps   int
+		lr      float64
+		minGain float64
 	}{
-		{"grpo", []string{"qwen2"}, 10, true},
-		{"umad", []string{"qwen2", "qwen3"}, 2, false},
+		{"grpo", []string{"qwen2"}, 10, 3e-3, 0.15},
+		{"umad", []string{"qwen2", "qwen3"}, 20, 1e-3, 0.12},
 	} {
 		t.Run(tc.algo, func(t *testing.T) {
 			var dirs []string
@@ -163,6 +169,7 @@ func TestDemoLearns(t *testing.T) {
 				dirs = append(dirs, warmStart(t, rt, a))
 			}
 			cfg := demoConfig(t, tc.algo, dirs, tc.steps)
+			cfg.Opt.LR = tc.lr
 			if err := Run(context.Background(), rt, cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -189,8 +196,8 @@ func TestDemoLearns(t *testing.T) {
 			}
 			before, after := meanAcc(val[0]), meanAcc(val[1])
 			t.Logf("%s: held-out accuracy %.3f -> %.3f", tc.algo, before, after)
-			if tc.learns && after < before+0.15 {
-				t.Errorf("held-out accuracy %.3f -> %.3f; want a gain of at least 0.15", before, after)
+			if after < before+tc.minGain {
+				t.Errorf("held-out accuracy %.3f -> %.3f; want a gain of at least %g", before, after, tc.minGain)
 			}
 			ck, err := LatestCheckpoint(cfg.Out)
 			if err != nil || ck == "" {
