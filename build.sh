@@ -5,7 +5,7 @@
 #   build    build ./umad for this machine (-march=native)                 [default]
 #   release  build dist/umad: portable x86-64-v3, libstdc++/libgcc linked statically,
 #            so it runs on any x86-64 Linux with glibc and AVX2 (2015+ servers)
-#   demo     build, then run the main job on a generated tiny model
+#   demo     build, then run the main job: two tiny models, warm start, debate, train, debate, report
 #   test     build, then run every test (what CI runs)
 #   bench    build, then run the benchmarks and update bench/RESULTS.md
 #   env      print the cgo environment, for running `go test` by hand:  eval "$(./build.sh env)"
@@ -70,13 +70,27 @@ demo)
 	build
 	out=${UMAD_DEMO_DIR:-demo}
 	rm -rf "$out"
-	./umad model tiny --arch qwen2 --seed 1 --out "$out/tiny-qwen2"
-	./umad model tiny --arch qwen3 --seed 2 --out "$out/tiny-qwen3"
-	./umad generate --model "$out/tiny-qwen2/model.gguf" --prompt "What is 3 + 4?" -k 4 --max-tokens 32 --seed 1 \
-		--out "$out/samples.jsonl"
-	./umad debate --agent "$out/tiny-qwen2/model.gguf" --agent "$out/tiny-qwen3/model.gguf" --synthetic 8 \
-		-k 4 --turns 3 --max-tokens 64 --seed 1 --out "$out/debate"
-	echo "demo: samples in $out/samples.jsonl, debate report in $out/debate/report/report.md" >&2
+	# The built-in task at a size a hidden-64 model learns on CPU in minutes: sums of two
+	# operands from 1..2. Log-probs are exact (F32 KV cache, flash attention off).
+	task=(--synthetic-max 2 --synthetic-ops +)
+	sampling=(--max-tokens 16 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off)
+	for a in qwen2:1 qwen3:2; do # two different architectures, as the paper pairs Qwen2.5 and Qwen3
+		arch=${a%:*}
+		./umad model tiny --arch "$arch" --seed "${a#*:}" --out "$out/tiny-$arch"
+		./umad sft --model "$out/tiny-$arch/hf" --synthetic 64 "${task[@]}" --epochs 4 --lr 3e-3 --out "$out/sft-$arch"
+	done
+	debate() { # debate AGENT0 AGENT1 OUT: the 32 validation problems umad train holds out, 4 trajectories, 2 turns
+		./umad debate --agent "$1" --agent "$2" --synthetic 32 "${task[@]}" --synthetic-seed 1000004 -k 4 --turns 2 \
+			"${sampling[@]}" --out "$3"
+	}
+	debate "$out/sft-qwen2/model.gguf" "$out/sft-qwen3/model.gguf" "$out/before"
+	./umad train --agent "$out/sft-qwen2/hf" --agent "$out/sft-qwen3/hf" --algo umad --synthetic 64 "${task[@]}" \
+		--val-synthetic 32 --val-k 4 --val-every 10 --steps 20 --batch 8 -g 8 --mini-batch 4 --lr 1e-3 \
+		"${sampling[@]}" --prompt-limit 512 --out "$out/train"
+	ck="$out/train/checkpoints/$(cat "$out/train/checkpoints/latest")"
+	debate "$ck/agent-0/model.gguf" "$ck/agent-1/model.gguf" "$out/after"
+	./umad report --out "$out" "$out/before" "$out/after"
+	echo "demo: debate before and after training in $out/compare.md, training report in $out/train/report/training.md" >&2
 	;;
 test)
 	build
