@@ -544,13 +544,13 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	t.step = step
-	syncTimes := make([]float64, len(t.agents))
+	var syncTime float64
 	for a := range t.agents {
 		took, gap, err := t.sync(a)
 		if err != nil {
 			return fmt.Errorf("step %d agent %d: %w", step, a, err)
 		}
-		syncTimes[a] = took.Seconds()
+		syncTime += took.Seconds()
 		for i := range lines {
 			if lines[i].Agent == a {
 				lines[i].Times.Sync = took.Seconds()
@@ -559,10 +559,6 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	total := time.Since(start).Seconds()
-	var syncTime float64
-	for a := range t.agents {
-		syncTime += syncTimes[a]
-	}
 	for i := range lines {
 		lines[i].Times.Step = total
 		if err := t.metrics.Append(lines[i]); err != nil {
