@@ -104,7 +104,7 @@ type bareLoop struct {
 
 func newBareLoop(m *llama.Model, k, seqCtx, threads int) (*bareLoop, error) {
 	ctx, err := m.NewContext(llama.ContextParams{NCtx: k * seqCtx, NBatch: max(2048, k), NSeqMax: k,
-		Threads: threads, KVType: llama.KVF16, KVUnified: true})
+		Threads: threads, KVType: llama.KVF16}) // one KV stream per sequence, as the engine
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +121,11 @@ func (l *bareLoop) close() {
 	l.ctx.Close()
 }
 
-// prefill decodes the prompt once for all k sequences and returns the last row's argmax.
-func (l *bareLoop) prefill(prompt []int32, seqs []int32) (int32, error) {
+// prefill decodes the prompt in sequence seq and returns the last row's argmax.
+func (l *bareLoop) prefill(prompt []int32, seq int32) (int32, error) {
 	l.batch.Clear()
 	for i, t := range prompt {
-		if _, err := l.batch.Add(t, i, seqs, i == len(prompt)-1); err != nil {
+		if _, err := l.batch.Add(t, i, []int32{seq}, i == len(prompt)-1); err != nil {
 			return 0, err
 		}
 	}
@@ -139,6 +139,17 @@ func (l *bareLoop) prefill(prompt []int32, seqs []int32) (int32, error) {
 	return argmax(row), nil
 }
 
+// share gives every other sequence a copy of sequence 0's KV stream (llama.cpp applies
+// the copies at the next decode).
+func (l *bareLoop) share() error {
+	for s := 1; s < l.k; s++ {
+		if err := l.ctx.SeqCopy(0, s, -1, -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // run decodes k sequences of n tokens each after one shared prefill.
 func (l *bareLoop) run(prompt []int32, n int) (time.Duration, error) {
 	if err := l.ctx.ClearMemory(); err != nil {
@@ -149,8 +160,11 @@ func (l *bareLoop) run(prompt []int32, n int) (time.Duration, error) {
 		seqs[i] = int32(i)
 	}
 	t0 := time.Now()
-	first, err := l.prefill(prompt, seqs)
+	first, err := l.prefill(prompt, 0)
 	if err != nil {
+		return 0, err
+	}
+	if err := l.share(); err != nil {
 		return 0, err
 	}
 	last := make([]int32, l.k)
@@ -178,19 +192,19 @@ func (l *bareLoop) run(prompt []int32, n int) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
-// prefillTimes times decoding the prompt once for all k sequences against once per
+// prefillTimes times decoding the prompt once and copying it to the k sequences (the
+// copies themselves run at the next decode, not timed here) against decoding it once per
 // sequence.
 func (l *bareLoop) prefillTimes(prompt []int32, repeats int) (shared, unshared time.Duration, err error) {
 	for r := 0; r < repeats; r++ {
 		if err := l.ctx.ClearMemory(); err != nil {
 			return 0, 0, err
 		}
-		seqs := make([]int32, l.k)
-		for i := range seqs {
-			seqs[i] = int32(i)
-		}
 		t0 := time.Now()
-		if _, err := l.prefill(prompt, seqs); err != nil {
+		if _, err := l.prefill(prompt, 0); err != nil {
+			return 0, 0, err
+		}
+		if err := l.share(); err != nil {
 			return 0, 0, err
 		}
 		if el := time.Since(t0); shared == 0 || el < shared {
@@ -200,8 +214,8 @@ func (l *bareLoop) prefillTimes(prompt []int32, repeats int) (shared, unshared t
 			return 0, 0, err
 		}
 		t0 = time.Now()
-		for s := range seqs {
-			if _, err := l.prefill(prompt, seqs[s:s+1]); err != nil {
+		for s := range l.k {
+			if _, err := l.prefill(prompt, int32(s)); err != nil {
 				return 0, 0, err
 			}
 		}
