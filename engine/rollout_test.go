@@ -271,19 +271,7 @@ func TestSiblingCopyGivesSameSamples(t *testing.T) {
 	// With 3 slots, request 1 ends after step 2 and its slot takes request 2's sample 2
 	// from a sibling that is mid-generation; sample 3 takes over a finished sibling's slot.
 	got, e := run(t, m, exact(3), req())
-	for id, r := range ref {
-		for k, s := range r.Samples {
-			g := got[id].Samples[k]
-			if !slices.Equal(s.Tokens, g.Tokens) {
-				t.Fatalf("request %d sample %d differs:\n%v\n%v", id, k, s.Tokens, g.Tokens)
-			}
-			for i := range s.LogProbs {
-				if d := math.Abs(float64(s.LogProbs[i] - g.LogProbs[i])); d > 1e-5 {
-					t.Fatalf("request %d sample %d: log-prob differs by %g", id, k, d)
-				}
-			}
-		}
-	}
+	sameSamples(t, ref, got)
 	if st := e.Stats(); st.PromptTokens != int64(len(pa)+len(pb)) {
 		t.Errorf("%d prompt tokens decoded, want %d (each prompt once)", st.PromptTokens, len(pa)+len(pb))
 	}
@@ -313,19 +301,7 @@ func TestMovedSlotGivesSameSamples(t *testing.T) {
 	if n := e.Stats().Moves; n != 1 {
 		t.Errorf("%d moves, want 1", n)
 	}
-	for id, r := range ref {
-		for k, s := range r.Samples {
-			g := got[id].Samples[k]
-			if !slices.Equal(s.Tokens, g.Tokens) {
-				t.Fatalf("request %d sample %d differs:\n%v\n%v", id, k, s.Tokens, g.Tokens)
-			}
-			for i := range s.LogProbs {
-				if d := math.Abs(float64(s.LogProbs[i] - g.LogProbs[i])); d > 1e-5 {
-					t.Fatalf("request %d sample %d: log-prob differs by %g", id, k, d)
-				}
-			}
-		}
-	}
+	sameSamples(t, ref, got)
 }
 
 func TestStopsAndLimits(t *testing.T) {
@@ -388,5 +364,23 @@ func TestCancel(t *testing.T) {
 	e.Close()
 	if err := e.Generate(context.Background(), requests(t, m), func(engine.Result) {}); err == nil {
 		t.Error("Generate after Close should fail")
+	}
+}
+
+// sameSamples fails unless got holds ref's tokens, with log-probs equal to 1e-5.
+func sameSamples(t *testing.T, ref, got map[uint64]engine.Result) {
+	t.Helper()
+	for id, r := range ref {
+		for k, s := range r.Samples {
+			g := got[id].Samples[k]
+			if !slices.Equal(s.Tokens, g.Tokens) {
+				t.Fatalf("request %d sample %d differs:\n%v\n%v", id, k, s.Tokens, g.Tokens)
+			}
+			for i := range s.LogProbs {
+				if d := math.Abs(float64(s.LogProbs[i] - g.LogProbs[i])); d > 1e-5 {
+					t.Fatalf("request %d sample %d: log-prob differs by %g", id, k, d)
+				}
+			}
+		}
 	}
 }
