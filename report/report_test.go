@@ -210,17 +210,7 @@ func TestWrite(t *testing.T) {
 		}
 	})
 
-	t.Run("no temporary files are left", func(t *testing.T) {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") {
-				t.Errorf("left over: %s", e.Name())
-			}
-		}
-	})
+	t.Run("no temporary files are left", func(t *testing.T) { noTempFiles(t, dir) })
 }
 
 func TestWriteSingleTurnSingleSeed(t *testing.T) {
@@ -300,5 +290,19 @@ func TestWriteComparison(t *testing.T) {
 	}
 	if got := field(t, rows, "acc_strict", "umad", "2", "gsm8k", "0", "1"); got != "0.75" {
 		t.Errorf("umad agent 0 turn 1 accuracy %s, want 0.75", got)
+	}
+}
+
+// noTempFiles fails if dir holds a hidden (temporary) file.
+func noTempFiles(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left over: %s", e.Name())
+		}
 	}
 }

@@ -211,17 +211,7 @@ func TestWriteTraining(t *testing.T) {
 		}
 	})
 
-	t.Run("no temporary files are left", func(t *testing.T) {
-		entries, err := os.ReadDir(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") {
-				t.Errorf("left over: %s", e.Name())
-			}
-		}
-	})
+	t.Run("no temporary files are left", func(t *testing.T) { noTempFiles(t, out) })
 }
 
 // A run logged before validations had summaries, with a slow sync and a torn last line:
