@@ -83,6 +83,7 @@ func init() {
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
+			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
 		}, append(samplingFlags(), llamaFlags()...)...), append(syntheticFlags(), torchFlags()...)...),
 		Action: trainCmd,
 	})
@@ -194,6 +195,13 @@ func trainCmd(c *ucli.Context) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	_, statErr := os.Stat(filepath.Join(out, "config.json"))
+	switch exists := statErr == nil; {
+	case exists && !c.Bool("resume"):
+		return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
+	case !exists && c.Bool("resume"):
+		return fmt.Errorf("--resume: %s holds no training run", out)
+	}
 	if err := claimTrainRun(out, rc); err != nil {
 		return err
 	}
@@ -216,7 +224,7 @@ func trainCmd(c *ucli.Context) error {
 	}
 	cfg.Torch = topts
 
-	ctx, release := interruptContext("finishing the step and checkpointing")
+	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
 		if errors.Is(err, trainer.ErrInterrupted) {

@@ -34,7 +34,8 @@ func stepsOf(train []trainlog.StepMetrics, val []trainlog.ValMetrics) (ts, vs []
 }
 
 // `umad train` writes its run directory (config, metrics, checkpoint with the agent's
-// GGUF), and the same command with more --steps resumes it: every step is logged once.
+// GGUF), and the same command with --resume and more --steps continues it: every step is
+// logged once.
 func TestTrainRunAndResume(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	if _, stderr, err := runApp(t, trainArgs(t, out, "2")...); err != nil {
@@ -56,12 +57,18 @@ func TestTrainRunAndResume(t *testing.T) {
 		t.Errorf("metrics: training steps %v, validation steps %v; want [1 2] and [0 2]", ts, vs)
 	}
 
-	// Other settings on the same directory are refused, and change nothing.
-	if _, _, err := runApp(t, trainArgs(t, out, "2", "--lr", "1e-3")...); err == nil || !strings.Contains(err.Error(), "holds a run with other settings") {
+	// Continuing needs --resume, with the same settings; refusals change nothing.
+	if _, _, err := runApp(t, trainArgs(t, out, "3")...); err == nil || !strings.Contains(err.Error(), "pass --resume") {
+		t.Errorf("the same directory without --resume: %v", err)
+	}
+	if _, _, err := runApp(t, trainArgs(t, out, "2", "--lr", "1e-3", "--resume")...); err == nil || !strings.Contains(err.Error(), "holds a run with other settings") {
 		t.Errorf("a run with another learning rate on the same directory: %v", err)
 	}
+	if _, _, err := runApp(t, trainArgs(t, filepath.Join(t.TempDir(), "none"), "2", "--resume")...); err == nil || !strings.Contains(err.Error(), "holds no training run") {
+		t.Errorf("--resume of nothing: %v", err)
+	}
 
-	stdout, stderr, err := runApp(t, trainArgs(t, out, "3")...)
+	stdout, stderr, err := runApp(t, trainArgs(t, out, "3", "--resume")...)
 	if err != nil {
 		t.Fatalf("resume with --steps 3: %v\n%s", err, stderr)
 	}
