@@ -107,6 +107,7 @@ type stepTimes struct {
 	step                                                     int
 	rollout, logprobs, reference, update, sync, other, total float64
 	tokensPerSec                                             float64
+	trainTokens                                              float64 // response tokens scored and trained
 }
 
 // timesPerStep sums each step's lines, in step order. Log-probs, reference and update
@@ -126,6 +127,7 @@ func timesPerStep(train []trainlog.StepMetrics) []stepTimes {
 		st.logprobs += m.Times.LogProbs
 		st.reference += m.Times.Reference
 		st.update += m.Times.Update
+		st.trainTokens += float64(m.Tokens)
 		syncs[m.Step][m.Agent] = m.Times.Sync
 	}
 	slices.Sort(steps)
@@ -491,8 +493,11 @@ func writeTimesMarkdown(b *strings.Builder, r *training) {
 	if share > SyncTarget {
 		verdict = "missed"
 	}
-	fmt.Fprintf(b, "Rollout throughput: %.1f generated tokens/s. Weight sync: %s%% of step time (target ≤ %s%%: %s).\n\n",
-		rolloutThroughput(r.times), percent(share), strconv.FormatFloat(100*SyncTarget, 'f', -1, 64), verdict)
+	trainer := totalSeconds(r.times, func(s stepTimes) float64 { return s.logprobs + s.reference + s.update })
+	fmt.Fprintf(b, "Rollout throughput: %.1f generated tokens/s. Trainer throughput: %.1f response tokens/s through "+
+		"log-probs, reference and update together. Weight sync: %s%% of step time (target ≤ %s%%: %s).\n\n",
+		rolloutThroughput(r.times), totalSeconds(r.times, func(s stepTimes) float64 { return s.trainTokens })/trainer,
+		percent(share), strconv.FormatFloat(100*SyncTarget, 'f', -1, 64), verdict)
 }
 
 func seconds(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }

@@ -34,7 +34,8 @@ func writeMetrics(t *testing.T, dir string, lines ...any) {
 // trainSteps are steps 1..3 of 2 agents and 2 turns. Step s takes 3.7 s plus the
 // syncs plus its rollout of 4+2s seconds: per agent and turn 0.25 log-probs, 0.125
 // reference and 0.5 update, and 0.2 s for the rest. Agent 0 syncs in sync0 seconds,
-// agent 1 in sync1. The rollout generates 100·s tokens/s.
+// agent 1 in sync1. The rollout generates 100·s tokens/s; each agent and turn trains on
+// 70 response tokens (280 a step over 4 × 0.875 s: 80 tokens/s).
 func trainSteps(sync0, sync1 float64) []any {
 	var lines []any
 	for s := 1; s <= 3; s++ {
@@ -48,7 +49,7 @@ func trainSteps(sync0, sync1 float64) []any {
 				lines = append(lines, trainlog.StepMetrics{
 					Kind: trainlog.KindTrain, Step: s, Agent: a, Name: "agent " + strconv.Itoa(a), Turn: turn,
 					Accuracy: 0.1 * float64(s+a), Team: 0.2 * float64(s), KL: 0.01 * float64(s), Entropy: 1.5 - 0.1*float64(s),
-					GradNorm: 1 + float64(a), ClipFrac: 0.05 * float64(turn+1), RolloutTokensPerSec: 100 * float64(s),
+					GradNorm: 1 + float64(a), ClipFrac: 0.05 * float64(turn+1), RolloutTokensPerSec: 100 * float64(s), Tokens: 70,
 					Times: trainlog.Times{Rollout: rollout, LogProbs: 0.25, Reference: 0.125, Update: 0.5, Sync: sync,
 						Step: rollout + 1 + 0.5 + 2 + sync0 + sync1 + 0.2},
 				})
@@ -172,7 +173,8 @@ func TestWriteTraining(t *testing.T) {
 			"| sync | 0.300 | 2.5 |",
 			"| other | 0.200 | 1.7 |",
 			"| step | 12.000 | 100.0 |",
-			"Rollout throughput: 216.7 generated tokens/s. Weight sync: 2.5% of step time (target ≤ 5%: met).",
+			"Rollout throughput: 216.7 generated tokens/s. Trainer throughput: 80.0 response tokens/s through log-probs, " +
+				"reference and update together. Weight sync: 2.5% of step time (target ≤ 5%: met).",
 		} {
 			if !strings.Contains(report, want) {
 				t.Errorf("training.md lacks %q", want)
