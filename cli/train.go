@@ -39,7 +39,7 @@ func init() {
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
-			"command resumes.",
+			"command with --resume continues where it stopped.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: "grpo, ippo, umad, nll-only or intrinsic-only"},
