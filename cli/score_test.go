@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,19 +10,14 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
 )
 
 // `umad score --model` writes each input line back with the log-probs and entropies the
 // plugin computes for it, whatever the batching.
 func TestScoreAddsLogProbsAndEntropies(t *testing.T) {
-	rt, err := torch.Open(torch.Options{Threads: 1})
-	if errors.Is(err, torch.ErrPluginNotFound) && os.Getenv("CI") != "true" {
-		t.Skipf("no torch plugin: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := torchtest.Open(t)
 	dir := t.TempDir()
 	if err := model.WriteTiny(dir, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: "x"}); err != nil {
 		t.Fatal(err)

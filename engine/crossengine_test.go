@@ -1,9 +1,7 @@
 package engine_test
 
 import (
-	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -18,13 +17,7 @@ import (
 // side give the same log-probs and entropies (F32 KV cache, flash attention off): mean
 // |delta| <= 1e-5 and max <= 1e-4, with and without temperature.
 func TestCrossEngineAgreement(t *testing.T) {
-	rt, err := torch.Open(torch.Options{Threads: 1})
-	if errors.Is(err, torch.ErrPluginNotFound) && os.Getenv("CI") != "true" {
-		t.Skipf("no torch plugin: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := torchtest.Open(t)
 	for _, arch := range archs {
 		m := load(t, arch)
 		tm, err := rt.LoadHF(filepath.Join(testmodel.Tiny(t, arch), "hf"), torch.ModelOptions{})

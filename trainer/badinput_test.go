@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -76,7 +77,7 @@ func truncate(t *testing.T, path string) {
 // line naming the agent and the file; a checkpoint damaged on disk stops a resume the
 // same way and stays the latest (nothing newer is made from it).
 func TestUnloadableAgent(t *testing.T) {
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	good := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	missing := filepath.Join(t.TempDir(), "no-such-model")
 	corrupt := copyHF(t, good)
@@ -110,7 +111,7 @@ func TestUnloadableAgent(t *testing.T) {
 
 // Problems the trainer cannot use stop the run at once with one line.
 func TestNoUsableProblems(t *testing.T) {
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	good := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	for _, tc := range []struct {
 		why  string
@@ -137,7 +138,7 @@ func TestNoUsableProblems(t *testing.T) {
 // guard (a non-finite gradient norm skips the optimizer step) does not fire here: the
 // gradients stay finite until the loss is not.
 func TestDivergenceKeepsLastGoodCheckpoint(t *testing.T) {
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	start := warmStart(t, rt, "qwen2") // a fresh model has no advantages, so no gradient
 	cfg := demoConfig(t, "grpo", []string{start}, 1)
 	cfg.ValProblems, cfg.SaveEvery = nil, 1
@@ -174,7 +175,7 @@ func TestDivergenceKeepsLastGoodCheckpoint(t *testing.T) {
 // the error is the kernel's ENOSPC from wherever the writes happen to hit it, not a fault
 // injected at a place chosen in advance.
 func TestDiskFullDuringCheckpoint(t *testing.T) {
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	mnt := t.TempDir()
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64m"); err != nil {
 		if os.Getenv("CI") == "true" {

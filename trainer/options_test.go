@@ -10,6 +10,7 @@ import (
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/rollouts"
 )
 
@@ -45,7 +46,7 @@ func TestScheduleFactor(t *testing.T) {
 // their cap, kept rollouts are the trained records, and validation carries the debate
 // summary.
 func TestTrainingOptions(t *testing.T) {
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	cfg := demoConfig(t, "grpo", []string{warmStart(t, rt, "qwen2")}, 2)
 	cfg.Schedule = Schedule{Kind: ScheduleCosine, WarmupSteps: 1, MinRatio: 0.1}
 	cfg.DynamicSampling, cfg.MaxGenBatches = true, 2

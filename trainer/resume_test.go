@@ -16,13 +16,14 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 )
 
 // A run stopped after step 2 and resumed to step 3 writes each step's metrics once and
 // continues from the checkpointed optimizer state; an interrupted context checkpoints the
 // completed steps and reports ErrInterrupted.
 func TestResumeAndInterrupt(t *testing.T) {
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	dir := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	cfg := demoConfig(t, "grpo", []string{dir}, 2)
 	cfg.ValProblems, cfg.SaveEvery, cfg.KeepLast = nil, 1, 1
@@ -107,7 +108,7 @@ func TestResumeIsExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 16 tiny steps, about 20 s")
 	}
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	start := warmStart(t, rt, "qwen2") // a fresh model is never right: no advantages, no updates
 	config := func(steps int) Config {
 		cfg := demoConfig(t, "grpo", []string{start}, steps)

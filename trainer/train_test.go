@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,23 +12,12 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainlog"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
-
-func openTorch(t *testing.T) *torch.Runtime {
-	t.Helper()
-	rt, err := torch.Open(torch.Options{Threads: 1}) // tiny models: more threads only add barriers
-	if errors.Is(err, torch.ErrPluginNotFound) && os.Getenv("CI") != "true" {
-		t.Skipf("no torch plugin: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rt
-}
 
 // The demo task: sums of two operands from 1..2 (answers 2, 3, 4), so a hidden-64 model can
 // learn it in seconds.
@@ -152,7 +140,7 @@ func TestDemoLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for about two minutes")
 	}
-	rt := openTorch(t)
+	rt := torchtest.Open(t)
 	for _, tc := range []struct {
 		algo    string
 		archs   []string
