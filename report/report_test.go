@@ -190,23 +190,7 @@ func TestWrite(t *testing.T) {
 
 	t.Run("figures are valid SVG and PNG", func(t *testing.T) {
 		for _, name := range []string{"accuracy", "uncertainty", "flips"} {
-			svg, err := os.ReadFile(filepath.Join(dir, name+".svg"))
-			if err != nil || !bytes.Contains(svg, []byte("<svg")) {
-				t.Errorf("%s.svg: %v, svg element found: %v", name, err, bytes.Contains(svg, []byte("<svg")))
-			}
-			f, err := os.Open(filepath.Join(dir, name+".png"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			img, err := png.Decode(f)
-			f.Close()
-			if err != nil {
-				t.Fatalf("%s.png: %v", name, err)
-			}
-			// 16 x 10 cm at 150 dpi.
-			if b := img.Bounds(); b.Dx() < 900 || b.Dy() < 550 {
-				t.Errorf("%s.png is %dx%d, want about 945x591", name, b.Dx(), b.Dy())
-			}
+			checkFigure(t, dir, name, 900, 550) // 16 x 10 cm at 150 dpi: about 945x591
 		}
 	})
 
@@ -304,5 +288,27 @@ func noTempFiles(t *testing.T, dir string) {
 		if strings.HasPrefix(e.Name(), ".") {
 			t.Errorf("left over: %s", e.Name())
 		}
+	}
+}
+
+// checkFigure fails unless dir holds name.svg with an svg element and name.png decoding
+// to at least minW x minH pixels.
+func checkFigure(t *testing.T, dir, name string, minW, minH int) {
+	t.Helper()
+	svg, err := os.ReadFile(filepath.Join(dir, name+".svg"))
+	if err != nil || !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("%s.svg: %v, svg element found: %v", name, err, bytes.Contains(svg, []byte("<svg")))
+	}
+	f, err := os.Open(filepath.Join(dir, name+".png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("%s.png: %v", name, err)
+	}
+	if b := img.Bounds(); b.Dx() < minW || b.Dy() < minH {
+		t.Errorf("%s.png is %dx%d, want at least %dx%d", name, b.Dx(), b.Dy(), minW, minH)
 	}
 }

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"bytes"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -194,22 +192,7 @@ func TestWriteTraining(t *testing.T) {
 			if !strings.Contains(report, "]("+name+".png)") {
 				t.Errorf("training.md does not show %s.png", name)
 			}
-			svg, err := os.ReadFile(filepath.Join(out, name+".svg"))
-			if err != nil || !bytes.Contains(svg, []byte("<svg")) {
-				t.Errorf("%s.svg: %v, svg element found: %v", name, err, bytes.Contains(svg, []byte("<svg")))
-			}
-			f, err := os.Open(filepath.Join(out, name+".png"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			img, err := png.Decode(f)
-			f.Close()
-			if err != nil {
-				t.Fatalf("%s.png: %v", name, err)
-			}
-			if b := img.Bounds(); b.Dx() < minWidth || b.Dy() < 550 {
-				t.Errorf("%s.png is %dx%d, want at least %d wide", name, b.Dx(), b.Dy(), minWidth)
-			}
+			checkFigure(t, out, name, minWidth, 550)
 		}
 	})
 
