@@ -94,6 +94,21 @@ func Detect(template string) (Format, error) {
 	return Format{}, fmt.Errorf("unrecognised chat template %q; choose one with --chat-format (%s)", head, familyList())
 }
 
+// Resolve picks a model's chat format: the override (a family name from a --chat-format
+// flag) when given, keeping the template's thinking switch when the template is of that
+// family; else the format detected from the template.
+func Resolve(template, override string) (Format, error) {
+	if override == "" {
+		return Detect(template)
+	}
+	f, err := ParseFamily(override)
+	if err != nil {
+		return Format{}, err
+	}
+	detected, derr := Detect(template)
+	return Format{Family: f, HybridThinking: derr == nil && detected.Family == f && detected.HybridThinking}, nil
+}
+
 // Render turns a conversation of an optional system message followed by user (and
 // assistant) messages into prompt text ending with the assistant header.
 func (f Format) Render(msgs []Message, opt Options) (string, error) {

@@ -133,3 +133,29 @@ func TestParseFamilyAndForArch(t *testing.T) {
 		t.Error("ForArch(gemma): want an error")
 	}
 }
+
+func TestResolve(t *testing.T) {
+	qwen3, err := Template(Qwen3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hybrid := qwen3 + "{% if enable_thinking %}{% endif %}"
+	for _, c := range []struct {
+		template, override string
+		want               Format
+		fails              bool
+	}{
+		{template: qwen3, want: Format{Family: Qwen3}},
+		{template: hybrid, want: Format{Family: Qwen3, HybridThinking: true}},
+		{template: hybrid, override: "qwen3", want: Format{Family: Qwen3, HybridThinking: true}},
+		{template: hybrid, override: "llama3", want: Format{Family: Llama3}},
+		{template: "", override: "qwen2.5", want: Format{Family: Qwen25}},
+		{template: "", fails: true},
+		{template: qwen3, override: "mistral", fails: true},
+	} {
+		got, err := Resolve(c.template, c.override)
+		if (err != nil) != c.fails || (!c.fails && got != c.want) {
+			t.Errorf("Resolve(%.20q, %q) = %+v, %v; want %+v (error %v)", c.template, c.override, got, err, c.want, c.fails)
+		}
+	}
+}

@@ -71,18 +71,9 @@ func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
 // chatFormat picks the model's chat format: the --chat-format override, else detected
 // from the model's template.
 func chatFormat(m *llama.Model, override string) (chat.Format, error) {
-	if override != "" {
-		f, err := chat.ParseFamily(override)
-		if err != nil {
-			return chat.Format{}, err
-		}
-		// Keep the checkpoint's thinking switch when its template has one.
-		detected, derr := chat.Detect(m.ChatTemplate())
-		return chat.Format{Family: f, HybridThinking: derr == nil && detected.Family == f && detected.HybridThinking}, nil
-	}
-	f, err := chat.Detect(m.ChatTemplate())
-	if err != nil {
+	f, err := chat.Resolve(m.ChatTemplate(), override)
+	if err != nil && override == "" {
 		return chat.Format{}, fmt.Errorf("%s: %w", m.Path(), err)
 	}
-	return f, nil
+	return f, err
 }
