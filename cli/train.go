@@ -6,15 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
-	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -29,10 +30,9 @@ func init() {
 			"(spec/UMAD-reference.md section 3), recomputes old and reference log-probs through the\n" +
 			"libtorch plugin, updates each agent turn by turn with dual-clip PPO and AdamW, and syncs\n" +
 			"the weights back to llama.cpp (checked on a fixed probe). --agent takes an HF directory and\n" +
-			"the settings `umad debate` accepts (name=, seed=, temperature=, ...). Algorithms: grpo (one\n" +
-			"agent, one turn, k3 KL in the loss), ippo (team reward, KL in the reward), umad (ippo + NLL\n" +
-			"weight + influence reward), nll-only, intrinsic-only. Defaults follow the reference code;\n" +
-			"the paper's variant is --influence peer-mean --eta 0.25 --kl-in-loss --temperature 0.8\n" +
+			"the settings `umad debate` accepts (name=, seed=, temperature=, ...). Algorithms (--algo),\n" +
+			"with defaults from the reference code:\n" + trainer.AlgoHelp() +
+			"The paper's variant is --influence peer-mean --eta 0.25 --kl-in-loss --temperature 0.8\n" +
 			"--batch 256.\n\n" +
 			"RUN gets config.json, metrics.jsonl (one line per step, agent and turn, plus validation\n" +
 			"lines), rollouts/step-N.jsonl.zst (a few problems' training debates), checkpoints/step-N/\n" +
@@ -42,7 +42,7 @@ func init() {
 			"command with --resume continues where it stopped.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
-			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: "grpo, ippo, umad, nll-only or intrinsic-only"},
+			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
 			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed); 0 = no validation"},
@@ -117,40 +117,19 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
-	if c.IsSet("team") {
-		if algo.Team, err = trainer.ParseTeamMode(c.String("team")); err != nil {
-			return rc, err
-		}
+	o := trainer.Overrides{Team: c.String("team"), Influence: c.String("influence"), KLInLoss: c.Bool("kl-in-loss"), DrGRPO: c.Bool("dr-grpo"),
+		Eta: setFloat(c, "eta"), NLLAlpha: setFloat(c, "nll-alpha"), KLCoef: setFloat(c, "kl-coef")}
+	if algo, err = algo.Override(o); err != nil {
+		return rc, err
 	}
-	if c.IsSet("influence") {
-		if algo.Influence, err = trainer.ParseInfluenceMode(c.String("influence")); err != nil {
-			return rc, err
-		}
-		if algo.Influence != trainer.InfluenceOff && algo.Eta == 0 {
-			algo.Eta = 0.2
-		}
+	mode := reward.Strict
+	if c.Bool("robust") {
+		mode = reward.Robust
 	}
-	if c.IsSet("eta") {
-		algo.Eta = c.Float64("eta")
-	}
-	if c.IsSet("nll-alpha") {
-		algo.NLLAlpha = c.Float64("nll-alpha")
-	}
-	if c.Bool("kl-in-loss") && algo.KLLossCoef == 0 {
-		algo.KLLossCoef, algo.KLRewardCoef = algo.KLRewardCoef, 0
-	}
-	if c.IsSet("kl-coef") {
-		if algo.KLLossCoef != 0 {
-			algo.KLLossCoef = c.Float64("kl-coef")
-		} else {
-			algo.KLRewardCoef = c.Float64("kl-coef")
-		}
-	}
-	algo.NoStd = c.Bool("dr-grpo")
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
-		Agg: torch.AggMode(c.String("loss-agg")), Robust: c.Bool("robust"), PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
+		Agg: torch.AggMode(c.String("loss-agg")), Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
 		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol"),
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
@@ -161,9 +140,19 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			return rc, err
 		}
 		rc.Agents = append(rc.Agents, a)
-		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens, SeedOffset: a.SeedOffset})
+		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens,
+			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
 	}
 	return rc, nil
+}
+
+// setFloat is a float flag's value when the user set it, else nil.
+func setFloat(c *ucli.Context, name string) *float64 {
+	if !c.IsSet(name) {
+		return nil
+	}
+	v := c.Float64(name)
+	return &v
 }
 
 func trainCmd(c *ucli.Context) error {
@@ -191,7 +180,6 @@ func trainCmd(c *ucli.Context) error {
 	}
 	out := c.String("out")
 	cfg.Out = out
-	cfg.Format = func(i int, m *llama.Model) (chat.Format, error) { return chatFormat(m, rc.Agents[i].ChatFormat) }
 	if err := cfg.Check(); err != nil {
 		return err
 	}
@@ -212,9 +200,8 @@ func trainCmd(c *ucli.Context) error {
 		cfg.Engine.SeqContext = 0 // room for the prompt limit plus the response
 	}
 	if cfg.Engine.Threads == 0 {
-		// Every agent has its own engine and they decode concurrently: share the cores
-		// (oversubscribed llama.cpp threads spin and collapse throughput).
-		cfg.Engine.Threads = max(1, llama.PhysicalCores()/len(cfg.Agents))
+		// Every agent has its own engine and they decode concurrently: share the cores.
+		cfg.Engine.Threads = engine.SharedThreads(len(cfg.Agents))
 	}
 	cfg.GPULayers = c.Int("gpu-layers")
 	cfg.Progress = c.App.Writer

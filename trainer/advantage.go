@@ -1,146 +1,86 @@
-// Package trainer turns debate rollouts into gradient steps: rewards, advantages, the
-// policy update through the libtorch plugin, weight sync back to llama.cpp, checkpoints.
-//
-// The formulas follow spec/UMAD-reference.md section 3 (the authors' code) by default; the
-// paper's variants are named options.
 package trainer
+
+// Advantages: scores normalised within a GRPO group, and the aleatoric (NLL) weights
+// (spec/UMAD-reference.md sections 3.4-3.7).
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/umad-dev/umad/trainlog"
 )
 
-// TeamMode is how the agents' correctness at one turn and trajectory becomes the reward
-// each agent is trained on (reference section 2.3).
-type TeamMode string
-
-const (
-	TeamSum        TeamMode = "sum"        // every agent gets the sum over agents (the reference)
-	TeamMax        TeamMode = "max"        // every agent gets the best agent's correctness
-	TeamDictator   TeamMode = "dictator"   // every agent gets agent 0's correctness
-	TeamIndividual TeamMode = "individual" // every agent keeps its own correctness
-)
-
-// ParseTeamMode checks a team-reward mode name.
-func ParseTeamMode(s string) (TeamMode, error) {
-	switch m := TeamMode(s); m {
-	case TeamSum, TeamMax, TeamDictator, TeamIndividual:
-		return m, nil
-	}
-	return "", fmt.Errorf("unknown team reward %q (want sum, max, dictator or individual)", s)
+// Group is one GRPO group's rewards and advantages: agent a's K trajectories of one
+// problem at one turn.
+type Group struct {
+	Team, Influence, Scores []float64
+	// Advantages are the final ones, NLL weights applied.
+	Advantages []float64
+	Weights    []float64 // NLL weights; all 1 when the recipe has none
 }
 
-// TeamRewards maps correct[a] (agent a's 0/1 correctness at one turn and trajectory) to
-// the reward each agent receives.
-func TeamRewards(correct []float64, mode TeamMode) ([]float64, error) {
-	out := make([]float64, len(correct))
-	if len(correct) == 0 {
-		return out, nil
-	}
-	var v float64
-	switch mode {
-	case TeamSum:
-		for _, c := range correct {
-			v += c
-		}
-	case TeamMax:
-		v = correct[0]
-		for _, c := range correct[1:] {
-			v = math.Max(v, c)
-		}
-	case TeamDictator:
-		v = correct[0]
-	case TeamIndividual:
-		copy(out, correct)
-		return out, nil
-	default:
-		return nil, fmt.Errorf("unknown team reward %q", mode)
-	}
-	for i := range out {
-		out[i] = v
-	}
-	return out, nil
-}
-
-// InfluenceMode selects the epistemic-influence intrinsic reward.
-type InfluenceMode string
-
-const (
-	InfluenceOff InfluenceMode = ""
-	// InfluenceSign is the reference: eta * sign(mean over peers j of
-	// team_j(t+1) - team_j(t)), per trajectory, from the team (aggregated) rewards, so
-	// with the sum mode it includes the agent's own change (reference section 3.2).
-	InfluenceSign InfluenceMode = "sign"
-	// InfluencePeerMean is the paper's eta/(N-1) * sum over peers j of the peer's own
-	// correctness change, per trajectory. (Averaging the change over the group first, as
-	// one reading of the paper has it, would add the same constant to every trajectory of a
-	// group, which the group normalisation then removes; per trajectory it can matter.)
-	InfluencePeerMean InfluenceMode = "peer-mean"
-)
-
-// ParseInfluenceMode checks an influence-reward variant name.
-func ParseInfluenceMode(s string) (InfluenceMode, error) {
-	switch m := InfluenceMode(s); m {
-	case InfluenceOff, InfluenceSign, InfluencePeerMean:
-		return m, nil
-	case "off", "none":
-		return InfluenceOff, nil
-	}
-	return "", fmt.Errorf("unknown influence reward %q (want sign, peer-mean or off)", s)
-}
-
-// Influence is the intrinsic reward of agent i at turn t of one trajectory. team[j] and
-// teamNext[j] are agent j's team rewards at turns t and t+1; correct and correctNext are
-// the agents' own correctness at those turns. Turns with no next turn get none: the
-// caller passes nil teamNext. All inputs are the unmodified rewards, so the result does
-// not depend on the order agents are processed in (reference section 3.2's last point).
-func Influence(mode InfluenceMode, eta float64, i int, team, teamNext, correct, correctNext []float64) float64 {
-	n := len(team)
-	if mode == InfluenceOff || teamNext == nil || n < 2 {
-		return 0
-	}
-	var sum float64
-	for j := 0; j < n; j++ {
-		if j == i {
-			continue
-		}
-		switch mode {
-		case InfluenceSign:
-			sum += teamNext[j] - team[j]
-		case InfluencePeerMean:
-			sum += correctNext[j] - correct[j]
+// RewardsVary reports whether the group's rewards (team reward plus influence, before
+// the KL term) are not all equal, i.e. whether the group carries a learning signal.
+func (g Group) RewardsVary() bool {
+	for k := range g.Team {
+		if g.Team[k]+g.Influence[k] != g.Team[0]+g.Influence[0] {
+			return true
 		}
 	}
-	mean := sum / float64(n-1)
-	if mode == InfluenceSign {
-		return eta * sign(mean)
-	}
-	return eta * mean
+	return false
 }
 
-func sign(x float64) float64 {
-	switch {
-	case x > 0:
-		return 1
-	case x < 0:
-		return -1
+// GroupAdvantage applies the recipe to agent a at turn t of one problem. correct[t][j][k] is
+// agent j's 0/1 correctness in trajectory k at turn t; klSums[k] and nll[k] come from agent
+// a's recomputed log-probs of trajectory k's response (section 3.7's closed form).
+func (a Algo) GroupAdvantage(correct [][][]float64, t, agent int, klSums, nll []float64) (Group, error) {
+	if t < 0 || t >= len(correct) || agent < 0 || agent >= len(correct[t]) {
+		return Group{}, fmt.Errorf("turn %d agent %d outside the %d-turn record", t, agent, len(correct))
 	}
-	return 0
-}
-
-// KLSum is the k1 estimate of the response's KL to the reference, summed over its tokens:
-// the quantity the reference subtracts, times a coefficient, from the score (section 3.3).
-func KLSum(old, ref []float32) float64 {
-	var s float64
-	for l := range old {
-		s += float64(old[l]) - float64(ref[l])
+	k := len(correct[t][agent])
+	if len(klSums) != k || len(nll) != k {
+		return Group{}, fmt.Errorf("%d trajectories but %d KL sums and %d NLLs", k, len(klSums), len(nll))
 	}
-	return s
-}
-
-// Score is one response's scalar reward before group normalisation.
-func Score(team, influence, klCoef, klSum float64) float64 {
-	return team + influence - klCoef*klSum
+	g := Group{Team: make([]float64, k), Influence: make([]float64, k), Scores: make([]float64, k)}
+	agents := len(correct[t])
+	at := func(turn, traj int) ([]float64, []float64, error) {
+		c := make([]float64, agents)
+		for j := range c {
+			if len(correct[turn][j]) != k {
+				return nil, nil, fmt.Errorf("turn %d agent %d has %d trajectories, want %d", turn, j, len(correct[turn][j]), k)
+			}
+			c[j] = correct[turn][j][traj]
+		}
+		team, err := TeamRewards(c, a.Team)
+		return c, team, err
+	}
+	for traj := 0; traj < k; traj++ {
+		c, team, err := at(t, traj)
+		if err != nil {
+			return Group{}, err
+		}
+		var cNext, teamNext []float64
+		if t+1 < len(correct) {
+			if cNext, teamNext, err = at(t+1, traj); err != nil {
+				return Group{}, err
+			}
+		}
+		g.Team[traj] = team[agent]
+		g.Influence[traj] = Influence(a.Influence, a.Eta, agent, team, teamNext, c, cNext)
+		g.Scores[traj] = Score(g.Team[traj], g.Influence[traj], a.KLRewardCoef, klSums[traj])
+	}
+	g.Advantages = GroupAdvantages(g.Scores, a.NoStd)
+	g.Weights = make([]float64, k)
+	for i := range g.Weights {
+		g.Weights[i] = 1
+	}
+	if a.NLLAlpha > 0 {
+		g.Weights = NLLWeights(nll, a.NLLAlpha)
+		for i := range g.Advantages {
+			g.Advantages[i] *= g.Weights[i]
+		}
+	}
+	return g, nil
 }
 
 // Group-normalisation epsilons, as in the reference (section 8 item 16).
@@ -222,4 +162,64 @@ func meanOf(v []float64) float64 {
 		return v[0]
 	}
 	return s / float64(len(v))
+}
+
+// advantages computes the GRPO groups of one agent at one turn from the step's correctness
+// (correct[p][t][a][k]) and the batch's log-probs: per-token advantages, the groups that
+// dynamic sampling drops, and the reward, KL, entropy and NLL metrics.
+func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent int, m *trainlog.StepMetrics) error {
+	G := t.cfg.G
+	b.adv = make([][]float32, len(b.refs))
+	b.dropped = make([]bool, len(b.refs)/G)
+	var advAll, weights, team, infl, score, nlls []float64
+	var klTok, entTok, gapTok, tokens float64
+	for start := 0; start < len(b.refs); start += G {
+		p := b.refs[start].p
+		klSums := make([]float64, G)
+		nll := make([]float64, G)
+		for k := 0; k < G; k++ {
+			i := start + k
+			klSums[k] = KLSum(b.old[i], b.ref[i])
+			nll[k] = MeanNLL(b.old[i])
+			klTok += klSums[k]
+			for j := range b.old[i] {
+				entTok += float64(b.ent[i][j])
+				gapTok += math.Abs(float64(b.old[i][j]) - float64(b.rolloutLogp[i][j]))
+			}
+			tokens += float64(len(b.old[i]))
+		}
+		g, err := t.cfg.Algo.GroupAdvantage(correct[p], turn, agent, klSums, nll)
+		if err != nil {
+			return err
+		}
+		if t.cfg.DynamicSampling && !g.RewardsVary() {
+			b.dropped[start/G] = true
+			m.DroppedGroups++
+		}
+		for k := 0; k < G; k++ {
+			i := start + k
+			b.adv[i] = make([]float32, len(b.responses[i]))
+			for j := range b.adv[i] {
+				b.adv[i][j] = float32(g.Advantages[k])
+			}
+			m.Accuracy += correct[p][turn][agent][k]
+		}
+		advAll = append(advAll, g.Advantages...)
+		weights = append(weights, g.Weights...)
+		team = append(team, g.Team...)
+		infl = append(infl, g.Influence...)
+		score = append(score, g.Scores...)
+		nlls = append(nlls, nll...)
+	}
+	if n := float64(len(b.refs)); n > 0 {
+		m.Accuracy /= n
+	}
+	m.Team, m.Influence, m.Score, m.NLL = meanOf(team), meanOf(infl), meanOf(score), meanOf(nlls)
+	m.Advantage = summarise(advAll)
+	m.Weight = summarise(weights)
+	m.Tokens = int(tokens)
+	if tokens > 0 {
+		m.KL, m.Entropy, m.LogpGap = klTok/tokens, entTok/tokens, gapTok/tokens
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"math"
-	"strings"
 	"testing"
 )
 
@@ -214,42 +213,6 @@ func TestGroupAdvantageClosedForm(t *testing.T) {
 	} {
 		if _, err := umad.GroupAdvantage(correct, bad.t, bad.a, bad.kl, bad.nll); err == nil {
 			t.Errorf("%s: want an error", bad.why)
-		}
-	}
-}
-
-func TestAlgorithms(t *testing.T) {
-	for _, tc := range []struct {
-		name           string
-		agents, turns  int
-		wantErr        string
-		nll, influence bool
-	}{
-		{"grpo", 1, 1, "", false, false},
-		{"grpo", 2, 2, "one agent", false, false},
-		{"ippo", 2, 2, "", false, false},
-		{"umad", 2, 2, "", true, true},
-		{"umad", 1, 2, "two agents", true, true},
-		{"nll-only", 2, 2, "", true, false},
-		{"intrinsic-only", 2, 2, "", false, true},
-		{"ppo", 2, 2, "unknown algorithm", false, false},
-	} {
-		a, err := LookupAlgo(tc.name)
-		if err == nil {
-			err = a.Check(tc.agents, tc.turns)
-		}
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%s with %d agents, %d turns: error %v, want one mentioning %q", tc.name, tc.agents, tc.turns, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if (a.NLLAlpha > 0) != tc.nll || (a.Influence != InfluenceOff) != tc.influence {
-			t.Errorf("%s: NLL weight %v, influence %q; want %v, %v", tc.name, a.NLLAlpha, a.Influence, tc.nll, tc.influence)
 		}
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"strings"
 )
 
-// Algo is the reward and advantage recipe of a training run.
+// Algo is the reward and advantage recipe of a training run. The named algorithms differ
+// along four axes: the team reward (Team), the influence reward (Influence, Eta), the
+// advantage normaliser (NLLAlpha, NoStd) and where the KL to the reference goes
+// (KLRewardCoef or KLLossCoef).
 type Algo struct {
 	Name string `json:"name"`
 	// Debate: more than one agent and more than one turn are allowed.
@@ -23,29 +26,127 @@ type Algo struct {
 	NoStd bool `json:"no_std"`
 }
 
-// Algorithms are the named recipes, with the reference run's constants.
-var algorithms = map[string]Algo{
+// The reference run's constants (spec/UMAD-reference.md section 3.7).
+const (
+	DefaultKLCoef   = 0.001 // KL coefficient, in the reward (k1) or the loss (k3)
+	DefaultEta      = 0.2   // influence reward strength
+	DefaultNLLAlpha = 0.25  // NLL advantage weight exponent
+)
+
+// recipes are the named algorithms, in the order help texts list them.
+var recipes = []Algo{
 	// Single-agent GRPO: individual correctness, k3 KL in the loss (reference section 4.2,
 	// the single-agent baseline's use_kl_loss with low_var_kl 0.001).
-	"grpo": {Team: TeamIndividual, KLLossCoef: 0.001},
+	{Name: "grpo", Team: TeamIndividual, KLLossCoef: DefaultKLCoef},
 	// IPPO: the debate with a shared team reward and k1 KL in the reward (section 3.3).
-	"ippo": {Debate: true, Team: TeamSum, KLRewardCoef: 0.001},
-	// UMAD: IPPO plus the NLL weight (alpha 0.25) and the influence reward (eta 0.2).
-	"umad":           {Debate: true, Team: TeamSum, KLRewardCoef: 0.001, NLLAlpha: 0.25, Influence: InfluenceSign, Eta: 0.2},
-	"nll-only":       {Debate: true, Team: TeamSum, KLRewardCoef: 0.001, NLLAlpha: 0.25},
-	"intrinsic-only": {Debate: true, Team: TeamSum, KLRewardCoef: 0.001, Influence: InfluenceSign, Eta: 0.2},
+	{Name: "ippo", Debate: true, Team: TeamSum, KLRewardCoef: DefaultKLCoef},
+	// UMAD: IPPO plus the NLL weight and the influence reward.
+	{Name: "umad", Debate: true, Team: TeamSum, KLRewardCoef: DefaultKLCoef, NLLAlpha: DefaultNLLAlpha, Influence: InfluenceSign, Eta: DefaultEta},
+	{Name: "nll-only", Debate: true, Team: TeamSum, KLRewardCoef: DefaultKLCoef, NLLAlpha: DefaultNLLAlpha},
+	{Name: "intrinsic-only", Debate: true, Team: TeamSum, KLRewardCoef: DefaultKLCoef, Influence: InfluenceSign, Eta: DefaultEta},
 }
 
-// AlgoNames lists the recipes in a fixed order, for help texts.
-var AlgoNames = []string{"grpo", "ippo", "umad", "nll-only", "intrinsic-only"}
+// AlgoNames lists the named algorithms in a fixed order.
+func AlgoNames() []string {
+	names := make([]string, len(recipes))
+	for i, r := range recipes {
+		names[i] = r.Name
+	}
+	return names
+}
 
 // LookupAlgo returns the named recipe.
 func LookupAlgo(name string) (Algo, error) {
-	a, ok := algorithms[name]
-	if !ok {
-		return Algo{}, fmt.Errorf("unknown algorithm %q (want %s)", name, strings.Join(AlgoNames, ", "))
+	for _, r := range recipes {
+		if r.Name == name {
+			return r, nil
+		}
 	}
-	a.Name = name
+	return Algo{}, fmt.Errorf("unknown algorithm %q (want %s)", name, strings.Join(AlgoNames(), ", "))
+}
+
+// Describe says what the recipe does along each axis, for help texts.
+func (a Algo) Describe() string {
+	var parts []string
+	if a.Debate {
+		parts = append(parts, "debate, team reward "+string(a.Team))
+	} else {
+		parts = append(parts, "one agent, one turn, own correctness")
+	}
+	if a.Influence != InfluenceOff {
+		parts = append(parts, fmt.Sprintf("influence reward %s (eta %g)", a.Influence, a.Eta))
+	}
+	if a.NLLAlpha > 0 {
+		parts = append(parts, fmt.Sprintf("NLL weight exp(-%g z)", a.NLLAlpha))
+	}
+	if a.NoStd {
+		parts = append(parts, "advantages centred only (Dr.GRPO)")
+	}
+	switch {
+	case a.KLLossCoef != 0:
+		parts = append(parts, fmt.Sprintf("k3 KL %g in the loss", a.KLLossCoef))
+	case a.KLRewardCoef != 0:
+		parts = append(parts, fmt.Sprintf("k1 KL %g in the reward", a.KLRewardCoef))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// AlgoHelp lists every named algorithm with its description, one per line.
+func AlgoHelp() string {
+	var b strings.Builder
+	for _, r := range recipes {
+		fmt.Fprintf(&b, "  %-15s %s\n", r.Name, r.Describe())
+	}
+	return b.String()
+}
+
+// Overrides are changes to a recipe's axes, as flags give them; the zero value changes
+// nothing.
+type Overrides struct {
+	Team      string   // team reward mode; "" keeps the recipe's
+	Influence string   // influence reward mode; "" keeps the recipe's
+	Eta       *float64 // influence strength
+	NLLAlpha  *float64 // NLL weight exponent
+	KLCoef    *float64 // the KL coefficient, wherever the KL goes
+	KLInLoss  bool     // move the KL from the reward (k1) to the loss (k3), as the paper
+	DrGRPO    bool     // advantages centred, not divided by the group std
+}
+
+// Override applies o to the recipe. Turning an influence reward on gives it the default
+// strength unless Eta says otherwise; KLInLoss moves the reward's KL coefficient to the
+// loss; KLCoef then sets the coefficient wherever the KL is.
+func (a Algo) Override(o Overrides) (Algo, error) {
+	var err error
+	if o.Team != "" {
+		if a.Team, err = ParseTeamMode(o.Team); err != nil {
+			return a, err
+		}
+	}
+	if o.Influence != "" {
+		if a.Influence, err = ParseInfluenceMode(o.Influence); err != nil {
+			return a, err
+		}
+		if a.Influence != InfluenceOff && a.Eta == 0 {
+			a.Eta = DefaultEta
+		}
+	}
+	if o.Eta != nil {
+		a.Eta = *o.Eta
+	}
+	if o.NLLAlpha != nil {
+		a.NLLAlpha = *o.NLLAlpha
+	}
+	if o.KLInLoss && a.KLLossCoef == 0 {
+		a.KLLossCoef, a.KLRewardCoef = a.KLRewardCoef, 0
+	}
+	if o.KLCoef != nil {
+		if a.KLLossCoef != 0 {
+			a.KLLossCoef = *o.KLCoef
+		} else {
+			a.KLRewardCoef = *o.KLCoef
+		}
+	}
+	a.NoStd = o.DrGRPO
 	return a, nil
 }
 
@@ -65,77 +166,4 @@ func (a Algo) Check(agents, turns int) error {
 		return err
 	}
 	return nil
-}
-
-// Group is one GRPO group's rewards and advantages: agent a's K trajectories of one
-// problem at one turn.
-type Group struct {
-	Team, Influence, Scores []float64
-	// Advantages are the final ones, NLL weights applied.
-	Advantages []float64
-	Weights    []float64 // NLL weights; all 1 when the recipe has none
-}
-
-// RewardsVary reports whether the group's rewards (team reward plus influence, before
-// the KL term) are not all equal, i.e. whether the group carries a learning signal.
-func (g Group) RewardsVary() bool {
-	for k := range g.Team {
-		if g.Team[k]+g.Influence[k] != g.Team[0]+g.Influence[0] {
-			return true
-		}
-	}
-	return false
-}
-
-// GroupAdvantage applies the recipe to agent a at turn t of one problem. correct[t][j][k] is
-// agent j's 0/1 correctness in trajectory k at turn t; klSums[k] and nll[k] come from agent
-// a's recomputed log-probs of trajectory k's response (section 3.7's closed form).
-func (a Algo) GroupAdvantage(correct [][][]float64, t, agent int, klSums, nll []float64) (Group, error) {
-	if t < 0 || t >= len(correct) || agent < 0 || agent >= len(correct[t]) {
-		return Group{}, fmt.Errorf("turn %d agent %d outside the %d-turn record", t, agent, len(correct))
-	}
-	k := len(correct[t][agent])
-	if len(klSums) != k || len(nll) != k {
-		return Group{}, fmt.Errorf("%d trajectories but %d KL sums and %d NLLs", k, len(klSums), len(nll))
-	}
-	g := Group{Team: make([]float64, k), Influence: make([]float64, k), Scores: make([]float64, k)}
-	agents := len(correct[t])
-	at := func(turn, traj int) ([]float64, []float64, error) {
-		c := make([]float64, agents)
-		for j := range c {
-			if len(correct[turn][j]) != k {
-				return nil, nil, fmt.Errorf("turn %d agent %d has %d trajectories, want %d", turn, j, len(correct[turn][j]), k)
-			}
-			c[j] = correct[turn][j][traj]
-		}
-		team, err := TeamRewards(c, a.Team)
-		return c, team, err
-	}
-	for traj := 0; traj < k; traj++ {
-		c, team, err := at(t, traj)
-		if err != nil {
-			return Group{}, err
-		}
-		var cNext, teamNext []float64
-		if t+1 < len(correct) {
-			if cNext, teamNext, err = at(t+1, traj); err != nil {
-				return Group{}, err
-			}
-		}
-		g.Team[traj] = team[agent]
-		g.Influence[traj] = Influence(a.Influence, a.Eta, agent, team, teamNext, c, cNext)
-		g.Scores[traj] = Score(g.Team[traj], g.Influence[traj], a.KLRewardCoef, klSums[traj])
-	}
-	g.Advantages = GroupAdvantages(g.Scores, a.NoStd)
-	g.Weights = make([]float64, k)
-	for i := range g.Weights {
-		g.Weights[i] = 1
-	}
-	if a.NLLAlpha > 0 {
-		g.Weights = NLLWeights(nll, a.NLLAlpha)
-		for i := range g.Advantages {
-			g.Advantages[i] *= g.Weights[i]
-		}
-	}
-	return g, nil
 }

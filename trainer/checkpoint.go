@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -157,4 +158,14 @@ func pruneCheckpoints(root, latest string, keep int) error {
 		}
 	}
 	return nil
+}
+
+// sortedKeys is used by checkpoint pruning and tests.
+func sortedKeys(m map[int]string) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
 }

@@ -1,13 +1,17 @@
 package trainer
 
+// The weight-sync phase: the actor's weights go to llama.cpp as a GGUF, the agent's server
+// reloads it, and a fixed probe checks that llama.cpp and the plugin agree.
+
 import (
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
 )
@@ -33,94 +37,84 @@ func WriteGGUF(m *torch.Model, src, staging, out string) error {
 	return model.HFToGGUF(staging, out, model.HFToGGUFOptions{})
 }
 
-// Server is one agent's llama.cpp side: the model file loaded and an engine on it.
-type Server struct {
-	Model  *llama.Model
-	Engine *engine.Engine
-}
-
-// OpenServer loads a GGUF file and makes an engine for it.
-func OpenServer(path string, mp llama.ModelParams, opt engine.Options) (*Server, error) {
-	m, err := engine.LoadModel(path, mp)
-	if err != nil {
-		return nil, err
-	}
-	e, err := engine.New(m, opt)
-	if err != nil {
-		m.Close()
-		return nil, fmt.Errorf("engine for %s: %w", path, err)
-	}
-	return &Server{Model: m, Engine: e}, nil
-}
-
-// Close frees the engine and the model.
-func (s *Server) Close() {
-	if s == nil {
-		return
-	}
-	s.Engine.Close()
-	s.Model.Close()
-}
-
-// LlamaLogProbs scores a response after a prompt with llama.cpp: the log-prob of each
-// response token under softmax(logits/temperature). It uses its own context with an F32 KV
-// cache and flash attention off, the settings under which llama.cpp is exact, so it
-// measures the weights and not the rollout settings.
-func LlamaLogProbs(m *llama.Model, prompt, response []int32, temperature float64, threads int) ([]float32, error) {
-	n := len(prompt) + len(response)
-	if len(prompt) == 0 || len(response) == 0 || temperature <= 0 {
-		return nil, fmt.Errorf("llama log-probs: need a prompt, a response and a positive temperature")
-	}
-	ctx, err := m.NewContext(llama.ContextParams{NCtx: n, NBatch: n, Threads: threads, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
-	if err != nil {
-		return nil, fmt.Errorf("llama log-probs: %w", err)
-	}
-	defer ctx.Close()
-	b, err := llama.NewBatch(n, 1)
-	if err != nil {
-		return nil, err
-	}
-	defer b.Close()
-	seq := []int32{0}
-	all := append(append([]int32{}, prompt...), response...)
-	for i, tok := range all {
-		// Position i predicts token i+1; the rows that predict response tokens are needed.
-		if _, err := b.Add(tok, i, seq, i >= len(prompt)-1 && i < n-1); err != nil {
-			return nil, err
+// syncAll writes every agent's current weights for llama.cpp, reloads its server and checks
+// llama.cpp's log-probs of a fixed probe against the plugin's.
+func (t *Trainer) syncAll() error {
+	for i := range t.agents {
+		if _, _, err := t.sync(i); err != nil {
+			return fmt.Errorf("agent %d: %w", i, err)
 		}
 	}
-	if err := ctx.Decode(b); err != nil {
-		return nil, fmt.Errorf("llama log-probs: %w", err)
-	}
-	out := make([]float32, len(response))
-	for j := range response {
-		row, err := ctx.Logits(len(prompt) - 1 + j)
-		if err != nil {
-			return nil, fmt.Errorf("llama log-probs: %w", err)
-		}
-		if int(response[j]) >= len(row) || response[j] < 0 {
-			return nil, fmt.Errorf("llama log-probs: token %d outside the vocabulary of %d", response[j], len(row))
-		}
-		out[j] = float32(logSoftmaxAt(row, int(response[j]), temperature))
-	}
-	return out, nil
+	return nil
 }
 
-// logSoftmaxAt is log softmax(row/t)[i] in float64.
-func logSoftmaxAt(row []float32, i int, t float64) float64 {
-	mx := math.Inf(-1)
-	for _, v := range row {
-		mx = math.Max(mx, float64(v)/t)
+// sync returns the time it took and the probe's mean |delta log-prob|.
+func (t *Trainer) sync(i int) (time.Duration, float64, error) {
+	start := time.Now()
+	a, st := t.cfg.Agents[i], t.agents[i]
+	staging := filepath.Join(filepath.Dir(st.gguf), "hf")
+	if err := WriteGGUF(st.actor, a.Dir, staging, st.gguf); err != nil {
+		return 0, 0, err
 	}
-	var z float64
-	for _, v := range row {
-		z += math.Exp(float64(v)/t - mx)
+	opt := t.cfg.Engine
+	if opt.SeqContext == 0 {
+		opt.SeqContext = t.cfg.PromptLimit + a.MaxTokens
 	}
-	return float64(row[i])/t - mx - math.Log(z)
+	srv, err := engine.OpenServer(st.gguf, t.cfg.GPULayers, opt)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sync: %w", err)
+	}
+	st.server.Close()
+	st.server = srv
+	if st.probe.Prompt == nil {
+		if st.format, err = srv.Format(a.ChatFormat); err != nil {
+			return 0, 0, err
+		}
+		if st.probe, err = t.makeProbe(srv, st.format); err != nil {
+			return 0, 0, err
+		}
+	}
+	took := time.Since(start)
+	gap, err := t.checkProbe(i)
+	return took, gap, err
 }
 
-// MeanAbsDiff is the mean |a-b| over paired values (the log-prob gap).
-func MeanAbsDiff(a, b []float32) float64 {
+// makeProbe is a fixed prompt and response: the first training problem answered in the
+// boxed format.
+func (t *Trainer) makeProbe(srv *engine.Server, f chat.Format) (Pair, error) {
+	p := t.cfg.Problems[0]
+	pairs, err := TokenizePairs(srv, f, srv.EndOfTurn(), []TextPair{{Prompt: engine.Turn0Message(p.Question), Response: AnswerResponse(p.Gold)}})
+	if err != nil {
+		return Pair{}, fmt.Errorf("probe: %w", err)
+	}
+	return pairs[0], nil
+}
+
+// checkProbe compares llama.cpp's log-probs of the probe, under exact settings, with the
+// plugin's, and returns the mean |delta|.
+func (t *Trainer) checkProbe(i int) (float64, error) {
+	st, temp := t.agents[i], t.cfg.Agents[i].Params.Temperature
+	ll, err := st.server.ExactLogProbs(st.probe.Prompt, st.probe.Response, temp)
+	if err != nil {
+		return 0, fmt.Errorf("sync check: %w", err)
+	}
+	tl, _, err := st.actor.LogProbs([][]int32{st.probe.Prompt}, [][]int32{st.probe.Response}, temp)
+	if err != nil {
+		return 0, fmt.Errorf("sync check: %w", err)
+	}
+	gap := meanAbsDiff(ll, tl[0])
+	if math.IsNaN(gap) || math.IsInf(gap, 0) {
+		// Checked even with the probe check off: diverged weights must not be checkpointed.
+		return gap, fmt.Errorf("sync check: the probe's log-probs are %v: the weights diverged (lower the learning rate?)", gap)
+	}
+	if t.cfg.ProbeTol > 0 && !(gap <= t.cfg.ProbeTol) {
+		return gap, fmt.Errorf("sync check: llama.cpp and the trainer disagree on the probe's log-probs by %.3g (mean |delta|), more than %.3g: the synced GGUF does not hold the trained weights", gap, t.cfg.ProbeTol)
+	}
+	return gap, nil
+}
+
+// meanAbsDiff is the mean |a-b| over paired values (the log-prob gap).
+func meanAbsDiff(a, b []float32) float64 {
 	if len(a) == 0 {
 		return 0
 	}

@@ -6,9 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
-	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -23,19 +21,17 @@ func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
 // learn it in seconds.
 var demoTask = data.SyntheticConfig{Terms: 2, MaxOperand: 2, Ops: "+"}
 
-func formatOf(_ int, m *llama.Model) (chat.Format, error) { return chat.Detect(m.ChatTemplate()) }
-
 // warmStart teaches a tiny model the boxed answer format (a few epochs: the format is
 // learned, the answers only partly) and returns the HF directory of the result.
 func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 	t.Helper()
 	dir := testmodel.Tiny(t, arch)
-	tok, err := engine.LoadModel(filepath.Join(dir, "model.gguf"), llama.ModelParams{VocabOnly: true})
+	tok, err := engine.OpenVocab(filepath.Join(dir, "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tok.Close()
-	f, err := chat.Detect(tok.ChatTemplate())
+	f, err := tok.Format("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +39,7 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := tok.Specials().EOT
-	if end < 0 {
-		end = tok.Specials().EOS
-	}
-	pairs, err := TokenizePairs(tok, f, end, SyntheticPairs(problems))
+	pairs, err := TokenizePairs(tok, f, tok.EndOfTurn(), SyntheticPairs(problems))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +77,14 @@ func demoConfig(t *testing.T, algo string, dirs []string, steps int) Config {
 	}
 	train, _ := data.SyntheticWith(64, 1, demoTask)
 	val, _ := data.SyntheticWith(32, 1+1_000_003, demoTask) // umad train's held-out set for seed 1
+	eng, err := engine.ParseOptions(16, 0, 1, "f32", "off")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := Config{Algo: a, Problems: train, ValProblems: val, Steps: steps, BatchSize: 16, Turns: 1, G: 8, MiniBatch: 4,
 		Opt:     torch.AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1},
 		ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, PromptLimit: 512, Seed: 1, ValEvery: steps, ValK: 4, ProbeTol: 1e-4,
-		Engine: engine.Options{Slots: 16, Threads: 1, KVType: llama.KVF32, FlashAttn: llama.FlashOff},
-		Format: formatOf, Out: t.TempDir()}
+		Engine: eng, Out: t.TempDir()}
 	if a.Debate {
 		cfg.Turns, cfg.BatchSize = 2, 8
 	}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/chat"
+)
+
+// Vocab is a loaded GGUF model seen as its tokenizer and chat template: what building
+// prompts and training pairs needs, with llama.cpp's ids, so training sees exactly the
+// ids sampling does.
+type Vocab struct {
+	model *llama.Model
+}
+
+// OpenVocab loads only the tokenizer and metadata of a GGUF file (no weights).
+func OpenVocab(path string) (*Vocab, error) {
+	m, err := LoadModel(path, llama.ModelParams{VocabOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return &Vocab{m}, nil
+}
+
+// Close frees the model; a nil vocabulary is a no-op.
+func (v *Vocab) Close() {
+	if v != nil {
+		v.model.Close()
+	}
+}
+
+// Tokenize is llama.cpp's tokenizer of the model.
+func (v *Vocab) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	return v.model.Tokenize(text, addSpecial, parseSpecial)
+}
+
+// Format is the model's chat format: the override (a family name) when given, else the one
+// detected from the GGUF's template.
+func (v *Vocab) Format(override string) (chat.Format, error) {
+	return ModelFormat(v.model, override)
+}
+
+// ModelFormat is a loaded model's chat format: the override when given, else detected from
+// its template (an error names the file).
+func ModelFormat(m *llama.Model, override string) (chat.Format, error) {
+	f, err := chat.Resolve(m.ChatTemplate(), override)
+	if err != nil && override == "" {
+		return chat.Format{}, fmt.Errorf("%s: %w", m.Path(), err)
+	}
+	return f, err
+}
+
+// EndOfTurn is the token that ends an assistant turn (and that training must teach): EOT
+// when the model has one, else EOS.
+func (v *Vocab) EndOfTurn() int32 {
+	sp := v.model.Specials()
+	if sp.EOT >= 0 {
+		return sp.EOT
+	}
+	return sp.EOS
+}
+
+// Server is one GGUF model loaded for a trainer: the model with a rollout engine on it and
+// exact scoring, so that the trainer reaches llama.cpp only through this package.
+type Server struct {
+	*Vocab
+	Engine *Engine
+}
+
+// OpenServer loads a GGUF file (checked by LoadModel first) and makes an engine for it.
+func OpenServer(path string, gpuLayers int, opt Options) (*Server, error) {
+	m, err := LoadModel(path, llama.ModelParams{GPULayers: gpuLayers})
+	if err != nil {
+		return nil, err
+	}
+	e, err := New(m, opt)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("engine for %s: %w", path, err)
+	}
+	return &Server{Vocab: &Vocab{m}, Engine: e}, nil
+}
+
+// Close frees the engine and the model; a nil server is a no-op.
+func (s *Server) Close() {
+	if s == nil {
+		return
+	}
+	s.Engine.Close()
+	s.Vocab.Close()
+}
+
+// ExactLogProbs scores one response after a prompt with its own context under an F32 KV
+// cache and flash attention off, the settings under which llama.cpp is exact, so it
+// measures the weights and not the rollout settings.
+func (s *Server) ExactLogProbs(prompt, response []int32, temperature float64) ([]float32, error) {
+	n := len(prompt) + len(response)
+	sc := NewScorer(s.model, llama.ContextParams{NCtx: n, NBatch: n, Threads: s.Engine.opt.Threads, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	defer sc.Free()
+	lp, _, err := sc.LogProbs([][]int32{prompt}, [][]int32{response}, temperature)
+	if err != nil {
+		return nil, fmt.Errorf("llama.cpp log-probs: %w", err)
+	}
+	return lp[0], nil
+}
+
+// ParseOptions makes engine options from the settings as flags name them: the KV-cache type
+// (f16, f32, q8_0) and flash attention (auto, on, off). seqContext 0 leaves the context per
+// sequence to the caller; threads 0 means the physical cores.
+func ParseOptions(slots, seqContext, threads int, kvType, flashAttn string) (Options, error) {
+	kv, err := llama.ParseKVType(kvType)
+	if err != nil {
+		return Options{}, err
+	}
+	fa, err := llama.ParseFlashAttn(flashAttn)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{Slots: slots, SeqContext: seqContext, Threads: threads, KVType: kv, FlashAttn: fa}, nil
+}
+
+// SharedThreads is each engine's share of the physical cores when engines engines decode at
+// once: oversubscribed llama.cpp threads spin and collapse throughput.
+func SharedThreads(engines int) int {
+	return max(1, llama.PhysicalCores()/max(1, engines))
+}

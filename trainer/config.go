@@ -1,0 +1,124 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/sampler"
+)
+
+// Agent is one trained debater.
+type Agent struct {
+	Name string `json:"name"`
+	// Dir is the Hugging Face directory the agent starts from; it is also its frozen
+	// reference model.
+	Dir        string         `json:"dir"`
+	Params     sampler.Params `json:"params"`
+	MaxTokens  int            `json:"max_tokens"`
+	SeedOffset uint64         `json:"seed_offset"`
+	// ChatFormat overrides the chat format detected from the model's template (a family
+	// name; "" detects).
+	ChatFormat string `json:"-"`
+}
+
+// Config is a training run. Everything random derives from Seed and the step number, so
+// a resumed run continues exactly as an uninterrupted one would.
+type Config struct {
+	Agents []Agent `json:"agents"`
+	Algo   Algo    `json:"algo"`
+	// Problems are the training set, ValProblems the held-out validation set.
+	Problems    []data.Problem `json:"-"`
+	ValProblems []data.Problem `json:"-"`
+	Steps       int            `json:"steps"`      // optimisation steps in all
+	BatchSize   int            `json:"batch_size"` // problems per step
+	Turns       int            `json:"turns"`      // T_train
+	G           int            `json:"g"`          // trajectories per problem
+	// MiniBatch is the number of groups (problems) per optimizer step; the loss is the
+	// mean over groups of each group's token-mean (reference section 4.3).
+	MiniBatch int           `json:"mini_batch"`
+	Opt       torch.AdamW   `json:"optimizer"`
+	ClipLow   float64       `json:"clip_low"`
+	ClipHigh  float64       `json:"clip_high"`
+	ClipC     float64       `json:"clip_c"`
+	Agg       torch.AggMode `json:"loss_agg"`
+	// Reward is the grading mode of the 0/1 correctness rewards (strict is_equiv, as the
+	// paper, or robust).
+	Reward      reward.Mode `json:"reward"`
+	PromptLimit int         `json:"prompt_limit"`
+	Seed        uint64      `json:"seed"`
+	ValEvery    int         `json:"val_every"`  // 0: before training and at the end only
+	ValK        int         `json:"val_k"`      // trajectories per validation problem
+	SaveEvery   int         `json:"save_every"` // 0: at the end only
+	KeepLast    int         `json:"keep_last"`
+	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// KeepRollouts is how many problems' training debates each step keeps in
+	// RUN/rollouts/step-N.jsonl.zst, for inspection (0: none).
+	KeepRollouts int `json:"keep_rollouts"`
+	// Schedule is the learning rate's warm-up and decay over the steps.
+	Schedule Schedule `json:"lr_schedule"`
+	// DynamicSampling (DAPO) drops groups whose rewards are all equal (no learning signal)
+	// and rolls out up to MaxGenBatches batches per step to fill BatchSize problems that
+	// have at least one such group left.
+	DynamicSampling bool `json:"dynamic_sampling"`
+	MaxGenBatches   int  `json:"max_gen_batches"`
+	// OverlongFilter masks responses cut off at the token limit out of the loss (DAPO),
+	// instead of training them as wrong answers.
+	OverlongFilter bool `json:"overlong_filter"`
+	// TISCap > 0 weights each token's loss by min(exp(trainer - rollout log-prob), TISCap):
+	// truncated importance sampling for the gap between llama.cpp and the trainer.
+	TISCap float64 `json:"tis_cap"`
+	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
+	// the prompt limit plus the agent's response.
+	Engine    engine.Options     `json:"-"`
+	GPULayers int                `json:"-"`
+	Torch     torch.ModelOptions `json:"-"`
+	Out       string             `json:"-"`
+	// Progress receives one human-readable line per step; nil is silent.
+	Progress io.Writer `json:"-"`
+}
+
+// Check validates a configuration. Run calls it; the CLI calls it before it claims the
+// run directory, so that a mistake leaves nothing behind.
+func (c *Config) Check() error {
+	switch {
+	case len(c.Agents) == 0:
+		return errors.New("train: no agents")
+	case len(c.Problems) == 0:
+		return errors.New("train: no training problems")
+	case c.BatchSize < 1 || c.G < 1 || c.Turns < 1 || c.MiniBatch < 1:
+		return fmt.Errorf("train: batch size %d, G %d, turns %d and mini-batch %d must be at least 1", c.BatchSize, c.G, c.Turns, c.MiniBatch)
+	case len(c.Problems) < c.BatchSize:
+		return fmt.Errorf("train: %d problems are fewer than one batch of %d", len(c.Problems), c.BatchSize)
+	case c.Steps < 1:
+		return fmt.Errorf("train: steps must be at least 1, got %d", c.Steps)
+	case c.Out == "":
+		return errors.New("train: an output directory is required")
+	case c.ValEvery < 0 || c.SaveEvery < 0 || c.KeepLast < 0 || c.ProbeTol < 0 || c.TISCap < 0 || c.KeepRollouts < 0:
+		return errors.New("train: intervals, tolerances and caps must not be negative")
+	case c.DynamicSampling && c.MaxGenBatches < 1:
+		return fmt.Errorf("train: dynamic sampling needs at least 1 generation batch per step, got %d", c.MaxGenBatches)
+	}
+	if c.Reward == "" {
+		c.Reward = reward.Strict // the paper's
+	}
+	if _, err := reward.ParseMode(string(c.Reward)); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := c.Schedule.check(); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	for i, a := range c.Agents {
+		if !(a.Params.Temperature > 0) {
+			return fmt.Errorf("train: agent %d: training needs a positive sampling temperature (log-probs are taken at it)", i)
+		}
+		if a.MaxTokens < 1 {
+			return fmt.Errorf("train: agent %d: max tokens must be at least 1", i)
+		}
+	}
+	return c.Algo.Check(len(c.Agents), c.Turns)
+}

@@ -1,0 +1,72 @@
+package trainer
+
+// The validation phase: debates of the held-out problems with the current weights.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/uncertainty"
+)
+
+// validate debates the held-out problems with the current weights and logs the accuracy
+// of every agent at every turn, with the debate summary `umad debate` reports.
+func (t *Trainer) validate(ctx context.Context) error {
+	if len(t.cfg.ValProblems) == 0 {
+		return nil
+	}
+	start := time.Now()
+	dc := t.debateConfig(t.cfg.Turns, max(t.cfg.ValK, 1), func(a int) uint64 { return t.cfg.Seed + t.cfg.Agents[a].SeedOffset })
+	recs, _, err := t.rollout(ctx, dc, t.cfg.ValProblems)
+	if err != nil {
+		return fmt.Errorf("validation at step %d: %w", t.step, err)
+	}
+	acc := make([][]float64, len(t.cfg.Agents))
+	for a := range acc {
+		acc[a] = make([]float64, t.cfg.Turns)
+	}
+	var n float64
+	for _, r := range recs {
+		c := correctness(r, t.cfg.Reward)
+		for tt := range c {
+			for a := range c[tt] {
+				for _, v := range c[tt][a] {
+					acc[a][tt] += v
+				}
+			}
+		}
+		n += float64(len(r.Turns[0][0]))
+	}
+	for a := range acc {
+		for tt := range acc[a] {
+			acc[a][tt] /= n
+		}
+	}
+	probs := make([]uncertainty.ProblemRecord, len(recs))
+	for i, r := range recs {
+		probs[i] = r.Uncertainty()
+	}
+	sum, err := uncertainty.Summarise(probs)
+	if err != nil {
+		return fmt.Errorf("validation at step %d: %w", t.step, err)
+	}
+	line := trainlog.ValMetrics{Kind: trainlog.KindVal, Step: t.step, Problems: len(recs), Accuracy: acc, Summary: &sum,
+		Seconds: time.Since(start).Seconds()}
+	if t.cfg.Progress != nil {
+		fmt.Fprintf(t.cfg.Progress, "step %d validation: accuracy per agent and turn %v (%d problems)\n", t.step, roundAll(acc), len(recs))
+	}
+	return t.metrics.Append(line)
+}
+
+func roundAll(v [][]float64) [][]float64 {
+	out := make([][]float64, len(v))
+	for i := range v {
+		for _, x := range v[i] {
+			out[i] = append(out[i], math.Round(x*1000)/1000)
+		}
+	}
+	return out
+}
