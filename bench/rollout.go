@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/umad-dev/umad/cgo/llama"
@@ -14,12 +15,12 @@ import (
 
 // RolloutConfig describes one rollout measurement.
 type RolloutConfig struct {
-	K         int // samples of one prompt, all decoded together
-	Prompt    []int32
-	MaxTokens int // every sample decodes exactly this many tokens
-	Threads   int
-	Params    sampler.Params
-	Repeats   int // best of this many runs
+	K            int // samples of one prompt, all decoded together
+	PromptTokens int // prompt length; the content does not matter
+	MaxTokens    int // every sample decodes exactly this many tokens
+	Threads      int
+	Params       sampler.Params
+	Repeats      int // best of this many runs
 }
 
 // RolloutFigures are the results of one measurement.
@@ -35,14 +36,23 @@ type RolloutFigures struct {
 	PrefillUnsharedTime               time.Duration
 }
 
-// Rollout measures the engine against a bare llama.cpp loop (greedy argmax in Go, no
+// Rollout measures, on the GGUF model at path, the engine against a bare llama.cpp loop (greedy argmax in Go, no
 // log-probs) with the same model, batch shape and threads.
-func Rollout(m *llama.Model, cfg RolloutConfig) (RolloutFigures, error) {
-	f := RolloutFigures{K: cfg.K, PromptTokens: len(cfg.Prompt), MaxTokens: cfg.MaxTokens, Vocab: m.NVocab()}
+func Rollout(path string, cfg RolloutConfig) (RolloutFigures, error) {
+	m, err := engine.LoadModel(path, llama.ModelParams{})
+	if err != nil {
+		return RolloutFigures{}, err
+	}
+	defer m.Close()
+	prompt := make([]int32, cfg.PromptTokens)
+	for i := range prompt {
+		prompt[i] = int32(100 + i%50) // ordinary tokens
+	}
+	f := RolloutFigures{K: cfg.K, PromptTokens: len(prompt), MaxTokens: cfg.MaxTokens, Vocab: m.NVocab()}
 	if cfg.Repeats < 1 {
 		cfg.Repeats = 1
 	}
-	seqCtx := len(cfg.Prompt) + cfg.MaxTokens + 1
+	seqCtx := len(prompt) + cfg.MaxTokens + 1
 	e, err := engine.New(m, engine.Options{Slots: cfg.K, SeqContext: seqCtx, Threads: cfg.Threads, KVType: llama.KVF16})
 	if err != nil {
 		return f, err
@@ -54,7 +64,7 @@ func Rollout(m *llama.Model, cfg RolloutConfig) (RolloutFigures, error) {
 	}
 	defer bare.close()
 
-	req := []engine.Request{{Prompt: cfg.Prompt, K: cfg.K, MaxTokens: cfg.MaxTokens, Params: cfg.Params, Seed: 1, IgnoreEOG: true}}
+	req := []engine.Request{{Prompt: prompt, K: cfg.K, MaxTokens: cfg.MaxTokens, Params: cfg.Params, Seed: 1, IgnoreEOG: true}}
 	var bestEngine, bestBare time.Duration
 	var share, decodeShare float64
 	var prompt0 int64
@@ -76,7 +86,7 @@ func Rollout(m *llama.Model, cfg RolloutConfig) (RolloutFigures, error) {
 			decodeShare = float64(after.DecodeTime-before.DecodeTime) / float64(el)
 			prompt0 = after.PromptTokens - before.PromptTokens
 		}
-		el, err = bare.run(cfg.Prompt, cfg.MaxTokens)
+		el, err = bare.run(prompt, cfg.MaxTokens)
 		if err != nil {
 			return f, err
 		}
@@ -90,8 +100,8 @@ func Rollout(m *llama.Model, cfg RolloutConfig) (RolloutFigures, error) {
 	f.Ratio = f.EngineTokS / f.BareTokS
 	f.SamplerShare, f.EngineDecodeShare = share, decodeShare
 	f.PrefillTokensShared = prompt0
-	f.PrefillTokensUnshared = int64(cfg.K * len(cfg.Prompt))
-	f.PrefillSharedTime, f.PrefillUnsharedTime, err = bare.prefillTimes(cfg.Prompt, cfg.Repeats)
+	f.PrefillTokensUnshared = int64(cfg.K * len(prompt))
+	f.PrefillSharedTime, f.PrefillUnsharedTime, err = bare.prefillTimes(prompt, cfg.Repeats)
 	return f, err
 }
 
@@ -242,4 +252,21 @@ func (f RolloutFigures) String() string {
 		f.Vocab, f.K, f.PromptTokens, f.MaxTokens, f.EngineTokS, f.BareTokS, f.Ratio, 100*f.SamplerShare,
 		f.PrefillTokensShared, f.PrefillTokensUnshared,
 		float64(f.PrefillSharedTime.Microseconds())/1000, float64(f.PrefillUnsharedTime.Microseconds())/1000)
+}
+
+// RolloutSection is the Markdown section of bench/RESULTS.md for rollout rows measured with
+// the given llama.cpp threads (0: physical cores) and repeats, by the given command.
+func RolloutSection(threads, repeats int, command string, rows []string) string {
+	if threads == 0 {
+		threads = llama.PhysicalCores()
+	}
+	return fmt.Sprintf("## Rollout engine vs bare llama.cpp loop (CPU)\n\n"+
+		"%s, on %s; %d llama.cpp threads; KV f16; llama.cpp: %s\n\n"+
+		"Command: `umad %s`\n\n"+
+		"Engine: T=0.6, top-p 0.95, log-probs and entropies over the full vocabulary. Bare loop: greedy argmax only.\n"+
+		"Tokens/s count generated tokens, prefill included; best of %d runs. Prefill columns: prompt tokens sent to\n"+
+		"llama.cpp by the engine vs decoding the prompt once per sample, and the bare times of both.\n\n"+
+		"| model | vocab | K | prompt | tokens | engine tok/s | bare tok/s | engine/bare | sampler share | prefill tokens (shared vs not) | prefill time (shared vs not) |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|\n%s\n",
+		Today(), Machine(), threads, strings.TrimSpace(llama.SystemInfo()), command, repeats, strings.Join(rows, "\n"))
 }

@@ -9,7 +9,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/bench"
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
@@ -89,38 +88,16 @@ func benchRollout(c *ucli.Context) error {
 	}
 	var rows []string
 	for _, r := range runs {
-		m, err := openModel(c, r.path)
-		if err != nil {
-			return err
-		}
-		prompt := make([]int32, c.Int("prompt-tokens"))
-		for i := range prompt {
-			prompt[i] = int32(100 + i%50) // ordinary tokens; the content does not matter
-		}
-		f, err := bench.Rollout(m, bench.RolloutConfig{
-			K: r.k, Prompt: prompt, MaxTokens: r.tokens, Threads: c.Int("threads"),
+		f, err := bench.Rollout(r.path, bench.RolloutConfig{
+			K: r.k, PromptTokens: c.Int("prompt-tokens"), MaxTokens: r.tokens, Threads: c.Int("threads"),
 			Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats"),
 		})
-		m.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.label, err)
 		}
 		rows = append(rows, "| "+r.label+" "+f.String())
 	}
-	threads := c.Int("threads")
-	if threads == 0 {
-		threads = llama.PhysicalCores()
-	}
-	body := fmt.Sprintf("## Rollout engine vs bare llama.cpp loop (CPU)\n\n"+
-		"%s, on %s; %d llama.cpp threads; KV f16; llama.cpp: %s\n\n"+
-		"Command: `umad %s`\n\n"+
-		"Engine: T=0.6, top-p 0.95, log-probs and entropies over the full vocabulary. Bare loop: greedy argmax only.\n"+
-		"Tokens/s count generated tokens, prefill included; best of %d runs. Prefill columns: prompt tokens sent to\n"+
-		"llama.cpp by the engine vs decoding the prompt once per sample, and the bare times of both.\n\n"+
-		"| model | vocab | K | prompt | tokens | engine tok/s | bare tok/s | engine/bare | sampler share | prefill tokens (shared vs not) | prefill time (shared vs not) |\n"+
-		"|---|---|---|---|---|---|---|---|---|---|---|\n%s\n",
-		bench.Today(), bench.Machine(), threads, strings.TrimSpace(llama.SystemInfo()),
-		strings.Join(os.Args[1:], " "), c.Int("repeats"), strings.Join(rows, "\n"))
+	body := bench.RolloutSection(c.Int("threads"), c.Int("repeats"), strings.Join(os.Args[1:], " "), rows)
 	fmt.Print(body)
 	if p := c.String("results"); p != "" {
 		return bench.UpdateSection(p, "rollout", body)

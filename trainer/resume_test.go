@@ -310,3 +310,74 @@ func join(prefix, k string) string {
 	}
 	return prefix + "." + k
 }
+
+// blockCheckpoints cancels a run when the trainer reports finishing the given step and
+// puts a file where the checkpoints directory goes, so the interrupt's checkpoint fails.
+type blockCheckpoints struct {
+	cancelAt
+	path string
+}
+
+func (b blockCheckpoints) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, b.prefix) {
+		if err := os.WriteFile(b.path, nil, 0o644); err != nil {
+			return 0, err
+		}
+	}
+	return b.cancelAt.Write(p)
+}
+
+// An interrupt whose checkpoint fails is not reported as a clean stop: the error says which
+// step was not saved and where a resume continues (issue 18, item 4).
+func TestInterruptWithFailedCheckpoint(t *testing.T) {
+	rt := torchtest.Open(t)
+	dir := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	cfg := demoConfig(t, "grpo", []string{dir}, 3)
+	cfg.ValProblems, cfg.SaveEvery = nil, 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.Progress = blockCheckpoints{cancelAt{[]byte("step 1/"), cancel}, filepath.Join(cfg.Out, CheckpointsDir)}
+	err := Run(ctx, rt, cfg)
+	if err == nil || errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "step 1 was not saved") ||
+		!strings.Contains(err.Error(), "continues after step 0") {
+		t.Fatalf("interrupt with a failing checkpoint: %v; want an error naming the unsaved step", err)
+	}
+}
+
+// A resume needs its state: a checkpoint without optimizer state is refused by name, and a
+// lost latest pointer is recovered from the newest checkpoint instead of restarting from
+// step 1 (issue 18, item 11).
+func TestResumeWithMissingState(t *testing.T) {
+	rt := torchtest.Open(t)
+	dir := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	cfg := demoConfig(t, "grpo", []string{dir}, 2)
+	cfg.ValProblems, cfg.SaveEvery, cfg.KeepLast = nil, 1, 2
+	if err := Run(context.Background(), rt, cfg); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(cfg.Out, CheckpointsDir)
+	if err := os.Remove(filepath.Join(root, LatestFile)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Steps = 3
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	if err := Run(context.Background(), rt, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if p := progress.String(); strings.Contains(p, "step 1/") || !strings.Contains(p, "step 3/3") {
+		t.Errorf("a resume without latest ran:\n%s\nwant step 3 alone, continuing from step 2's checkpoint", p)
+	}
+
+	ck, err := LatestCheckpoint(cfg.Out)
+	if err != nil || filepath.Base(ck) != "step-000003" {
+		t.Fatalf("latest checkpoint %q, %v; want step-000003", ck, err)
+	}
+	if err := os.Remove(filepath.Join(AgentCheckpointDir(ck, 0), torch.OptimizerFile)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Steps = 4
+	if err := Run(context.Background(), rt, cfg); err == nil || !strings.Contains(err.Error(), "no optimizer state") {
+		t.Errorf("resume without optimizer state: %v, want an error naming it", err)
+	}
+}

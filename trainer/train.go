@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -114,10 +115,12 @@ func (t *Trainer) stopped(ctx context.Context, err error) error {
 	return err
 }
 
+// interrupt checkpoints the steps completed since the last checkpoint (saved) and returns
+// ErrInterrupted; if that checkpoint fails, the error says what was not saved instead.
 func (t *Trainer) interrupt(saved int) error {
 	if t.step > saved {
 		if err := t.checkpoint(); err != nil {
-			return errors.Join(ErrInterrupted, err)
+			return fmt.Errorf("interrupted, but step %d was not saved, so --resume continues after step %d: %w", t.step, saved, err)
 		}
 	}
 	return ErrInterrupted
@@ -149,6 +152,10 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 		dir := a.Dir
 		if ck != nil {
 			dir = ck.agentDir(i)
+			// Without its AdamW moments a resumed run would quietly train another run.
+			if _, err := os.Stat(filepath.Join(dir, torch.OptimizerFile)); err != nil {
+				return fmt.Errorf("resume: agent %d's checkpoint %s has no optimizer state: %w", i, dir, err)
+			}
 		}
 		var err error
 		if st.actor, err = rt.LoadHF(dir, actorOpts); err != nil {
