@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
@@ -77,7 +78,7 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return rt.LoadHF(dir, torch.ModelOptions{})
+		return hfmodel.Load(rt, dir, torch.ModelOptions{})
 	}
 	return nil, fmt.Errorf("score: --model or --gguf is required")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -23,7 +24,7 @@ func WriteGGUF(m *torch.Model, src, staging, out string) error {
 	if err := model.CopyFiles(src, staging, append([]string{"config.json"}, model.TokenizerFiles...)); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	weights, err := m.Export()
+	weights, err := hfmodel.Export(m)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}

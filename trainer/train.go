@@ -19,6 +19,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainlog"
@@ -161,7 +162,7 @@ func stepSeed(seed uint64, step, agent, attempt int) uint64 {
 
 // agentState is one agent's trainer and sampler.
 type agentState struct {
-	actor, ref *torch.Model
+	actor, ref *hfmodel.Model
 	server     *Server
 	format     chat.Format
 	probe      Pair
@@ -286,12 +287,12 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 			dir = ck.agentDir(i)
 		}
 		var err error
-		if st.actor, err = rt.LoadHF(dir, actorOpts); err != nil {
+		if st.actor, err = hfmodel.Load(rt, dir, actorOpts); err != nil {
 			return fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
 		}
 		refOpts := t.cfg.Torch
 		refOpts.Trainable = false
-		if st.ref, err = rt.LoadHF(a.Dir, refOpts); err != nil {
+		if st.ref, err = hfmodel.Load(rt, a.Dir, refOpts); err != nil {
 			return fmt.Errorf("agent %d (%s) reference: %w", i, a.Name, err)
 		}
 	}
@@ -314,7 +315,7 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	start := time.Now()
 	a, st := t.cfg.Agents[i], t.agents[i]
 	staging := filepath.Join(filepath.Dir(st.gguf), "hf")
-	if err := WriteGGUF(st.actor, a.Dir, staging, st.gguf); err != nil {
+	if err := WriteGGUF(st.actor.Model, a.Dir, staging, st.gguf); err != nil {
 		return 0, 0, err
 	}
 	opt := t.cfg.Engine
@@ -670,13 +671,13 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 		}
 	}
 	t0 := time.Now()
-	old, ent, err := scoreAll(st.actor, prompts, responses, temp, t.cfg.G)
+	old, ent, err := scoreAll(st.actor.Model, prompts, responses, temp, t.cfg.G)
 	if err != nil {
 		return m, fmt.Errorf("old log-probs: %w", err)
 	}
 	m.Times.LogProbs = time.Since(t0).Seconds()
 	t0 = time.Now()
-	ref, _, err := scoreAll(st.ref, prompts, responses, temp, t.cfg.G)
+	ref, _, err := scoreAll(st.ref.Model, prompts, responses, temp, t.cfg.G)
 	if err != nil {
 		return m, fmt.Errorf("reference log-probs: %w", err)
 	}

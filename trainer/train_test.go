@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/sampler"
@@ -51,14 +52,14 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := rt.LoadHF(filepath.Join(dir, "hf"), torch.ModelOptions{Trainable: true})
+	m, err := hfmodel.Load(rt, filepath.Join(dir, "hf"), torch.ModelOptions{Trainable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Free()
 	opt := torch.DefaultAdamW
 	opt.LR = 3e-3
-	st, err := SFT(m, pairs, SFTConfig{Epochs: 4, BatchSize: 8, Opt: opt, Seed: 1})
+	st, err := SFT(m.Model, pairs, SFTConfig{Epochs: 4, BatchSize: 8, Opt: opt, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 		t.Fatal(err)
 	}
 	defer frozen.Free()
-	if err := frozen.SaveHF(out); err != nil {
+	if err := frozen.Save(out); err != nil {
 		t.Fatal(err)
 	}
 	return out
