@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,9 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
@@ -77,7 +78,7 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return rt.LoadHF(dir, torch.ModelOptions{})
+		return hfmodel.Load(rt, dir, torch.ModelOptions{})
 	}
 	return nil, fmt.Errorf("score: --model or --gguf is required")
 }
@@ -138,28 +139,24 @@ func readScoreLines(path string) ([]scoreLine, error) {
 	}
 	defer f.Close()
 	var lines []scoreLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for n := 1; sc.Scan(); n++ {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
+	err = data.ReadLines(f, func(n int, line []byte) error {
 		var l scoreLine
 		var ids struct {
 			Prompt   []int32 `json:"prompt_tokens"`
 			Response []int32 `json:"response_tokens"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &l.fields); err != nil {
-			return nil, fmt.Errorf("score: %s line %d: %w", path, n, err)
+		if err := json.Unmarshal(line, &l.fields); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
 		}
-		if err := json.Unmarshal(sc.Bytes(), &ids); err != nil {
-			return nil, fmt.Errorf("score: %s line %d: %w", path, n, err)
+		if err := json.Unmarshal(line, &ids); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
 		}
 		l.prompt, l.response, l.line = ids.Prompt, ids.Response, n
 		lines = append(lines, l)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("score: read %s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("score: %s: %w", path, err)
 	}
 	return lines, nil
 }

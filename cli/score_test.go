@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
 )
@@ -29,7 +30,7 @@ func TestScoreAddsLogProbsAndEntropies(t *testing.T) {
 		`{"id":"a","prompt_tokens":[1,2,3],"response_tokens":[5,6]}`,
 		`{"id":"b","prompt_tokens":[7],"response_tokens":[8,9,10,11]}`,
 		`{"id":"c","prompt_tokens":[4,4,9,10],"response_tokens":[]}`)
-	m, err := rt.LoadHF(hf, torch.ModelOptions{})
+	m, err := hfmodel.Load(rt, hf, torch.ModelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

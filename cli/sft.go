@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -143,14 +144,14 @@ func sftCmd(c *ucli.Context) (err error) {
 		return err
 	}
 	opts.Trainable = true
-	m, err := rt.LoadHF(src, opts)
+	m, err := hfmodel.Load(rt, src, opts)
 	if err != nil {
 		return err
 	}
 	defer m.Free()
 	opt := torch.DefaultAdamW
 	opt.LR, opt.WeightDecay = c.Float64("lr"), c.Float64("weight-decay")
-	st, err := trainer.SFT(m, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"),
+	st, err := trainer.SFT(m.Model, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"),
 		Progress: func(step, total int, loss float64) {
 			fmt.Fprintf(c.App.ErrWriter, "\rsft step %d/%d loss %.4f   ", step, total, loss)
 		}})
@@ -165,7 +166,7 @@ func sftCmd(c *ucli.Context) (err error) {
 		return err
 	}
 	defer frozen.Free()
-	if err := frozen.SaveHF(filepath.Join(tmp, "hf")); err != nil {
+	if err := frozen.Save(filepath.Join(tmp, "hf")); err != nil {
 		return err
 	}
 	if err := model.HFToGGUF(filepath.Join(tmp, "hf"), tokGGUF, model.HFToGGUFOptions{}); err != nil {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/llama"
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 )
@@ -48,8 +48,8 @@ func TestSFTSynthetic(t *testing.T) {
 			t.Errorf("hf/ lacks %s", f)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, "hf", torch.OptimizerFile)); err == nil {
-		t.Errorf("hf/ holds %s; a warm start must start training with fresh moments", torch.OptimizerFile)
+	if _, err := os.Stat(filepath.Join(out, "hf", hfmodel.OptimizerFile)); err == nil {
+		t.Errorf("hf/ holds %s; a warm start must start training with fresh moments", hfmodel.OptimizerFile)
 	}
 	m, err := engine.LoadModel(filepath.Join(out, "model.gguf"), llama.ModelParams{VocabOnly: true})
 	if err != nil {

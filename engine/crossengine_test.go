@@ -8,6 +8,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/sampler"
@@ -20,7 +21,7 @@ func TestCrossEngineAgreement(t *testing.T) {
 	rt := torchtest.Open(t)
 	for _, arch := range archs {
 		m := load(t, arch)
-		tm, err := rt.LoadHF(filepath.Join(testmodel.Tiny(t, arch), "hf"), torch.ModelOptions{})
+		tm, err := hfmodel.Load(rt, filepath.Join(testmodel.Tiny(t, arch), "hf"), torch.ModelOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -114,55 +114,87 @@ typedef struct umad_step_stats {
   int64_t step, skipped_total;
 } umad_step_stats;
 
-int umad_abi_version(void);
-/* libtorch version the plugin was built against, e.g. "1.13.0". */
-const char* umad_torch_version(void);
-int umad_set_threads(int32_t n, char* err, size_t errlen);
-/* 1 when CUDA is usable. */
-int umad_cuda_available(void);
+/* Every entry point, once. X(return type, name, (parameters), (argument names)) declares
+ * umad_<name>; V(name, (parameters), (argument names)) one that returns nothing. The
+ * declarations below and the Go loader's dlsym table and call wrappers (cgo/torch/plugin.c)
+ * are all generated from this list, so a new entry point is one line here plus its body in
+ * umad_torch.cpp (and a bump of UMAD_TORCH_ABI_VERSION). */
+#define UMAD_TORCH_API(X, V)                                                                     \
+  X(int, abi_version, (void), ())                                                                \
+  /* libtorch version the plugin was built against, e.g. "1.13.0". */                            \
+  X(const char*, torch_version, (void), ())                                                      \
+  X(int, set_threads, (int32_t n, char* err, size_t errlen), (n, err, errlen))                   \
+  /* 1 when CUDA is usable. */                                                                   \
+  X(int, cuda_available, (void), ())                                                             \
+                                                                                                 \
+  X(umad_model*, model_create, (const umad_model_config* cfg, char* err, size_t errlen),         \
+    (cfg, err, errlen))                                                                          \
+  V(model_free, (umad_model* m), (m))                                                            \
+  /* Copies one named HF tensor (data in dtype with the given shape) into the model. */          \
+  X(int, model_set_tensor,                                                                       \
+    (umad_model* m, const char* name, int32_t dtype, const int64_t* shape, int32_t ndim,         \
+     const void* data, char* err, size_t errlen),                                                \
+    (m, name, dtype, shape, ndim, data, err, errlen))                                            \
+  /* Checks that every expected tensor was set; the model is usable afterwards. */               \
+  X(int, model_finalize, (umad_model* m, char* err, size_t errlen), (m, err, errlen))            \
+  /* A copy of m's current weights in dtype; frozen (no grad, no optimizer) unless trainable. */ \
+  X(umad_model*, model_clone,                                                                    \
+    (const umad_model* m, int32_t dtype, int32_t trainable, char* err, size_t errlen),           \
+    (m, dtype, trainable, err, errlen))                                                          \
+                                                                                                 \
+  /* Tensor i in checkpoint order: name and shape (at most 4 dims). */                           \
+  X(int, model_tensor_count, (const umad_model* m), (m))                                         \
+  X(int, model_tensor_info,                                                                      \
+    (const umad_model* m, int32_t i, char* name, size_t namelen, int64_t* shape, int32_t* ndim), \
+    (m, i, name, namelen, shape, ndim))                                                          \
+  /* Copy a tensor (what: UMAD_WEIGHT, ...) out to dst as dtype; nbytes must match. A            \
+   * missing gradient reads as zeros. */                                                         \
+  X(int, model_read,                                                                             \
+    (const umad_model* m, const char* name, int32_t what, int32_t dtype, void* dst,              \
+     int64_t nbytes, char* err, size_t errlen),                                                  \
+    (m, name, what, dtype, dst, nbytes, err, errlen))                                            \
+  X(int, model_write,                                                                            \
+    (umad_model* m, const char* name, int32_t what, int32_t dtype, const void* src,              \
+     int64_t nbytes, char* err, size_t errlen),                                                  \
+    (m, name, what, dtype, src, nbytes, err, errlen))                                            \
+  X(int, optim_get, (const umad_model* m, int64_t* step, int64_t* skipped_total),                \
+    (m, step, skipped_total))                                                                    \
+  X(int, optim_set, (umad_model* m, int64_t step, int64_t skipped_total),                        \
+    (m, step, skipped_total))                                                                    \
+                                                                                                 \
+  /* Log-probs and entropies of the response tokens under softmax(logits/temperature). */        \
+  X(int, logprobs,                                                                               \
+    (umad_model* m, const umad_seqs* seqs, double temperature, int64_t logit_chunk,              \
+     float* logp, float* entropy, char* err, size_t errlen),                                     \
+    (m, seqs, temperature, logit_chunk, logp, entropy, err, errlen))                             \
+  /* The policy loss of one micro-batch; with backward != 0, adds scale * d loss / d params      \
+   * to the gradients. logp_out (optional) receives the current log-probs. */                    \
+  X(int, policy_loss,                                                                            \
+    (umad_model* m, const umad_seqs* seqs, const umad_token_inputs* in,                          \
+     const umad_loss_config* cfg, int32_t backward, double scale, umad_loss_stats* stats,        \
+     float* logp_out, char* err, size_t errlen),                                                 \
+    (m, seqs, in, cfg, backward, scale, stats, logp_out, err, errlen))                           \
+  /* Token-mean cross-entropy of the response tokens (temperature 1). */                         \
+  X(int, sft_loss,                                                                               \
+    (umad_model* m, const umad_seqs* seqs, int64_t logit_chunk, int32_t backward, double scale,  \
+     double* loss, char* err, size_t errlen),                                                    \
+    (m, seqs, logit_chunk, backward, scale, loss, err, errlen))                                  \
+  /* Per-token KL estimate between policy and reference log-probs. */                            \
+  X(int, kl,                                                                                     \
+    (const float* logp, const float* ref_logp, int64_t n, int32_t estimator, float* out,         \
+     char* err, size_t errlen),                                                                  \
+    (logp, ref_logp, n, estimator, out, err, errlen))                                            \
+  /* Clip, AdamW update, zero the gradients. */                                                  \
+  X(int, optim_step,                                                                             \
+    (umad_model* m, const umad_adamw* opt, umad_step_stats* stats, char* err, size_t errlen),    \
+    (m, opt, stats, err, errlen))                                                                \
+  X(int, zero_grad, (umad_model* m), (m))
 
-umad_model* umad_model_create(const umad_model_config* cfg, char* err, size_t errlen);
-void umad_model_free(umad_model* m);
-/* Copies one named HF tensor (data in dtype with the given shape) into the model. */
-int umad_model_set_tensor(umad_model* m, const char* name, int32_t dtype, const int64_t* shape,
-                          int32_t ndim, const void* data, char* err, size_t errlen);
-/* Checks that every expected tensor was set; the model is usable afterwards. */
-int umad_model_finalize(umad_model* m, char* err, size_t errlen);
-/* A copy of m's current weights in dtype; frozen (no grad, no optimizer) unless trainable. */
-umad_model* umad_model_clone(const umad_model* m, int32_t dtype, int32_t trainable, char* err,
-                             size_t errlen);
-
-/* Tensor i in checkpoint order: name and shape (at most 4 dims). */
-int umad_model_tensor_count(const umad_model* m);
-int umad_model_tensor_info(const umad_model* m, int32_t i, char* name, size_t namelen,
-                           int64_t* shape, int32_t* ndim);
-/* Copy a tensor (what: UMAD_WEIGHT, ...) out to dst as dtype; nbytes must match. A
- * missing gradient reads as zeros. */
-int umad_model_read(const umad_model* m, const char* name, int32_t what, int32_t dtype, void* dst,
-                    int64_t nbytes, char* err, size_t errlen);
-int umad_model_write(umad_model* m, const char* name, int32_t what, int32_t dtype,
-                     const void* src, int64_t nbytes, char* err, size_t errlen);
-int umad_optim_get(const umad_model* m, int64_t* step, int64_t* skipped_total);
-int umad_optim_set(umad_model* m, int64_t step, int64_t skipped_total);
-
-/* Log-probs and entropies of the response tokens under softmax(logits/temperature). */
-int umad_logprobs(umad_model* m, const umad_seqs* seqs, double temperature, int64_t logit_chunk,
-                  float* logp, float* entropy, char* err, size_t errlen);
-/* The policy loss of one micro-batch; with backward != 0, adds scale * d loss / d params
- * to the gradients. logp_out (optional) receives the current log-probs. */
-int umad_policy_loss(umad_model* m, const umad_seqs* seqs, const umad_token_inputs* in,
-                     const umad_loss_config* cfg, int32_t backward, double scale,
-                     umad_loss_stats* stats, float* logp_out, char* err, size_t errlen);
-/* Token-mean cross-entropy of the response tokens (temperature 1). */
-int umad_sft_loss(umad_model* m, const umad_seqs* seqs, int64_t logit_chunk, int32_t backward,
-                  double scale, double* loss, char* err, size_t errlen);
-/* Per-token KL estimate between policy and reference log-probs. */
-int umad_kl(const float* logp, const float* ref_logp, int64_t n, int32_t estimator, float* out,
-            char* err, size_t errlen);
-/* Clip, AdamW update, zero the gradients. */
-int umad_optim_step(umad_model* m, const umad_adamw* opt, umad_step_stats* stats, char* err,
-                    size_t errlen);
-int umad_zero_grad(umad_model* m);
+#define UMAD_TORCH_DECLARE(ret, name, params, args) ret umad_##name params;
+#define UMAD_TORCH_DECLARE_VOID(name, params, args) void umad_##name params;
+UMAD_TORCH_API(UMAD_TORCH_DECLARE, UMAD_TORCH_DECLARE_VOID)
+#undef UMAD_TORCH_DECLARE
+#undef UMAD_TORCH_DECLARE_VOID
 
 #ifdef __cplusplus
 }

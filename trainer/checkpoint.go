@@ -98,7 +98,7 @@ func (t *Trainer) checkpoint() (err error) {
 	}()
 	for i, a := range t.agents {
 		dir := AgentCheckpointDir(tmp, i)
-		if err := a.actor.SaveHF(dir); err != nil {
+		if err := a.actor.Save(dir); err != nil {
 			return err
 		}
 		if err := model.HFToGGUF(dir, filepath.Join(dir, "model.gguf"), model.HFToGGUFOptions{}); err != nil {

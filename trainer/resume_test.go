@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 )
@@ -171,7 +171,7 @@ func TestResumeIsExact(t *testing.T) {
 				t.Errorf("%s: step %d agent %d turn %d: %s", tc.name, want[i].Step, want[i].Agent, want[i].Turn, d)
 			}
 		}
-		for _, f := range []string{"model.safetensors", torch.OptimizerFile, "model.gguf"} {
+		for _, f := range []string{"model.safetensors", hfmodel.OptimizerFile, "model.gguf"} {
 			a := filepath.Join(AgentCheckpointDir(filepath.Join(whole.Out, CheckpointsDir, "step-000004"), 0), f)
 			b := filepath.Join(AgentCheckpointDir(filepath.Join(tc.cfg.Out, CheckpointsDir, "step-000004"), 0), f)
 			if !sameBytes(t, a, b) {
@@ -194,7 +194,7 @@ func TestResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck, _ := LatestCheckpoint(lost.Out)
-	if err := os.Remove(filepath.Join(AgentCheckpointDir(ck, 0), torch.OptimizerFile)); err != nil {
+	if err := os.Remove(filepath.Join(AgentCheckpointDir(ck, 0), hfmodel.OptimizerFile)); err != nil {
 		t.Fatal(err)
 	}
 	lost.Steps = 4
@@ -373,7 +373,7 @@ func TestResumeWithMissingState(t *testing.T) {
 	if err != nil || filepath.Base(ck) != "step-000003" {
 		t.Fatalf("latest checkpoint %q, %v; want step-000003", ck, err)
 	}
-	if err := os.Remove(filepath.Join(AgentCheckpointDir(ck, 0), torch.OptimizerFile)); err != nil {
+	if err := os.Remove(filepath.Join(AgentCheckpointDir(ck, 0), hfmodel.OptimizerFile)); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Steps = 4

@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,22 +68,18 @@ func ReadPairs(path string) ([]TextPair, error) {
 	}
 	defer f.Close()
 	var out []TextPair
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<28)
-	for n := 1; sc.Scan(); n++ {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
+	err = data.ReadLines(f, func(n int, line []byte) error {
 		var p TextPair
-		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
-			return nil, fmt.Errorf("read pairs %s line %d: %w", path, n, err)
+		if err := json.Unmarshal(line, &p); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
 		}
 		if p.Prompt == "" || p.Response == "" {
-			return nil, fmt.Errorf("read pairs %s line %d: prompt and response must both be non-empty", path, n)
+			return fmt.Errorf("line %d: prompt and response must both be non-empty", n)
 		}
 		out = append(out, p)
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read pairs %s: %w", path, err)
 	}
 	if len(out) == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -27,7 +28,7 @@ func WriteGGUF(m *torch.Model, src, staging, out string) error {
 	if err := model.CopyFiles(src, staging, append([]string{"config.json"}, model.TokenizerFiles...)); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	weights, err := m.Export()
+	weights, err := hfmodel.Export(m)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -53,7 +54,7 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	start := time.Now()
 	a, st := t.cfg.Agents[i], t.agents[i]
 	staging := filepath.Join(filepath.Dir(st.gguf), "hf")
-	if err := WriteGGUF(st.actor, a.Dir, staging, st.gguf); err != nil {
+	if err := WriteGGUF(st.actor.Model, a.Dir, staging, st.gguf); err != nil {
 		return 0, 0, err
 	}
 	opt := t.cfg.Engine

@@ -22,12 +22,13 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/trainlog"
 )
 
 // agentState is one agent's trainer and sampler.
 type agentState struct {
-	actor, ref *torch.Model
+	actor, ref *hfmodel.Model
 	server     *engine.Server
 	format     chat.Format
 	probe      Pair
@@ -153,17 +154,17 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 		if ck != nil {
 			dir = ck.agentDir(i)
 			// Without its AdamW moments a resumed run would quietly train another run.
-			if _, err := os.Stat(filepath.Join(dir, torch.OptimizerFile)); err != nil {
+			if _, err := os.Stat(filepath.Join(dir, hfmodel.OptimizerFile)); err != nil {
 				return fmt.Errorf("resume: agent %d's checkpoint %s has no optimizer state: %w", i, dir, err)
 			}
 		}
 		var err error
-		if st.actor, err = rt.LoadHF(dir, actorOpts); err != nil {
+		if st.actor, err = hfmodel.Load(rt, dir, actorOpts); err != nil {
 			return fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
 		}
 		refOpts := t.cfg.Torch
 		refOpts.Trainable = false
-		if st.ref, err = rt.LoadHF(a.Dir, refOpts); err != nil {
+		if st.ref, err = hfmodel.Load(rt, a.Dir, refOpts); err != nil {
 			return fmt.Errorf("agent %d (%s) reference: %w", i, a.Name, err)
 		}
 	}

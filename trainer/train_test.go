@@ -9,6 +9,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/sampler"
@@ -43,14 +44,14 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := rt.LoadHF(filepath.Join(dir, "hf"), torch.ModelOptions{Trainable: true})
+	m, err := hfmodel.Load(rt, filepath.Join(dir, "hf"), torch.ModelOptions{Trainable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Free()
 	opt := torch.DefaultAdamW
 	opt.LR = 3e-3
-	st, err := SFT(m, pairs, SFTConfig{Epochs: 4, BatchSize: 8, Opt: opt, Seed: 1})
+	st, err := SFT(m.Model, pairs, SFTConfig{Epochs: 4, BatchSize: 8, Opt: opt, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 		t.Fatal(err)
 	}
 	defer frozen.Free()
-	if err := frozen.SaveHF(out); err != nil {
+	if err := frozen.Save(out); err != nil {
 		t.Fatal(err)
 	}
 	return out

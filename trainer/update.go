@@ -73,12 +73,12 @@ func (t *Trainer) score(b *turnBatch, agent int, m *trainlog.StepMetrics) error 
 	st, temp := t.agents[agent], t.cfg.Agents[agent].Params.Temperature
 	t0 := time.Now()
 	var err error
-	if b.old, b.ent, err = scoreAll(st.actor, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+	if b.old, b.ent, err = scoreAll(st.actor.Model, b.prompts, b.responses, temp, t.cfg.G); err != nil {
 		return fmt.Errorf("old log-probs: %w", err)
 	}
 	m.Times.LogProbs = time.Since(t0).Seconds()
 	t0 = time.Now()
-	if b.ref, _, err = scoreAll(st.ref, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+	if b.ref, _, err = scoreAll(st.ref.Model, b.prompts, b.responses, temp, t.cfg.G); err != nil {
 		return fmt.Errorf("reference log-probs: %w", err)
 	}
 	m.Times.Reference = time.Since(t0).Seconds()

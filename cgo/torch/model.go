@@ -89,10 +89,6 @@ type Model struct {
 	ptr  *C.umad_model
 	cfg  Config
 	opts ModelOptions
-	// hfConfig (config.json's bytes) and srcDir are set by LoadHF; SaveHF writes the
-	// former back and copies the tokenizer files from the latter.
-	hfConfig []byte
-	srcDir   string
 }
 
 // TensorInfo names one checkpoint tensor and its shape.
@@ -109,7 +105,7 @@ func b2i(b bool) C.int32_t {
 }
 
 // NewModel creates a model with zero weights; set every tensor with SetTensor, then call
-// Finalize. LoadHF does all of that from a Hugging Face directory.
+// Finalize. hfmodel.Load does all of that from a Hugging Face directory.
 func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 	if opts.DType != Float32 && opts.DType != Float64 {
 		return nil, fmt.Errorf("new model: parameter dtype must be Float32 or Float64, got %d", opts.DType)
@@ -227,7 +223,7 @@ func (m *Model) Clone(opts ModelOptions) (*Model, error) {
 	if opts.DType != Float32 && opts.DType != Float64 {
 		return nil, fmt.Errorf("clone: parameter dtype must be Float32 or Float64, got %d", opts.DType)
 	}
-	c := &Model{rt: m.rt, cfg: m.cfg, opts: opts, hfConfig: m.hfConfig, srcDir: m.srcDir}
+	c := &Model{rt: m.rt, cfg: m.cfg, opts: opts}
 	var err error
 	m.rt.do(func() {
 		c.ptr = C.plugin_model_clone(m.ptr, C.int32_t(opts.DType), b2i(opts.Trainable), m.rt.errBuf, errBufLen)

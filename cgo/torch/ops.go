@@ -8,6 +8,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"runtime"
 )
 
 // packed is a micro-batch flattened for the ABI: prompt and response tokens of every
@@ -80,11 +81,30 @@ func ptr[T any](s []T) *T {
 	return &s[0]
 }
 
-func (p packed) args() (C.int32_t, *C.int32_t, *C.int32_t, *C.int32_t) {
-	return C.int32_t(len(p.respLens)), (*C.int32_t)(ptr(p.tokens)), (*C.int32_t)(ptr(p.promptLens)), (*C.int32_t)(ptr(p.respLens))
+// pinned is ptr(s), pinned: the ABI's structs are Go memory holding pointers to Go memory,
+// which cgo allows only while those are pinned.
+func pinned[T any](pin *runtime.Pinner, s []T) *T {
+	p := ptr(s)
+	if p != nil {
+		pin.Pin(p)
+	}
+	return p
+}
+
+// seqs is p as the ABI's umad_seqs; unpin pin after the call.
+func (p packed) seqs(pin *runtime.Pinner) C.umad_seqs {
+	return C.umad_seqs{
+		n_seqs:      C.int32_t(len(p.respLens)),
+		tokens:      (*C.int32_t)(pinned(pin, p.tokens)),
+		prompt_lens: (*C.int32_t)(pinned(pin, p.promptLens)),
+		resp_lens:   (*C.int32_t)(pinned(pin, p.respLens)),
+	}
 }
 
 func fptr(s []float32) *C.float { return (*C.float)(ptr(s)) }
+
+// pinnedF is fptr(s), pinned for a field of an ABI struct.
+func pinnedF(pin *runtime.Pinner, s []float32) *C.float { return (*C.float)(pinned(pin, s)) }
 
 // LogProbs returns, for each response token, its log-prob under softmax(logits/temperature)
 // given the prompt and the preceding response tokens, and the entropy of that distribution.
@@ -100,8 +120,10 @@ func (m *Model) LogProbs(prompts, responses [][]int32, temperature float64) (log
 	lp := make([]float32, p.nResp)
 	en := make([]float32, p.nResp)
 	m.rt.do(func() {
-		n, tok, pl, rl := p.args()
-		rc := C.plugin_logprobs(m.ptr, n, tok, pl, rl, C.double(temperature), C.int64_t(m.opts.LogitChunk),
+		var pin runtime.Pinner
+		defer pin.Unpin()
+		seqs := p.seqs(&pin)
+		rc := C.plugin_logprobs(m.ptr, &seqs, C.double(temperature), C.int64_t(m.opts.LogitChunk),
 			fptr(lp), fptr(en), m.rt.errBuf, errBufLen)
 		err = m.rt.check(rc, "log-probs")
 	})
@@ -245,9 +267,13 @@ func (m *Model) PolicyLoss(b PolicyBatch, cfg LossConfig, backward bool, scale f
 	lp := make([]float32, p.nResp)
 	var st C.umad_loss_stats
 	m.rt.do(func() {
-		n, tok, pl, rl := p.args()
-		rc := C.plugin_policy_loss(m.ptr, n, tok, pl, rl, fptr(old), fptr(adv), fptr(ref), fptr(isw), fptr(mask),
-			&cc, b2i(backward), C.double(scale), &st, fptr(lp), m.rt.errBuf, errBufLen)
+		var pin runtime.Pinner
+		defer pin.Unpin()
+		seqs := p.seqs(&pin)
+		in := C.umad_token_inputs{old_logp: pinnedF(&pin, old), advantage: pinnedF(&pin, adv),
+			ref_logp: pinnedF(&pin, ref), is_weight: pinnedF(&pin, isw), mask: pinnedF(&pin, mask)}
+		rc := C.plugin_policy_loss(m.ptr, &seqs, &in, &cc, b2i(backward), C.double(scale), &st, fptr(lp),
+			m.rt.errBuf, errBufLen)
 		err = m.rt.check(rc, "policy loss")
 	})
 	if err != nil {
@@ -272,8 +298,10 @@ func (m *Model) SFTLoss(prompts, responses [][]int32, backward bool, scale float
 	}
 	var loss C.double
 	m.rt.do(func() {
-		n, tok, pl, rl := p.args()
-		rc := C.plugin_sft_loss(m.ptr, n, tok, pl, rl, C.int64_t(m.opts.LogitChunk), b2i(backward), C.double(scale),
+		var pin runtime.Pinner
+		defer pin.Unpin()
+		seqs := p.seqs(&pin)
+		rc := C.plugin_sft_loss(m.ptr, &seqs, C.int64_t(m.opts.LogitChunk), b2i(backward), C.double(scale),
 			&loss, m.rt.errBuf, errBufLen)
 		err = m.rt.check(rc, "sft loss")
 	})

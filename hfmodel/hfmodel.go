@@ -1,4 +1,8 @@
-package torch
+// Package hfmodel moves Hugging Face checkpoints in and out of the libtorch plugin: Load
+// reads config.json and safetensors into a plugin model, Save writes the same layout back
+// (plus the AdamW state of a trainable model), so a trained agent loads in other tools.
+// It is pure Go above cgo/torch.
+package hfmodel
 
 import (
 	"errors"
@@ -9,47 +13,58 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/model"
 )
 
 // OptimizerFile is the side file of a checkpoint holding AdamW moments and counters.
 const OptimizerFile = "optimizer.safetensors"
 
-// ConfigFromShape converts the model package's architecture description.
-func ConfigFromShape(s model.Shape) (Config, error) {
-	c := Config{
+// Model is a plugin model loaded from a Hugging Face directory. It remembers that
+// directory's config.json and location, which Save writes back and copies the tokenizer
+// files from.
+type Model struct {
+	*torch.Model
+	config []byte // config.json verbatim: keys the model package does not model survive
+	src    string
+}
+
+// pluginConfig converts the model package's architecture description.
+func pluginConfig(s model.Shape) (torch.Config, error) {
+	c := torch.Config{
 		VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
 		NumHeads: s.Heads, NumKVHeads: s.KVHeads, HeadDim: s.HeadDim, RopeTheta: s.RopeTheta,
 		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias,
 	}
 	switch s.Arch {
 	case model.ArchQwen2:
-		c.Arch = ArchQwen2
+		c.Arch = torch.ArchQwen2
 	case model.ArchQwen3:
-		c.Arch, c.QKNorm = ArchQwen3, true
+		c.Arch, c.QKNorm = torch.ArchQwen3, true
 	case model.ArchLlama:
-		c.Arch = ArchLlama
+		c.Arch = torch.ArchLlama
 	default:
-		return Config{}, fmt.Errorf("architecture %q is not supported by the torch plugin", s.Arch)
+		return torch.Config{}, fmt.Errorf("architecture %q is not supported by the torch plugin", s.Arch)
 	}
 	if r := s.RopeScaling; r != nil {
-		c.RopeScaling = &Llama3RopeScaling{Factor: r.Factor, LowFreqFactor: r.LowFreqFactor,
+		c.RopeScaling = &torch.Llama3RopeScaling{Factor: r.Factor, LowFreqFactor: r.LowFreqFactor,
 			HighFreqFactor: r.HighFreqFactor, OriginalMaxPositions: r.OriginalMaxPositionEmbeddings}
 	}
 	return c, nil
 }
 
-var stDTypes = map[model.DType]DType{model.F32: Float32, model.F64: Float64, model.BF16: BFloat16, model.F16: Float16}
+var stDTypes = map[model.DType]torch.DType{model.F32: torch.Float32, model.F64: torch.Float64,
+	model.BF16: torch.BFloat16, model.F16: torch.Float16}
 
 // ignoredTensor reports tensors HF checkpoints may carry that the model derives itself.
-func ignoredTensor(name string, cfg Config) bool {
+func ignoredTensor(name string, cfg torch.Config) bool {
 	return strings.HasSuffix(name, ".rotary_emb.inv_freq") || (cfg.TieEmbeddings && name == "lm_head.weight")
 }
 
-// LoadHF loads a Hugging Face model directory (config.json and one or sharded safetensors
+// Load loads a Hugging Face model directory (config.json and one or sharded safetensors
 // files). A trainable model also restores optimizer.safetensors when the directory has one
-// (a checkpoint written by SaveHF).
-func (r *Runtime) LoadHF(dir string, opts ModelOptions) (*Model, error) {
+// (a checkpoint written by Save).
+func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
 	hf, err := model.LoadHFConfig(dir)
 	if err != nil {
 		return nil, err
@@ -58,7 +73,7 @@ func (r *Runtime) LoadHF(dir string, opts ModelOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	cfg, err := ConfigFromShape(shape)
+	cfg, err := pluginConfig(shape)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
@@ -67,21 +82,21 @@ func (r *Runtime) LoadHF(dir string, opts ModelOptions) (*Model, error) {
 		return nil, err
 	}
 	defer st.Close()
-	m, err := r.NewModel(cfg, opts)
+	tm, err := rt.NewModel(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	if m.hfConfig, err = os.ReadFile(filepath.Join(dir, "config.json")); err != nil {
+	m := &Model{Model: tm, src: dir}
+	if m.config, err = os.ReadFile(filepath.Join(dir, "config.json")); err != nil {
 		m.Free()
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	m.srcDir = dir
-	if err := m.loadTensors(dir, st); err != nil {
+	if err := loadTensors(m.Model, dir, st); err != nil {
 		m.Free()
 		return nil, err
 	}
 	if opts.Trainable {
-		if err := m.loadOptimizer(filepath.Join(dir, OptimizerFile)); err != nil {
+		if err := loadOptimizer(m.Model, filepath.Join(dir, OptimizerFile)); err != nil {
 			m.Free()
 			return nil, err
 		}
@@ -89,7 +104,17 @@ func (r *Runtime) LoadHF(dir string, opts ModelOptions) (*Model, error) {
 	return m, nil
 }
 
-func (m *Model) loadTensors(dir string, st *model.Safetensors) error {
+// Clone copies the current weights into a new model (see torch.Model.Clone) that saves
+// with m's config.json and tokenizer files.
+func (m *Model) Clone(opts torch.ModelOptions) (*Model, error) {
+	c, err := m.Model.Clone(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Model: c, config: m.config, src: m.src}, nil
+}
+
+func loadTensors(m *torch.Model, dir string, st *model.Safetensors) error {
 	infos, err := m.Tensors()
 	if err != nil {
 		return err
@@ -98,9 +123,10 @@ func (m *Model) loadTensors(dir string, st *model.Safetensors) error {
 	for _, ti := range infos {
 		want[ti.Name] = true
 	}
+	cfg := m.Config()
 	for _, name := range st.Names() {
-		if !want[name] && !ignoredTensor(name, m.cfg) {
-			return fmt.Errorf("load %s: unexpected tensor %s for a %d-layer model of this architecture", dir, name, m.cfg.NumLayers)
+		if !want[name] && !ignoredTensor(name, cfg) {
+			return fmt.Errorf("load %s: unexpected tensor %s for a %d-layer model of this architecture", dir, name, cfg.NumLayers)
 		}
 	}
 	for _, ti := range infos {
@@ -122,7 +148,7 @@ func (m *Model) loadTensors(dir string, st *model.Safetensors) error {
 	return nil
 }
 
-func (m *Model) loadOptimizer(path string) error {
+func loadOptimizer(m *torch.Model, path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -141,15 +167,12 @@ func (m *Model) loadOptimizer(path string) error {
 		return err
 	}
 	for _, ti := range infos {
-		for _, k := range []struct {
-			prefix string
-			kind   Kind
-		}{{"exp_avg.", ExpAvg}, {"exp_avg_sq.", ExpAvgSq}} {
+		for _, k := range moments {
 			v, err := st.Tensor(k.prefix + ti.Name)
 			if err != nil {
 				return fmt.Errorf("load %s: %w", path, err)
 			}
-			if err := m.writeRaw(ti, k.kind, v); err != nil {
+			if err := writeRaw(m, ti, k.kind, v); err != nil {
 				return fmt.Errorf("load %s: %w", path, err)
 			}
 		}
@@ -157,37 +180,44 @@ func (m *Model) loadOptimizer(path string) error {
 	return m.SetOptimizerState(step, skipped)
 }
 
-func (m *Model) writeRaw(ti TensorInfo, kind Kind, v model.TensorView) error {
+// moments are the AdamW tensors of optimizer.safetensors, each parameter's under its name
+// with a prefix.
+var moments = []struct {
+	prefix string
+	kind   torch.Kind
+}{{"exp_avg.", torch.ExpAvg}, {"exp_avg_sq.", torch.ExpAvgSq}}
+
+func writeRaw(m *torch.Model, ti torch.TensorInfo, kind torch.Kind, v model.TensorView) error {
 	if fmt.Sprint(v.Shape) != fmt.Sprint(ti.Shape) {
 		return fmt.Errorf("tensor %s has shape %v, expected %v", v.Name, v.Shape, ti.Shape)
 	}
 	switch v.DType {
 	case model.F32:
-		return Write(m, ti.Name, kind, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/4))
+		return torch.Write(m, ti.Name, kind, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/4))
 	case model.F64:
-		return Write(m, ti.Name, kind, unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/8))
+		return torch.Write(m, ti.Name, kind, unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/8))
 	}
 	return fmt.Errorf("tensor %s has dtype %s; want F32 or F64", v.Name, v.DType)
 }
 
 // exported reads one tensor as the little-endian bytes of the model's parameter dtype, so a
 // saved checkpoint reloads bit-exactly.
-func (m *Model) exported(ti TensorInfo, kind Kind) (model.NamedTensor, error) {
+func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.NamedTensor, error) {
 	n := 1
 	for _, d := range ti.Shape {
 		n *= int(d)
 	}
 	var raw []byte
 	dt := model.F32
-	if m.opts.DType == Float64 {
+	if m.Options().DType == torch.Float64 {
 		buf := make([]float64, n)
-		if err := Read(m, ti.Name, kind, buf); err != nil {
+		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
 			return model.NamedTensor{}, err
 		}
 		raw, dt = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 8*n), model.F64
 	} else {
 		buf := make([]float32, n)
-		if err := Read(m, ti.Name, kind, buf); err != nil {
+		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
 			return model.NamedTensor{}, err
 		}
 		raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*n)
@@ -197,14 +227,14 @@ func (m *Model) exported(ti TensorInfo, kind Kind) (model.NamedTensor, error) {
 
 // Export copies the current weights out of the plugin, in checkpoint order, ready for
 // model.WriteSafetensors (or a GGUF writer).
-func (m *Model) Export() ([]model.NamedTensor, error) {
+func Export(m *torch.Model) ([]model.NamedTensor, error) {
 	infos, err := m.Tensors()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]model.NamedTensor, 0, len(infos))
 	for _, ti := range infos {
-		t, err := m.exported(ti, Weight)
+		t, err := exported(m, ti, torch.Weight)
 		if err != nil {
 			return nil, err
 		}
@@ -213,13 +243,13 @@ func (m *Model) Export() ([]model.NamedTensor, error) {
 	return out, nil
 }
 
-// SaveHF writes an HF-compatible checkpoint: config.json, model.safetensors, the source
+// Save writes an HF-compatible checkpoint: config.json, model.safetensors, the source
 // directory's tokenizer files and, for a trainable model, optimizer.safetensors. The
 // directory appears complete or not at all: everything is written to a sibling temporary
 // directory that then replaces dir.
-func (m *Model) SaveHF(dir string) (err error) {
-	if m.hfConfig == nil {
-		return fmt.Errorf("save %s: model was not loaded from a Hugging Face directory, so it has no config.json", dir)
+func (m *Model) Save(dir string) (err error) {
+	if m.config == nil {
+		return fmt.Errorf("save %s: model was not made by hfmodel.Load, so it has no config.json", dir)
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -234,40 +264,36 @@ func (m *Model) SaveHF(dir string) (err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	// config.json verbatim: keys the model package does not model survive the round trip.
-	if err := os.WriteFile(filepath.Join(tmp, "config.json"), m.hfConfig, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, "config.json"), m.config, 0o644); err != nil {
 		return fmt.Errorf("save %s: %w", dir, err)
 	}
-	if err := model.CopyFiles(m.srcDir, tmp, model.TokenizerFiles); err != nil {
+	if err := model.CopyFiles(m.src, tmp, model.TokenizerFiles); err != nil {
 		return fmt.Errorf("save %s: %w", dir, err)
 	}
-	weights, err := m.Export()
+	weights, err := Export(m.Model)
 	if err != nil {
 		return fmt.Errorf("save %s: %w", dir, err)
 	}
 	if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	if m.opts.Trainable {
-		if err := m.saveOptimizer(filepath.Join(tmp, OptimizerFile)); err != nil {
+	if m.Options().Trainable {
+		if err := saveOptimizer(m.Model, filepath.Join(tmp, OptimizerFile)); err != nil {
 			return fmt.Errorf("save %s: %w", dir, err)
 		}
 	}
 	return replaceDir(tmp, dir)
 }
 
-func (m *Model) saveOptimizer(path string) error {
+func saveOptimizer(m *torch.Model, path string) error {
 	infos, err := m.Tensors()
 	if err != nil {
 		return err
 	}
 	var ts []model.NamedTensor
-	for _, k := range []struct {
-		prefix string
-		kind   Kind
-	}{{"exp_avg.", ExpAvg}, {"exp_avg_sq.", ExpAvgSq}} {
+	for _, k := range moments {
 		for _, ti := range infos {
-			t, err := m.exported(ti, k.kind)
+			t, err := exported(m, ti, k.kind)
 			if err != nil {
 				return err
 			}
