@@ -133,3 +133,31 @@ func TestTrainFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+// A resumed run keeps checkpointing after --keep prunes the checkpoint it resumed from: the
+// tokenizer and config travel with the weights, not with a directory that may be gone
+// (issue 18, item 2; the third checkpoint after the resume failed).
+func TestResumeSurvivesPruning(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	args := func(steps string, extra ...string) []string {
+		return trainArgs(t, out, steps, append([]string{"--val-synthetic", "0", "--save-every", "1", "--keep", "2"}, extra...)...)
+	}
+	if _, stderr, err := runApp(t, args("1")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := runApp(t, args("5", "--resume")...); err != nil {
+		t.Fatalf("resume to step 5 with --keep 2: %v\n%s", err, stderr)
+	}
+	for _, step := range []string{"step-000001", "step-000003"} {
+		if _, err := os.Stat(filepath.Join(out, trainer.CheckpointsDir, step)); err == nil {
+			t.Errorf("%s was not pruned", step)
+		}
+	}
+	if ck, err := trainer.LatestCheckpoint(out); err != nil || filepath.Base(ck) != "step-000005" {
+		t.Fatalf("latest checkpoint %q, %v; want step-000005", ck, err)
+	}
+	ck, _ := trainer.LatestCheckpoint(out)
+	if _, err := os.Stat(filepath.Join(trainer.AgentCheckpointDir(ck, 0), "tokenizer.json")); err != nil {
+		t.Errorf("the last checkpoint lacks its tokenizer: %v", err)
+	}
+}

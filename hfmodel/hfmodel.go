@@ -20,13 +20,14 @@ import (
 // OptimizerFile is the side file of a checkpoint holding AdamW moments and counters.
 const OptimizerFile = "optimizer.safetensors"
 
-// Model is a plugin model loaded from a Hugging Face directory. It remembers that
-// directory's config.json and location, which Save writes back and copies the tokenizer
-// files from.
+// Model is a plugin model loaded from a Hugging Face directory, with that directory's
+// config.json and tokenizer files as read at load time: Save writes them back even when
+// the directory is gone by then (a checkpoint resumed from and since pruned).
 type Model struct {
 	*torch.Model
-	config []byte // config.json verbatim: keys the model package does not model survive
-	src    string
+	// side holds config.json and the tokenizer files, verbatim: keys the model package does
+	// not model survive the round trip.
+	side map[string][]byte
 }
 
 // pluginConfig converts the model package's architecture description.
@@ -86,8 +87,8 @@ func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	m := &Model{Model: tm, src: dir}
-	if m.config, err = os.ReadFile(filepath.Join(dir, "config.json")); err != nil {
+	m := &Model{Model: tm}
+	if m.side, err = model.ReadFiles(dir, append([]string{"config.json"}, model.TokenizerFiles...)); err != nil {
 		m.Free()
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
@@ -111,7 +112,7 @@ func (m *Model) Clone(opts torch.ModelOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Model: c, config: m.config, src: m.src}, nil
+	return &Model{Model: c, side: m.side}, nil
 }
 
 func loadTensors(m *torch.Model, dir string, st *model.Safetensors) error {
@@ -243,12 +244,12 @@ func Export(m *torch.Model) ([]model.NamedTensor, error) {
 	return out, nil
 }
 
-// Save writes an HF-compatible checkpoint: config.json, model.safetensors, the source
-// directory's tokenizer files and, for a trainable model, optimizer.safetensors. The
+// Save writes an HF-compatible checkpoint: config.json, model.safetensors, the tokenizer
+// files the model was loaded with and, for a trainable model, optimizer.safetensors. The
 // directory appears complete or not at all: everything is written to a sibling temporary
 // directory that then replaces dir.
 func (m *Model) Save(dir string) (err error) {
-	if m.config == nil {
+	if m.side["config.json"] == nil {
 		return fmt.Errorf("save %s: model was not made by hfmodel.Load, so it has no config.json", dir)
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
@@ -264,10 +265,7 @@ func (m *Model) Save(dir string) (err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(tmp, "config.json"), m.config, 0o644); err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	if err := model.CopyFiles(m.src, tmp, model.TokenizerFiles); err != nil {
+	if err := m.WriteSideFiles(tmp); err != nil {
 		return fmt.Errorf("save %s: %w", dir, err)
 	}
 	weights, err := Export(m.Model)
@@ -283,6 +281,12 @@ func (m *Model) Save(dir string) (err error) {
 		}
 	}
 	return replaceDir(tmp, dir)
+}
+
+// WriteSideFiles writes config.json and the tokenizer files the model was loaded with into
+// dir: with the weights, a directory that converts to GGUF and loads in other tools.
+func (m *Model) WriteSideFiles(dir string) error {
+	return model.WriteFiles(dir, m.side)
 }
 
 func saveOptimizer(m *torch.Model, path string) error {

@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 )
@@ -13,29 +12,29 @@ import (
 // converts and loads in other tools.
 var TokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}
 
-// CopyFiles copies the named files that directory src has into directory dst.
-func CopyFiles(src, dst string, names []string) error {
+// ReadFiles reads the named files that directory src has (missing ones are skipped), so
+// they can be written beside exported weights even after src is gone.
+func ReadFiles(src string, names []string) (map[string][]byte, error) {
+	out := map[string][]byte{}
 	for _, f := range names {
-		if err := copyOne(filepath.Join(src, f), filepath.Join(dst, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[f] = b
+	}
+	return out, nil
+}
+
+// WriteFiles writes files (name -> contents, as ReadFiles returns them) into directory dst.
+func WriteFiles(dst string, files map[string][]byte) error {
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
 	return nil
-}
-
-func copyOne(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	return out.Close()
 }

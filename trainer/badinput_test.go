@@ -54,7 +54,11 @@ func checkStopped(t *testing.T, run string, err error, wantLatest string, want .
 func copyHF(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	if err := model.CopyFiles(src, dst, append([]string{"config.json", "model.safetensors"}, model.TokenizerFiles...)); err != nil {
+	files, err := model.ReadFiles(src, append([]string{"config.json", "model.safetensors"}, model.TokenizerFiles...))
+	if err == nil {
+		err = model.WriteFiles(dst, files)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return dst

@@ -10,25 +10,24 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
 )
 
-// WriteGGUF writes the model's current weights as a GGUF file for llama.cpp: the weights
-// go to an HF directory (staging, reused between calls) holding src's config and tokenizer
-// files, which is then converted. The GGUF is replaced atomically.
-func WriteGGUF(m *torch.Model, src, staging, out string) error {
+// writeGGUF writes the model's current weights as a GGUF file for llama.cpp: the weights
+// and the model's config and tokenizer files go to an HF directory (staging, reused
+// between calls), which is then converted. The GGUF is replaced atomically.
+func writeGGUF(m *hfmodel.Model, staging, out string) error {
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
 	// config.json too: the converter reads the architecture from it.
-	if err := model.CopyFiles(src, staging, append([]string{"config.json"}, model.TokenizerFiles...)); err != nil {
+	if err := m.WriteSideFiles(staging); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	weights, err := hfmodel.Export(m)
+	weights, err := hfmodel.Export(m.Model)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -54,7 +53,7 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	start := time.Now()
 	a, st := t.cfg.Agents[i], t.agents[i]
 	staging := filepath.Join(filepath.Dir(st.gguf), "hf")
-	if err := WriteGGUF(st.actor.Model, a.Dir, staging, st.gguf); err != nil {
+	if err := writeGGUF(st.actor, staging, st.gguf); err != nil {
 		return 0, 0, err
 	}
 	opt := t.cfg.Engine
