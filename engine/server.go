@@ -35,6 +35,11 @@ func (v *Vocab) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, e
 	return v.model.Tokenize(text, addSpecial, parseSpecial)
 }
 
+// Detokenize turns token ids back into text; bytes cut mid-character become U+FFFD.
+func (v *Vocab) Detokenize(tokens []int32, renderSpecial bool) (string, error) {
+	return v.model.Detokenize(tokens, renderSpecial)
+}
+
 // Format is the model's chat format: the override (a family name) when given, else the one
 // detected from the GGUF's template.
 func (v *Vocab) Format(override string) (chat.Format, error) {
@@ -124,4 +129,27 @@ func ParseOptions(slots, seqContext, threads int, kvType, flashAttn string) (Opt
 // once: oversubscribed llama.cpp threads spin and collapse throughput.
 func SharedThreads(engines int) int {
 	return max(1, llama.PhysicalCores()/max(1, engines))
+}
+
+// ModelScorer is a Scorer that owns its model and tokenizes text with it (`umad score
+// --gguf`).
+type ModelScorer struct {
+	*Scorer
+	*Vocab
+}
+
+// OpenScorer loads a GGUF file for scoring under opt's threads, KV-cache type and flash
+// attention.
+func OpenScorer(path string, opt Options) (*ModelScorer, error) {
+	m, err := LoadModel(path, llama.ModelParams{})
+	if err != nil {
+		return nil, err
+	}
+	return &ModelScorer{NewScorer(m, llama.ContextParams{Threads: opt.Threads, KVType: opt.KVType, FlashAttn: opt.FlashAttn}), &Vocab{m}}, nil
+}
+
+// Free releases the context and the model.
+func (s *ModelScorer) Free() {
+	s.Scorer.Free()
+	s.Vocab.Close()
 }
