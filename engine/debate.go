@@ -62,8 +62,8 @@ type AgentTurn struct {
 	Entropies    []float32 `json:"entropies"`
 	Finish       Finish    `json:"finish"`
 	// Answer is the extracted final answer, nil for no answer.
-	Answer *string            `json:"answer"`
-	Grade  uncertainty.Answer `json:"grade"`
+	Answer *string        `json:"answer"`
+	Grade  reward.Verdict `json:"grade"`
 	// Carried marks a turn not generated: adaptive stopping carried the previous one.
 	Carried bool `json:"carried,omitempty"`
 }
@@ -82,9 +82,9 @@ func (r DebateRecord) Uncertainty() uncertainty.ProblemRecord {
 	if len(r.Turns) == 0 {
 		return p
 	}
-	p.Answers = make([][][]uncertainty.Answer, len(r.Turns[0]))
+	p.Answers = make([][][]reward.Verdict, len(r.Turns[0]))
 	for a := range p.Answers {
-		p.Answers[a] = make([][]uncertainty.Answer, len(r.Turns))
+		p.Answers[a] = make([][]reward.Verdict, len(r.Turns))
 		for t := range r.Turns {
 			for _, at := range r.Turns[t][a] {
 				p.Answers[a][t] = append(p.Answers[a][t], at.Grade)
@@ -373,10 +373,10 @@ func (cfg *DebateConfig) record(d *debate, p *pendingReq, samples []Sample, stat
 		}
 		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: s.Tokens,
 			LogProbs: s.LogProbs, Entropies: s.Entropies, Finish: s.Finish}
-		if ans, ok := reward.Extract(text, cfg.Extract); ok {
+		g, ans := reward.Grade(text, d.rec.Problem.Gold, cfg.Extract)
+		if !g.NoAnswer {
 			at.Answer = &ans
 		}
-		g := uncertainty.Grade(text, d.rec.Problem.Gold, cfg.Extract)
 		g.Tokens = len(s.Tokens)
 		g.Truncated = s.Finish == FinishLength
 		var ent, nll float64
