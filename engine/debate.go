@@ -16,7 +16,6 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/sampler"
-	"github.com/umad-dev/umad/uncertainty"
 )
 
 // DebateAgent is one debater. Agents may share an Engine (the same model).
@@ -41,9 +40,13 @@ type DebateConfig struct {
 	// StopAgree ends a trajectory's debate once all agents gave the same answer for this
 	// many consecutive turns (0 = off); its last answers are carried to later turns.
 	StopAgree int
-	// StopEU ends a problem's debate once its epistemic uncertainty at a turn is below
-	// this (0 = off).
+	// StopEU ends a problem's debate once the epistemic uncertainty of its answers at a
+	// turn, as EU computes it, is below this (0 = off).
 	StopEU float64
+	// EU computes the epistemic uncertainty of one turn's verdicts, byAgent[a][k]; StopEU
+	// needs it. The caller supplies uncertainty.TurnEU: the metrics package sits beside
+	// the engine, not below it.
+	EU func(byAgent [][]reward.Verdict) (float64, error)
 	// InFlight is the most problems debated at once (0 = enough to keep every slot busy).
 	InFlight int
 	Extract  reward.ExtractOptions
@@ -76,22 +79,34 @@ type DebateRecord struct {
 	Turns [][][]AgentTurn `json:"turns"`
 }
 
-// Uncertainty converts the record to the metrics package's form.
-func (r DebateRecord) Uncertainty() uncertainty.ProblemRecord {
-	p := uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID}
+// Verdicts returns the record's verdicts agent by agent, [agent][turn][k]: the Answers
+// of an uncertainty.ProblemRecord, which callers build from it (the engine does not
+// import uncertainty).
+func (r DebateRecord) Verdicts() [][][]reward.Verdict {
 	if len(r.Turns) == 0 {
-		return p
+		return nil
 	}
-	p.Answers = make([][][]reward.Verdict, len(r.Turns[0]))
-	for a := range p.Answers {
-		p.Answers[a] = make([][]reward.Verdict, len(r.Turns))
-		for t := range r.Turns {
-			for _, at := range r.Turns[t][a] {
-				p.Answers[a][t] = append(p.Answers[a][t], at.Grade)
-			}
+	out := make([][][]reward.Verdict, len(r.Turns[0]))
+	for a := range out {
+		out[a] = make([][]reward.Verdict, len(r.Turns))
+	}
+	for t, turn := range r.Turns {
+		for a, v := range verdicts(turn) {
+			out[a][t] = v
 		}
 	}
-	return p
+	return out
+}
+
+// verdicts are one turn's verdicts, [agent][k].
+func verdicts(turn [][]AgentTurn) [][]reward.Verdict {
+	out := make([][]reward.Verdict, len(turn))
+	for a, byTraj := range turn {
+		for _, at := range byTraj {
+			out[a] = append(out[a], at.Grade)
+		}
+	}
+	return out
 }
 
 // DebateStats count a run's work.
@@ -299,6 +314,8 @@ func (cfg *DebateConfig) check() error {
 		return fmt.Errorf("debate: K must be at least 1, got %d", cfg.K)
 	case cfg.StopAgree < 0 || cfg.StopEU < 0:
 		return errors.New("debate: stopping thresholds must not be negative")
+	case cfg.StopEU > 0 && cfg.EU == nil:
+		return errors.New("debate: stopping by EU needs an EU function")
 	}
 	if cfg.PromptLimit == 0 {
 		cfg.PromptLimit = 5120
@@ -416,12 +433,11 @@ func (cfg *DebateConfig) advance(d *debate, stats *DebateStats) ([]newRequest, e
 		}
 	}
 	if cfg.StopEU > 0 {
-		now := DebateRecord{Problem: d.rec.Problem, Turns: [][][]AgentTurn{cur}}
-		pt, err := uncertainty.PerProblem(now.Uncertainty())
+		eu, err := cfg.EU(verdicts(cur))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("problem %s turn %d: %w", d.rec.Problem.ID, t, err)
 		}
-		if pt[0].EU < cfg.StopEU {
+		if eu < cfg.StopEU {
 			for k := range d.stopped {
 				d.stopped[k] = true
 			}
