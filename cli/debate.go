@@ -354,7 +354,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 			closeAll()
 			return nil, nil, err
 		}
-		agents = append(agents, engine.DebateAgent{Name: a.Name, Engine: engines[a.Model], Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
+		agents = append(agents, engine.DebateAgent{Name: a.Name, Generator: engines[a.Model], Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
 	}
 	return agents, closeAll, nil
 }

@@ -1,8 +1,8 @@
 package engine
 
 // The debate runner: N agents, T turns, K trajectories per problem, with problems
-// pipelined so every agent's engine keeps its slots busy while other problems wait for
-// their peers (spec/UMAD-reference.md section 1).
+// pipelined so every agent's generator keeps its slots busy while other problems wait
+// for their peers (spec/UMAD-reference.md section 1).
 
 import (
 	"context"
@@ -18,10 +18,25 @@ import (
 	"github.com/umad-dev/umad/sampler"
 )
 
-// DebateAgent is one debater. Agents may share an Engine (the same model).
+// Generator is what the debate needs of a model: *Engine (llama.cpp), or a deterministic
+// fake in the protocol's tests. Agents holding the same Generator value share it, so its
+// dynamic type must be comparable (a pointer).
+type Generator interface {
+	// Serve takes requests from q and emits their results until q is closed and drained
+	// or ctx ends; emit may be followed by more pushes to q (Engine.Serve).
+	Serve(ctx context.Context, q *Queue, emit func(Result)) error
+	// Tokenize turns a rendered chat prompt into ids, special tokens parsed, none added.
+	Tokenize(text string) ([]int32, error)
+	// Detokenize turns generated ids into text without special tokens.
+	Detokenize(tokens []int32) (string, error)
+	SeqContext() int // most tokens per sequence, prompt plus response
+	Slots() int      // sequences generated at once
+}
+
+// DebateAgent is one debater. Agents may share a Generator (the same model).
 type DebateAgent struct {
 	Name      string
-	Engine    *Engine
+	Generator Generator
 	Format    chat.Format
 	Params    sampler.Params
 	MaxTokens int
@@ -160,20 +175,20 @@ func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// One queue and one serving goroutine per distinct engine.
-	var engines []*Engine
-	queues := map[*Engine]*Queue{}
+	// One queue and one serving goroutine per distinct generator.
+	var gens []Generator
+	queues := map[Generator]*Queue{}
 	for _, a := range cfg.Agents {
-		if queues[a.Engine] == nil {
-			engines = append(engines, a.Engine)
-			queues[a.Engine] = NewQueue()
+		if queues[a.Generator] == nil {
+			gens = append(gens, a.Generator)
+			queues[a.Generator] = NewQueue()
 		}
 	}
 	results := make(chan Result, 64)
-	served := make(chan error, len(engines))
-	for _, e := range engines {
+	served := make(chan error, len(gens))
+	for _, g := range gens {
 		go func() {
-			served <- e.Serve(ctx, queues[e], func(r Result) {
+			served <- g.Serve(ctx, queues[g], func(r Result) {
 				select {
 				case results <- r:
 				case <-ctx.Done():
@@ -186,8 +201,8 @@ func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip
 			q.Close()
 		}
 	}
-	running := len(engines)
-	// wait for the engines to stop, returning the first error among theirs.
+	running := len(gens)
+	// wait for the generators to stop, returning the first error among theirs.
 	wait := func(err error) (DebateStats, error) {
 		if err != nil {
 			cancel()
@@ -207,8 +222,8 @@ func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip
 	inFlight := cfg.InFlight
 	if inFlight == 0 {
 		slots := 0
-		for _, e := range engines {
-			slots = max(slots, e.opt.Slots)
+		for _, g := range gens {
+			slots = max(slots, g.Slots())
 		}
 		inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
 	}
@@ -223,7 +238,7 @@ func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip
 		}
 		pending[nextID] = p
 		p.d.pending++
-		queues[a.Engine].Push(Request{ID: nextID, Prompt: prompt, K: k, MaxTokens: a.MaxTokens,
+		queues[a.Generator].Push(Request{ID: nextID, Prompt: prompt, K: k, MaxTokens: a.MaxTokens,
 			Params: a.Params, Seed: a.Seed, Stream: stream})
 	}
 
@@ -264,7 +279,7 @@ func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip
 		case err := <-served:
 			running--
 			if err == nil {
-				err = errors.New("debate: an engine stopped early")
+				err = errors.New("debate: a generator stopped early")
 			}
 			return wait(err)
 		case <-ctx.Done():
@@ -321,8 +336,8 @@ func (cfg *DebateConfig) check() error {
 		cfg.PromptLimit = 5120
 	}
 	for i, a := range cfg.Agents {
-		if a.Engine == nil {
-			return fmt.Errorf("debate: agent %d has no engine", i)
+		if a.Generator == nil {
+			return fmt.Errorf("debate: agent %d has no generator", i)
 		}
 		if a.MaxTokens < 1 {
 			return fmt.Errorf("debate: agent %d: max tokens must be at least 1", i)
@@ -330,11 +345,12 @@ func (cfg *DebateConfig) check() error {
 		if err := a.Params.Validate(); err != nil {
 			return fmt.Errorf("debate: agent %d: %w", i, err)
 		}
-		if room := a.Engine.opt.SeqContext - a.MaxTokens; room < 1 {
-			return fmt.Errorf("debate: agent %d: max tokens %d leave no room for a prompt in the context of %d", i, a.MaxTokens, a.Engine.opt.SeqContext)
+		seqCtx := a.Generator.SeqContext()
+		if room := seqCtx - a.MaxTokens; room < 1 {
+			return fmt.Errorf("debate: agent %d: max tokens %d leave no room for a prompt in the context of %d", i, a.MaxTokens, seqCtx)
 		} else if cfg.PromptLimit > room {
 			return fmt.Errorf("debate: agent %d: prompt limit %d plus max tokens %d exceed the context of %d tokens per sequence",
-				i, cfg.PromptLimit, a.MaxTokens, a.Engine.opt.SeqContext)
+				i, cfg.PromptLimit, a.MaxTokens, seqCtx)
 		}
 	}
 	return nil
@@ -352,7 +368,7 @@ func (cfg *DebateConfig) render(agent int, msg string) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.Engine.model.Tokenize(text, false, true)
+	return a.Generator.Tokenize(text)
 }
 
 // turn0 builds each agent's turn-0 request, or nil if the prompt is too long.
@@ -382,29 +398,29 @@ func (cfg *DebateConfig) turn0(d *debate) ([]newRequest, error) {
 
 // record stores a request's samples in the debate record, graded.
 func (cfg *DebateConfig) record(d *debate, p *pendingReq, samples []Sample, stats *DebateStats) error {
-	m := cfg.Agents[p.agent].Engine.model
+	g := cfg.Agents[p.agent].Generator
 	for i, s := range samples {
-		text, err := m.Detokenize(s.Tokens, false)
+		text, err := g.Detokenize(s.Tokens)
 		if err != nil {
 			return err
 		}
 		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: s.Tokens,
 			LogProbs: s.LogProbs, Entropies: s.Entropies, Finish: s.Finish}
-		g, ans := reward.Grade(text, d.rec.Problem.Gold, cfg.Extract)
-		if !g.NoAnswer {
+		v, ans := reward.Grade(text, d.rec.Problem.Gold, cfg.Extract)
+		if !v.NoAnswer {
 			at.Answer = &ans
 		}
-		g.Tokens = len(s.Tokens)
-		g.Truncated = s.Finish == FinishLength
+		v.Tokens = len(s.Tokens)
+		v.Truncated = s.Finish == FinishLength
 		var ent, nll float64
 		for j := range s.Tokens {
 			ent += float64(s.Entropies[j])
 			nll -= float64(s.LogProbs[j])
 		}
 		if n := float64(len(s.Tokens)); n > 0 {
-			g.MeanEntropy, g.MeanNLL = ent/n, nll/n
+			v.MeanEntropy, v.MeanNLL = ent/n, nll/n
 		}
-		at.Grade = g
+		at.Grade = v
 		d.rec.Turns[p.turn][p.agent][p.traj[i]] = at
 		stats.Generations++
 		stats.GeneratedTokens += int64(len(s.Tokens))
