@@ -142,181 +142,23 @@ func ProblemKey(p data.Problem) uint64 {
 	return h.Sum64()
 }
 
-// debate is one problem in flight.
-type debate struct {
-	rec     DebateRecord
-	key     uint64
-	turn    int
-	pending int    // requests of this turn not yet back
-	stopped []bool // per trajectory
-	agree   []int  // consecutive turns of agreement, per trajectory
-}
-
-// pendingReq says what a request in flight is for.
-type pendingReq struct {
-	d     *debate
-	agent int
-	traj  []int // trajectory of each sample
-	turn  int
-	msg   string
-	ids   []int32
-	trim  bool
-}
-
 // Debate runs the debates of the problems not skipped (skip may be nil) and calls done
 // with each finished problem's record, from the calling goroutine; an error from done
 // stops the run. Problems finish in any order; the records are identical whatever the
 // order, since every sample draws from its own random stream.
 func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip func(i int) bool, done func(DebateRecord) error) (DebateStats, error) {
-	var stats DebateStats
 	if err := cfg.check(); err != nil {
-		return stats, err
+		return DebateStats{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	// One queue and one serving goroutine per distinct generator.
-	var gens []Generator
-	queues := map[Generator]*Queue{}
-	for _, a := range cfg.Agents {
-		if queues[a.Generator] == nil {
-			gens = append(gens, a.Generator)
-			queues[a.Generator] = NewQueue()
-		}
+	s := newScheduler(&cfg, problems, skip, done)
+	s.serve(ctx)
+	err := s.run(ctx)
+	if err != nil {
+		cancel()
 	}
-	results := make(chan Result, 64)
-	served := make(chan error, len(gens))
-	for _, g := range gens {
-		go func() {
-			served <- g.Serve(ctx, queues[g], func(r Result) {
-				select {
-				case results <- r:
-				case <-ctx.Done():
-				}
-			})
-		}()
-	}
-	closeAll := func() {
-		for _, q := range queues {
-			q.Close()
-		}
-	}
-	running := len(gens)
-	// wait for the generators to stop, returning the first error among theirs.
-	wait := func(err error) (DebateStats, error) {
-		if err != nil {
-			cancel()
-		}
-		closeAll()
-		for ; running > 0; running-- {
-			if e := <-served; err == nil && e != nil && !errors.Is(e, context.Canceled) {
-				err = e
-			}
-		}
-		if err == nil {
-			err = ctx.Err()
-		}
-		return stats, err
-	}
-
-	inFlight := cfg.InFlight
-	if inFlight == 0 {
-		slots := 0
-		for _, g := range gens {
-			slots = max(slots, g.Slots())
-		}
-		inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
-	}
-	pending := map[uint64]*pendingReq{}
-	var nextID uint64
-	submit := func(p *pendingReq, prompt []int32, k int) {
-		a := cfg.Agents[p.agent]
-		nextID++
-		stream := []uint64{p.d.key, uint64(p.agent), uint64(p.turn)}
-		if p.turn > 0 {
-			stream = append(stream, uint64(p.traj[0]))
-		}
-		pending[nextID] = p
-		p.d.pending++
-		queues[a.Generator].Push(Request{ID: nextID, Prompt: prompt, K: k, MaxTokens: a.MaxTokens,
-			Params: a.Params, Seed: a.Seed, Stream: stream})
-	}
-
-	active := 0
-	next := 0
-	admit := func() error {
-		for active < inFlight && next < len(problems) {
-			i := next
-			next++
-			if skip != nil && skip(i) {
-				continue
-			}
-			d := &debate{rec: DebateRecord{Index: i, Problem: problems[i], Turns: make([][][]AgentTurn, cfg.Turns)},
-				key: ProblemKey(problems[i]), stopped: make([]bool, cfg.K), agree: make([]int, cfg.K)}
-			reqs, err := cfg.turn0(d)
-			if err != nil {
-				return err
-			}
-			if reqs == nil {
-				stats.SkippedOverlong++
-				slog.Warn("problem skipped: its prompt exceeds the prompt limit", "dataset", problems[i].Dataset, "id", problems[i].ID)
-				continue
-			}
-			for _, r := range reqs {
-				submit(r.p, r.prompt, cfg.K)
-			}
-			active++
-		}
-		return nil
-	}
-	if err := admit(); err != nil {
-		return wait(err)
-	}
-	for active > 0 {
-		var r Result
-		select {
-		case r = <-results:
-		case err := <-served:
-			running--
-			if err == nil {
-				err = errors.New("debate: a generator stopped early")
-			}
-			return wait(err)
-		case <-ctx.Done():
-			return wait(ctx.Err())
-		}
-		if r.Err != nil {
-			return wait(r.Err)
-		}
-		p := pending[r.Request.ID]
-		delete(pending, r.Request.ID)
-		d := p.d
-		if err := cfg.record(d, p, r.Samples, &stats); err != nil {
-			return wait(err)
-		}
-		if d.pending--; d.pending > 0 {
-			continue
-		}
-		// The turn is complete: decide what stops, then start the next turn or finish.
-		reqs, err := cfg.advance(d, &stats)
-		if err != nil {
-			return wait(err)
-		}
-		for _, q := range reqs {
-			submit(q.p, q.prompt, 1)
-		}
-		if d.pending == 0 {
-			active--
-			stats.Problems++
-			if err := done(d.rec); err != nil {
-				return wait(err)
-			}
-			if err := admit(); err != nil {
-				return wait(err)
-			}
-		}
-	}
-	return wait(nil)
+	return s.stats, s.stop(ctx, err)
 }
 
 func (cfg *DebateConfig) check() error {
@@ -356,14 +198,199 @@ func (cfg *DebateConfig) check() error {
 	return nil
 }
 
-type newRequest struct {
-	p      *pendingReq
-	prompt []int32
+// debate is one problem in flight.
+type debate struct {
+	rec     DebateRecord
+	key     uint64
+	turn    int
+	pending int    // requests of this turn not yet back
+	stopped []bool // per trajectory
+	agree   []int  // consecutive turns of agreement, per trajectory
+}
+
+// pendingReq is a request to submit or in flight, and what it is for.
+type pendingReq struct {
+	d     *debate
+	agent int
+	traj  []int // trajectory of each sample
+	turn  int
+	msg   string
+	ids   []int32 // the rendered prompt
+	trim  bool
+}
+
+// scheduler is the state of one Debate call. It admits problems while fewer than
+// inFlight are debated, submits each turn's requests to the agents' generators, receives
+// and records their results, and advances a problem whose turn is complete to its next
+// turn or to done. Only the calling goroutine touches it; generators run beside it.
+type scheduler struct {
+	cfg      *DebateConfig
+	problems []data.Problem
+	skip     func(int) bool
+	done     func(DebateRecord) error
+	inFlight int
+	next     int // the next problem to admit
+	active   int // problems in flight
+	stats    DebateStats
+
+	queues  map[Generator]*Queue // one per distinct generator
+	results chan Result
+	stopped chan error // a generator's Serve returned
+	running int        // generators serving
+	pending map[uint64]*pendingReq
+	lastID  uint64
+}
+
+func newScheduler(cfg *DebateConfig, problems []data.Problem, skip func(int) bool, done func(DebateRecord) error) *scheduler {
+	s := &scheduler{cfg: cfg, problems: problems, skip: skip, done: done, inFlight: cfg.InFlight,
+		queues: map[Generator]*Queue{}, results: make(chan Result, 64), pending: map[uint64]*pendingReq{}}
+	slots := 0
+	for _, a := range cfg.Agents {
+		if s.queues[a.Generator] == nil {
+			s.queues[a.Generator] = NewQueue()
+			slots = max(slots, a.Generator.Slots())
+		}
+	}
+	if s.inFlight == 0 {
+		s.inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
+	}
+	return s
+}
+
+// serve starts one serving goroutine per generator.
+func (s *scheduler) serve(ctx context.Context) {
+	s.stopped = make(chan error, len(s.queues))
+	emit := func(r Result) {
+		select {
+		case s.results <- r:
+		case <-ctx.Done():
+		}
+	}
+	for g, q := range s.queues {
+		go func() { s.stopped <- g.Serve(ctx, q, emit) }()
+	}
+	s.running = len(s.queues)
+}
+
+// run debates until every problem is done or something fails.
+func (s *scheduler) run(ctx context.Context) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	for s.active > 0 {
+		select {
+		case r := <-s.results:
+			if err := s.receive(r); err != nil {
+				return err
+			}
+		case err := <-s.stopped:
+			s.running--
+			if err == nil {
+				err = errors.New("debate: a generator stopped early")
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// stop closes the queues and waits for the generators, returning err or else the first
+// of their errors, or else ctx's.
+func (s *scheduler) stop(ctx context.Context, err error) error {
+	for _, q := range s.queues {
+		q.Close()
+	}
+	for ; s.running > 0; s.running-- {
+		if e := <-s.stopped; err == nil && e != nil && !errors.Is(e, context.Canceled) {
+			err = e
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// admit starts problems' debates until inFlight are running or none is left.
+func (s *scheduler) admit() error {
+	for s.active < s.inFlight && s.next < len(s.problems) {
+		i := s.next
+		s.next++
+		if s.skip != nil && s.skip(i) {
+			continue
+		}
+		p := s.problems[i]
+		d := &debate{rec: DebateRecord{Index: i, Problem: p, Turns: make([][][]AgentTurn, s.cfg.Turns)},
+			key: ProblemKey(p), stopped: make([]bool, s.cfg.K), agree: make([]int, s.cfg.K)}
+		reqs, err := s.turn0(d)
+		if err != nil {
+			return err
+		}
+		if reqs == nil {
+			s.stats.SkippedOverlong++
+			slog.Warn("problem skipped: its prompt exceeds the prompt limit", "dataset", p.Dataset, "id", p.ID)
+			continue
+		}
+		for _, r := range reqs {
+			s.submit(r, s.cfg.K)
+		}
+		s.active++
+	}
+	return nil
+}
+
+// submit queues a request for k samples with its agent's generator.
+func (s *scheduler) submit(p *pendingReq, k int) {
+	a := s.cfg.Agents[p.agent]
+	s.lastID++
+	stream := []uint64{p.d.key, uint64(p.agent), uint64(p.turn)}
+	if p.turn > 0 {
+		stream = append(stream, uint64(p.traj[0]))
+	}
+	s.pending[s.lastID] = p
+	p.d.pending++
+	s.queues[a.Generator].Push(Request{ID: s.lastID, Prompt: p.ids, K: k, MaxTokens: a.MaxTokens,
+		Params: a.Params, Seed: a.Seed, Stream: stream})
+}
+
+// receive records a result; when it completes its problem's turn, the problem advances
+// to the next turn's requests or, with none, is done and makes room for the next one.
+func (s *scheduler) receive(r Result) error {
+	if r.Err != nil {
+		return r.Err
+	}
+	p := s.pending[r.Request.ID]
+	delete(s.pending, r.Request.ID)
+	d := p.d
+	if err := s.record(p, r.Samples); err != nil {
+		return err
+	}
+	if d.pending--; d.pending > 0 {
+		return nil
+	}
+	reqs, err := s.advance(d)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		s.submit(q, 1)
+	}
+	if d.pending > 0 {
+		return nil
+	}
+	s.active--
+	s.stats.Problems++
+	if err := s.done(d.rec); err != nil {
+		return err
+	}
+	return s.admit()
 }
 
 // render renders a user message with an agent's chat format and tokenizes it.
-func (cfg *DebateConfig) render(agent int, msg string) ([]int32, error) {
-	a := cfg.Agents[agent]
+func (s *scheduler) render(agent int, msg string) ([]int32, error) {
+	a := s.cfg.Agents[agent]
 	text, err := a.Format.Render([]chat.Message{{Role: "user", Content: msg}}, chat.Options{})
 	if err != nil {
 		return nil, err
@@ -372,68 +399,85 @@ func (cfg *DebateConfig) render(agent int, msg string) ([]int32, error) {
 }
 
 // turn0 builds each agent's turn-0 request, or nil if the prompt is too long.
-func (cfg *DebateConfig) turn0(d *debate) ([]newRequest, error) {
+func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
 	msg := Turn0Message(d.rec.Problem.Question)
-	var out []newRequest
-	for a := range cfg.Agents {
-		toks, err := cfg.render(a, msg)
+	var out []*pendingReq
+	for a := range s.cfg.Agents {
+		toks, err := s.render(a, msg)
 		if err != nil {
 			return nil, err
 		}
-		if len(toks) > cfg.PromptLimit {
+		if len(toks) > s.cfg.PromptLimit {
 			return nil, nil
 		}
-		traj := make([]int, cfg.K)
+		traj := make([]int, s.cfg.K)
 		for k := range traj {
 			traj[k] = k
 		}
-		out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks}, toks})
+		out = append(out, &pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks})
 	}
-	d.rec.Turns[0] = make([][]AgentTurn, len(cfg.Agents))
+	d.rec.Turns[0] = make([][]AgentTurn, len(s.cfg.Agents))
 	for a := range d.rec.Turns[0] {
-		d.rec.Turns[0][a] = make([]AgentTurn, cfg.K)
+		d.rec.Turns[0][a] = make([]AgentTurn, s.cfg.K)
 	}
 	return out, nil
 }
 
 // record stores a request's samples in the debate record, graded.
-func (cfg *DebateConfig) record(d *debate, p *pendingReq, samples []Sample, stats *DebateStats) error {
-	g := cfg.Agents[p.agent].Generator
-	for i, s := range samples {
-		text, err := g.Detokenize(s.Tokens)
+func (s *scheduler) record(p *pendingReq, samples []Sample) error {
+	d := p.d
+	g := s.cfg.Agents[p.agent].Generator
+	for i, smp := range samples {
+		text, err := g.Detokenize(smp.Tokens)
 		if err != nil {
 			return err
 		}
-		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: s.Tokens,
-			LogProbs: s.LogProbs, Entropies: s.Entropies, Finish: s.Finish}
-		v, ans := reward.Grade(text, d.rec.Problem.Gold, cfg.Extract)
+		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: smp.Tokens,
+			LogProbs: smp.LogProbs, Entropies: smp.Entropies, Finish: smp.Finish}
+		v, ans := reward.Grade(text, d.rec.Problem.Gold, s.cfg.Extract)
 		if !v.NoAnswer {
 			at.Answer = &ans
 		}
-		v.Tokens = len(s.Tokens)
-		v.Truncated = s.Finish == FinishLength
+		v.Tokens = len(smp.Tokens)
+		v.Truncated = smp.Finish == FinishLength
 		var ent, nll float64
-		for j := range s.Tokens {
-			ent += float64(s.Entropies[j])
-			nll -= float64(s.LogProbs[j])
+		for j := range smp.Tokens {
+			ent += float64(smp.Entropies[j])
+			nll -= float64(smp.LogProbs[j])
 		}
-		if n := float64(len(s.Tokens)); n > 0 {
+		if n := float64(len(smp.Tokens)); n > 0 {
 			v.MeanEntropy, v.MeanNLL = ent/n, nll/n
 		}
 		at.Grade = v
 		d.rec.Turns[p.turn][p.agent][p.traj[i]] = at
-		stats.Generations++
-		stats.GeneratedTokens += int64(len(s.Tokens))
+		s.stats.Generations++
+		s.stats.GeneratedTokens += int64(len(smp.Tokens))
 	}
 	return nil
 }
 
 // advance applies adaptive stopping after the debate's current turn and builds the next
 // turn's requests; none means the debate is over (all later turns carried forward).
-func (cfg *DebateConfig) advance(d *debate, stats *DebateStats) ([]newRequest, error) {
-	t := d.turn
-	cur := d.rec.Turns[t]
-	if cfg.StopAgree > 0 {
+func (s *scheduler) advance(d *debate) ([]*pendingReq, error) {
+	for {
+		if err := s.applyStops(d); err != nil {
+			return nil, err
+		}
+		if d.turn+1 >= s.cfg.Turns {
+			return nil, nil
+		}
+		out, err := s.nextTurn(d)
+		if len(out) > 0 || err != nil {
+			return out, err
+		}
+		// Every trajectory stopped: the turn was carried forward whole; go on to the next.
+	}
+}
+
+// applyStops marks the trajectories that the stopping rules end after the current turn.
+func (s *scheduler) applyStops(d *debate) error {
+	cur := d.rec.Turns[d.turn]
+	if s.cfg.StopAgree > 0 {
 		for k := range d.agree {
 			if d.stopped[k] {
 				continue
@@ -443,71 +487,69 @@ func (cfg *DebateConfig) advance(d *debate, stats *DebateStats) ([]newRequest, e
 			} else {
 				d.agree[k] = 0
 			}
-			if d.agree[k] >= cfg.StopAgree {
+			if d.agree[k] >= s.cfg.StopAgree {
 				d.stopped[k] = true
 			}
 		}
 	}
-	if cfg.StopEU > 0 {
-		eu, err := cfg.EU(verdicts(cur))
+	if s.cfg.StopEU > 0 {
+		eu, err := s.cfg.EU(verdicts(cur))
 		if err != nil {
-			return nil, fmt.Errorf("problem %s turn %d: %w", d.rec.Problem.ID, t, err)
+			return fmt.Errorf("problem %s turn %d: %w", d.rec.Problem.ID, d.turn, err)
 		}
-		if eu < cfg.StopEU {
+		if eu < s.cfg.StopEU {
 			for k := range d.stopped {
 				d.stopped[k] = true
 			}
 		}
 	}
-	if t+1 >= cfg.Turns {
-		return nil, nil
-	}
+	return nil
+}
+
+// nextTurn starts the next turn: stopped trajectories carry their responses forward, the
+// others get one request per agent.
+func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
+	cur := d.rec.Turns[d.turn]
 	d.turn++
-	next := make([][]AgentTurn, len(cfg.Agents))
+	next := make([][]AgentTurn, len(s.cfg.Agents))
 	for a := range next {
-		next[a] = make([]AgentTurn, cfg.K)
+		next[a] = make([]AgentTurn, s.cfg.K)
 	}
 	d.rec.Turns[d.turn] = next
-	var out []newRequest
-	for k := 0; k < cfg.K; k++ {
+	// The reference recovers the question from the turn-0 message (remove_template).
+	question := RemoveTemplate(Turn0Message(d.rec.Problem.Question))
+	var out []*pendingReq
+	for k := range s.cfg.K {
 		if d.stopped[k] {
 			for a := range next {
 				c := cur[a][k]
 				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies = "", nil, false, nil, nil, nil
 				c.Carried = true
 				next[a][k] = c
-				stats.Carried++
+				s.stats.Carried++
 			}
 			continue
 		}
 		rounds := d.rounds(k)
-		for a := range cfg.Agents {
-			count := func(msg string) int {
-				toks, err := cfg.render(a, msg)
-				if err != nil {
-					return 1 << 30
-				}
-				return len(toks)
+		for a := range s.cfg.Agents {
+			count := func(msg string) (int, error) {
+				toks, err := s.render(a, msg)
+				return len(toks), err
 			}
-			// The reference recovers the question from the turn-0 message (remove_template).
-			msg, trimmed, err := cfg.Prompt.FitMessage(RemoveTemplate(Turn0Message(d.rec.Problem.Question)), rounds,
-				TrajectoryID{Problem: d.key, Trajectory: uint64(k)}, count, cfg.PromptLimit)
+			msg, trimmed, err := s.cfg.Prompt.FitMessage(question, rounds,
+				TrajectoryID{Problem: d.key, Trajectory: uint64(k)}, count, s.cfg.PromptLimit)
 			if err != nil {
 				return nil, fmt.Errorf("problem %s: %w", d.rec.Problem.ID, err)
 			}
 			if trimmed {
-				stats.Trimmed++
+				s.stats.Trimmed++
 			}
-			toks, err := cfg.render(a, msg)
+			toks, err := s.render(a, msg)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed}, toks})
+			out = append(out, &pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed})
 		}
-	}
-	if len(out) == 0 {
-		// Every trajectory stopped: carry the remaining turns forward at once.
-		return cfg.advance(d, stats)
 	}
 	return out, nil
 }
