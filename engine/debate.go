@@ -22,8 +22,9 @@ import (
 // fake in the protocol's tests. Agents holding the same Generator value share it, so its
 // dynamic type must be comparable (a pointer).
 type Generator interface {
-	// Serve takes requests from q and emits their results until q is closed and drained
-	// or ctx ends; emit may be followed by more pushes to q (Engine.Serve).
+	// Serve generates the requests pushed to q, calling emit with each result, until q
+	// is closed and drained or ctx ends; requests may be pushed while it serves. Queue's
+	// consuming side is unexported, so generators live in this package.
 	Serve(ctx context.Context, q *Queue, emit func(Result)) error
 	// Tokenize turns a rendered chat prompt into ids, special tokens parsed, none added.
 	Tokenize(text string) ([]int32, error)
