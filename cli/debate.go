@@ -354,7 +354,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 			closeAll()
 			return nil, nil, err
 		}
-		agents = append(agents, engine.DebateAgent{Name: a.Name, Engine: engines[a.Model], Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
+		agents = append(agents, engine.DebateAgent{Name: a.Name, Generator: engines[a.Model], Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
 	}
 	return agents, closeAll, nil
 }
@@ -381,7 +381,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 		agents[i].Seed = seed + cfg.Agents[i].SeedOffset
 	}
 	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
-		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU,
+		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU,
 		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise, Seed: seed}}
 	if cfg.FullHistory {
 		dcfg.Prompt.History = engine.HistoryFull
@@ -405,7 +405,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 				if err := w.Append(r); err != nil {
 					return err
 				}
-				done[r.Index] = r.Uncertainty()
+				done[r.Index] = problemRecord(r)
 				finished++
 				for _, turn := range r.Turns {
 					for _, byTraj := range turn {
@@ -443,10 +443,15 @@ func readDebateRecords(path string) (map[int]uncertainty.ProblemRecord, error) {
 		if err := json.Unmarshal(line, &r); err != nil {
 			return err
 		}
-		done[r.Index] = r.Uncertainty()
+		done[r.Index] = problemRecord(r)
 		return nil
 	})
 	return done, err
+}
+
+// problemRecord is a debate record as the uncertainty tables read it.
+func problemRecord(r engine.DebateRecord) uncertainty.ProblemRecord {
+	return uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID, Answers: r.Verdicts()}
 }
 
 func inProblemOrder(done map[int]uncertainty.ProblemRecord) []uncertainty.ProblemRecord {

@@ -97,7 +97,7 @@ func TestDebateEndToEnd(t *testing.T) {
 		if r.Turns[1][0][0].Prompt == "" || r.Turns[1][0][0].Prompt != r.Turns[1][1][0].Prompt {
 			t.Error("both agents of a trajectory get the same debate message")
 		}
-		pts, err := uncertainty.PerProblem(r.Uncertainty())
+		pts, err := uncertainty.PerProblem(problemRecord(r))
 		if err != nil {
 			t.Fatal(err)
 		}

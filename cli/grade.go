@@ -133,41 +133,36 @@ func (cfg gradeConfig) gradeLine(line []byte, stats *gradeStats) ([]byte, error)
 		return nil, fmt.Errorf("field %q is empty", cfg.goldField)
 	}
 
+	var v reward.Verdict
 	var extracted string
-	var hasAnswer, strict bool
 	if raw, ok := obj.get(cfg.responseField); ok {
-		var response *string
+		var response string // null reads as "", which has no answer
 		if err := json.Unmarshal(raw, &response); err != nil {
 			return nil, fmt.Errorf("field %q is not a string", cfg.responseField)
 		}
-		if response != nil {
-			extracted, hasAnswer = reward.Extract(*response, cfg.extract)
-			strict = reward.StrictScore(*response, gold)
-		}
+		v, extracted = reward.Grade(response, gold, cfg.extract)
 	} else if raw, ok := obj.get(cfg.predField); ok {
 		if extracted, err = answerText(raw); err != nil {
 			return nil, fmt.Errorf("field %q: %w", cfg.predField, err)
 		}
-		hasAnswer = extracted != ""
-		strict = hasAnswer && reward.StrictEquiv(extracted, gold)
+		v = reward.GradeAnswer(extracted, gold)
 	} else {
 		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.keys())
 	}
-	robust := hasAnswer && reward.RobustEquiv(extracted, gold)
 
 	var extractedJSON, keyJSON any // null without an answer
-	if hasAnswer {
-		extractedJSON, keyJSON = extracted, reward.Key(extracted)
+	if !v.NoAnswer {
+		extractedJSON, keyJSON = extracted, v.Key
 	}
 	for _, f := range []struct {
 		name  string
 		value any
-	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", strict}, {"robust", robust}} {
+	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", v.Strict}, {"robust", v.Robust}} {
 		if err := obj.set(f.name, f.value); err != nil {
 			return nil, err
 		}
 	}
-	stats.count(hasAnswer, strict, robust)
+	stats.count(v)
 	return obj.marshal(), nil
 }
 
@@ -188,9 +183,10 @@ func answerText(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("want a string or a number, got %s", raw)
 }
 
-func (s *gradeStats) count(hasAnswer, strict, robust bool) {
+func (s *gradeStats) count(v reward.Verdict) {
+	strict, robust := v.Correct(reward.Strict), v.Correct(reward.Robust)
 	s.graded++
-	if !hasAnswer {
+	if v.NoAnswer {
 		s.noAnswer++
 	}
 	if strict {

@@ -1,8 +1,8 @@
 package engine
 
 // The debate runner: N agents, T turns, K trajectories per problem, with problems
-// pipelined so every agent's engine keeps its slots busy while other problems wait for
-// their peers (spec/UMAD-reference.md section 1).
+// pipelined so every agent's generator keeps its slots busy while other problems wait
+// for their peers (spec/UMAD-reference.md section 1).
 
 import (
 	"context"
@@ -16,13 +16,28 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/sampler"
-	"github.com/umad-dev/umad/uncertainty"
 )
 
-// DebateAgent is one debater. Agents may share an Engine (the same model).
+// Generator is what the debate needs of a model: *Engine (llama.cpp), or a deterministic
+// fake in the protocol's tests. Agents holding the same Generator value share it, so its
+// dynamic type must be comparable (a pointer).
+type Generator interface {
+	// Serve generates the requests pushed to q, calling emit with each result, until q
+	// is closed and drained or ctx ends; requests may be pushed while it serves. Queue's
+	// consuming side is unexported, so generators live in this package.
+	Serve(ctx context.Context, q *Queue, emit func(Result)) error
+	// Tokenize turns a rendered chat prompt into ids, special tokens parsed, none added.
+	Tokenize(text string) ([]int32, error)
+	// Detokenize turns generated ids into text without special tokens.
+	Detokenize(tokens []int32) (string, error)
+	SeqContext() int // most tokens per sequence, prompt plus response
+	Slots() int      // sequences generated at once
+}
+
+// DebateAgent is one debater. Agents may share a Generator (the same model).
 type DebateAgent struct {
 	Name      string
-	Engine    *Engine
+	Generator Generator
 	Format    chat.Format
 	Params    sampler.Params
 	MaxTokens int
@@ -41,9 +56,13 @@ type DebateConfig struct {
 	// StopAgree ends a trajectory's debate once all agents gave the same answer for this
 	// many consecutive turns (0 = off); its last answers are carried to later turns.
 	StopAgree int
-	// StopEU ends a problem's debate once its epistemic uncertainty at a turn is below
-	// this (0 = off).
+	// StopEU ends a problem's debate once the epistemic uncertainty of its answers at a
+	// turn, as EU computes it, is below this (0 = off).
 	StopEU float64
+	// EU computes the epistemic uncertainty of one turn's verdicts, byAgent[a][k]; StopEU
+	// needs it. The caller supplies uncertainty.TurnEU: the metrics package sits beside
+	// the engine, not below it.
+	EU func(byAgent [][]reward.Verdict) (float64, error)
 	// InFlight is the most problems debated at once (0 = enough to keep every slot busy).
 	InFlight int
 	Extract  reward.ExtractOptions
@@ -62,8 +81,8 @@ type AgentTurn struct {
 	Entropies    []float32 `json:"entropies"`
 	Finish       Finish    `json:"finish"`
 	// Answer is the extracted final answer, nil for no answer.
-	Answer *string            `json:"answer"`
-	Grade  uncertainty.Answer `json:"grade"`
+	Answer *string        `json:"answer"`
+	Grade  reward.Verdict `json:"grade"`
 	// Carried marks a turn not generated: adaptive stopping carried the previous one.
 	Carried bool `json:"carried,omitempty"`
 }
@@ -76,22 +95,34 @@ type DebateRecord struct {
 	Turns [][][]AgentTurn `json:"turns"`
 }
 
-// Uncertainty converts the record to the metrics package's form.
-func (r DebateRecord) Uncertainty() uncertainty.ProblemRecord {
-	p := uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID}
+// Verdicts returns the record's verdicts agent by agent, [agent][turn][k]: the Answers
+// of an uncertainty.ProblemRecord, which callers build from it (the engine does not
+// import uncertainty).
+func (r DebateRecord) Verdicts() [][][]reward.Verdict {
 	if len(r.Turns) == 0 {
-		return p
+		return nil
 	}
-	p.Answers = make([][][]uncertainty.Answer, len(r.Turns[0]))
-	for a := range p.Answers {
-		p.Answers[a] = make([][]uncertainty.Answer, len(r.Turns))
-		for t := range r.Turns {
-			for _, at := range r.Turns[t][a] {
-				p.Answers[a][t] = append(p.Answers[a][t], at.Grade)
-			}
+	out := make([][][]reward.Verdict, len(r.Turns[0]))
+	for a := range out {
+		out[a] = make([][]reward.Verdict, len(r.Turns))
+	}
+	for t, turn := range r.Turns {
+		for a, v := range verdicts(turn) {
+			out[a][t] = v
 		}
 	}
-	return p
+	return out
+}
+
+// verdicts are one turn's verdicts, [agent][k].
+func verdicts(turn [][]AgentTurn) [][]reward.Verdict {
+	out := make([][]reward.Verdict, len(turn))
+	for a, byTraj := range turn {
+		for _, at := range byTraj {
+			out[a] = append(out[a], at.Grade)
+		}
+	}
+	return out
 }
 
 // DebateStats count a run's work.
@@ -112,181 +143,23 @@ func ProblemKey(p data.Problem) uint64 {
 	return h.Sum64()
 }
 
-// debate is one problem in flight.
-type debate struct {
-	rec     DebateRecord
-	key     uint64
-	turn    int
-	pending int    // requests of this turn not yet back
-	stopped []bool // per trajectory
-	agree   []int  // consecutive turns of agreement, per trajectory
-}
-
-// pendingReq says what a request in flight is for.
-type pendingReq struct {
-	d     *debate
-	agent int
-	traj  []int // trajectory of each sample
-	turn  int
-	msg   string
-	ids   []int32
-	trim  bool
-}
-
 // Debate runs the debates of the problems not skipped (skip may be nil) and calls done
 // with each finished problem's record, from the calling goroutine; an error from done
 // stops the run. Problems finish in any order; the records are identical whatever the
 // order, since every sample draws from its own random stream.
 func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip func(i int) bool, done func(DebateRecord) error) (DebateStats, error) {
-	var stats DebateStats
 	if err := cfg.check(); err != nil {
-		return stats, err
+		return DebateStats{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	// One queue and one serving goroutine per distinct engine.
-	var engines []*Engine
-	queues := map[*Engine]*Queue{}
-	for _, a := range cfg.Agents {
-		if queues[a.Engine] == nil {
-			engines = append(engines, a.Engine)
-			queues[a.Engine] = NewQueue()
-		}
+	s := newScheduler(&cfg, problems, skip, done)
+	s.serve(ctx)
+	err := s.run(ctx)
+	if err != nil {
+		cancel()
 	}
-	results := make(chan Result, 64)
-	served := make(chan error, len(engines))
-	for _, e := range engines {
-		go func() {
-			served <- e.Serve(ctx, queues[e], func(r Result) {
-				select {
-				case results <- r:
-				case <-ctx.Done():
-				}
-			})
-		}()
-	}
-	closeAll := func() {
-		for _, q := range queues {
-			q.Close()
-		}
-	}
-	running := len(engines)
-	// wait for the engines to stop, returning the first error among theirs.
-	wait := func(err error) (DebateStats, error) {
-		if err != nil {
-			cancel()
-		}
-		closeAll()
-		for ; running > 0; running-- {
-			if e := <-served; err == nil && e != nil && !errors.Is(e, context.Canceled) {
-				err = e
-			}
-		}
-		if err == nil {
-			err = ctx.Err()
-		}
-		return stats, err
-	}
-
-	inFlight := cfg.InFlight
-	if inFlight == 0 {
-		slots := 0
-		for _, e := range engines {
-			slots = max(slots, e.opt.Slots)
-		}
-		inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
-	}
-	pending := map[uint64]*pendingReq{}
-	var nextID uint64
-	submit := func(p *pendingReq, prompt []int32, k int) {
-		a := cfg.Agents[p.agent]
-		nextID++
-		stream := []uint64{p.d.key, uint64(p.agent), uint64(p.turn)}
-		if p.turn > 0 {
-			stream = append(stream, uint64(p.traj[0]))
-		}
-		pending[nextID] = p
-		p.d.pending++
-		queues[a.Engine].Push(Request{ID: nextID, Prompt: prompt, K: k, MaxTokens: a.MaxTokens,
-			Params: a.Params, Seed: a.Seed, Stream: stream})
-	}
-
-	active := 0
-	next := 0
-	admit := func() error {
-		for active < inFlight && next < len(problems) {
-			i := next
-			next++
-			if skip != nil && skip(i) {
-				continue
-			}
-			d := &debate{rec: DebateRecord{Index: i, Problem: problems[i], Turns: make([][][]AgentTurn, cfg.Turns)},
-				key: ProblemKey(problems[i]), stopped: make([]bool, cfg.K), agree: make([]int, cfg.K)}
-			reqs, err := cfg.turn0(d)
-			if err != nil {
-				return err
-			}
-			if reqs == nil {
-				stats.SkippedOverlong++
-				slog.Warn("problem skipped: its prompt exceeds the prompt limit", "dataset", problems[i].Dataset, "id", problems[i].ID)
-				continue
-			}
-			for _, r := range reqs {
-				submit(r.p, r.prompt, cfg.K)
-			}
-			active++
-		}
-		return nil
-	}
-	if err := admit(); err != nil {
-		return wait(err)
-	}
-	for active > 0 {
-		var r Result
-		select {
-		case r = <-results:
-		case err := <-served:
-			running--
-			if err == nil {
-				err = errors.New("debate: an engine stopped early")
-			}
-			return wait(err)
-		case <-ctx.Done():
-			return wait(ctx.Err())
-		}
-		if r.Err != nil {
-			return wait(r.Err)
-		}
-		p := pending[r.Request.ID]
-		delete(pending, r.Request.ID)
-		d := p.d
-		if err := cfg.record(d, p, r.Samples, &stats); err != nil {
-			return wait(err)
-		}
-		if d.pending--; d.pending > 0 {
-			continue
-		}
-		// The turn is complete: decide what stops, then start the next turn or finish.
-		reqs, err := cfg.advance(d, &stats)
-		if err != nil {
-			return wait(err)
-		}
-		for _, q := range reqs {
-			submit(q.p, q.prompt, 1)
-		}
-		if d.pending == 0 {
-			active--
-			stats.Problems++
-			if err := done(d.rec); err != nil {
-				return wait(err)
-			}
-			if err := admit(); err != nil {
-				return wait(err)
-			}
-		}
-	}
-	return wait(nil)
+	return s.stats, s.stop(ctx, err)
 }
 
 func (cfg *DebateConfig) check() error {
@@ -299,13 +172,15 @@ func (cfg *DebateConfig) check() error {
 		return fmt.Errorf("debate: K must be at least 1, got %d", cfg.K)
 	case cfg.StopAgree < 0 || cfg.StopEU < 0:
 		return errors.New("debate: stopping thresholds must not be negative")
+	case cfg.StopEU > 0 && cfg.EU == nil:
+		return errors.New("debate: stopping by EU needs an EU function")
 	}
 	if cfg.PromptLimit == 0 {
 		cfg.PromptLimit = 5120
 	}
 	for i, a := range cfg.Agents {
-		if a.Engine == nil {
-			return fmt.Errorf("debate: agent %d has no engine", i)
+		if a.Generator == nil {
+			return fmt.Errorf("debate: agent %d has no generator", i)
 		}
 		if a.MaxTokens < 1 {
 			return fmt.Errorf("debate: agent %d: max tokens must be at least 1", i)
@@ -313,94 +188,297 @@ func (cfg *DebateConfig) check() error {
 		if err := a.Params.Validate(); err != nil {
 			return fmt.Errorf("debate: agent %d: %w", i, err)
 		}
-		if room := a.Engine.opt.SeqContext - a.MaxTokens; room < 1 {
-			return fmt.Errorf("debate: agent %d: max tokens %d leave no room for a prompt in the context of %d", i, a.MaxTokens, a.Engine.opt.SeqContext)
+		seqCtx := a.Generator.SeqContext()
+		if room := seqCtx - a.MaxTokens; room < 1 {
+			return fmt.Errorf("debate: agent %d: max tokens %d leave no room for a prompt in the context of %d", i, a.MaxTokens, seqCtx)
 		} else if cfg.PromptLimit > room {
 			return fmt.Errorf("debate: agent %d: prompt limit %d plus max tokens %d exceed the context of %d tokens per sequence",
-				i, cfg.PromptLimit, a.MaxTokens, a.Engine.opt.SeqContext)
+				i, cfg.PromptLimit, a.MaxTokens, seqCtx)
 		}
 	}
 	return nil
 }
 
-type newRequest struct {
-	p      *pendingReq
-	prompt []int32
+// debate is one problem in flight.
+type debate struct {
+	rec     DebateRecord
+	key     uint64
+	turn    int
+	pending int    // requests of this turn not yet back
+	stopped []bool // per trajectory
+	agree   []int  // consecutive turns of agreement, per trajectory
+}
+
+// pendingReq is a request to submit or in flight, and what it is for.
+type pendingReq struct {
+	d     *debate
+	agent int
+	traj  []int // trajectory of each sample
+	turn  int
+	msg   string
+	ids   []int32 // the rendered prompt
+	trim  bool
+}
+
+// scheduler is the state of one Debate call. It admits problems while fewer than
+// inFlight are debated, submits each turn's requests to the agents' generators, receives
+// and records their results, and advances a problem whose turn is complete to its next
+// turn or to done. Only the calling goroutine touches it; generators run beside it.
+type scheduler struct {
+	cfg      *DebateConfig
+	problems []data.Problem
+	skip     func(int) bool
+	done     func(DebateRecord) error
+	inFlight int
+	next     int // the next problem to admit
+	active   int // problems in flight
+	stats    DebateStats
+
+	queues  map[Generator]*Queue // one per distinct generator
+	results chan Result
+	stopped chan error // a generator's Serve returned
+	running int        // generators serving
+	pending map[uint64]*pendingReq
+	lastID  uint64
+}
+
+func newScheduler(cfg *DebateConfig, problems []data.Problem, skip func(int) bool, done func(DebateRecord) error) *scheduler {
+	s := &scheduler{cfg: cfg, problems: problems, skip: skip, done: done, inFlight: cfg.InFlight,
+		queues: map[Generator]*Queue{}, results: make(chan Result, 64), pending: map[uint64]*pendingReq{}}
+	slots := 0
+	for _, a := range cfg.Agents {
+		if s.queues[a.Generator] == nil {
+			s.queues[a.Generator] = NewQueue()
+			slots = max(slots, a.Generator.Slots())
+		}
+	}
+	if s.inFlight == 0 {
+		s.inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
+	}
+	return s
+}
+
+// serve starts one serving goroutine per generator.
+func (s *scheduler) serve(ctx context.Context) {
+	s.stopped = make(chan error, len(s.queues))
+	emit := func(r Result) {
+		select {
+		case s.results <- r:
+		case <-ctx.Done():
+		}
+	}
+	for g, q := range s.queues {
+		go func() { s.stopped <- g.Serve(ctx, q, emit) }()
+	}
+	s.running = len(s.queues)
+}
+
+// run debates until every problem is done or something fails.
+func (s *scheduler) run(ctx context.Context) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	for s.active > 0 {
+		select {
+		case r := <-s.results:
+			if err := s.receive(r); err != nil {
+				return err
+			}
+		case err := <-s.stopped:
+			s.running--
+			if err == nil {
+				err = errors.New("debate: a generator stopped early")
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// stop closes the queues and waits for the generators, returning err or else the first
+// of their errors, or else ctx's.
+func (s *scheduler) stop(ctx context.Context, err error) error {
+	for _, q := range s.queues {
+		q.Close()
+	}
+	for ; s.running > 0; s.running-- {
+		if e := <-s.stopped; err == nil && e != nil && !errors.Is(e, context.Canceled) {
+			err = e
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// admit starts problems' debates until inFlight are running or none is left.
+func (s *scheduler) admit() error {
+	for s.active < s.inFlight && s.next < len(s.problems) {
+		i := s.next
+		s.next++
+		if s.skip != nil && s.skip(i) {
+			continue
+		}
+		p := s.problems[i]
+		d := &debate{rec: DebateRecord{Index: i, Problem: p, Turns: make([][][]AgentTurn, s.cfg.Turns)},
+			key: ProblemKey(p), stopped: make([]bool, s.cfg.K), agree: make([]int, s.cfg.K)}
+		reqs, err := s.turn0(d)
+		if err != nil {
+			return err
+		}
+		if reqs == nil {
+			s.stats.SkippedOverlong++
+			slog.Warn("problem skipped: its prompt exceeds the prompt limit", "dataset", p.Dataset, "id", p.ID)
+			continue
+		}
+		for _, r := range reqs {
+			s.submit(r, s.cfg.K)
+		}
+		s.active++
+	}
+	return nil
+}
+
+// submit queues a request for k samples with its agent's generator.
+func (s *scheduler) submit(p *pendingReq, k int) {
+	a := s.cfg.Agents[p.agent]
+	s.lastID++
+	stream := []uint64{p.d.key, uint64(p.agent), uint64(p.turn)}
+	if p.turn > 0 {
+		stream = append(stream, uint64(p.traj[0]))
+	}
+	s.pending[s.lastID] = p
+	p.d.pending++
+	s.queues[a.Generator].Push(Request{ID: s.lastID, Prompt: p.ids, K: k, MaxTokens: a.MaxTokens,
+		Params: a.Params, Seed: a.Seed, Stream: stream})
+}
+
+// receive records a result; when it completes its problem's turn, the problem advances
+// to the next turn's requests or, with none, is done and makes room for the next one.
+func (s *scheduler) receive(r Result) error {
+	if r.Err != nil {
+		return r.Err
+	}
+	p := s.pending[r.Request.ID]
+	delete(s.pending, r.Request.ID)
+	d := p.d
+	if err := s.record(p, r.Samples); err != nil {
+		return err
+	}
+	if d.pending--; d.pending > 0 {
+		return nil
+	}
+	reqs, err := s.advance(d)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		s.submit(q, 1)
+	}
+	if d.pending > 0 {
+		return nil
+	}
+	s.active--
+	s.stats.Problems++
+	if err := s.done(d.rec); err != nil {
+		return err
+	}
+	return s.admit()
 }
 
 // render renders a user message with an agent's chat format and tokenizes it.
-func (cfg *DebateConfig) render(agent int, msg string) ([]int32, error) {
-	a := cfg.Agents[agent]
+func (s *scheduler) render(agent int, msg string) ([]int32, error) {
+	a := s.cfg.Agents[agent]
 	text, err := a.Format.Render([]chat.Message{{Role: "user", Content: msg}}, chat.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return a.Engine.model.Tokenize(text, false, true)
+	return a.Generator.Tokenize(text)
 }
 
 // turn0 builds each agent's turn-0 request, or nil if the prompt is too long.
-func (cfg *DebateConfig) turn0(d *debate) ([]newRequest, error) {
+func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
 	msg := Turn0Message(d.rec.Problem.Question)
-	var out []newRequest
-	for a := range cfg.Agents {
-		toks, err := cfg.render(a, msg)
+	var out []*pendingReq
+	for a := range s.cfg.Agents {
+		toks, err := s.render(a, msg)
 		if err != nil {
 			return nil, err
 		}
-		if len(toks) > cfg.PromptLimit {
+		if len(toks) > s.cfg.PromptLimit {
 			return nil, nil
 		}
-		traj := make([]int, cfg.K)
+		traj := make([]int, s.cfg.K)
 		for k := range traj {
 			traj[k] = k
 		}
-		out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks}, toks})
+		out = append(out, &pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks})
 	}
-	d.rec.Turns[0] = make([][]AgentTurn, len(cfg.Agents))
+	d.rec.Turns[0] = make([][]AgentTurn, len(s.cfg.Agents))
 	for a := range d.rec.Turns[0] {
-		d.rec.Turns[0][a] = make([]AgentTurn, cfg.K)
+		d.rec.Turns[0][a] = make([]AgentTurn, s.cfg.K)
 	}
 	return out, nil
 }
 
 // record stores a request's samples in the debate record, graded.
-func (cfg *DebateConfig) record(d *debate, p *pendingReq, samples []Sample, stats *DebateStats) error {
-	m := cfg.Agents[p.agent].Engine.model
-	for i, s := range samples {
-		text, err := m.Detokenize(s.Tokens, false)
+func (s *scheduler) record(p *pendingReq, samples []Sample) error {
+	d := p.d
+	g := s.cfg.Agents[p.agent].Generator
+	for i, smp := range samples {
+		text, err := g.Detokenize(smp.Tokens)
 		if err != nil {
 			return err
 		}
-		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: s.Tokens,
-			LogProbs: s.LogProbs, Entropies: s.Entropies, Finish: s.Finish}
-		if ans, ok := reward.Extract(text, cfg.Extract); ok {
+		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: smp.Tokens,
+			LogProbs: smp.LogProbs, Entropies: smp.Entropies, Finish: smp.Finish}
+		v, ans := reward.Grade(text, d.rec.Problem.Gold, s.cfg.Extract)
+		if !v.NoAnswer {
 			at.Answer = &ans
 		}
-		g := uncertainty.Grade(text, d.rec.Problem.Gold, cfg.Extract)
-		g.Tokens = len(s.Tokens)
-		g.Truncated = s.Finish == FinishLength
+		v.Tokens = len(smp.Tokens)
+		v.Truncated = smp.Finish == FinishLength
 		var ent, nll float64
-		for j := range s.Tokens {
-			ent += float64(s.Entropies[j])
-			nll -= float64(s.LogProbs[j])
+		for j := range smp.Tokens {
+			ent += float64(smp.Entropies[j])
+			nll -= float64(smp.LogProbs[j])
 		}
-		if n := float64(len(s.Tokens)); n > 0 {
-			g.MeanEntropy, g.MeanNLL = ent/n, nll/n
+		if n := float64(len(smp.Tokens)); n > 0 {
+			v.MeanEntropy, v.MeanNLL = ent/n, nll/n
 		}
-		at.Grade = g
+		at.Grade = v
 		d.rec.Turns[p.turn][p.agent][p.traj[i]] = at
-		stats.Generations++
-		stats.GeneratedTokens += int64(len(s.Tokens))
+		s.stats.Generations++
+		s.stats.GeneratedTokens += int64(len(smp.Tokens))
 	}
 	return nil
 }
 
 // advance applies adaptive stopping after the debate's current turn and builds the next
 // turn's requests; none means the debate is over (all later turns carried forward).
-func (cfg *DebateConfig) advance(d *debate, stats *DebateStats) ([]newRequest, error) {
-	t := d.turn
-	cur := d.rec.Turns[t]
-	if cfg.StopAgree > 0 {
+func (s *scheduler) advance(d *debate) ([]*pendingReq, error) {
+	for {
+		if err := s.applyStops(d); err != nil {
+			return nil, err
+		}
+		if d.turn+1 >= s.cfg.Turns {
+			return nil, nil
+		}
+		out, err := s.nextTurn(d)
+		if len(out) > 0 || err != nil {
+			return out, err
+		}
+		// Every trajectory stopped: the turn was carried forward whole; go on to the next.
+	}
+}
+
+// applyStops marks the trajectories that the stopping rules end after the current turn.
+func (s *scheduler) applyStops(d *debate) error {
+	cur := d.rec.Turns[d.turn]
+	if s.cfg.StopAgree > 0 {
 		for k := range d.agree {
 			if d.stopped[k] {
 				continue
@@ -410,72 +488,69 @@ func (cfg *DebateConfig) advance(d *debate, stats *DebateStats) ([]newRequest, e
 			} else {
 				d.agree[k] = 0
 			}
-			if d.agree[k] >= cfg.StopAgree {
+			if d.agree[k] >= s.cfg.StopAgree {
 				d.stopped[k] = true
 			}
 		}
 	}
-	if cfg.StopEU > 0 {
-		now := DebateRecord{Problem: d.rec.Problem, Turns: [][][]AgentTurn{cur}}
-		pt, err := uncertainty.PerProblem(now.Uncertainty())
+	if s.cfg.StopEU > 0 {
+		eu, err := s.cfg.EU(verdicts(cur))
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("problem %s turn %d: %w", d.rec.Problem.ID, d.turn, err)
 		}
-		if pt[0].EU < cfg.StopEU {
+		if eu < s.cfg.StopEU {
 			for k := range d.stopped {
 				d.stopped[k] = true
 			}
 		}
 	}
-	if t+1 >= cfg.Turns {
-		return nil, nil
-	}
+	return nil
+}
+
+// nextTurn starts the next turn: stopped trajectories carry their responses forward, the
+// others get one request per agent.
+func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
+	cur := d.rec.Turns[d.turn]
 	d.turn++
-	next := make([][]AgentTurn, len(cfg.Agents))
+	next := make([][]AgentTurn, len(s.cfg.Agents))
 	for a := range next {
-		next[a] = make([]AgentTurn, cfg.K)
+		next[a] = make([]AgentTurn, s.cfg.K)
 	}
 	d.rec.Turns[d.turn] = next
-	var out []newRequest
-	for k := 0; k < cfg.K; k++ {
+	// The reference recovers the question from the turn-0 message (remove_template).
+	question := RemoveTemplate(Turn0Message(d.rec.Problem.Question))
+	var out []*pendingReq
+	for k := range s.cfg.K {
 		if d.stopped[k] {
 			for a := range next {
 				c := cur[a][k]
 				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies = "", nil, false, nil, nil, nil
 				c.Carried = true
 				next[a][k] = c
-				stats.Carried++
+				s.stats.Carried++
 			}
 			continue
 		}
 		rounds := d.rounds(k)
-		for a := range cfg.Agents {
-			count := func(msg string) int {
-				toks, err := cfg.render(a, msg)
-				if err != nil {
-					return 1 << 30
-				}
-				return len(toks)
+		for a := range s.cfg.Agents {
+			count := func(msg string) (int, error) {
+				toks, err := s.render(a, msg)
+				return len(toks), err
 			}
-			// The reference recovers the question from the turn-0 message (remove_template).
-			msg, trimmed, err := cfg.Prompt.FitMessage(RemoveTemplate(Turn0Message(d.rec.Problem.Question)), rounds,
-				TrajectoryID{Problem: d.key, Trajectory: uint64(k)}, count, cfg.PromptLimit)
+			msg, trimmed, err := s.cfg.Prompt.FitMessage(question, rounds,
+				TrajectoryID{Problem: d.key, Trajectory: uint64(k)}, count, s.cfg.PromptLimit)
 			if err != nil {
 				return nil, fmt.Errorf("problem %s: %w", d.rec.Problem.ID, err)
 			}
 			if trimmed {
-				stats.Trimmed++
+				s.stats.Trimmed++
 			}
-			toks, err := cfg.render(a, msg)
+			toks, err := s.render(a, msg)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, newRequest{&pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed}, toks})
+			out = append(out, &pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed})
 		}
-	}
-	if len(out) == 0 {
-		// Every trajectory stopped: carry the remaining turns forward at once.
-		return cfg.advance(d, stats)
 	}
 	return out, nil
 }

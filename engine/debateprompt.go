@@ -103,19 +103,23 @@ const trimMarker = "... "
 
 // FitMessage is Message shortened to at most limit tokens as count measures them (count
 // sees the whole message; render the chat template inside it to count the template's
-// tokens too). When the full message is too long, every shown response longer than some
+// tokens too; its errors are returned). When the full message is too long, every shown response longer than some
 // length L keeps only its last L bytes (rune-aligned, after masking, so the conclusion
 // and its mask stay) behind trimMarker, with the largest L that fits; the question, the
 // template and the instruction are never cut. trimmed reports that responses were cut.
 // It fails when even empty responses do not fit.
-func (p DebatePrompt) FitMessage(question string, rounds [][]string, id TrajectoryID, count func(string) int, limit int) (msg string, trimmed bool, err error) {
+func (p DebatePrompt) FitMessage(question string, rounds [][]string, id TrajectoryID, count func(string) (int, error), limit int) (msg string, trimmed bool, err error) {
 	texts, err := p.shownTexts(rounds)
 	if err != nil {
 		return "", false, err
 	}
 	labels := p.Labels(id, len(rounds), len(rounds[0]))
 	msg = p.render(question, texts, labels)
-	if count(msg) <= limit {
+	n, err := count(msg)
+	if err != nil {
+		return "", false, err
+	}
+	if n <= limit {
 		return msg, false, nil
 	}
 	longest := 0
@@ -130,7 +134,11 @@ func (p DebatePrompt) FitMessage(question string, rounds [][]string, id Trajecto
 	for lo <= hi {
 		keep := lo + (hi-lo)/2
 		candidate := p.render(question, keepTails(texts, keep), labels)
-		if count(candidate) <= limit {
+		n, err := count(candidate)
+		if err != nil {
+			return "", false, err
+		}
+		if n <= limit {
 			best, found = candidate, true
 			lo = keep + 1
 		} else {
@@ -138,8 +146,12 @@ func (p DebatePrompt) FitMessage(question string, rounds [][]string, id Trajecto
 		}
 	}
 	if !found {
+		n, err := count(p.render(question, keepTails(texts, 0), labels))
+		if err != nil {
+			return "", false, err
+		}
 		return "", false, fmt.Errorf("debate prompt of turn %d: %d tokens even with every response emptied, limit %d",
-			len(rounds), count(p.render(question, keepTails(texts, 0), labels)), limit)
+			len(rounds), n, limit)
 	}
 	return best, true, nil
 }

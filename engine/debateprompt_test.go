@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -247,7 +248,7 @@ func equalInts(a, b []int) bool {
 }
 
 func TestFitDebateMessage(t *testing.T) {
-	bytesCount := func(s string) int { return len(s) }
+	bytesCount := func(s string) (int, error) { return len(s), nil }
 	long := strings.Repeat("step by step reasoning. ", 40) + `so \boxed{5}.`
 	short := `I get \boxed{5}.`
 	rounds := [][]string{{long, short}}
@@ -295,6 +296,13 @@ func TestFitDebateMessage(t *testing.T) {
 			if !utf8.ValidString(got) {
 				t.Errorf("cut %d: message is not valid UTF-8", cut)
 			}
+		}
+	})
+
+	t.Run("a count error is returned", func(t *testing.T) {
+		failing := func(string) (int, error) { return 0, errors.New("no tokenizer") }
+		if _, _, err := (DebatePrompt{}).FitMessage("What is 2+3?", rounds, id, failing, len(full)); err == nil || err.Error() != "no tokenizer" {
+			t.Errorf("err = %v, want the count's error", err)
 		}
 	})
 

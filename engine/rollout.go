@@ -208,6 +208,22 @@ func (e *Engine) Options() Options { return e.opt }
 // Model is the engine's model.
 func (e *Engine) Model() *llama.Model { return e.model }
 
+// The debate reaches the engine through Generator.
+var _ Generator = (*Engine)(nil)
+
+// Tokenize tokenizes a rendered prompt: special tokens parsed, none added (the chat
+// template has them).
+func (e *Engine) Tokenize(text string) ([]int32, error) { return e.model.Tokenize(text, false, true) }
+
+// Detokenize is the text of generated tokens, special tokens (EOS) left out.
+func (e *Engine) Detokenize(tokens []int32) (string, error) { return e.model.Detokenize(tokens, false) }
+
+// SeqContext is the most tokens per sequence, prompt plus generation.
+func (e *Engine) SeqContext() int { return e.opt.SeqContext }
+
+// Slots is the number of sequences generated at once.
+func (e *Engine) Slots() int { return e.opt.Slots }
+
 // TokensDecoded counts every token sent to llama.cpp (prompts and generated tokens).
 func (e *Engine) TokensDecoded() int64 { return e.ctx.TokensDecoded }
 

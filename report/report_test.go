@@ -10,14 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
-func right(key string) uncertainty.Answer {
-	return uncertainty.Answer{Key: key, Strict: true, Robust: true, Tokens: 100, Boxed: true, MeanEntropy: 0.4, MeanNLL: 0.3}
+func right(key string) reward.Verdict {
+	return reward.Verdict{Key: key, Strict: true, Robust: true, Tokens: 100, Boxed: true, MeanEntropy: 0.4, MeanNLL: 0.3}
 }
-func wrong(key string) uncertainty.Answer {
-	return uncertainty.Answer{Key: key, Tokens: 300, Truncated: true, MeanEntropy: 0.9, MeanNLL: 0.8}
+func wrong(key string) reward.Verdict {
+	return reward.Verdict{Key: key, Tokens: 300, Truncated: true, MeanEntropy: 0.9, MeanNLL: 0.8}
 }
 
 // records builds problems of two datasets, two agents and turns turns (K = 2). Agent 0
@@ -26,13 +27,13 @@ func wrong(key string) uncertainty.Answer {
 func records(turns int, flip bool) []uncertainty.ProblemRecord {
 	var out []uncertainty.ProblemRecord
 	for _, d := range []string{"gsm8k", "math"} {
-		p := uncertainty.ProblemRecord{Dataset: d, ID: d + "-1", Answers: make([][][]uncertainty.Answer, 2)}
+		p := uncertainty.ProblemRecord{Dataset: d, ID: d + "-1", Answers: make([][][]reward.Verdict, 2)}
 		for t := range turns {
-			a0 := []uncertainty.Answer{right("1"), right("1")}
-			a1 := []uncertainty.Answer{right("1"), right("1")}
+			a0 := []reward.Verdict{right("1"), right("1")}
+			a1 := []reward.Verdict{right("1"), right("1")}
 			if t == 0 {
 				a0[1] = wrong("2")
-				a1 = []uncertainty.Answer{wrong("3"), wrong("3")}
+				a1 = []reward.Verdict{wrong("3"), wrong("3")}
 			}
 			if t == 1 && flip {
 				a0[0] = wrong("4")

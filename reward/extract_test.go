@@ -162,7 +162,7 @@ func TestStrictScore(t *testing.T) {
 	}
 }
 
-func TestScoreAndModes(t *testing.T) {
+func TestGradeAndModes(t *testing.T) {
 	if m, err := ParseMode("robust"); err != nil || m != Robust {
 		t.Errorf(`ParseMode("robust") = %q, %v`, m, err)
 	}
@@ -174,6 +174,9 @@ func TestScoreAndModes(t *testing.T) {
 	}
 	if Equiv(Mode("lenient"), "1", "1") {
 		t.Error("an unknown mode must not call answers equal")
+	}
+	if (Verdict{Strict: true, Robust: true}).Correct(Mode("lenient")) {
+		t.Error("an unknown mode must not call a verdict correct")
 	}
 	cases := []struct {
 		mode           Mode
@@ -190,8 +193,8 @@ func TestScoreAndModes(t *testing.T) {
 		{Robust, "the answer is 3", "3", ExtractOptions{LastNumberFallback: true}, true, "fallback on"},
 	}
 	for _, c := range cases {
-		if got := Score(c.mode, c.response, c.gold, c.opt); got != c.want {
-			t.Errorf("Score(%s, %q, %q) = %v, want %v (%s)", c.mode, c.response, c.gold, got, c.want, c.why)
+		if v, _ := Grade(c.response, c.gold, c.opt); v.Correct(c.mode) != c.want {
+			t.Errorf("Grade(%q, %q).Correct(%s) = %v, want %v (%s)", c.response, c.gold, c.mode, !c.want, c.want, c.why)
 		}
 	}
 }

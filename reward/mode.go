@@ -33,17 +33,6 @@ func Equiv(mode Mode, a, b string) bool {
 	return false
 }
 
-// Score grades a whole response against a gold answer. Strict follows the
-// reference (its own extraction, no fallbacks); Robust extracts with
-// Extract and opt.
-func Score(mode Mode, response, gold string, opt ExtractOptions) bool {
-	if mode == Strict {
-		return StrictScore(response, gold)
-	}
-	answer, ok := Extract(response, opt)
-	return ok && Equiv(mode, answer, gold)
-}
-
 // RobustEquiv reports whether two extracted answers are the same answer to
 // a careful grader; see the package documentation.
 func RobustEquiv(a, b string) bool {

@@ -153,7 +153,7 @@ func correctness(r engine.DebateRecord, mode reward.Mode) [][][]float64 {
 		for a, byTraj := range turn {
 			c[tt][a] = make([]float64, len(byTraj))
 			for k, at := range byTraj {
-				if (mode == reward.Robust && at.Grade.Robust) || (mode == reward.Strict && at.Grade.Strict) { // TODO(merge): at.Grade.Correct(mode)
+				if at.Grade.Correct(mode) {
 					c[tt][a][k] = 1
 				}
 			}

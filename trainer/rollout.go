@@ -94,7 +94,7 @@ func (t *Trainer) debateConfig(turns, k int, seed func(agent int) uint64) engine
 	dc := engine.DebateConfig{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit}
 	for i, a := range t.cfg.Agents {
 		st := t.agents[i]
-		dc.Agents = append(dc.Agents, engine.DebateAgent{Name: a.Name, Engine: st.server.Engine, Format: st.format,
+		dc.Agents = append(dc.Agents, engine.DebateAgent{Name: a.Name, Generator: st.server.Engine, Format: st.format,
 			Params: a.Params, MaxTokens: a.MaxTokens, Seed: seed(i)})
 	}
 	return dc

@@ -47,7 +47,7 @@ func (t *Trainer) validate(ctx context.Context) error {
 	}
 	probs := make([]uncertainty.ProblemRecord, len(recs))
 	for i, r := range recs {
-		probs[i] = r.Uncertainty()
+		probs[i] = uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID, Answers: r.Verdicts()}
 	}
 	sum, err := uncertainty.Summarise(probs)
 	if err != nil {

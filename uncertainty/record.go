@@ -3,46 +3,9 @@ package uncertainty
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/umad-dev/umad/reward"
 )
-
-// Answer is one graded response.
-type Answer struct {
-	// Key is the canonical key of the extracted answer (reward.Key); ignored when
-	// NoAnswer is set.
-	Key      string `json:"key,omitempty"`
-	NoAnswer bool   `json:"no_answer,omitempty"`
-	// Strict and Robust report correctness in the two grading modes.
-	Strict bool `json:"strict"`
-	Robust bool `json:"robust"`
-	// Tokens is the response length in tokens, EOS included.
-	Tokens    int  `json:"tokens"`
-	Truncated bool `json:"truncated,omitempty"` // stopped by the length limit, not by EOS
-	Boxed     bool `json:"boxed,omitempty"`     // the response contains "\boxed"
-	// MeanEntropy and MeanNLL are per-token means over the response of the sampling
-	// distribution's entropy and of the sampled tokens' negative log-probability.
-	MeanEntropy float64 `json:"mean_entropy"`
-	MeanNLL     float64 `json:"mean_nll"`
-}
-
-// Grade fills the answer fields of an Answer from a response and the gold answer:
-// Key and NoAnswer from reward.Extract, Strict from reward.StrictScore, Robust from
-// reward.Score in robust mode, and Boxed. The caller adds the token statistics.
-func Grade(response, gold string, opt reward.ExtractOptions) Answer {
-	extracted, ok := reward.Extract(response, opt)
-	a := Answer{
-		NoAnswer: !ok,
-		Strict:   reward.StrictScore(response, gold),
-		Robust:   ok && reward.RobustEquiv(extracted, gold),
-		Boxed:    strings.Contains(response, `\boxed`),
-	}
-	if ok {
-		a.Key = reward.Key(extracted)
-	}
-	return a
-}
 
 // ProblemRecord holds every graded sample of one problem.
 type ProblemRecord struct {
@@ -50,7 +13,7 @@ type ProblemRecord struct {
 	ID      string `json:"id"`
 	// Answers[agent][turn][k] is trajectory k's answer of that agent at that turn; every
 	// agent and turn has the same K, and trajectory k continues trajectory k.
-	Answers [][][]Answer `json:"answers"`
+	Answers [][][]reward.Verdict `json:"answers"`
 }
 
 // shape returns the record's numbers of agents and turns, or an error naming what is
@@ -90,7 +53,7 @@ type category struct {
 	key  string
 }
 
-func categoryOf(s Answer) category {
+func categoryOf(s reward.Verdict) category {
 	if s.NoAnswer {
 		return category{none: true}
 	}
@@ -99,7 +62,7 @@ func categoryOf(s Answer) category {
 
 // answerCounts maps each agent's samples at one turn to counts over their shared support
 // (answer keys plus one "no answer" category), in order of first appearance.
-func answerCounts(byAgent [][]Answer) [][]int {
+func answerCounts(byAgent [][]reward.Verdict) [][]int {
 	index := map[category]int{}
 	ids := make([][]int, len(byAgent))
 	for a, samples := range byAgent {
@@ -125,7 +88,7 @@ func answerCounts(byAgent [][]Answer) [][]int {
 }
 
 // fraction returns the share of samples for which ok holds.
-func fraction(samples []Answer, ok func(Answer) bool) float64 {
+func fraction(samples []reward.Verdict, ok func(reward.Verdict) bool) float64 {
 	n := 0
 	for _, s := range samples {
 		if ok(s) {
@@ -165,22 +128,31 @@ func PerProblem(p ProblemRecord) ([]ProblemTurn, error) {
 		pt := ProblemTurn{Dataset: p.Dataset, ID: p.ID, Turn: t, Decomposition: d, Support: len(counts[0]),
 			AccStrict: make([]float64, agents), AccRobust: make([]float64, agents)}
 		for a, samples := range byAgent {
-			pt.AccStrict[a] = fraction(samples, isStrict)
-			pt.AccRobust[a] = fraction(samples, isRobust)
+			pt.AccStrict[a] = fraction(samples, correctIn(reward.Strict))
+			pt.AccRobust[a] = fraction(samples, correctIn(reward.Robust))
 		}
 		out[t] = pt
 	}
 	return out, nil
 }
 
+// TurnEU is the epistemic uncertainty of one turn's verdicts, byAgent[agent][k]: what the
+// debate's EU stopping rule compares with its threshold (engine.DebateConfig.EU).
+func TurnEU(byAgent [][]reward.Verdict) (float64, error) {
+	d, err := Decompose(answerCounts(byAgent))
+	return d.EU, err
+}
+
 // atTurn returns every agent's samples at turn t.
-func atTurn(p ProblemRecord, t int) [][]Answer {
-	byAgent := make([][]Answer, len(p.Answers))
+func atTurn(p ProblemRecord, t int) [][]reward.Verdict {
+	byAgent := make([][]reward.Verdict, len(p.Answers))
 	for a := range p.Answers {
 		byAgent[a] = p.Answers[a][t]
 	}
 	return byAgent
 }
 
-func isStrict(s Answer) bool { return s.Strict }
-func isRobust(s Answer) bool { return s.Robust }
+// correctIn is the test of correctness in mode m, for fraction and flips.
+func correctIn(m reward.Mode) func(reward.Verdict) bool {
+	return func(v reward.Verdict) bool { return v.Correct(m) }
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/umad-dev/umad/reward"
 )
 
 // System is the agent index of the rows that describe the whole team.
@@ -198,19 +200,19 @@ func problemRows(p ProblemRecord) ([]Row, error) {
 		if team.Decomposition, err = Decompose(counts); err != nil {
 			return nil, fmt.Errorf("turn %d: %w", t, err)
 		}
-		var pooled []Answer
+		var pooled []reward.Verdict
 		for a, samples := range byAgent {
 			r := Row{Agent: a, Turn: t, Samples: len(samples)}
 			if r.Decomposition, err = Decompose(counts[a : a+1]); err != nil {
 				return nil, fmt.Errorf("turn %d agent %d: %w", t, a, err)
 			}
-			r.AccStrict, r.AccRobust = fraction(samples, isStrict), fraction(samples, isRobust)
+			r.AccStrict, r.AccRobust = fraction(samples, correctIn(reward.Strict)), fraction(samples, correctIn(reward.Robust))
 			r.MajStrict, r.MajRobust = majority(samples)
-			r.TokenEntropy = mean(samples, func(s Answer) float64 { return s.MeanEntropy })
-			r.NLL = mean(samples, func(s Answer) float64 { return s.MeanNLL })
-			r.Tokens = mean(samples, func(s Answer) float64 { return float64(s.Tokens) })
-			r.Truncated = fraction(samples, func(s Answer) bool { return s.Truncated })
-			r.Boxed = fraction(samples, func(s Answer) bool { return s.Boxed })
+			r.TokenEntropy = mean(samples, func(s reward.Verdict) float64 { return s.MeanEntropy })
+			r.NLL = mean(samples, func(s reward.Verdict) float64 { return s.MeanNLL })
+			r.Tokens = mean(samples, func(s reward.Verdict) float64 { return float64(s.Tokens) })
+			r.Truncated = fraction(samples, func(s reward.Verdict) bool { return s.Truncated })
+			r.Boxed = fraction(samples, func(s reward.Verdict) bool { return s.Boxed })
 			if t > 0 {
 				r.FromPrevious = transition(p.Answers[a][t-1], samples)
 				r.FromStart = transition(p.Answers[a][0], samples)
@@ -233,7 +235,7 @@ func problemRows(p ProblemRecord) ([]Row, error) {
 	return rows, nil
 }
 
-func mean(samples []Answer, value func(Answer) float64) float64 {
+func mean(samples []reward.Verdict, value func(reward.Verdict) float64) float64 {
 	sum := 0.0
 	for _, s := range samples {
 		sum += value(s)
@@ -243,7 +245,7 @@ func mean(samples []Answer, value func(Answer) float64) float64 {
 
 // majority is the strict and robust accuracy of the majority vote over samples; see
 // Row.MajStrict.
-func majority(samples []Answer) (strict, robust float64) {
+func majority(samples []reward.Verdict) (strict, robust float64) {
 	type tally struct{ n, strict, robust int }
 	tallies := map[string]*tally{}
 	var order []string // first appearance, so that sums do not depend on map order
@@ -278,11 +280,11 @@ func majority(samples []Answer) (strict, robust float64) {
 }
 
 // transition counts flips from before[k] to after[k] in both modes.
-func transition(before, after []Answer) Transition {
-	return Transition{Strict: flips(before, after, isStrict), Robust: flips(before, after, isRobust)}
+func transition(before, after []reward.Verdict) Transition {
+	return Transition{Strict: flips(before, after, correctIn(reward.Strict)), Robust: flips(before, after, correctIn(reward.Robust))}
 }
 
-func flips(before, after []Answer, correct func(Answer) bool) Flips {
+func flips(before, after []reward.Verdict, correct func(reward.Verdict) bool) Flips {
 	var f Flips
 	for k := range before {
 		switch b, a := correct(before[k]), correct(after[k]); {

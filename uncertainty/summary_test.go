@@ -11,14 +11,14 @@ import (
 
 // Sample constructors: right is correct in both modes, wrong in neither, robustOnly is
 // an answer only the robust grader accepts ("5.0" for 5), none has no answer.
-func right(key string) Answer      { return Answer{Key: key, Strict: true, Robust: true} }
-func wrong(key string) Answer      { return Answer{Key: key} }
-func robustOnly(key string) Answer { return Answer{Key: key, Robust: true} }
-func none() Answer                 { return Answer{NoAnswer: true} }
+func right(key string) reward.Verdict      { return reward.Verdict{Key: key, Strict: true, Robust: true} }
+func wrong(key string) reward.Verdict      { return reward.Verdict{Key: key} }
+func robustOnly(key string) reward.Verdict { return reward.Verdict{Key: key, Robust: true} }
+func none() reward.Verdict                 { return reward.Verdict{NoAnswer: true} }
 
 // debateRecord is one problem of dataset "gsm8k" (gold 5), two agents, two turns, K = 4.
 func debateRecord() ProblemRecord {
-	return ProblemRecord{Dataset: "gsm8k", ID: "p1", Answers: [][][]Answer{
+	return ProblemRecord{Dataset: "gsm8k", ID: "p1", Answers: [][][]reward.Verdict{
 		{ // agent 0
 			{right("5"), right("5"), wrong("6"), none()},
 			{right("5"), right("5"), right("5"), right("5")},
@@ -156,7 +156,7 @@ func TestRowMetricsCoverEveryFigure(t *testing.T) {
 }
 
 func TestSummariseTokenStatistics(t *testing.T) {
-	p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]Answer{{{
+	p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]reward.Verdict{{{
 		{Key: "1", Tokens: 10, MeanEntropy: 0.5, MeanNLL: 1, Boxed: true},
 		{Key: "1", Tokens: 30, MeanEntropy: 1.5, MeanNLL: 3, Truncated: true},
 	}}}}
@@ -173,7 +173,7 @@ func TestSummariseTokenStatistics(t *testing.T) {
 
 func TestSummariseAveragesProblemsAndDatasets(t *testing.T) {
 	one := func(dataset, id string, correct ...bool) ProblemRecord {
-		var samples []Answer
+		var samples []reward.Verdict
 		for _, c := range correct {
 			if c {
 				samples = append(samples, right("1"))
@@ -181,7 +181,7 @@ func TestSummariseAveragesProblemsAndDatasets(t *testing.T) {
 				samples = append(samples, wrong("2"))
 			}
 		}
-		return ProblemRecord{Dataset: dataset, ID: id, Answers: [][][]Answer{{samples}}}
+		return ProblemRecord{Dataset: dataset, ID: id, Answers: [][][]reward.Verdict{{samples}}}
 	}
 	s, err := Summarise([]ProblemRecord{
 		one("math", "a", true, true),   // accuracy 1, majority 1
@@ -224,8 +224,8 @@ func TestSummariseAveragesProblemsAndDatasets(t *testing.T) {
 func TestFlipFractionsSumToOne(t *testing.T) {
 	p := debateRecord()
 	// Add a third turn so that FromStart and FromPrevious differ.
-	p.Answers[0] = append(p.Answers[0], []Answer{wrong("6"), right("5"), none(), right("5")})
-	p.Answers[1] = append(p.Answers[1], []Answer{right("5"), right("5"), right("5"), right("5")})
+	p.Answers[0] = append(p.Answers[0], []reward.Verdict{wrong("6"), right("5"), none(), right("5")})
+	p.Answers[1] = append(p.Answers[1], []reward.Verdict{right("5"), right("5"), right("5"), right("5")})
 	s, err := Summarise([]ProblemRecord{p})
 	if err != nil {
 		t.Fatal(err)
@@ -269,11 +269,11 @@ func TestSummariseRejectsBadRecords(t *testing.T) {
 		{"no problems", nil},
 		{"no dataset name", []ProblemRecord{{ID: "x", Answers: ok.Answers}}},
 		{"no agents", []ProblemRecord{{Dataset: "d"}}},
-		{"no turns", []ProblemRecord{{Dataset: "d", Answers: [][][]Answer{{}}}}},
-		{"no samples", []ProblemRecord{{Dataset: "d", Answers: [][][]Answer{{{}}}}}},
-		{"agents with different turns", []ProblemRecord{{Dataset: "d", Answers: [][][]Answer{
+		{"no turns", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{{}}}}},
+		{"no samples", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{{{}}}}}},
+		{"agents with different turns", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{
 			{{right("1")}, {right("1")}}, {{right("1")}}}}}},
-		{"turns with different K", []ProblemRecord{{Dataset: "d", Answers: [][][]Answer{
+		{"turns with different K", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{
 			{{right("1")}, {right("1"), right("1")}}}}}},
 		{"problems with different turns", []ProblemRecord{ok, threeTurns}},
 	}
@@ -287,7 +287,7 @@ func TestSummariseRejectsBadRecords(t *testing.T) {
 }
 
 func TestAnswerCountsMergeByKey(t *testing.T) {
-	counts := answerCounts([][]Answer{
+	counts := answerCounts([][]reward.Verdict{
 		{right("5"), wrong("6"), none(), right("5")},
 		{wrong("6"), none(), {Key: ""}, right("5")},
 	})
@@ -295,28 +295,6 @@ func TestAnswerCountsMergeByKey(t *testing.T) {
 	want := [][]int{{2, 1, 1, 0}, {1, 1, 1, 1}}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("counts %v, want %v", counts, want)
-	}
-}
-
-func TestGrade(t *testing.T) {
-	tests := []struct {
-		name, response, gold string
-		want                 Answer
-	}{
-		{"a boxed right answer", `so \boxed{1000}.`, "1000",
-			Answer{Key: reward.Key("1000"), Strict: true, Robust: true, Boxed: true}},
-		{"thousands commas: robust only", `so \boxed{1,000}.`, "1000",
-			Answer{Key: reward.Key("1000"), Robust: true, Boxed: true}},
-		{"a wrong answer keeps its own key", `so \boxed{7}.`, "1000",
-			Answer{Key: reward.Key("7"), Boxed: true}},
-		{"no box: no answer", "it is 1000", "1000", Answer{NoAnswer: true}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := Grade(tc.response, tc.gold, reward.ExtractOptions{}); got != tc.want {
-				t.Errorf("Grade = %+v, want %+v", got, tc.want)
-			}
-		})
 	}
 }
 
@@ -341,9 +319,27 @@ func TestPerProblem(t *testing.T) {
 	}
 }
 
+// TurnEU is the EU of PerProblem's turn, without a whole record.
+func TestTurnEU(t *testing.T) {
+	p := debateRecord()
+	turns, err := PerProblem(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tt, want := range turns {
+		eu, err := TurnEU(atTurn(p, tt))
+		if err != nil || eu != want.EU {
+			t.Errorf("turn %d: TurnEU = %v, %v; PerProblem's EU %v", tt, eu, err, want.EU)
+		}
+	}
+	if _, err := TurnEU(nil); err == nil {
+		t.Error("no agents: want an error")
+	}
+}
+
 func TestCombineSeeds(t *testing.T) {
 	run := func(acc0, acc1 bool) Summary {
-		p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]Answer{{{wrong("0")}}}}
+		p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]reward.Verdict{{{wrong("0")}}}}
 		p.Answers[0][0][0].Strict, p.Answers[0][0][0].Robust = acc0, acc1
 		s, err := Summarise([]ProblemRecord{p})
 		if err != nil {
@@ -395,13 +391,13 @@ func BenchmarkSummarise(b *testing.B) {
 	records := make([]ProblemRecord, problems)
 	for i := range records {
 		p := ProblemRecord{Dataset: []string{"gsm8k", "math500", "aime24"}[i%3], ID: fmt.Sprint(i)}
-		p.Answers = make([][][]Answer, agents)
+		p.Answers = make([][][]reward.Verdict, agents)
 		for a := range agents {
 			for t := range turns {
-				samples := make([]Answer, k)
+				samples := make([]reward.Verdict, k)
 				for j := range samples {
 					key := fmt.Sprint((i + a + t*j) % 5)
-					samples[j] = Answer{Key: key, Strict: key == "0", Robust: key == "0", NoAnswer: j == 7, Tokens: 400}
+					samples[j] = reward.Verdict{Key: key, Strict: key == "0", Robust: key == "0", NoAnswer: j == 7, Tokens: 400}
 				}
 				p.Answers[a] = append(p.Answers[a], samples)
 			}
