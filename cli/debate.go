@@ -16,7 +16,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
@@ -305,56 +304,40 @@ func debateCmd(c *ucli.Context) error {
 
 // openAgents loads every distinct model once and makes one engine for it.
 func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func(), error) {
-	models := map[string]*llama.Model{}
-	engines := map[string]*engine.Engine{}
+	servers := map[string]*engine.Server{}
 	closeAll := func() {
-		for _, e := range engines {
-			e.Close()
-		}
-		for _, m := range models {
-			if m != nil {
-				m.Close()
-			}
+		for _, srv := range servers {
+			srv.Close()
 		}
 	}
-	distinct := 0
+	distinct := map[string]bool{}
 	for _, a := range cfg.Agents {
-		if _, ok := models[a.Model]; !ok {
-			models[a.Model] = nil
-			distinct++
-		}
+		distinct[a.Model] = true
 	}
 	opt, err := engineOptions(c, c.Int("slots"))
 	if err != nil {
 		return nil, nil, err
 	}
 	opt.SeqContext = cfg.Ctx
-	if opt.Threads == 0 && distinct > 1 {
-		// Engines decode concurrently: share the cores instead of oversubscribing them.
-		opt.Threads = max(1, llama.PhysicalCores()/distinct)
+	if opt.Threads == 0 && len(distinct) > 1 {
+		opt.Threads = engine.SharedThreads(len(distinct)) // the engines decode concurrently
 	}
 	var agents []engine.DebateAgent
 	for _, a := range cfg.Agents {
-		if models[a.Model] == nil {
-			m, err := openModel(c, a.Model)
-			if err != nil {
+		srv := servers[a.Model]
+		if srv == nil {
+			if srv, err = engine.OpenServer(a.Model, c.Int("gpu-layers"), opt); err != nil {
 				closeAll()
 				return nil, nil, err
 			}
-			models[a.Model] = m
-			e, err := engine.New(m, opt)
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			engines[a.Model] = e
+			servers[a.Model] = srv
 		}
-		f, err := chatFormat(models[a.Model], a.ChatFormat)
+		f, err := srv.Format(a.ChatFormat)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		agents = append(agents, engine.DebateAgent{Name: a.Name, Generator: engines[a.Model], Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
+		agents = append(agents, engine.DebateAgent{Name: a.Name, Generator: srv.Engine, Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
 	}
 	return agents, closeAll, nil
 }

@@ -64,15 +64,18 @@ func generate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := openModel(c, c.String("model"))
+	if c.String("model") == "" {
+		return fmt.Errorf("no model given (--model M.gguf)")
+	}
+	srv, err := engine.OpenServer(c.String("model"), c.Int("gpu-layers"), opt)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer srv.Close()
 
 	text := c.String("prompt")
 	if !c.Bool("raw") {
-		f, err := chatFormat(m, c.String("chat-format"))
+		f, err := srv.Format(c.String("chat-format"))
 		if err != nil {
 			return err
 		}
@@ -84,22 +87,17 @@ func generate(c *ucli.Context) error {
 			return err
 		}
 	}
-	prompt, err := m.Tokenize(text, c.Bool("raw"), !c.Bool("raw"))
+	prompt, err := srv.Tokenize(text, c.Bool("raw"), !c.Bool("raw"))
 	if err != nil {
 		return err
 	}
-	e, err := engine.New(m, opt)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
 
 	ctx, release := interruptContext("")
 	defer release()
 
 	req := []engine.Request{{Prompt: prompt, K: k, MaxTokens: c.Int("max-tokens"), Params: params, Seed: c.Uint64("seed")}}
 	var res engine.Result
-	if err := e.Generate(ctx, req, func(r engine.Result) { res = r }); err != nil {
+	if err := srv.Engine.Generate(ctx, req, func(r engine.Result) { res = r }); err != nil {
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
@@ -111,7 +109,7 @@ func generate(c *ucli.Context) error {
 	write := func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for _, s := range res.Samples {
-			text, err := m.Detokenize(s.Tokens, false)
+			text, err := srv.Detokenize(s.Tokens, false)
 			if err != nil {
 				return err
 			}

@@ -5,8 +5,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/llama"
-	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/sampler"
 )
@@ -44,36 +42,10 @@ func samplingParams(c *ucli.Context) (sampler.Params, error) {
 	return p, p.Validate()
 }
 
-// openModel validates a GGUF file and loads it.
-func openModel(c *ucli.Context, path string) (*llama.Model, error) {
-	if path == "" {
-		return nil, fmt.Errorf("no model given (--model M.gguf)")
-	}
-	return engine.LoadModel(path, llama.ModelParams{GPULayers: c.Int("gpu-layers")})
-}
-
 // engineOptions reads the llama.cpp flags.
 func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
-	kv, err := llama.ParseKVType(c.String("kv-type"))
-	if err != nil {
-		return engine.Options{}, err
-	}
-	fa, err := llama.ParseFlashAttn(c.String("flash-attn"))
-	if err != nil {
-		return engine.Options{}, err
-	}
 	if c.Int("ctx") < 2 {
 		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
 	}
-	return engine.Options{Slots: slots, SeqContext: c.Int("ctx"), Threads: c.Int("threads"), KVType: kv, FlashAttn: fa}, nil
-}
-
-// chatFormat picks the model's chat format: the --chat-format override, else detected
-// from the model's template.
-func chatFormat(m *llama.Model, override string) (chat.Format, error) {
-	f, err := chat.Resolve(m.ChatTemplate(), override)
-	if err != nil && override == "" {
-		return chat.Format{}, fmt.Errorf("%s: %w", m.Path(), err)
-	}
-	return f, err
+	return engine.ParseOptions(slots, c.Int("ctx"), c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
 }

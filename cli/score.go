@@ -9,7 +9,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
@@ -59,19 +58,11 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		return nil, errors.New("score: give --model or --gguf, not both")
 	}
 	if path := c.String("gguf"); path != "" {
-		kv, err := llama.ParseKVType(c.String("kv-type"))
+		opt, err := engine.ParseOptions(0, 0, c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
 		if err != nil {
 			return nil, err
 		}
-		fa, err := llama.ParseFlashAttn(c.String("flash-attn"))
-		if err != nil {
-			return nil, err
-		}
-		m, err := engine.LoadModel(path, llama.ModelParams{})
-		if err != nil {
-			return nil, err
-		}
-		return &ggufScorer{engine.NewScorer(m, llama.ContextParams{Threads: c.Int("threads"), KVType: kv, FlashAttn: fa}), m}, nil
+		return engine.OpenScorer(path, opt)
 	}
 	if dir := c.String("model"); dir != "" {
 		rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("threads")})
@@ -83,19 +74,8 @@ func newScorer(c *ucli.Context) (scorer, error) {
 	return nil, fmt.Errorf("score: --model or --gguf is required")
 }
 
-// ggufScorer scores through llama.cpp and owns its model.
-type ggufScorer struct {
-	*engine.Scorer
-	m *llama.Model
-}
-
-func (g *ggufScorer) Free() {
-	g.Scorer.Free()
-	g.m.Close()
-}
-
 // tokenize fills missing ids from the prompt and response texts with the GGUF's tokenizer.
-func (g *ggufScorer) tokenize(lines []scoreLine) error {
+func tokenizeLines(g *engine.ModelScorer, lines []scoreLine) error {
 	for i := range lines {
 		l := &lines[i]
 		if len(l.prompt) > 0 {
@@ -115,10 +95,10 @@ func (g *ggufScorer) tokenize(lines []scoreLine) error {
 			return fmt.Errorf("score: line %d has neither prompt_tokens nor prompt and response texts", l.line)
 		}
 		var err error
-		if l.prompt, err = g.m.Tokenize(*text.Prompt, false, true); err != nil {
+		if l.prompt, err = g.Tokenize(*text.Prompt, false, true); err != nil {
 			return err
 		}
-		if l.response, err = g.m.Tokenize(*text.Response, false, true); err != nil {
+		if l.response, err = g.Tokenize(*text.Response, false, true); err != nil {
 			return err
 		}
 	}
@@ -179,8 +159,8 @@ func score(c *ucli.Context) error {
 		return err
 	}
 	defer s.Free()
-	if g, ok := s.(*ggufScorer); ok {
-		if err := g.tokenize(lines); err != nil {
+	if g, ok := s.(*engine.ModelScorer); ok {
+		if err := tokenizeLines(g, lines); err != nil {
 			return err
 		}
 	}

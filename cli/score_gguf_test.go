@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
 )
@@ -39,7 +38,7 @@ func TestScoreGGUFTextAndIDs(t *testing.T) {
 		}
 	}
 	// The same sequence as ids: tokenize through the model the way score does.
-	m, err := engine.LoadModel(gguf, llama.ModelParams{})
+	m, err := engine.OpenVocab(gguf)
 	if err != nil {
 		t.Fatal(err)
 	}

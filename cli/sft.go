@@ -8,7 +8,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
@@ -77,14 +76,6 @@ func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
 	return rt, torch.ModelOptions{CUDA: c.Bool("cuda")}, nil
 }
 
-// endOfTurn is the token that closes an assistant turn: EOT where the vocabulary has one.
-func endOfTurn(m *llama.Model) int32 {
-	if s := m.Specials(); s.EOT >= 0 {
-		return s.EOT
-	}
-	return m.Specials().EOS
-}
-
 func sftCmd(c *ucli.Context) (err error) {
 	src, out := c.String("model"), c.String("out")
 	if _, err := os.Stat(out); err == nil {
@@ -125,16 +116,16 @@ func sftCmd(c *ucli.Context) (err error) {
 	if err := model.HFToGGUF(src, tokGGUF, model.HFToGGUFOptions{}); err != nil {
 		return err
 	}
-	tok, err := engine.LoadModel(tokGGUF, llama.ModelParams{VocabOnly: true})
+	tok, err := engine.OpenVocab(tokGGUF)
 	if err != nil {
 		return err
 	}
-	format, err := chatFormat(tok, c.String("chat-format"))
+	format, err := tok.Format(c.String("chat-format"))
 	if err != nil {
 		tok.Close()
 		return err
 	}
-	ids, err := trainer.TokenizePairs(tok, format, endOfTurn(tok), pairs)
+	ids, err := trainer.TokenizePairs(tok, format, tok.EndOfTurn(), pairs)
 	tok.Close()
 	if err != nil {
 		return err

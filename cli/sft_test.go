@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -51,7 +50,7 @@ func TestSFTSynthetic(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "hf", hfmodel.OptimizerFile)); err == nil {
 		t.Errorf("hf/ holds %s; a warm start must start training with fresh moments", hfmodel.OptimizerFile)
 	}
-	m, err := engine.LoadModel(filepath.Join(out, "model.gguf"), llama.ModelParams{VocabOnly: true})
+	m, err := engine.OpenVocab(filepath.Join(out, "model.gguf"))
 	if err != nil {
 		t.Fatalf("model.gguf: %v", err)
 	}
