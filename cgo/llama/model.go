@@ -3,6 +3,8 @@ package llama
 /*
 #include <stdlib.h>
 #include "llama.h"
+int umad_tokenize(const struct llama_vocab *vocab, const char *text, int32_t text_len, llama_token *tokens,
+                  int32_t n_tokens_max, bool add_special, bool parse_special, size_t stack_size, int32_t *result);
 */
 import "C"
 
@@ -12,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -150,6 +153,21 @@ func (m *Model) ChatTemplate() string {
 	return C.GoString(t)
 }
 
+// MaxTokenizeBytes is the longest text Tokenize accepts.
+const MaxTokenizeBytes = 2 << 20
+
+// llama.cpp splits text for BPE with std::regex where it has no hand-written splitter
+// (Qwen2's pre-tokenizer, among others), and the matcher recurses once per character of a
+// match: a run of 30,000 letters overflowed an 8 MiB thread stack. Measured here (gcc -O3)
+// at 320 bytes of stack per character for runs of ASCII and Latin letters, CJK, punctuation,
+// spaces and newlines, 0 for Llama 3's hand-written splitter. Each call gets a thread whose
+// stack has room for 512 bytes per byte of text, so MaxTokenizeBytes needs 1 GiB of address
+// space, touched only as deep as the recursion goes.
+const (
+	tokenizeStackBase    = 8 << 20
+	tokenizeStackPerByte = 512
+)
+
 // Tokenize converts text to token ids. addSpecial adds BOS/EOS where the model is
 // configured to; parseSpecial maps special-token text such as <|im_start|> to its id.
 func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
@@ -157,8 +175,8 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, e
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	if len(text) > 1<<30 {
-		return nil, fmt.Errorf("tokenize: text of %d bytes is too long", len(text))
+	if len(text) > MaxTokenizeBytes {
+		return nil, fmt.Errorf("tokenize: text of %d bytes is longer than the %d bytes umad tokenizes", len(text), MaxTokenizeBytes)
 	}
 	// llama.cpp throws a C++ exception (an abort through cgo) on invalid UTF-8.
 	if !utf8.ValidString(text) {
@@ -166,18 +184,22 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, e
 	}
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))
+	stack := C.size_t(tokenizeStackBase + tokenizeStackPerByte*len(text))
 	n := len(text) + 8
 	for {
 		out := make([]int32, n)
-		got := int(C.llama_tokenize(m.vocab, ctext, C.int32_t(len(text)),
-			(*C.llama_token)(unsafe.Pointer(&out[0])), C.int32_t(n), C.bool(addSpecial), C.bool(parseSpecial)))
+		var got C.int32_t
+		if rc := C.umad_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(&out[0])), C.int32_t(n),
+			C.bool(addSpecial), C.bool(parseSpecial), stack, &got); rc != 0 {
+			return nil, fmt.Errorf("tokenize: cannot start a thread with a %d MiB stack for %d bytes of text: %w", stack>>20, len(text), syscall.Errno(rc))
+		}
 		if got >= 0 {
 			return out[:got], nil
 		}
-		if got == -(1<<31) || -got <= n {
+		if got == -(1<<31) || int(-got) <= n {
 			return nil, fmt.Errorf("tokenize: llama.cpp failed on %d bytes of text", len(text))
 		}
-		n = -got
+		n = int(-got)
 	}
 }
 
