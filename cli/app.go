@@ -2,6 +2,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 // commands lists every top-level command; each file of this package adds its own in init.
@@ -86,4 +89,18 @@ func interruptContext(notice string) (context.Context, func()) {
 		}
 	}()
 	return ctx, func() { signal.Stop(sig); cancel() }
+}
+
+// writeOutput writes a command's output file through atomicfile (a regular file replaced
+// atomically, a device or pipe written through), or to the app's standard output when
+// path is "" or "-".
+func writeOutput(c *ucli.Context, path string, fill func(io.Writer) error) error {
+	if path != "" && path != atomicfile.Stdout {
+		return atomicfile.Write(path, fill)
+	}
+	w := bufio.NewWriter(c.App.Writer)
+	if err := fill(w); err != nil {
+		return err
+	}
+	return w.Flush()
 }

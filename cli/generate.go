@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 func init() {
@@ -122,8 +120,5 @@ func generate(c *ucli.Context) error {
 		}
 		return nil
 	}
-	if out := c.String("out"); out != "" {
-		return atomicfile.Write(out, write)
-	}
-	return write(os.Stdout)
+	return writeOutput(c, c.String("out"), write)
 }

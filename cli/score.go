@@ -13,7 +13,6 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 func init() {
@@ -214,10 +213,7 @@ func score(c *ucli.Context) error {
 		}
 		return nil
 	}
-	if out := c.String("out"); out != "" {
-		return atomicfile.Write(out, write)
-	}
-	return write(c.App.Writer)
+	return writeOutput(c, c.String("out"), write)
 }
 
 func checkPrompts(path string, lines []scoreLine) error {
