@@ -68,3 +68,26 @@ func TestScoreGGUFTextAndIDs(t *testing.T) {
 		t.Errorf("missing input: %v", err)
 	}
 }
+
+// Token ids outside the vocabulary, in the prompt or the response, negative or too large,
+// are a one-line error, not an index-out-of-range panic; so is a sequence longer than the
+// model's context.
+func TestScoreGGUFRejectsBadIDs(t *testing.T) {
+	gguf := testmodel.GGUF(t, "qwen3")
+	for _, c := range []struct{ line, want string }{
+		{`{"prompt_tokens":[1,2],"response_tokens":[99999]}`, "response token 99999 at index 0 is outside the vocabulary"},
+		{`{"prompt_tokens":[1,2],"response_tokens":[3,-4]}`, "response token -4 at index 1 is outside the vocabulary"},
+		{`{"prompt_tokens":[1,99999],"response_tokens":[3]}`, "prompt token 99999 at index 1 is outside the vocabulary"},
+		{`{"prompt_tokens":[-1,2],"response_tokens":[3]}`, "prompt token -1 at index 0 is outside the vocabulary"},
+		{`{"prompt":"hi","response":"` + strings.Repeat("x", 100_000) + `"}`, "more than the model's context"},
+	} {
+		in := filepath.Join(t.TempDir(), "in.jsonl")
+		os.WriteFile(in, []byte(c.line+"\n"), 0o644)
+		var stderr bytes.Buffer
+		code := runWithApp([]string{"score", "--gguf", gguf, "--in", in}, &stderr)
+		msg := strings.TrimSpace(stderr.String())
+		if code != 1 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
+			t.Errorf("%.60s: exit %d, stderr %q: want exit 1 and one line containing %q", c.line, code, msg, c.want)
+		}
+	}
+}
