@@ -342,7 +342,20 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 				return nil, nil, err
 			}
 			models[a.Model] = m
-			e, err := engine.New(m, opt)
+			for _, b := range cfg.Agents {
+				if err := checkContext(m, "--max-tokens", b.MaxTokens); b.Model == a.Model && err != nil {
+					closeAll()
+					return nil, nil, err
+				}
+			}
+			what := "--ctx"
+			if !c.IsSet("ctx") {
+				what = "--prompt-limit + --max-tokens"
+			} else if err := checkContext(m, "--ctx", opt.SeqContext); err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			e, err := newEngine(m, opt, what)
 			if err != nil {
 				closeAll()
 				return nil, nil, err

@@ -86,7 +86,12 @@ func generate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.New(m, opt)
+	if c.IsSet("ctx") {
+		if err := checkContext(m, "--ctx", opt.SeqContext); err != nil {
+			return err
+		}
+	}
+	e, err := newEngine(m, opt, "--ctx")
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -62,6 +64,9 @@ func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
 	if err != nil {
 		return engine.Options{}, err
 	}
+	if err := checkThreads("threads", c.Int("threads")); err != nil {
+		return engine.Options{}, err
+	}
 	if c.Int("ctx") < 2 {
 		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
 	}
@@ -76,4 +81,32 @@ func chatFormat(m *llama.Model, override string) (chat.Format, error) {
 		return chat.Format{}, fmt.Errorf("%s: %w", m.Path(), err)
 	}
 	return f, err
+}
+
+// checkThreads validates a thread-count flag: 0 (the default) or 1 to 4x the logical CPUs
+// (more threads only spin; llama.cpp asserts past llama.MaxThreads and hangs).
+func checkThreads(flag string, n int) error {
+	if limit := min(4*runtime.NumCPU(), llama.MaxThreads); n < 0 || n > limit {
+		return fmt.Errorf("--%s must be 0 (the default) or 1 to %d (4x the logical CPUs), got %d", flag, limit, n)
+	}
+	return nil
+}
+
+// checkContext refuses a context or response length n, set by flag, longer than the
+// context the model was trained with (llama.cpp's n_ctx_train).
+func checkContext(m *llama.Model, flag string, n int) error {
+	if nt := m.NCtxTrain(); nt > 0 && n > nt {
+		return fmt.Errorf("%s %d is more than the %d tokens of context %s was trained with", flag, n, nt, m.Path())
+	}
+	return nil
+}
+
+// newEngine makes an engine; when its KV cache would not fit in memory, the error names
+// what set the context (flags).
+func newEngine(m *llama.Model, opt engine.Options, what string) (*engine.Engine, error) {
+	e, err := engine.New(m, opt)
+	if errors.Is(err, llama.ErrNoMemory) {
+		return nil, fmt.Errorf("%s (%d tokens per sequence) with %d slots: %w", what, opt.SeqContext, opt.Slots, err)
+	}
+	return e, err
 }

@@ -65,6 +65,9 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkThreads("threads", c.Int("threads")); err != nil {
+			return nil, err
+		}
 		m, err := engine.LoadModel(path, llama.ModelParams{})
 		if err != nil {
 			return nil, err

@@ -69,6 +69,9 @@ func syntheticSet(c *ucli.Context) data.SyntheticConfig {
 }
 
 func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
+	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
+		return nil, torch.ModelOptions{}, err
+	}
 	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
 	if err != nil {
 		return nil, torch.ModelOptions{}, err

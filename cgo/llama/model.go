@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,12 +32,13 @@ type ModelParams struct {
 
 // Model is a loaded GGUF model: weights and tokenizer.
 type Model struct {
-	mu       sync.Mutex
-	m        *C.struct_llama_model
-	vocab    *C.struct_llama_vocab
-	path     string
-	contexts int // open contexts; the model outlives them
-	adapters []*Adapter
+	mu        sync.Mutex
+	m         *C.struct_llama_model
+	vocab     *C.struct_llama_vocab
+	path      string
+	contexts  int // open contexts; the model outlives them
+	gpuLayers int
+	adapters  []*Adapter
 }
 
 // LoadModel loads a GGUF model. Callers that want a precise message for a corrupt or
@@ -61,7 +63,7 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 		}
 		return nil, fmt.Errorf("load model %s: llama.cpp could not load it", path)
 	}
-	return &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path}, nil
+	return &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path, gpuLayers: p.GPULayers}, nil
 }
 
 // Close frees the model. It fails while contexts made from it are open.
@@ -119,6 +121,10 @@ func (m *Model) Meta(key string) (string, bool) {
 		return "", false
 	}
 	defer m.mu.Unlock()
+	return m.metaLocked(key)
+}
+
+func (m *Model) metaLocked(key string) (string, bool) {
 	ckey := C.CString(key)
 	defer C.free(unsafe.Pointer(ckey))
 	buf := make([]byte, 256)
@@ -132,6 +138,24 @@ func (m *Model) Meta(key string) (string, bool) {
 		}
 		buf = make([]byte, n+1)
 	}
+}
+
+func (m *Model) architectureLocked() string {
+	s, _ := m.metaLocked("general.architecture")
+	return s
+}
+
+// metaInt is an integer metadata value, or def; m.mu is held.
+func metaInt(m *Model, key string, def int64) int64 {
+	s, ok := m.metaLocked(key)
+	if !ok {
+		return def
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
 }
 
 // Architecture is general.architecture (qwen2, qwen3, llama, ...).
