@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -31,6 +34,38 @@ func TestLlamaFlagLimits(t *testing.T) {
 		{debate("--max-tokens", "8", "--prompt-limit", "100000000"), "--prompt-limit + --max-tokens (100000008 tokens per sequence) with 16 slots: new context: a KV cache"},
 		{debate("--max-tokens", "8", "--threads", "100000"), "--threads must be"},
 		{[]string{"score", "--gguf", gguf, "--in", writeLines(t, `{"prompt_tokens":[1],"response_tokens":[2]}`), "--threads", "100000"}, "--threads must be"},
+	} {
+		code, stderr := runUmadProcess(t, 4<<30, c.args...)
+		msg := strings.TrimSpace(stderr)
+		if code != 1 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
+			t.Errorf("%q: exit %d, stderr %q: want exit 1 and one line containing %q", c.args, code, msg, c.want)
+		}
+	}
+}
+
+// A vocabulary of 2e9 tokens (--vocab, or vocab_size in config.json) was padded with
+// strings until the machine ran out of memory; it is refused up front.
+func TestHugeVocabularyRefused(t *testing.T) {
+	hf := tinyHFDir(t, "qwen2")
+	cfg, err := os.ReadFile(filepath.Join(hf, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := regexp.MustCompile(`"vocab_size": *\d+`).ReplaceAll(cfg, []byte(`"vocab_size": 2000000000`))
+	if bytes.Equal(big, cfg) {
+		t.Fatal("config.json has no vocab_size to change")
+	}
+	if err := os.WriteFile(filepath.Join(hf, "config.json"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"model", "tiny", "--vocab", "2000000000", "--out", filepath.Join(dir, "tiny")}, "--vocab 2000000000: want 0"},
+		{[]string{"convert", "hf2gguf", hf, filepath.Join(dir, "m.gguf")}, "vocab_size 2000000000 is more than the 16777216 tokens"},
+		{[]string{"sft", "--model", hf, "--synthetic", "4", "--out", filepath.Join(dir, "sft")}, "vocab_size 2000000000 is more than the 16777216 tokens"},
 	} {
 		code, stderr := runUmadProcess(t, 4<<30, c.args...)
 		msg := strings.TrimSpace(stderr)
