@@ -20,6 +20,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/sampler"
@@ -239,32 +240,37 @@ func (cfg debateConfig) problems() ([]data.Problem, error) {
 	return ps, nil
 }
 
-// claimRunDir saves the config in a new run directory, or checks that an existing one
-// holds the same config (so re-running the command resumes it).
-func claimRunDir(dir string, cfg any) error {
+// claimRunDir checks that dir, locked by the caller, is empty or holds a run with the same
+// config (so re-running the command resumes it). It returns what saves the config of a new
+// run, to be called once the run has started (models loaded), so that a run that fails
+// before leaves nothing that blocks the corrected command.
+func claimRunDir(dir string, cfg any) (save func() error, err error) {
 	path := filepath.Join(dir, "config.json")
 	want, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	old, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-			return fmt.Errorf("%s is not empty and holds no run; choose another --out", dir)
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Name() != runlock.File {
+				return nil, fmt.Errorf("%s is not empty and holds no run; choose another --out", dir)
+			}
 		}
-		return atomicfile.WriteBytes(path, append(want, '\n'))
+		return func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	oldCfg := reflect.New(reflect.TypeOf(cfg)).Interface()
 	if err := json.Unmarshal(old, oldCfg); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !reflect.DeepEqual(reflect.ValueOf(oldCfg).Elem().Interface(), cfg) {
-		return fmt.Errorf("%s holds a run with other settings; resume it with the same flags or choose another --out", dir)
+		return nil, fmt.Errorf("%s holds a run with other settings; resume it with the same flags or choose another --out", dir)
 	}
-	return nil
+	return func() error { return nil }, nil
 }
 
 func debateCmd(c *ucli.Context) error {
@@ -277,7 +283,13 @@ func debateCmd(c *ucli.Context) error {
 		return err
 	}
 	out := c.String("out")
-	if err := claimRunDir(out, cfg); err != nil {
+	lock, err := runlock.Dir(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	save, err := claimRunDir(out, cfg)
+	if err != nil {
 		return err
 	}
 	agents, closeAll, err := openAgents(c, cfg)
@@ -285,6 +297,9 @@ func debateCmd(c *ucli.Context) error {
 		return err
 	}
 	defer closeAll()
+	if err := save(); err != nil {
+		return err
+	}
 
 	ctx, release := interruptContext("")
 	defer release()

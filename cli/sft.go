@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -87,8 +88,23 @@ func endOfTurn(m *llama.Model) int32 {
 	return m.Specials().EOS
 }
 
+// sftLock locks sft's output directory, which does not exist until the end (it is built
+// beside and renamed into place), through a lock file beside it.
+func sftLock(out string) (*runlock.Lock, error) {
+	clean := filepath.Clean(out)
+	if err := os.MkdirAll(filepath.Dir(clean), 0o755); err != nil {
+		return nil, err
+	}
+	return runlock.Acquire(filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+runlock.File), out)
+}
+
 func sftCmd(c *ucli.Context) (err error) {
 	src, out := c.String("model"), c.String("out")
+	lock, err := sftLock(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if _, err := os.Stat(out); err == nil {
 		return fmt.Errorf("%s exists; choose another --out", out)
 	}
@@ -110,9 +126,6 @@ func sftCmd(c *ucli.Context) (err error) {
 		return errors.New("give --data pairs.jsonl or --synthetic N")
 	}
 	// Everything is built beside out and renamed into place at the end.
-	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
-		return err
-	}
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".tmp")
 	if err != nil {
 		return err

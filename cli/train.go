@@ -14,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -195,14 +196,21 @@ func trainCmd(c *ucli.Context) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	lock, err := runlock.Dir(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	_, statErr := os.Stat(filepath.Join(out, "config.json"))
-	switch exists := statErr == nil; {
+	exists := statErr == nil
+	switch {
 	case exists && !c.Bool("resume"):
 		return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
 	case !exists && c.Bool("resume"):
 		return fmt.Errorf("--resume: %s holds no training run", out)
 	}
-	if err := claimTrainRun(out, rc); err != nil {
+	save, err := claimTrainRun(out, rc)
+	if err != nil {
 		return err
 	}
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
@@ -224,9 +232,15 @@ func trainCmd(c *ucli.Context) error {
 	}
 	cfg.Torch = topts
 
+	if err := save(); err != nil {
+		return err
+	}
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
+		if !exists {
+			unclaimRun(out)
+		}
 		if errors.Is(err, trainer.ErrInterrupted) {
 			return errors.Join(errInterrupted, err)
 		}
@@ -248,7 +262,7 @@ func trainCmd(c *ucli.Context) error {
 // claimTrainRun is claimRunDir, except that --steps may change between runs of one
 // directory: a resume then trains on to the new count. A cosine schedule depends on the
 // count, so there it must stay.
-func claimTrainRun(dir string, rc trainRunConfig) error {
+func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error) {
 	path := filepath.Join(dir, "config.json")
 	var old trainRunConfig
 	b, err := os.ReadFile(path)
@@ -257,15 +271,27 @@ func claimTrainRun(dir string, rc trainRunConfig) error {
 	}
 	same := rc
 	same.Trainer.Steps = old.Trainer.Steps
-	if err := claimRunDir(dir, same); err != nil {
-		return err
+	if _, err := claimRunDir(dir, same); err != nil {
+		return nil, err
 	}
 	if rc.Trainer.Schedule.Kind == trainer.ScheduleCosine {
-		return fmt.Errorf("%s trains %d steps on a cosine learning-rate schedule, which depends on the count; resume it with --steps %d", dir, old.Trainer.Steps, old.Trainer.Steps)
+		return nil, fmt.Errorf("%s trains %d steps on a cosine learning-rate schedule, which depends on the count; resume it with --steps %d", dir, old.Trainer.Steps, old.Trainer.Steps)
 	}
 	want, err := json.MarshalIndent(rc, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return atomicfile.WriteBytes(path, append(want, '\n'))
+	return func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }, nil
+}
+
+// unclaimRun removes the config.json of a new run that failed before writing anything else
+// (an agent's model did not load, say), so that the corrected command can use the directory.
+func unclaimRun(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != "config.json" && e.Name() != runlock.File {
+			return
+		}
+	}
+	os.Remove(filepath.Join(dir, "config.json"))
 }
