@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -41,7 +42,7 @@ func App() *ucli.App {
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 			return nil
 		},
-		Commands:        commands,
+		Commands:        withFloatChecks(commands),
 		HideHelpCommand: true,
 		// --agent values hold commas (path,key=value,...): repeat a flag instead.
 		DisableSliceFlagSeparator: true,
@@ -70,6 +71,29 @@ func run(args []string, stderr io.Writer) int {
 }
 
 var errInterrupted = errors.New("interrupted")
+
+// withFloatChecks makes every command refuse NaN and infinite values of its float flags,
+// which otherwise fail far from the flag (--lr NaN: "json: unsupported value: NaN").
+func withFloatChecks(cmds []*ucli.Command) []*ucli.Command {
+	for _, cmd := range cmds {
+		if cmd.Before == nil {
+			cmd.Before = checkFloatFlags
+		}
+		withFloatChecks(cmd.Subcommands)
+	}
+	return cmds
+}
+
+func checkFloatFlags(c *ucli.Context) error {
+	for _, f := range c.Command.Flags {
+		if ff, ok := f.(*ucli.Float64Flag); ok && c.IsSet(ff.Name) {
+			if v := c.Float64(ff.Name); math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("--%s %v: want a finite number", ff.Name, v)
+			}
+		}
+	}
+	return nil
+}
 
 // interruptContext returns a context cancelled by the first SIGINT or SIGTERM (printing
 // notice, if any, on stderr first); long-running commands stop between units of work when
@@ -103,4 +127,13 @@ func writeOutput(c *ucli.Context, path string, fill func(io.Writer) error) error
 		return err
 	}
 	return w.Flush()
+}
+
+// outDir is the --out of a command that writes a directory. An empty one named the
+// current directory: debate wrote its run there, sft trained and then failed.
+func outDir(c *ucli.Context) (string, error) {
+	if c.String("out") == "" {
+		return "", errors.New("--out is empty; name the output directory")
+	}
+	return c.String("out"), nil
 }

@@ -157,6 +157,12 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx")}
 	if cfg.Data == "" {
+		if c.IsSet("limit") || c.IsSet("sample-ratio") {
+			return cfg, errors.New("--limit and --sample-ratio choose among the problems of --data; the built-in set's size is --synthetic N")
+		}
+		if err := checkSynthetic(c); err != nil {
+			return cfg, err
+		}
 		cfg.Synthetic = c.Int("synthetic")
 		set := syntheticSet(c)
 		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
@@ -282,7 +288,10 @@ func debateCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	out := c.String("out")
+	out, err := outDir(c)
+	if err != nil {
+		return err
+	}
 	lock, err := runlock.Dir(out)
 	if err != nil {
 		return err

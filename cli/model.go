@@ -61,7 +61,10 @@ func init() {
 				if v := c.Int("vocab"); v < 0 || v > model.MaxVocab {
 					return fmt.Errorf("--vocab %d: want 0 (the tokenizer's own) or at most %d", v, model.MaxVocab)
 				}
-				out := c.String("out")
+				out, err := outDir(c)
+				if err != nil {
+					return err
+				}
 				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
 					return err
 				}

@@ -64,6 +64,15 @@ func syntheticFlags() []ucli.Flag {
 	}
 }
 
+// checkSynthetic refuses a --synthetic count below 1, which otherwise failed later with a
+// message about something else.
+func checkSynthetic(c *ucli.Context) error {
+	if n := c.Int("synthetic"); c.IsSet("synthetic") && n < 1 || n < 0 {
+		return fmt.Errorf("--synthetic must be at least 1, got %d", n)
+	}
+	return nil
+}
+
 // syntheticSet is the built-in problems' difficulty from the flags.
 func syntheticSet(c *ucli.Context) data.SyntheticConfig {
 	return data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
@@ -99,7 +108,11 @@ func sftLock(out string) (*runlock.Lock, error) {
 }
 
 func sftCmd(c *ucli.Context) (err error) {
-	src, out := c.String("model"), c.String("out")
+	src := c.String("model")
+	out, err := outDir(c)
+	if err != nil {
+		return err
+	}
 	lock, err := sftLock(out)
 	if err != nil {
 		return err
@@ -107,6 +120,9 @@ func sftCmd(c *ucli.Context) (err error) {
 	defer lock.Release()
 	if _, err := os.Stat(out); err == nil {
 		return fmt.Errorf("%s exists; choose another --out", out)
+	}
+	if err := checkSynthetic(c); err != nil {
+		return err
 	}
 	var pairs []trainer.TextPair
 	switch {

@@ -110,6 +110,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	rc := trainRunConfig{Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
 		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed")}
 	if rc.Data == "" {
+		if err := checkSynthetic(c); err != nil {
+			return rc, err
+		}
 		rc.Synthetic = c.Int("synthetic")
 	} else if abs, err := filepath.Abs(rc.Data); err == nil {
 		rc.Data = abs
@@ -190,7 +193,10 @@ func trainCmd(c *ucli.Context) error {
 		cfg.Steps = c.Int("epochs") * (len(cfg.Problems) / cfg.BatchSize)
 		rc.Trainer.Steps = cfg.Steps
 	}
-	out := c.String("out")
+	out, err := outDir(c)
+	if err != nil {
+		return err
+	}
 	cfg.Out = out
 	cfg.Format = func(i int, m *llama.Model) (chat.Format, error) { return chatFormat(m, rc.Agents[i].ChatFormat) }
 	if err := cfg.Check(); err != nil {
