@@ -12,7 +12,7 @@ import (
 
 // Flag values that were accepted and then misbehaved, or failed with a message about
 // something else, are one-line errors naming the flag. Each case runs in a child process
-// in an empty directory, which must stay empty (--out ” wrote a debate run there).
+// in an empty directory, which must stay empty (an empty --out wrote a debate run there).
 func TestFlagErrorsNameTheFlag(t *testing.T) {
 	tiny := testmodel.Tiny(t, "qwen2")
 	gguf, hf := filepath.Join(tiny, "model.gguf"), filepath.Join(tiny, "hf")

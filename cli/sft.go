@@ -141,9 +141,14 @@ func sftCmd(c *ucli.Context) (err error) {
 	default:
 		return errors.New("give --data pairs.jsonl or --synthetic N")
 	}
-	// Everything is built beside out and renamed into place at the end.
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".tmp")
-	if err != nil {
+	// Everything is built beside out and renamed into place at the end. Under the lock,
+	// a leftover of a killed run may go.
+	clean := filepath.Clean(out)
+	tmp := filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return err
 	}
 	defer func() {
@@ -151,6 +156,8 @@ func sftCmd(c *ucli.Context) (err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
+	ctx, release := interruptContext("stopping after this step; nothing is written")
+	defer release()
 	// llama.cpp's tokenizer, so training sees the ids sampling will: convert, load vocab only.
 	tokGGUF := filepath.Join(tmp, "model.gguf")
 	if err := model.HFToGGUF(src, tokGGUF, model.HFToGGUFOptions{}); err != nil {
@@ -182,11 +189,14 @@ func sftCmd(c *ucli.Context) (err error) {
 	defer m.Free()
 	opt := torch.DefaultAdamW
 	opt.LR, opt.WeightDecay = c.Float64("lr"), c.Float64("weight-decay")
-	st, err := trainer.SFT(m, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"),
+	st, err := trainer.SFT(m, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"), Ctx: ctx,
 		Progress: func(step, total int, loss float64) {
 			fmt.Fprintf(c.App.ErrWriter, "\rsft step %d/%d loss %.4f   ", step, total, loss)
 		}})
 	fmt.Fprintln(c.App.ErrWriter)
+	if errors.Is(err, trainer.ErrInterrupted) {
+		return errors.Join(errInterrupted, err)
+	}
 	if err != nil {
 		return err
 	}
