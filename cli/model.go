@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +34,7 @@ func init() {
 				&ucli.StringFlag{Name: "tokenizer", Usage: "use the real tokenizer (and chat template) of this Hugging Face directory"},
 				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + presetNames()},
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
+				forceFlag,
 			},
 			Action: func(c *ucli.Context) error {
 				arch := c.String("arch")
@@ -65,6 +68,9 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if err := prepareOutDir(c, out, removeTiny); err != nil {
+					return err
+				}
 				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
 					return err
 				}
@@ -73,6 +79,14 @@ func init() {
 			},
 		}},
 	})
+}
+
+// removeTiny removes what model tiny writes into dir: model.gguf and the checkpoint in hf/.
+func removeTiny(dir string) error {
+	if err := os.Remove(filepath.Join(dir, "model.gguf")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return model.RemoveHFFiles(filepath.Join(dir, "hf"))
 }
 
 func presetNames() string {
