@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 )
 
 // With --gguf a text line and the same line as token ids score identically, and every
@@ -90,4 +93,60 @@ func TestScoreGGUFRejectsBadIDs(t *testing.T) {
 			t.Errorf("%.60s: exit %d, stderr %q: want exit 1 and one line containing %q", c.line, code, msg, c.want)
 		}
 	}
+}
+
+// A model whose weights hold NaN (a diverged training run) failed score with two lines of
+// "json: unsupported value: NaN"; now one line says the model gives NaN, for --gguf and
+// --model.
+func TestScoreNaNModel(t *testing.T) {
+	hf := t.TempDir()
+	src := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Name() == "model.safetensors" {
+			b = withNaNTensor(t, b, "model.norm.weight")
+		}
+		os.WriteFile(filepath.Join(hf, e.Name()), b, 0o644)
+	}
+	gguf := filepath.Join(t.TempDir(), "nan.gguf")
+	if _, stderr, err := runApp(t, "convert", "hf2gguf", hf, gguf); err != nil {
+		t.Fatalf("hf2gguf: %v\n%s", err, stderr)
+	}
+	in := writeLines(t, `{"prompt_tokens":[1,2],"response_tokens":[3,4]}`)
+	torchtest.Open(t) // skips without the plugin on a developer machine
+	for _, model := range [][]string{{"--gguf", gguf}, {"--model", hf}} {
+		var stderr bytes.Buffer
+		code := runWithApp(append([]string{"score", "--in", in}, model...), &stderr)
+		msg := strings.TrimSpace(stderr.String())
+		if want := "line 1: the model gives a NaN log-prob or entropy"; code != 1 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, want) {
+			t.Errorf("%s: exit %d, stderr %q: want exit 1 and one line containing %q", model[0], code, msg, want)
+		}
+	}
+}
+
+// withNaNTensor returns a safetensors file with every value of the named F32 tensor NaN.
+func withNaNTensor(t *testing.T, file []byte, name string) []byte {
+	t.Helper()
+	n := binary.LittleEndian.Uint64(file)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(file[8:8+n], &header); err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		DType   string `json:"dtype"`
+		Offsets [2]int `json:"data_offsets"`
+	}
+	if err := json.Unmarshal(header[name], &info); err != nil || info.DType != "F32" {
+		t.Fatalf("tensor %s: %+v %v", name, info, err)
+	}
+	out := bytes.Clone(file)
+	data := out[8+n:]
+	for i := info.Offsets[0]; i < info.Offsets[1]; i += 4 {
+		binary.LittleEndian.PutUint32(data[i:], math.Float32bits(float32(math.NaN())))
+	}
+	return out
 }
