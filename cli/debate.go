@@ -367,7 +367,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 			}
 			models[a.Model] = m
 			for _, b := range cfg.Agents {
-				if err := checkContext(m, "--max-tokens", b.MaxTokens); b.Model == a.Model && err != nil {
+				if err := checkContext("--max-tokens", b.MaxTokens, m.NCtxTrain(), m.Path()); b.Model == a.Model && err != nil {
 					closeAll()
 					return nil, nil, err
 				}
@@ -375,7 +375,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 			what := "--ctx"
 			if !c.IsSet("ctx") {
 				what = "--prompt-limit + --max-tokens"
-			} else if err := checkContext(m, "--ctx", opt.SeqContext); err != nil {
+			} else if err := checkContext("--ctx", opt.SeqContext, m.NCtxTrain(), m.Path()); err != nil {
 				closeAll()
 				return nil, nil, err
 			}

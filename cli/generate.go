@@ -87,7 +87,7 @@ func generate(c *ucli.Context) error {
 		return err
 	}
 	if c.IsSet("ctx") {
-		if err := checkContext(m, "--ctx", opt.SeqContext); err != nil {
+		if err := checkContext("--ctx", opt.SeqContext, m.NCtxTrain(), m.Path()); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 // fails the test instead of exhausting the machine.
 func TestLlamaFlagLimits(t *testing.T) {
 	gguf := testmodel.GGUF(t, "qwen2")
+	hf := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	gen := []string{"generate", "--model", gguf, "--prompt", "hi", "--max-tokens", "4"}
 	debate := func(extra ...string) []string {
 		return append([]string{"debate", "--agent", gguf, "--synthetic", "2", "-k", "1", "--turns", "1",
@@ -33,6 +34,8 @@ func TestLlamaFlagLimits(t *testing.T) {
 		{debate("--ctx", "100000000"), "--ctx 100000000 is more than the 4096 tokens of context"},
 		{debate("--max-tokens", "8", "--prompt-limit", "100000000"), "--prompt-limit + --max-tokens (100000008 tokens per sequence) with 16 slots: new context: a KV cache"},
 		{debate("--max-tokens", "8", "--threads", "100000"), "--threads must be"},
+		{[]string{"train", "--agent", hf, "--algo", "grpo", "--turns", "1", "--max-tokens", "1000000000", "--out", filepath.Join(t.TempDir(), "run")}, "--max-tokens 1000000000 is more than the 4096 tokens of context"},
+		{[]string{"train", "--agent", hf, "--algo", "grpo", "--turns", "1", "--ctx", "100000000", "--out", filepath.Join(t.TempDir(), "run")}, "--ctx 100000000 is more than the 4096 tokens of context"},
 		{[]string{"score", "--gguf", gguf, "--in", writeLines(t, `{"prompt_tokens":[1],"response_tokens":[2]}`), "--threads", "100000"}, "--threads must be"},
 	} {
 		code, stderr := runUmadProcess(t, 4<<30, c.args...)

@@ -93,10 +93,10 @@ func checkThreads(flag string, n int) error {
 }
 
 // checkContext refuses a context or response length n, set by flag, longer than the
-// context the model was trained with (llama.cpp's n_ctx_train).
-func checkContext(m *llama.Model, flag string, n int) error {
-	if nt := m.NCtxTrain(); nt > 0 && n > nt {
-		return fmt.Errorf("%s %d is more than the %d tokens of context %s was trained with", flag, n, nt, m.Path())
+// trained context of the model at path (llama.cpp's n_ctx_train, max_position_embeddings).
+func checkContext(flag string, n, trained int, path string) error {
+	if trained > 0 && n > trained {
+		return fmt.Errorf("%s %d is more than the %d tokens of context %s was trained with", flag, n, trained, path)
 	}
 	return nil
 }

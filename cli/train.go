@@ -15,6 +15,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -221,6 +222,18 @@ func trainCmd(c *ucli.Context) error {
 	}
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
+	}
+	for _, a := range rc.Agents {
+		hc, err := model.LoadHFConfig(a.Model)
+		if err != nil {
+			continue // the trainer says what is wrong with the directory
+		}
+		if err := checkContext("--max-tokens", a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
+			return err
+		}
+		if err := checkContext("--ctx", cfg.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {
+			return err
+		}
 	}
 	if !c.IsSet("ctx") {
 		cfg.Engine.SeqContext = 0 // room for the prompt limit plus the response
