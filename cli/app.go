@@ -2,16 +2,20 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 // commands lists every top-level command; each file of this package adds its own in init.
@@ -38,7 +42,7 @@ func App() *ucli.App {
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 			return nil
 		},
-		Commands:        commands,
+		Commands:        withFloatChecks(commands),
 		HideHelpCommand: true,
 		// --agent values hold commas (path,key=value,...): repeat a flag instead.
 		DisableSliceFlagSeparator: true,
@@ -68,6 +72,29 @@ func run(args []string, stderr io.Writer) int {
 
 var errInterrupted = errors.New("interrupted")
 
+// withFloatChecks makes every command refuse NaN and infinite values of its float flags,
+// which otherwise fail far from the flag (--lr NaN: "json: unsupported value: NaN").
+func withFloatChecks(cmds []*ucli.Command) []*ucli.Command {
+	for _, cmd := range cmds {
+		if cmd.Before == nil {
+			cmd.Before = checkFloatFlags
+		}
+		withFloatChecks(cmd.Subcommands)
+	}
+	return cmds
+}
+
+func checkFloatFlags(c *ucli.Context) error {
+	for _, f := range c.Command.Flags {
+		if ff, ok := f.(*ucli.Float64Flag); ok && c.IsSet(ff.Name) {
+			if v := c.Float64(ff.Name); math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("--%s %v: want a finite number", ff.Name, v)
+			}
+		}
+	}
+	return nil
+}
+
 // interruptContext returns a context cancelled by the first SIGINT or SIGTERM (printing
 // notice, if any, on stderr first); long-running commands stop between units of work when
 // it is done. The returned function stops listening.
@@ -86,4 +113,27 @@ func interruptContext(notice string) (context.Context, func()) {
 		}
 	}()
 	return ctx, func() { signal.Stop(sig); cancel() }
+}
+
+// writeOutput writes a command's output file through atomicfile (a regular file replaced
+// atomically, a device or pipe written through), or to the app's standard output when
+// path is "" or "-".
+func writeOutput(c *ucli.Context, path string, fill func(io.Writer) error) error {
+	if path != "" && path != atomicfile.Stdout {
+		return atomicfile.Write(path, fill)
+	}
+	w := bufio.NewWriter(c.App.Writer)
+	if err := fill(w); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// outDir is the --out of a command that writes a directory. An empty one named the
+// current directory: debate wrote its run there, sft trained and then failed.
+func outDir(c *ucli.Context) (string, error) {
+	if c.String("out") == "" {
+		return "", errors.New("--out is empty; name the output directory")
+	}
+	return c.String("out"), nil
 }

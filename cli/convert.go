@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -67,6 +68,7 @@ func init() {
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "dtype", Usage: "weights dtype: f32, f16 or bf16 (default: the GGUF's)"},
 				&ucli.Int64Flag{Name: "shard-size", Value: model.DefaultShardBytes, Usage: "largest single safetensors file, in bytes"},
+				forceFlag,
 			},
 			Action: func(c *ucli.Context) error {
 				in, dir, err := twoArgs(c, "M.gguf DIR")
@@ -79,6 +81,9 @@ func init() {
 				}
 				if c.Int64("shard-size") <= 0 {
 					return fmt.Errorf("--shard-size must be positive, got %d", c.Int64("shard-size"))
+				}
+				if err := prepareOutDir(c, dir, model.RemoveHFFiles); err != nil {
+					return err
 				}
 				start := time.Now()
 				opt := model.GGUFToHFOptions{DType: dtype, ShardBytes: c.Int64("shard-size"), Progress: progress(c.App.ErrWriter)}
@@ -127,4 +132,21 @@ func progress(w io.Writer) func(done, total int, name string) {
 	return func(done, total int, name string) {
 		fmt.Fprintf(w, "\r[%d/%d] %-40s", done+1, total, name)
 	}
+}
+
+// forceFlag lets a command write into a non-empty output directory.
+var forceFlag = &ucli.BoolFlag{Name: "force", Usage: "write into a non-empty output directory, first removing the model files there"}
+
+// prepareOutDir refuses a non-empty output directory (an old checkpoint's shards would
+// stay beside the new files) unless --force, which first removes what the output format
+// owns with clear.
+func prepareOutDir(c *ucli.Context, dir string, clear func(dir string) error) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		return nil // a missing directory is created; a file fails the write with its own error
+	}
+	if !c.Bool("force") {
+		return fmt.Errorf("%s is not empty; choose another directory, or pass --force to replace the model files in it", dir)
+	}
+	return clear(dir)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -127,4 +128,46 @@ func TestConvertFlagPositions(t *testing.T) {
 // runWithApp runs the app as Main does, returning the exit code.
 func runWithApp(args []string, stderr *bytes.Buffer) int {
 	return run(append([]string{"umad"}, args...), stderr)
+}
+
+// gguf2hf and model tiny wrote over an existing directory in place, so an old checkpoint's
+// shards and index stayed beside the new files (and a later hf2gguf read old weights). A
+// non-empty directory is refused; --force removes the model files first, and only those.
+func TestOutputDirNotOverwritten(t *testing.T) {
+	gguf := testmodel.GGUF(t, "qwen2")
+	dir := t.TempDir()
+	if _, stderr, err := runApp(t, "convert", "gguf2hf", gguf, dir, "--shard-size", "20000"); err != nil {
+		t.Fatalf("sharded gguf2hf: %v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors.index.json")); err != nil {
+		t.Fatalf("the first conversion is not sharded: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644)
+	if _, _, err := runApp(t, "convert", "gguf2hf", gguf, dir); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("gguf2hf into a non-empty directory: %v", err)
+	}
+	if _, stderr, err := runApp(t, "convert", "gguf2hf", gguf, dir, "--force"); err != nil {
+		t.Fatalf("gguf2hf --force: %v\n%s", err, stderr)
+	}
+	shards, _ := filepath.Glob(filepath.Join(dir, "model-*.safetensors"))
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors.index.json")); err == nil || len(shards) > 0 {
+		t.Errorf("--force left the old index or %d old shards", len(shards))
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "mine" {
+		t.Error("--force removed a file that is not the checkpoint's")
+	}
+	if _, stderr, err := runApp(t, "convert", "hf2gguf", dir, filepath.Join(t.TempDir(), "back.gguf")); err != nil {
+		t.Fatalf("hf2gguf of the replaced checkpoint: %v\n%s", err, stderr)
+	}
+
+	tiny := t.TempDir()
+	if _, stderr, err := runApp(t, "model", "tiny", "--out", tiny); err != nil {
+		t.Fatalf("model tiny into an empty directory: %v\n%s", err, stderr)
+	}
+	if _, _, err := runApp(t, "model", "tiny", "--out", tiny, "--seed", "2"); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("model tiny into a non-empty directory: %v", err)
+	}
+	if _, stderr, err := runApp(t, "model", "tiny", "--out", tiny, "--seed", "2", "--force"); err != nil {
+		t.Fatalf("model tiny --force: %v\n%s", err, stderr)
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/sampler"
@@ -155,6 +156,12 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx")}
 	if cfg.Data == "" {
+		if c.IsSet("limit") || c.IsSet("sample-ratio") {
+			return cfg, errors.New("--limit and --sample-ratio choose among the problems of --data; the built-in set's size is --synthetic N")
+		}
+		if err := checkSynthetic(c); err != nil {
+			return cfg, err
+		}
 		cfg.Synthetic = c.Int("synthetic")
 		set := syntheticSet(c)
 		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
@@ -238,32 +245,37 @@ func (cfg debateConfig) problems() ([]data.Problem, error) {
 	return ps, nil
 }
 
-// claimRunDir saves the config in a new run directory, or checks that an existing one
-// holds the same config (so re-running the command resumes it).
-func claimRunDir(dir string, cfg any) error {
+// claimRunDir checks that dir, locked by the caller, is empty or holds a run with the same
+// config (so re-running the command resumes it). It returns what saves the config of a new
+// run, to be called once the run has started (models loaded), so that a run that fails
+// before leaves nothing that blocks the corrected command.
+func claimRunDir(dir string, cfg any) (save func() error, err error) {
 	path := filepath.Join(dir, "config.json")
 	want, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	old, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-			return fmt.Errorf("%s is not empty and holds no run; choose another --out", dir)
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Name() != runlock.File {
+				return nil, fmt.Errorf("%s is not empty and holds no run; choose another --out", dir)
+			}
 		}
-		return atomicfile.WriteBytes(path, append(want, '\n'))
+		return func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	oldCfg := reflect.New(reflect.TypeOf(cfg)).Interface()
 	if err := json.Unmarshal(old, oldCfg); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !reflect.DeepEqual(reflect.ValueOf(oldCfg).Elem().Interface(), cfg) {
-		return fmt.Errorf("%s holds a run with other settings; resume it with the same flags or choose another --out", dir)
+		return nil, fmt.Errorf("%s holds a run with other settings; resume it with the same flags or choose another --out", dir)
 	}
-	return nil
+	return func() error { return nil }, nil
 }
 
 func debateCmd(c *ucli.Context) error {
@@ -275,15 +287,27 @@ func debateCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	out := c.String("out")
-	if err := claimRunDir(out, cfg); err != nil {
-		return err
-	}
-	agents, closeAll, err := openAgents(c, cfg)
+	out, err := outDir(c)
 	if err != nil {
 		return err
 	}
-	defer closeAll()
+	lock, err := runlock.Dir(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	save, err := claimRunDir(out, cfg)
+	if err != nil {
+		return err
+	}
+	agents, servers, err := openAgents(c, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeServers(servers)
+	if err := save(); err != nil {
+		return err
+	}
 
 	ctx, release := interruptContext("")
 	defer release()
@@ -302,13 +326,14 @@ func debateCmd(c *ucli.Context) error {
 	return nil
 }
 
-// openAgents loads every distinct model once and makes one engine for it.
-func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func(), error) {
+// openAgents loads each distinct model once, as a server with its own engine, and returns
+// the agents on them and the servers (for closeServers). Context lengths are checked
+// against the models before an engine allocates its KV cache.
+func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[string]*engine.Server, error) {
 	servers := map[string]*engine.Server{}
-	closeAll := func() {
-		for _, srv := range servers {
-			srv.Close()
-		}
+	fail := func(err error) ([]engine.DebateAgent, map[string]*engine.Server, error) {
+		closeServers(servers)
+		return nil, nil, err
 	}
 	distinct := map[string]bool{}
 	for _, a := range cfg.Agents {
@@ -326,20 +351,40 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 	for _, a := range cfg.Agents {
 		srv := servers[a.Model]
 		if srv == nil {
-			if srv, err = engine.OpenServer(a.Model, c.Int("gpu-layers"), opt); err != nil {
-				closeAll()
-				return nil, nil, err
+			m, err := engine.OpenModel(a.Model, c.Int("gpu-layers"))
+			if err != nil {
+				return fail(err)
 			}
+			srv = &engine.Server{Model: m}
 			servers[a.Model] = srv
+			for _, b := range cfg.Agents {
+				if err := checkContext("--max-tokens", b.MaxTokens, m.TrainedContext(), m.Path()); b.Model == a.Model && err != nil {
+					return fail(err)
+				}
+			}
+			what := "--ctx"
+			if !c.IsSet("ctx") {
+				what = "--prompt-limit + --max-tokens"
+			} else if err := checkContext("--ctx", opt.SeqContext, m.TrainedContext(), m.Path()); err != nil {
+				return fail(err)
+			}
+			if srv.Engine, err = newEngine(m, opt, what); err != nil {
+				return fail(err)
+			}
 		}
 		f, err := srv.Format(a.ChatFormat)
 		if err != nil {
-			closeAll()
-			return nil, nil, err
+			return fail(err)
 		}
 		agents = append(agents, engine.DebateAgent{Name: a.Name, Generator: srv.Engine, Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
 	}
-	return agents, closeAll, nil
+	return agents, servers, nil
+}
+
+func closeServers(servers map[string]*engine.Server) {
+	for _, srv := range servers {
+		srv.Close()
+	}
 }
 
 // runSeed debates every problem not yet in dir's rollouts, appending each finished one.

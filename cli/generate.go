@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 func init() {
@@ -67,15 +65,15 @@ func generate(c *ucli.Context) error {
 	if c.String("model") == "" {
 		return fmt.Errorf("no model given (--model M.gguf)")
 	}
-	srv, err := engine.OpenServer(c.String("model"), c.Int("gpu-layers"), opt)
+	m, err := engine.OpenModel(c.String("model"), c.Int("gpu-layers"))
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
+	defer m.Close()
 
 	text := c.String("prompt")
 	if !c.Bool("raw") {
-		f, err := srv.Format(c.String("chat-format"))
+		f, err := m.Format(c.String("chat-format"))
 		if err != nil {
 			return err
 		}
@@ -87,17 +85,27 @@ func generate(c *ucli.Context) error {
 			return err
 		}
 	}
-	prompt, err := srv.Tokenize(text, c.Bool("raw"), !c.Bool("raw"))
+	prompt, err := m.Tokenize(text, c.Bool("raw"), !c.Bool("raw"))
 	if err != nil {
 		return err
 	}
+	if c.IsSet("ctx") {
+		if err := checkContext("--ctx", opt.SeqContext, m.TrainedContext(), m.Path()); err != nil {
+			return err
+		}
+	}
+	e, err := newEngine(m, opt, "--ctx")
+	if err != nil {
+		return err
+	}
+	defer e.Close()
 
 	ctx, release := interruptContext("")
 	defer release()
 
 	req := []engine.Request{{Prompt: prompt, K: k, MaxTokens: c.Int("max-tokens"), Params: params, Seed: c.Uint64("seed")}}
 	var res engine.Result
-	if err := srv.Engine.Generate(ctx, req, func(r engine.Result) { res = r }); err != nil {
+	if err := e.Generate(ctx, req, func(r engine.Result) { res = r }); err != nil {
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
@@ -109,7 +117,7 @@ func generate(c *ucli.Context) error {
 	write := func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for _, s := range res.Samples {
-			text, err := srv.Detokenize(s.Tokens, false)
+			text, err := m.Detokenize(s.Tokens, false)
 			if err != nil {
 				return err
 			}
@@ -120,8 +128,5 @@ func generate(c *ucli.Context) error {
 		}
 		return nil
 	}
-	if out := c.String("out"); out != "" {
-		return atomicfile.Write(out, write)
-	}
-	return write(os.Stdout)
+	return writeOutput(c, c.String("out"), write)
 }

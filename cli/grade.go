@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/reward"
 )
 
@@ -81,16 +79,7 @@ func runGrade(c *ucli.Context) error {
 	grade := func(w io.Writer) error {
 		return gradeLines(in, w, c.App.ErrWriter, cfg, c.Bool("strict-input"), &stats)
 	}
-	var err error
-	if out := c.String("out"); out != "" {
-		err = atomicfile.Write(out, grade)
-	} else {
-		w := bufio.NewWriter(c.App.Writer)
-		if err = grade(w); err == nil {
-			err = w.Flush()
-		}
-	}
-	if err != nil {
+	if err := writeOutput(c, c.String("out"), grade); err != nil {
 		return fmt.Errorf("grade %s: %w", inPath, err)
 	}
 	stats.print(c.App.ErrWriter)

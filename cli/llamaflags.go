@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -44,8 +46,39 @@ func samplingParams(c *ucli.Context) (sampler.Params, error) {
 
 // engineOptions reads the llama.cpp flags.
 func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
+	if err := checkThreads("threads", c.Int("threads")); err != nil {
+		return engine.Options{}, err
+	}
 	if c.Int("ctx") < 2 {
 		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
 	}
 	return engine.ParseOptions(slots, c.Int("ctx"), c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
+}
+
+// checkThreads validates a thread-count flag: 0 (the default) or 1 to 4x the logical CPUs
+// (more threads only spin; llama.cpp asserts past engine.MaxThreads and hangs).
+func checkThreads(flag string, n int) error {
+	if limit := min(4*runtime.NumCPU(), engine.MaxThreads); n < 0 || n > limit {
+		return fmt.Errorf("--%s must be 0 (the default) or 1 to %d (4x the logical CPUs), got %d", flag, limit, n)
+	}
+	return nil
+}
+
+// checkContext refuses a context or response length n, set by flag, longer than the
+// trained context of the model at path (llama.cpp's n_ctx_train, max_position_embeddings).
+func checkContext(flag string, n, trained int, path string) error {
+	if trained > 0 && n > trained {
+		return fmt.Errorf("%s %d is more than the %d tokens of context %s was trained with", flag, n, trained, path)
+	}
+	return nil
+}
+
+// newEngine makes an engine; when its KV cache would not fit in memory, the error names
+// what set the context (flags).
+func newEngine(m *engine.Model, opt engine.Options, what string) (*engine.Engine, error) {
+	e, err := m.NewEngine(opt)
+	if errors.Is(err, engine.ErrNoMemory) {
+		return nil, fmt.Errorf("%s (%d tokens per sequence) with %d slots: %w", what, opt.SeqContext, opt.Slots, err)
+	}
+	return e, err
 }

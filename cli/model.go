@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +34,7 @@ func init() {
 				&ucli.StringFlag{Name: "tokenizer", Usage: "use the real tokenizer (and chat template) of this Hugging Face directory"},
 				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + presetNames()},
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
+				forceFlag,
 			},
 			Action: func(c *ucli.Context) error {
 				arch := c.String("arch")
@@ -58,7 +61,16 @@ func init() {
 					}
 					tmpl = "" // the checkpoint's own
 				}
-				out := c.String("out")
+				if v := c.Int("vocab"); v < 0 || v > model.MaxVocab {
+					return fmt.Errorf("--vocab %d: want 0 (the tokenizer's own) or at most %d", v, model.MaxVocab)
+				}
+				out, err := outDir(c)
+				if err != nil {
+					return err
+				}
+				if err := prepareOutDir(c, out, removeTiny); err != nil {
+					return err
+				}
 				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
 					return err
 				}
@@ -67,6 +79,14 @@ func init() {
 			},
 		}},
 	})
+}
+
+// removeTiny removes what model tiny writes into dir: model.gguf and the checkpoint in hf/.
+func removeTiny(dir string) error {
+	if err := os.Remove(filepath.Join(dir, "model.gguf")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return model.RemoveHFFiles(filepath.Join(dir, "hf"))
 }
 
 func presetNames() string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	ucli "github.com/urfave/cli/v2"
@@ -13,7 +14,6 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
-	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
 func init() {
@@ -60,6 +60,9 @@ func newScorer(c *ucli.Context) (scorer, error) {
 	if path := c.String("gguf"); path != "" {
 		opt, err := engine.ParseOptions(0, 0, c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
 		if err != nil {
+			return nil, err
+		}
+		if err := checkThreads("threads", c.Int("threads")); err != nil {
 			return nil, err
 		}
 		return engine.OpenScorer(path, opt)
@@ -180,21 +183,21 @@ func score(c *ucli.Context) error {
 				return fmt.Errorf("score lines %d-%d: %w", start+1, start+len(batch), err)
 			}
 			for i, l := range batch {
+				if bad := firstNonFinite(logp[i], ent[i]); bad != "" {
+					return fmt.Errorf("score: line %d: the model gives a %s log-prob or entropy (are its weights diverged?)", l.line, bad)
+				}
 				out := l.fields
-				var err1, err2 error
-				out["logprobs"], err1 = json.Marshal(logp[i])
-				out["entropies"], err2 = json.Marshal(ent[i])
-				if err := enc.Encode(out); err != nil || err1 != nil || err2 != nil {
-					return fmt.Errorf("score: write line %d: %v", start+i+1, errors.Join(err, err1, err2))
+				// Finite float32 slices always marshal.
+				out["logprobs"], _ = json.Marshal(logp[i])
+				out["entropies"], _ = json.Marshal(ent[i])
+				if err := enc.Encode(out); err != nil {
+					return fmt.Errorf("score: write line %d: %w", l.line, err)
 				}
 			}
 		}
 		return nil
 	}
-	if out := c.String("out"); out != "" {
-		return atomicfile.Write(out, write)
-	}
-	return write(c.App.Writer)
+	return writeOutput(c, c.String("out"), write)
 }
 
 func checkPrompts(path string, lines []scoreLine) error {
@@ -204,4 +207,17 @@ func checkPrompts(path string, lines []scoreLine) error {
 		}
 	}
 	return nil
+}
+
+// firstNonFinite names the first NaN or infinite value ("NaN", "+Inf", "-Inf") in the
+// slices, or is "".
+func firstNonFinite(slices ...[]float32) string {
+	for _, xs := range slices {
+		for _, x := range xs {
+			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+				return fmt.Sprint(f)
+			}
+		}
+	}
+	return ""
 }

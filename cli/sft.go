@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -63,12 +64,24 @@ func syntheticFlags() []ucli.Flag {
 	}
 }
 
+// checkSynthetic refuses a --synthetic count below 1, which otherwise failed later with a
+// message about something else.
+func checkSynthetic(c *ucli.Context) error {
+	if n := c.Int("synthetic"); c.IsSet("synthetic") && n < 1 || n < 0 {
+		return fmt.Errorf("--synthetic must be at least 1, got %d", n)
+	}
+	return nil
+}
+
 // syntheticSet is the built-in problems' difficulty from the flags.
 func syntheticSet(c *ucli.Context) data.SyntheticConfig {
 	return data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
 }
 
 func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
+	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
+		return nil, torch.ModelOptions{}, err
+	}
 	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
 	if err != nil {
 		return nil, torch.ModelOptions{}, err
@@ -76,10 +89,32 @@ func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
 	return rt, torch.ModelOptions{CUDA: c.Bool("cuda")}, nil
 }
 
+// sftLock locks sft's output directory, which does not exist until the end (it is built
+// beside and renamed into place), through a lock file beside it.
+func sftLock(out string) (*runlock.Lock, error) {
+	clean := filepath.Clean(out)
+	if err := os.MkdirAll(filepath.Dir(clean), 0o755); err != nil {
+		return nil, err
+	}
+	return runlock.Acquire(filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+runlock.File), out)
+}
+
 func sftCmd(c *ucli.Context) (err error) {
-	src, out := c.String("model"), c.String("out")
+	src := c.String("model")
+	out, err := outDir(c)
+	if err != nil {
+		return err
+	}
+	lock, err := sftLock(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if _, err := os.Stat(out); err == nil {
 		return fmt.Errorf("%s exists; choose another --out", out)
+	}
+	if err := checkSynthetic(c); err != nil {
+		return err
 	}
 	var pairs []trainer.TextPair
 	switch {
@@ -98,12 +133,14 @@ func sftCmd(c *ucli.Context) (err error) {
 	default:
 		return errors.New("give --data pairs.jsonl or --synthetic N")
 	}
-	// Everything is built beside out and renamed into place at the end.
-	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
+	// Everything is built beside out and renamed into place at the end. Under the lock,
+	// a leftover of a killed run may go.
+	clean := filepath.Clean(out)
+	tmp := filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".tmp")
+	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".tmp")
-	if err != nil {
+	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return err
 	}
 	defer func() {
@@ -111,6 +148,8 @@ func sftCmd(c *ucli.Context) (err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
+	ctx, release := interruptContext("stopping after this step; nothing is written")
+	defer release()
 	// llama.cpp's tokenizer, so training sees the ids sampling will: convert, load vocab only.
 	tokGGUF := filepath.Join(tmp, "model.gguf")
 	if err := model.HFToGGUF(src, tokGGUF, model.HFToGGUFOptions{}); err != nil {
@@ -142,11 +181,14 @@ func sftCmd(c *ucli.Context) (err error) {
 	defer m.Free()
 	opt := torch.DefaultAdamW
 	opt.LR, opt.WeightDecay = c.Float64("lr"), c.Float64("weight-decay")
-	st, err := trainer.SFT(m.Model, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"),
+	st, err := trainer.SFT(m.Model, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"), Ctx: ctx,
 		Progress: func(step, total int, loss float64) {
 			fmt.Fprintf(c.App.ErrWriter, "\rsft step %d/%d loss %.4f   ", step, total, loss)
 		}})
 	fmt.Fprintln(c.App.ErrWriter)
+	if errors.Is(err, trainer.ErrInterrupted) {
+		return errors.Join(errInterrupted, err)
+	}
 	if err != nil {
 		return err
 	}

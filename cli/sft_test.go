@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
@@ -63,4 +66,70 @@ func TestSFTSynthetic(t *testing.T) {
 	if _, _, err := runApp(t, "sft", "--model", filepath.Join(out, "hf"), "--synthetic", "4", "--out", out); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("sft into an existing directory: %v", err)
 	}
+}
+
+// sft --lr 1e30 exited 0 with a model that computes NaN: every step's loss was finite, and
+// the last step's weights went unchecked. A leftover temporary directory of a killed run
+// goes with it.
+func TestSFTDivergedWeightsAreAnError(t *testing.T) {
+	parent := t.TempDir()
+	out := filepath.Join(parent, "sft")
+	if err := os.MkdirAll(filepath.Join(parent, ".sft.tmp", "hf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	_, stderr, err := runApp(t, "sft", "--model", src, "--synthetic", "8", "--epochs", "1", "--lr", "1e30", "--torch-threads", "1", "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "the trained weights give a loss of NaN") {
+		t.Fatalf("sft --lr 1e30: %v\n%s", err, stderr)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("a failed sft left %d entries beside --out", len(entries))
+	}
+}
+
+// Ctrl-C stops sft between steps (it was ignored): exit code 130, and nothing is left,
+// neither --out nor the temporary directory beside it.
+func TestSFTInterrupt(t *testing.T) {
+	parent := t.TempDir()
+	src := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	cmd := umadProcess(t, 0, "sft", "--model", src, "--synthetic", "64", "--epochs", "100", "--batch", "4", "--torch-threads", "1",
+		"--out", filepath.Join(parent, "sft"))
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), "sft step 2/"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no training step in two minutes:\n%s", stderr.String())
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code %d (%v), want 130 after Ctrl-C\n%s", code, err, stderr.String())
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("an interrupted sft left %d entries beside --out", len(entries))
+	}
+}
+
+// syncBuffer is a bytes.Buffer a child process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

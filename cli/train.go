@@ -14,6 +14,8 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainer"
@@ -109,6 +111,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	rc := trainRunConfig{Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
 		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed")}
 	if rc.Data == "" {
+		if err := checkSynthetic(c); err != nil {
+			return rc, err
+		}
 		rc.Synthetic = c.Int("synthetic")
 	} else if abs, err := filepath.Abs(rc.Data); err == nil {
 		rc.Data = abs
@@ -178,23 +183,45 @@ func trainCmd(c *ucli.Context) error {
 		cfg.Steps = c.Int("epochs") * (len(cfg.Problems) / cfg.BatchSize)
 		rc.Trainer.Steps = cfg.Steps
 	}
-	out := c.String("out")
+	out, err := outDir(c)
+	if err != nil {
+		return err
+	}
 	cfg.Out = out
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	lock, err := runlock.Dir(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	_, statErr := os.Stat(filepath.Join(out, "config.json"))
-	switch exists := statErr == nil; {
+	exists := statErr == nil
+	switch {
 	case exists && !c.Bool("resume"):
 		return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
 	case !exists && c.Bool("resume"):
 		return fmt.Errorf("--resume: %s holds no training run", out)
 	}
-	if err := claimTrainRun(out, rc); err != nil {
+	save, err := claimTrainRun(out, rc)
+	if err != nil {
 		return err
 	}
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
+	}
+	for _, a := range rc.Agents {
+		hc, err := model.LoadHFConfig(a.Model)
+		if err != nil {
+			continue // the trainer says what is wrong with the directory
+		}
+		if err := checkContext("--max-tokens", a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
+			return err
+		}
+		if err := checkContext("--ctx", cfg.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {
+			return err
+		}
 	}
 	if !c.IsSet("ctx") {
 		cfg.Engine.SeqContext = 0 // room for the prompt limit plus the response
@@ -211,9 +238,15 @@ func trainCmd(c *ucli.Context) error {
 	}
 	cfg.Torch = topts
 
+	if err := save(); err != nil {
+		return err
+	}
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
+		if !exists {
+			unclaimRun(out)
+		}
 		if errors.Is(err, trainer.ErrInterrupted) {
 			return errors.Join(errInterrupted, err)
 		}
@@ -235,7 +268,7 @@ func trainCmd(c *ucli.Context) error {
 // claimTrainRun is claimRunDir, except that --steps may change between runs of one
 // directory: a resume then trains on to the new count. A cosine schedule depends on the
 // count, so there it must stay.
-func claimTrainRun(dir string, rc trainRunConfig) error {
+func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error) {
 	path := filepath.Join(dir, "config.json")
 	var old trainRunConfig
 	b, err := os.ReadFile(path)
@@ -244,15 +277,27 @@ func claimTrainRun(dir string, rc trainRunConfig) error {
 	}
 	same := rc
 	same.Trainer.Steps = old.Trainer.Steps
-	if err := claimRunDir(dir, same); err != nil {
-		return err
+	if _, err := claimRunDir(dir, same); err != nil {
+		return nil, err
 	}
 	if rc.Trainer.Schedule.Kind == trainer.ScheduleCosine {
-		return fmt.Errorf("%s trains %d steps on a cosine learning-rate schedule, which depends on the count; resume it with --steps %d", dir, old.Trainer.Steps, old.Trainer.Steps)
+		return nil, fmt.Errorf("%s trains %d steps on a cosine learning-rate schedule, which depends on the count; resume it with --steps %d", dir, old.Trainer.Steps, old.Trainer.Steps)
 	}
 	want, err := json.MarshalIndent(rc, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return atomicfile.WriteBytes(path, append(want, '\n'))
+	return func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }, nil
+}
+
+// unclaimRun removes the config.json of a new run that failed before writing anything else
+// (an agent's model did not load, say), so that the corrected command can use the directory.
+func unclaimRun(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != "config.json" && e.Name() != runlock.File {
+			return
+		}
+	}
+	os.Remove(filepath.Join(dir, "config.json"))
 }

@@ -80,6 +80,18 @@ func (s *Scorer) one(prompt, response []int32, temp float64) ([]float32, []float
 		return nil, nil, fmt.Errorf("empty prompt")
 	}
 	seq := append(append([]int32{}, prompt...), response...)
+	for i, t := range seq {
+		if t < 0 || int(t) >= s.nVocab {
+			what, at := "prompt", i
+			if i >= len(prompt) {
+				what, at = "response", i-len(prompt)
+			}
+			return nil, nil, fmt.Errorf("%s token %d at index %d is outside the vocabulary [0, %d)", what, t, at, s.nVocab)
+		}
+	}
+	if nt := s.m.NCtxTrain(); len(seq) > nt {
+		return nil, nil, fmt.Errorf("%d tokens are more than the model's context of %d", len(seq), nt)
+	}
 	n := len(seq) - 1 // the last token is scored, never fed
 	if err := s.ensure(len(seq)); err != nil {
 		return nil, nil, err

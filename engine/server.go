@@ -7,42 +7,66 @@ import (
 	"github.com/umad-dev/umad/chat"
 )
 
-// Vocab is a loaded GGUF model seen as its tokenizer and chat template: what building
-// prompts and training pairs needs, with llama.cpp's ids, so training sees exactly the
-// ids sampling does.
-type Vocab struct {
+// Model is a GGUF model loaded by llama.cpp, seen as the CLI and the trainer need it: its
+// tokenizer (llama.cpp's ids, so training sees exactly the ids sampling does), chat
+// template and trained context, and engines on it.
+type Model struct {
 	model *llama.Model
 }
 
+// MaxThreads is the most threads a llama.cpp context may use.
+const MaxThreads = llama.MaxThreads
+
+// ErrNoMemory is returned when a context's KV cache would not fit the machine's memory.
+var ErrNoMemory = llama.ErrNoMemory
+
+// OpenModel loads a GGUF file, checked by LoadModel first, with gpuLayers layers offloaded.
+func OpenModel(path string, gpuLayers int) (*Model, error) {
+	m, err := LoadModel(path, llama.ModelParams{GPULayers: gpuLayers})
+	if err != nil {
+		return nil, err
+	}
+	return &Model{m}, nil
+}
+
 // OpenVocab loads only the tokenizer and metadata of a GGUF file (no weights).
-func OpenVocab(path string) (*Vocab, error) {
+func OpenVocab(path string) (*Model, error) {
 	m, err := LoadModel(path, llama.ModelParams{VocabOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	return &Vocab{m}, nil
+	return &Model{m}, nil
 }
 
-// Close frees the model; a nil vocabulary is a no-op.
-func (v *Vocab) Close() {
+// Close frees the model; a nil model is a no-op.
+func (v *Model) Close() {
 	if v != nil {
 		v.model.Close()
 	}
 }
 
+// Path is the GGUF file the model was loaded from.
+func (v *Model) Path() string { return v.model.Path() }
+
+// TrainedContext is the context length the model was trained with (0 if unknown).
+func (v *Model) TrainedContext() int { return v.model.NCtxTrain() }
+
+// NewEngine makes a rollout engine on the model.
+func (v *Model) NewEngine(opt Options) (*Engine, error) { return New(v.model, opt) }
+
 // Tokenize is llama.cpp's tokenizer of the model.
-func (v *Vocab) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+func (v *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	return v.model.Tokenize(text, addSpecial, parseSpecial)
 }
 
 // Detokenize turns token ids back into text; bytes cut mid-character become U+FFFD.
-func (v *Vocab) Detokenize(tokens []int32, renderSpecial bool) (string, error) {
+func (v *Model) Detokenize(tokens []int32, renderSpecial bool) (string, error) {
 	return v.model.Detokenize(tokens, renderSpecial)
 }
 
 // Format is the model's chat format: the override (a family name) when given, else the one
 // detected from the GGUF's template.
-func (v *Vocab) Format(override string) (chat.Format, error) {
+func (v *Model) Format(override string) (chat.Format, error) {
 	return ModelFormat(v.model, override)
 }
 
@@ -58,7 +82,7 @@ func ModelFormat(m *llama.Model, override string) (chat.Format, error) {
 
 // EndOfTurn is the token that ends an assistant turn (and that training must teach): EOT
 // when the model has one, else EOS.
-func (v *Vocab) EndOfTurn() int32 {
+func (v *Model) EndOfTurn() int32 {
 	sp := v.model.Specials()
 	if sp.EOT >= 0 {
 		return sp.EOT
@@ -69,31 +93,33 @@ func (v *Vocab) EndOfTurn() int32 {
 // Server is one GGUF model loaded for a trainer: the model with a rollout engine on it and
 // exact scoring, so that the trainer reaches llama.cpp only through this package.
 type Server struct {
-	*Vocab
+	*Model
 	Engine *Engine
 }
 
 // OpenServer loads a GGUF file (checked by LoadModel first) and makes an engine for it.
 func OpenServer(path string, gpuLayers int, opt Options) (*Server, error) {
-	m, err := LoadModel(path, llama.ModelParams{GPULayers: gpuLayers})
+	m, err := OpenModel(path, gpuLayers)
 	if err != nil {
 		return nil, err
 	}
-	e, err := New(m, opt)
+	e, err := m.NewEngine(opt)
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("engine for %s: %w", path, err)
 	}
-	return &Server{Vocab: &Vocab{m}, Engine: e}, nil
+	return &Server{Model: m, Engine: e}, nil
 }
 
-// Close frees the engine and the model; a nil server is a no-op.
+// Close frees the engine, if one was made, and the model; a nil server is a no-op.
 func (s *Server) Close() {
 	if s == nil {
 		return
 	}
-	s.Engine.Close()
-	s.Vocab.Close()
+	if s.Engine != nil {
+		s.Engine.Close()
+	}
+	s.Model.Close()
 }
 
 // ExactLogProbs scores one response after a prompt with its own context under an F32 KV
@@ -135,7 +161,7 @@ func SharedThreads(engines int) int {
 // --gguf`).
 type ModelScorer struct {
 	*Scorer
-	*Vocab
+	*Model
 }
 
 // OpenScorer loads a GGUF file for scoring under opt's threads, KV-cache type and flash
@@ -145,11 +171,11 @@ func OpenScorer(path string, opt Options) (*ModelScorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ModelScorer{NewScorer(m, llama.ContextParams{Threads: opt.Threads, KVType: opt.KVType, FlashAttn: opt.FlashAttn}), &Vocab{m}}, nil
+	return &ModelScorer{NewScorer(m, llama.ContextParams{Threads: opt.Threads, KVType: opt.KVType, FlashAttn: opt.FlashAttn}), &Model{m}}, nil
 }
 
 // Free releases the context and the model.
 func (s *ModelScorer) Free() {
 	s.Scorer.Free()
-	s.Vocab.Close()
+	s.Model.Close()
 }

@@ -94,6 +94,9 @@ func (c *HFConfig) Shape() (Shape, error) {
 	if !ok {
 		return Shape{}, fmt.Errorf("hf config: unsupported model_type %q", c.ModelType)
 	}
+	if c.VocabSize > MaxVocab {
+		return Shape{}, fmt.Errorf("hf config: vocab_size %d is more than the %d tokens umad supports", c.VocabSize, MaxVocab)
+	}
 	s := Shape{
 		Arch:           arch,
 		Vocab:          c.VocabSize,

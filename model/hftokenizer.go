@@ -214,8 +214,9 @@ func hfVocab(tj *hfTokenizerFile) (*vocab, error) {
 		}
 		n = max(n, a.ID+1)
 	}
-	if n == 0 {
-		return nil, errors.New("tokenizer.json has an empty vocabulary")
+	if len(tj.Model.Vocab) == 0 {
+		// Added (special) tokens alone made a model whose samples are empty text.
+		return nil, errors.New("tokenizer.json has an empty vocabulary (model.vocab): the model could produce no text")
 	}
 	// Ids are dense in real tokenizers; a sparse one bigger than its entries is corrupt.
 	if n > 2*(len(tj.Model.Vocab)+len(tj.AddedTokens))+1024 {

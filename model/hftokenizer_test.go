@@ -135,6 +135,7 @@ func TestLoadHFTokenizerErrors(t *testing.T) {
 		{"bad merge", `{"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{"a":0},"merges":["ab"]}}`, `{}`, "merge 0"},
 		{"duplicate id", `{"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{"a":0,"b":0},"merges":[]}}`, `{}`, "id 0 is given to both"},
 		{"huge sparse id", `{"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{"a":900000000},"merges":[]}}`, `{}`, "far beyond"},
+		{"only added tokens", `{"added_tokens":[{"id":0,"content":"<|im_end|>","special":true}],"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{},"merges":[]}}`, `{}`, "empty vocabulary (model.vocab)"},
 		{"corrupt json", `{"model":`, `{}`, "parse tokenizer.json"},
 	}
 	for _, c := range cases {

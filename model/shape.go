@@ -65,6 +65,11 @@ func DefaultShape(arch Arch) (Shape, error) {
 	return s, nil
 }
 
+// MaxVocab is the largest vocabulary umad accepts: real ones have up to about 260,000
+// tokens, and a vocabulary is held in memory as strings (a config's vocab_size of 2e9
+// otherwise made the converter pad it until the machine ran out of memory).
+const MaxVocab = 1 << 24
+
 // Validate checks that llama.cpp and a Hugging Face implementation can both build the shape.
 func (s Shape) Validate() error {
 	if _, err := DefaultShape(s.Arch); err != nil {
@@ -82,6 +87,8 @@ func (s Shape) Validate() error {
 		}
 	}
 	switch {
+	case s.Vocab > MaxVocab:
+		return fmt.Errorf("shape: vocab = %d, more than the %d tokens umad supports", s.Vocab, MaxVocab)
 	case s.Heads%s.KVHeads != 0:
 		return fmt.Errorf("shape: %d heads are not a multiple of %d kv heads", s.Heads, s.KVHeads)
 	case s.HeadDim%2 != 0:

@@ -38,3 +38,23 @@ func WriteFiles(dst string, files map[string][]byte) error {
 	}
 	return nil
 }
+
+// RemoveHFFiles removes from dir the files a Hugging Face checkpoint is made of (config.json,
+// every .safetensors file and the shard index, the tokenizer files), so that a new
+// checkpoint written there is not mixed with an old one's shards; other files stay.
+func RemoveHFFiles(dir string) error {
+	shards, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		return err
+	}
+	names := append([]string{"config.json", stIndexName}, TokenizerFiles...)
+	for _, n := range names {
+		shards = append(shards, filepath.Join(dir, n))
+	}
+	for _, p := range shards {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

@@ -53,6 +53,9 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err != nil {
 		return err
 	}
+	if opt.VocabSize < 0 || opt.VocabSize > MaxVocab {
+		return fmt.Errorf("vocabulary size %d must be 0 (the tokenizer's own) or at most %d", opt.VocabSize, MaxVocab)
+	}
 	var voc *vocab
 	fam := familyOf(s.Arch)
 	if t := opt.Tokenizer; t != nil {

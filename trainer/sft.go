@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,6 +115,8 @@ type SFTConfig struct {
 	Seed      uint64 // shuffles the pairs, per epoch
 	// Progress, if set, is called after every optimizer step.
 	Progress func(step, total int, loss float64)
+	// Ctx, if set, stops the run between steps when it is done (ErrInterrupted).
+	Ctx context.Context
 }
 
 // SFTStats summarise a warm start.
@@ -140,10 +143,10 @@ func SFT(m *torch.Model, pairs []Pair, cfg SFTConfig) (SFTStats, error) {
 		var epochLoss float64
 		for b := 0; b < perEpoch; b++ {
 			idx := order[b*cfg.BatchSize : min((b+1)*cfg.BatchSize, len(pairs))]
-			var prompts, responses [][]int32
-			for _, i := range idx {
-				prompts, responses = append(prompts, pairs[i].Prompt), append(responses, pairs[i].Response)
+			if cfg.Ctx != nil && cfg.Ctx.Err() != nil {
+				return st, ErrInterrupted
 			}
+			prompts, responses := batchOf(pairs, idx)
 			loss, err := m.SFTLoss(prompts, responses, true, 1)
 			if err != nil {
 				return st, fmt.Errorf("sft step %d: %w", st.Steps+1, err)
@@ -167,5 +170,32 @@ func SFT(m *torch.Model, pairs []Pair, cfg SFTConfig) (SFTStats, error) {
 		}
 		st.LastLoss = epochLoss
 	}
+	// The losses above are those before each step: check the weights the last step left
+	// (--lr 1e30 gave finite losses and a model that computes NaN).
+	prompts, responses := batchOf(pairs, firstN(min(len(pairs), cfg.BatchSize)))
+	loss, err := m.SFTLoss(prompts, responses, false, 1)
+	if err != nil {
+		return st, fmt.Errorf("sft: loss of the trained weights: %w", err)
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return st, fmt.Errorf("sft: the trained weights give a loss of %v (lower the learning rate?)", loss)
+	}
 	return st, nil
+}
+
+// batchOf is the pairs at idx as prompt and response lists.
+func batchOf(pairs []Pair, idx []int) (prompts, responses [][]int32) {
+	for _, i := range idx {
+		prompts, responses = append(prompts, pairs[i].Prompt), append(responses, pairs[i].Response)
+	}
+	return prompts, responses
+}
+
+// firstN is the indexes 0 to n-1.
+func firstN(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
 }

@@ -82,6 +82,42 @@ type Context struct {
 	TokensDecoded int64
 }
 
+// ErrNoMemory is returned by NewContext when the KV cache would not fit in the memory
+// the machine has available.
+var ErrNoMemory = errors.New("not enough memory")
+
+// MaxThreads is ggml's GGML_MAX_N_THREADS: the most threads a context may use.
+const MaxThreads = 512
+
+// checkKVMemory refuses a context whose KV cache alone would exceed the memory available
+// now, before llama.cpp allocates it (a huge n_ctx otherwise takes the machine's memory).
+// With layers offloaded to a GPU the cache lives there, and llama.cpp reports its own
+// allocation failure.
+func (m *Model) checkKVMemory(p ContextParams) error {
+	if m.gpuLayers > 0 {
+		return nil
+	}
+	elem := map[KVType]float64{KVF32: 4, KVF16: 2, KVQ8_0: 34.0 / 32}[p.KVType]
+	nHead, nHeadKV := int64(C.llama_model_n_head(m.m)), int64(C.llama_model_n_head_kv(m.m))
+	if nHead < 1 {
+		return nil
+	}
+	arch := m.architectureLocked()
+	headK := metaInt(m, arch+".attention.key_length", int64(C.llama_model_n_embd(m.m))/nHead)
+	headV := metaInt(m, arch+".attention.value_length", headK)
+	// Each sequence's stream is padded to a multiple of 256 cells (unless unified).
+	cells := int64(p.NCtx)
+	if !p.KVUnified {
+		cells = (int64(p.NCtx)/int64(p.NSeqMax) + 255) / 256 * 256 * int64(p.NSeqMax)
+	}
+	need := float64(cells) * float64(int64(C.llama_model_n_layer(m.m))*nHeadKV*(headK+headV)) * elem
+	if avail, ok := memAvailable(); ok && need > float64(avail) {
+		return fmt.Errorf("new context: a KV cache of %d cells needs %.1f GiB, more than the %.1f GiB available: %w",
+			cells, need/(1<<30), float64(avail)/(1<<30), ErrNoMemory)
+	}
+	return nil
+}
+
 // ErrNoKVSlot is returned by Decode when the KV memory has no room for the batch.
 var ErrNoKVSlot = errors.New("llama: no room in the KV cache for this batch")
 
@@ -115,6 +151,12 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 		return nil, fmt.Errorf("new context: batch size must be positive, got %d", p.NBatch)
 	case p.KVType == KVQ8_0 && p.FlashAttn == FlashOff:
 		return nil, errors.New("new context: a q8_0 KV cache needs flash attention (auto or on)")
+	case p.Threads > MaxThreads:
+		// ggml asserts (GGML_MAX_N_THREADS) and then hangs.
+		return nil, fmt.Errorf("new context: %d threads; llama.cpp allows at most %d", p.Threads, MaxThreads)
+	}
+	if err := m.checkKVMemory(p); err != nil {
+		return nil, err
 	}
 	if _, err := ParseKVType(string(p.KVType)); err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package llama
 /*
 #include <stdlib.h>
 #include "llama.h"
+int umad_tokenize(const struct llama_vocab *vocab, const char *text, int32_t text_len, llama_token *tokens,
+                  int32_t n_tokens_max, bool add_special, bool parse_special, size_t stack_size, int32_t *result);
 */
 import "C"
 
@@ -10,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -28,12 +32,13 @@ type ModelParams struct {
 
 // Model is a loaded GGUF model: weights and tokenizer.
 type Model struct {
-	mu       sync.Mutex
-	m        *C.struct_llama_model
-	vocab    *C.struct_llama_vocab
-	path     string
-	contexts int // open contexts; the model outlives them
-	adapters []*Adapter
+	mu        sync.Mutex
+	m         *C.struct_llama_model
+	vocab     *C.struct_llama_vocab
+	path      string
+	contexts  int // open contexts; the model outlives them
+	gpuLayers int
+	adapters  []*Adapter
 }
 
 // LoadModel loads a GGUF model. Callers that want a precise message for a corrupt or
@@ -58,7 +63,7 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 		}
 		return nil, fmt.Errorf("load model %s: llama.cpp could not load it", path)
 	}
-	return &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path}, nil
+	return &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path, gpuLayers: p.GPULayers}, nil
 }
 
 // Close frees the model. It fails while contexts made from it are open.
@@ -116,6 +121,10 @@ func (m *Model) Meta(key string) (string, bool) {
 		return "", false
 	}
 	defer m.mu.Unlock()
+	return m.metaLocked(key)
+}
+
+func (m *Model) metaLocked(key string) (string, bool) {
 	ckey := C.CString(key)
 	defer C.free(unsafe.Pointer(ckey))
 	buf := make([]byte, 256)
@@ -129,6 +138,24 @@ func (m *Model) Meta(key string) (string, bool) {
 		}
 		buf = make([]byte, n+1)
 	}
+}
+
+func (m *Model) architectureLocked() string {
+	s, _ := m.metaLocked("general.architecture")
+	return s
+}
+
+// metaInt is an integer metadata value, or def; m.mu is held.
+func metaInt(m *Model, key string, def int64) int64 {
+	s, ok := m.metaLocked(key)
+	if !ok {
+		return def
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
 }
 
 // Architecture is general.architecture (qwen2, qwen3, llama, ...).
@@ -150,6 +177,21 @@ func (m *Model) ChatTemplate() string {
 	return C.GoString(t)
 }
 
+// MaxTokenizeBytes is the longest text Tokenize accepts.
+const MaxTokenizeBytes = 2 << 20
+
+// llama.cpp splits text for BPE with std::regex where it has no hand-written splitter
+// (Qwen2's pre-tokenizer, among others), and the matcher recurses once per character of a
+// match: a run of 30,000 letters overflowed an 8 MiB thread stack. Measured here (gcc -O3)
+// at 320 bytes of stack per character for runs of ASCII and Latin letters, CJK, punctuation,
+// spaces and newlines, 0 for Llama 3's hand-written splitter. Each call gets a thread whose
+// stack has room for 512 bytes per byte of text, so MaxTokenizeBytes needs 1 GiB of address
+// space, touched only as deep as the recursion goes.
+const (
+	tokenizeStackBase    = 8 << 20
+	tokenizeStackPerByte = 512
+)
+
 // Tokenize converts text to token ids. addSpecial adds BOS/EOS where the model is
 // configured to; parseSpecial maps special-token text such as <|im_start|> to its id.
 func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
@@ -157,8 +199,8 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, e
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	if len(text) > 1<<30 {
-		return nil, fmt.Errorf("tokenize: text of %d bytes is too long", len(text))
+	if len(text) > MaxTokenizeBytes {
+		return nil, fmt.Errorf("tokenize: text of %d bytes is longer than the %d bytes umad tokenizes", len(text), MaxTokenizeBytes)
 	}
 	// llama.cpp throws a C++ exception (an abort through cgo) on invalid UTF-8.
 	if !utf8.ValidString(text) {
@@ -166,18 +208,22 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, e
 	}
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))
+	stack := C.size_t(tokenizeStackBase + tokenizeStackPerByte*len(text))
 	n := len(text) + 8
 	for {
 		out := make([]int32, n)
-		got := int(C.llama_tokenize(m.vocab, ctext, C.int32_t(len(text)),
-			(*C.llama_token)(unsafe.Pointer(&out[0])), C.int32_t(n), C.bool(addSpecial), C.bool(parseSpecial)))
+		var got C.int32_t
+		if rc := C.umad_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(&out[0])), C.int32_t(n),
+			C.bool(addSpecial), C.bool(parseSpecial), stack, &got); rc != 0 {
+			return nil, fmt.Errorf("tokenize: cannot start a thread with a %d MiB stack for %d bytes of text: %w", stack>>20, len(text), syscall.Errno(rc))
+		}
 		if got >= 0 {
 			return out[:got], nil
 		}
-		if got == -(1<<31) || -got <= n {
+		if got == -(1<<31) || int(-got) <= n {
 			return nil, fmt.Errorf("tokenize: llama.cpp failed on %d bytes of text", len(text))
 		}
-		n = -got
+		n = int(-got)
 	}
 }
 

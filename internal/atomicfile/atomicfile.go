@@ -1,32 +1,87 @@
-// Package atomicfile writes files so that readers see either the old file or the whole
-// new one, never a part: the data goes to a temporary file in the same directory, which
-// is synced and renamed over the target.
+// Package atomicfile writes output files so that readers see either the old file or the
+// whole new one, never a part: the data goes to a temporary file in the same directory,
+// which is synced and renamed over the target. A symlink is followed and its target
+// replaced. What is not a regular file (a device such as /dev/null, a FIFO, a socket),
+// anything under /dev/ or /proc/ (such as /dev/stdout) and "-" (standard output) are
+// written through instead: renaming over them would replace the device or pipe with a
+// plain file.
 package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
-// Write creates path atomically with what fill writes. On any error the target is left
-// as it was and the temporary file is removed.
+// Stdout is the path that names standard output (as /dev/stdout does).
+const Stdout = "-"
+
+// Write creates path atomically with what fill writes. On any error a regular target is
+// left as it was and the temporary file is removed.
 func Write(path string, fill func(w io.Writer) error) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("write %s: %w", path, err)
+		}
+	}()
+	if path == Stdout || path == "/dev/stdout" {
+		return through(os.Stdout, fill)
+	}
+	target, err := resolve(path)
+	if err != nil {
+		return err
+	}
+	fi, statErr := os.Stat(target)
+	switch {
+	case statErr == nil && fi.IsDir():
+		return errors.New("is a directory")
+	case statErr == nil && !fi.Mode().IsRegular(), isSpecialPath(path) || isSpecialPath(target):
+		// The path as given: the kernel resolves /proc/self/fd links, which name pipes
+		// that have no path.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		err = through(f, fill)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if statErr == nil {
+		mode = fi.Mode().Perm()
+	}
+	return replace(target, mode, fill)
+}
+
+// through writes to w directly.
+func through(w io.Writer, fill func(w io.Writer) error) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := fill(bw); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// replace writes a temporary file beside path and renames it over path.
+func replace(path string, mode os.FileMode, fill func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
-			err = fmt.Errorf("write %s: %w", path, err)
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
@@ -42,10 +97,40 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	if err = f.Close(); err != nil {
 		return err
 	}
-	if err = os.Chmod(f.Name(), 0o644); err != nil {
+	if err = os.Chmod(f.Name(), mode); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// resolve follows path while it is a symlink, also one whose target does not exist yet.
+func resolve(path string) (string, error) {
+	for range 40 {
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return path, nil // a missing path is created; other errors show when it is
+		}
+		link, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(filepath.Dir(path), link)
+		}
+		path = link
+	}
+	return "", errors.New("too many levels of symbolic links")
+}
+
+// isSpecialPath reports whether path lies under /dev/ or /proc/, where names stand for
+// devices and for the process's own descriptors (/dev/stdout -> /proc/self/fd/1), which a
+// rename would detach from the file the descriptor writes to.
+func isSpecialPath(path string) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	return strings.HasPrefix(abs, "/dev/") || strings.HasPrefix(abs, "/proc/")
 }
 
 // WriteBytes creates path atomically with data.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -37,5 +38,89 @@ func TestWriteReplacesWholeOrNothing(t *testing.T) {
 	}
 	if err := WriteBytes(filepath.Join(path, "under-a-file"), nil); err == nil {
 		t.Error("writing under a regular file should fail")
+	}
+}
+
+// A symlink is followed and its target replaced; a FIFO and a device are written through
+// and stay what they are.
+func TestWriteKeepsWhatThePathIs(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target.txt")
+	if err := os.WriteFile(target, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.txt")
+	if err := os.Symlink("target.txt", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(link, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symlink was replaced: %v %v", fi.Mode(), err)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "new" {
+		t.Errorf("target holds %q, want new", got)
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o600 {
+		t.Errorf("target mode %v, want the old 0600 kept", fi.Mode().Perm())
+	}
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink("made.txt", dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(dangling, []byte("made")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "made.txt")); string(got) != "made" {
+		t.Errorf("a dangling link's target holds %q", got)
+	}
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A non-blocking reader, so that the writer's open does not wait and a regression
+	// (renaming over the FIFO) fails instead of hanging.
+	rfd, err := syscall.Open(fifo, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := os.NewFile(uintptr(rfd), fifo)
+	defer reader.Close()
+	if err := WriteBytes(fifo, []byte("through the pipe")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, _ := reader.Read(buf); string(buf[:n]) != "through the pipe" {
+		t.Errorf("the FIFO's reader got %q", buf[:n])
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO became %v (%v)", fi.Mode(), err)
+	}
+
+	// Character devices of our own (root only), so a regression cannot replace /dev/null:
+	// null (1, 3) takes the data, full (1, 7) fails the write with ENOSPC.
+	null, full := filepath.Join(dir, "null"), filepath.Join(dir, "full")
+	if err := syscall.Mknod(null, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+		t.Logf("mknod (needs root): %v; device cases skipped", err)
+	} else {
+		if err := syscall.Mknod(full, syscall.S_IFCHR|0o666, 1<<8|7); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteBytes(null, []byte("gone")); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteBytes(full, []byte("x")); !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("full: got %v, want ENOSPC", err)
+		}
+		for _, dev := range []string{null, full} {
+			if fi, err := os.Lstat(dev); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+				t.Errorf("%s became %v (%v)", dev, fi.Mode(), err)
+			}
+		}
+	}
+	if err := WriteBytes(dir, []byte("x")); err == nil {
+		t.Error("writing over a directory should fail")
 	}
 }
