@@ -128,12 +128,3 @@ func writeOutput(c *ucli.Context, path string, fill func(io.Writer) error) error
 	}
 	return w.Flush()
 }
-
-// outDir is the --out of a command that writes a directory. An empty one named the
-// current directory: debate wrote its run there, sft trained and then failed.
-func outDir(c *ucli.Context) (string, error) {
-	if c.String("out") == "" {
-		return "", errors.New("--out is empty; name the output directory")
-	}
-	return c.String("out"), nil
-}

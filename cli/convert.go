@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -136,17 +135,3 @@ func progress(w io.Writer) func(done, total int, name string) {
 
 // forceFlag lets a command write into a non-empty output directory.
 var forceFlag = &ucli.BoolFlag{Name: "force", Usage: "write into a non-empty output directory, first removing the model files there"}
-
-// prepareOutDir refuses a non-empty output directory (an old checkpoint's shards would
-// stay beside the new files) unless --force, which first removes what the output format
-// owns with clear.
-func prepareOutDir(c *ucli.Context, dir string, clear func(dir string) error) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) == 0 {
-		return nil // a missing directory is created; a file fails the write with its own error
-	}
-	if !c.Bool("force") {
-		return fmt.Errorf("%s is not empty; choose another directory, or pass --force to replace the model files in it", dir)
-	}
-	return clear(dir)
-}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,11 +17,9 @@ import (
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/rollouts"
-	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
@@ -87,67 +84,6 @@ type debateConfig struct {
 	KVType        string                `json:"kv_type"`
 	FlashAttn     string                `json:"flash_attn"`
 	Ctx           int                   `json:"ctx"`
-}
-
-type agentSpec struct {
-	Name       string         `json:"name"`
-	Model      string         `json:"model"`
-	ChatFormat string         `json:"chat_format,omitempty"`
-	Params     sampler.Params `json:"params"`
-	MaxTokens  int            `json:"max_tokens"`
-	// SeedOffset is added to each evaluation seed to give this agent's seed.
-	SeedOffset uint64 `json:"seed_offset"`
-}
-
-func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
-	parts := strings.Split(spec, ",")
-	a := agentSpec{Name: fmt.Sprintf("agent %d", i), Model: parts[0], MaxTokens: c.Int("max-tokens"),
-		SeedOffset: uint64(i) * 1000003,
-		Params:     sampler.Params{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k"), MinP: c.Float64("min-p")}}
-	if a.Model == "" {
-		return a, fmt.Errorf("--agent %q: no model path", spec)
-	}
-	for _, kv := range parts[1:] {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return a, fmt.Errorf("--agent %q: %q is not key=value", spec, kv)
-		}
-		var err error
-		switch k {
-		case "name":
-			a.Name = v
-		case "chat-format":
-			a.ChatFormat = v
-		case "seed":
-			a.SeedOffset, err = strconv.ParseUint(v, 10, 64)
-		case "temperature":
-			a.Params.Temperature, err = strconv.ParseFloat(v, 64)
-		case "top-p":
-			a.Params.TopP, err = strconv.ParseFloat(v, 64)
-		case "min-p":
-			a.Params.MinP, err = strconv.ParseFloat(v, 64)
-		case "top-k":
-			a.Params.TopK, err = strconv.Atoi(v)
-		case "max-tokens":
-			a.MaxTokens, err = strconv.Atoi(v)
-		default:
-			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format)", spec, k)
-		}
-		if err != nil {
-			return a, fmt.Errorf("--agent %q: %s: %w", spec, k, err)
-		}
-	}
-	if err := a.Params.Validate(); err != nil {
-		return a, fmt.Errorf("--agent %q: %w", spec, err)
-	}
-	if a.MaxTokens < 1 {
-		return a, fmt.Errorf("--agent %q: max tokens must be at least 1", spec)
-	}
-	// Absolute, so the saved config still names the file when run from elsewhere.
-	if abs, err := filepath.Abs(a.Model); err == nil {
-		a.Model = abs
-	}
-	return a, nil
 }
 
 func resolveDebate(c *ucli.Context) (debateConfig, error) {
@@ -243,39 +179,6 @@ func (cfg debateConfig) problems() ([]data.Problem, error) {
 		return nil, fmt.Errorf("%s: no valid problems", cfg.Data)
 	}
 	return ps, nil
-}
-
-// claimRunDir checks that dir, locked by the caller, is empty or holds a run with the same
-// config (so re-running the command resumes it). It returns what saves the config of a new
-// run, to be called once the run has started (models loaded), so that a run that fails
-// before leaves nothing that blocks the corrected command.
-func claimRunDir(dir string, cfg any) (save func() error, err error) {
-	path := filepath.Join(dir, "config.json")
-	want, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	old, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if e.Name() != runlock.File {
-				return nil, fmt.Errorf("%s is not empty and holds no run; choose another --out", dir)
-			}
-		}
-		return func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	oldCfg := reflect.New(reflect.TypeOf(cfg)).Interface()
-	if err := json.Unmarshal(old, oldCfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if !reflect.DeepEqual(reflect.ValueOf(oldCfg).Elem().Interface(), cfg) {
-		return nil, fmt.Errorf("%s holds a run with other settings; resume it with the same flags or choose another --out", dir)
-	}
-	return func() error { return nil }, nil
 }
 
 func debateCmd(c *ucli.Context) error {

@@ -12,7 +12,6 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
-	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -42,61 +41,6 @@ func init() {
 		}, append(syntheticFlags(), torchFlags()...)...),
 		Action: sftCmd,
 	})
-}
-
-// torchFlags are the libtorch settings of the commands that train.
-func torchFlags() []ucli.Flag {
-	return []ucli.Flag{
-		&ucli.IntFlag{Name: "torch-threads", Usage: "libtorch threads; 0 = all CPUs"},
-		&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
-		&ucli.BoolFlag{Name: "cuda", Usage: "train on GPU 0 (bf16 compute, fp32 master weights)"},
-	}
-}
-
-// syntheticFlags set the difficulty of the built-in problems.
-func syntheticFlags() []ucli.Flag {
-	d := data.DefaultSynthetic
-	return []ucli.Flag{
-		&ucli.IntFlag{Name: "synthetic-terms", Value: d.Terms, Usage: "operands per synthetic problem"},
-		&ucli.IntFlag{Name: "synthetic-max", Value: d.MaxOperand, Usage: "largest synthetic operand"},
-		&ucli.StringFlag{Name: "synthetic-ops", Value: d.Ops, Usage: "synthetic operators, any of +-*"},
-		&ucli.Uint64Flag{Name: "synthetic-seed", Value: 1, Usage: "seed of the synthetic problems (umad train validates on seed + 1000003)"},
-	}
-}
-
-// checkSynthetic refuses a --synthetic count below 1, which otherwise failed later with a
-// message about something else.
-func checkSynthetic(c *ucli.Context) error {
-	if n := c.Int("synthetic"); c.IsSet("synthetic") && n < 1 || n < 0 {
-		return fmt.Errorf("--synthetic must be at least 1, got %d", n)
-	}
-	return nil
-}
-
-// syntheticSet is the built-in problems' difficulty from the flags.
-func syntheticSet(c *ucli.Context) data.SyntheticConfig {
-	return data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
-}
-
-func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
-	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
-		return nil, torch.ModelOptions{}, err
-	}
-	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
-	if err != nil {
-		return nil, torch.ModelOptions{}, err
-	}
-	return rt, torch.ModelOptions{CUDA: c.Bool("cuda")}, nil
-}
-
-// sftLock locks sft's output directory, which does not exist until the end (it is built
-// beside and renamed into place), through a lock file beside it.
-func sftLock(out string) (*runlock.Lock, error) {
-	clean := filepath.Clean(out)
-	if err := os.MkdirAll(filepath.Dir(clean), 0o755); err != nil {
-		return nil, err
-	}
-	return runlock.Acquire(filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+runlock.File), out)
 }
 
 func sftCmd(c *ucli.Context) (err error) {

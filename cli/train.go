@@ -151,15 +151,6 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	return rc, nil
 }
 
-// setFloat is a float flag's value when the user set it, else nil.
-func setFloat(c *ucli.Context, name string) *float64 {
-	if !c.IsSet(name) {
-		return nil
-	}
-	v := c.Float64(name)
-	return &v
-}
-
 func trainCmd(c *ucli.Context) error {
 	rc, err := resolveTrain(c)
 	if err != nil {

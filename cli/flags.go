@@ -1,0 +1,207 @@
+package cli
+
+// The flag sets several commands share (llama.cpp, sampling, libtorch, the built-in problems,
+// --agent) and what reads them.
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/sampler"
+)
+
+// llamaFlags are the llama.cpp settings every command that runs a model shares.
+func llamaFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads (n_threads and n_threads_batch); 0 = physical cores"},
+		&ucli.IntFlag{Name: "gpu-layers", Usage: "layers to offload to a GPU backend (0 = CPU only)"},
+		&ucli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
+		&ucli.StringFlag{Name: "flash-attn", Value: "auto", Usage: "flash attention: auto, on or off (off for exact log-probs)"},
+		&ucli.IntFlag{Name: "ctx", Value: 4096, Usage: "most tokens per sequence, prompt plus generation"},
+	}
+}
+
+// samplingFlags are the sampling parameters, with the paper's defaults.
+func samplingFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Value: 0.6, Usage: "sampling temperature; 0 = greedy"},
+		&ucli.Float64Flag{Name: "top-p", Value: 0.95, Usage: "nucleus sampling mass (1 = off)"},
+		&ucli.IntFlag{Name: "top-k", Usage: "keep the k most likely tokens (0 = off)"},
+		&ucli.Float64Flag{Name: "min-p", Usage: "drop tokens below this fraction of the top probability (0 = off)"},
+		&ucli.IntFlag{Name: "max-tokens", Value: 2048, Usage: "most new tokens per sample"},
+		&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed; the same seed gives the same samples"},
+	}
+}
+
+func samplingParams(c *ucli.Context) (sampler.Params, error) {
+	p := sampler.Params{
+		Temperature: c.Float64("temperature"),
+		TopP:        c.Float64("top-p"),
+		TopK:        c.Int("top-k"),
+		MinP:        c.Float64("min-p"),
+	}
+	return p, p.Validate()
+}
+
+// engineOptions reads the llama.cpp flags.
+func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
+	if err := checkThreads("threads", c.Int("threads")); err != nil {
+		return engine.Options{}, err
+	}
+	if c.Int("ctx") < 2 {
+		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
+	}
+	return engine.ParseOptions(slots, c.Int("ctx"), c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
+}
+
+// checkThreads validates a thread-count flag: 0 (the default) or 1 to 4x the logical CPUs
+// (more threads only spin; llama.cpp asserts past engine.MaxThreads and hangs).
+func checkThreads(flag string, n int) error {
+	if limit := min(4*runtime.NumCPU(), engine.MaxThreads); n < 0 || n > limit {
+		return fmt.Errorf("--%s must be 0 (the default) or 1 to %d (4x the logical CPUs), got %d", flag, limit, n)
+	}
+	return nil
+}
+
+// checkContext refuses a context or response length n, set by flag, longer than the
+// trained context of the model at path (llama.cpp's n_ctx_train, max_position_embeddings).
+func checkContext(flag string, n, trained int, path string) error {
+	if trained > 0 && n > trained {
+		return fmt.Errorf("%s %d is more than the %d tokens of context %s was trained with", flag, n, trained, path)
+	}
+	return nil
+}
+
+// newEngine makes an engine; when its KV cache would not fit in memory, the error names
+// what set the context (flags).
+func newEngine(m *engine.Model, opt engine.Options, what string) (*engine.Engine, error) {
+	e, err := m.NewEngine(opt)
+	if errors.Is(err, engine.ErrNoMemory) {
+		return nil, fmt.Errorf("%s (%d tokens per sequence) with %d slots: %w", what, opt.SeqContext, opt.Slots, err)
+	}
+	return e, err
+}
+
+// torchFlags are the libtorch settings of the commands that train.
+func torchFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "torch-threads", Usage: "libtorch threads; 0 = all CPUs"},
+		&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
+		&ucli.BoolFlag{Name: "cuda", Usage: "train on GPU 0 (bf16 compute, fp32 master weights)"},
+	}
+}
+
+func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
+	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
+		return nil, torch.ModelOptions{}, err
+	}
+	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
+	if err != nil {
+		return nil, torch.ModelOptions{}, err
+	}
+	return rt, torch.ModelOptions{CUDA: c.Bool("cuda")}, nil
+}
+
+// syntheticFlags set the difficulty of the built-in problems.
+func syntheticFlags() []ucli.Flag {
+	d := data.DefaultSynthetic
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "synthetic-terms", Value: d.Terms, Usage: "operands per synthetic problem"},
+		&ucli.IntFlag{Name: "synthetic-max", Value: d.MaxOperand, Usage: "largest synthetic operand"},
+		&ucli.StringFlag{Name: "synthetic-ops", Value: d.Ops, Usage: "synthetic operators, any of +-*"},
+		&ucli.Uint64Flag{Name: "synthetic-seed", Value: 1, Usage: "seed of the synthetic problems (umad train validates on seed + 1000003)"},
+	}
+}
+
+// checkSynthetic refuses a --synthetic count below 1, which otherwise failed later with a
+// message about something else.
+func checkSynthetic(c *ucli.Context) error {
+	if n := c.Int("synthetic"); c.IsSet("synthetic") && n < 1 || n < 0 {
+		return fmt.Errorf("--synthetic must be at least 1, got %d", n)
+	}
+	return nil
+}
+
+// syntheticSet is the built-in problems' difficulty from the flags.
+func syntheticSet(c *ucli.Context) data.SyntheticConfig {
+	return data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
+}
+
+type agentSpec struct {
+	Name       string         `json:"name"`
+	Model      string         `json:"model"`
+	ChatFormat string         `json:"chat_format,omitempty"`
+	Params     sampler.Params `json:"params"`
+	MaxTokens  int            `json:"max_tokens"`
+	// SeedOffset is added to each evaluation seed to give this agent's seed.
+	SeedOffset uint64 `json:"seed_offset"`
+}
+
+func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
+	parts := strings.Split(spec, ",")
+	a := agentSpec{Name: fmt.Sprintf("agent %d", i), Model: parts[0], MaxTokens: c.Int("max-tokens"),
+		SeedOffset: uint64(i) * 1000003,
+		Params:     sampler.Params{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k"), MinP: c.Float64("min-p")}}
+	if a.Model == "" {
+		return a, fmt.Errorf("--agent %q: no model path", spec)
+	}
+	for _, kv := range parts[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return a, fmt.Errorf("--agent %q: %q is not key=value", spec, kv)
+		}
+		var err error
+		switch k {
+		case "name":
+			a.Name = v
+		case "chat-format":
+			a.ChatFormat = v
+		case "seed":
+			a.SeedOffset, err = strconv.ParseUint(v, 10, 64)
+		case "temperature":
+			a.Params.Temperature, err = strconv.ParseFloat(v, 64)
+		case "top-p":
+			a.Params.TopP, err = strconv.ParseFloat(v, 64)
+		case "min-p":
+			a.Params.MinP, err = strconv.ParseFloat(v, 64)
+		case "top-k":
+			a.Params.TopK, err = strconv.Atoi(v)
+		case "max-tokens":
+			a.MaxTokens, err = strconv.Atoi(v)
+		default:
+			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format)", spec, k)
+		}
+		if err != nil {
+			return a, fmt.Errorf("--agent %q: %s: %w", spec, k, err)
+		}
+	}
+	if err := a.Params.Validate(); err != nil {
+		return a, fmt.Errorf("--agent %q: %w", spec, err)
+	}
+	if a.MaxTokens < 1 {
+		return a, fmt.Errorf("--agent %q: max tokens must be at least 1", spec)
+	}
+	// Absolute, so the saved config still names the file when run from elsewhere.
+	if abs, err := filepath.Abs(a.Model); err == nil {
+		a.Model = abs
+	}
+	return a, nil
+}
+
+// setFloat is a float flag's value when the user set it, else nil.
+func setFloat(c *ucli.Context, name string) *float64 {
+	if !c.IsSet(name) {
+		return nil
+	}
+	v := c.Float64(name)
+	return &v
+}
