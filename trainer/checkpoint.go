@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,7 +57,7 @@ func latestCheckpoint(run string) (*checkpointInfo, error) {
 	root := filepath.Join(run, CheckpointsDir)
 	b, err := os.ReadFile(filepath.Join(root, LatestFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return newestCheckpoint(root)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
@@ -72,6 +73,23 @@ func latestCheckpoint(run string) (*checkpointInfo, error) {
 		return nil, fmt.Errorf("resume: %s: %w", filepath.Join(dir, "state.json"), err)
 	}
 	return &checkpointInfo{Dir: dir, Step: st.Step}, nil
+}
+
+// newestCheckpoint recovers from a missing latest pointer (deleted by hand, or a crash
+// between a checkpoint's rename and the pointer's write): the newest step-N directory, which
+// is complete because checkpoints appear by rename. None means a fresh run.
+func newestCheckpoint(root string) (*checkpointInfo, error) {
+	steps, err := checkpointSteps(root)
+	if err != nil || len(steps) == 0 {
+		return nil, err
+	}
+	order := sortedKeys(steps)
+	name := steps[order[len(order)-1]]
+	slog.Warn("checkpoints/latest is missing; resuming from the newest checkpoint", "checkpoint", filepath.Join(root, name))
+	if err := atomicfile.WriteBytes(filepath.Join(root, LatestFile), []byte(name+"\n")); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	return latestCheckpoint(filepath.Dir(root))
 }
 
 // checkpoint saves every agent (weights, optimizer state, config, tokenizer and a GGUF)
@@ -131,19 +149,16 @@ func pruneCheckpoints(root, latest string, keep int) error {
 	if err != nil {
 		return err
 	}
-	steps := map[int]string{}
 	for _, e := range entries {
-		n := e.Name()
-		switch {
-		case strings.HasPrefix(n, "."+stepPrefix) && strings.Contains(n, ".tmp"):
+		if n := e.Name(); strings.HasPrefix(n, "."+stepPrefix) && strings.Contains(n, ".tmp") {
 			if err := os.RemoveAll(filepath.Join(root, n)); err != nil {
 				return err
 			}
-		case strings.HasPrefix(n, stepPrefix):
-			if s, err := strconv.Atoi(strings.TrimPrefix(n, stepPrefix)); err == nil {
-				steps[s] = n
-			}
 		}
+	}
+	steps, err := checkpointSteps(root)
+	if err != nil {
+		return err
 	}
 	if keep < 1 {
 		return nil
@@ -158,6 +173,26 @@ func pruneCheckpoints(root, latest string, keep int) error {
 		}
 	}
 	return nil
+}
+
+// checkpointSteps maps the step of every checkpoint directory in root to its name.
+func checkpointSteps(root string) (map[int]string, error) {
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	steps := map[int]string{}
+	for _, e := range entries {
+		if n := e.Name(); e.IsDir() && strings.HasPrefix(n, stepPrefix) {
+			if s, err := strconv.Atoi(strings.TrimPrefix(n, stepPrefix)); err == nil {
+				steps[s] = n
+			}
+		}
+	}
+	return steps, nil
 }
 
 // sortedKeys is used by checkpoint pruning and tests.

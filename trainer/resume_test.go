@@ -187,14 +187,19 @@ func TestResumeIsExact(t *testing.T) {
 		}
 	}
 
-	// Control: the same resume without the AdamW moments (a checkpoint that lost
-	// optimizer.safetensors restarts them at zero) must show up in the comparison.
+	// Control: the same resume with the wrong AdamW moments (step 1's in step 2's
+	// checkpoint; a missing file is refused outright) must show up in the comparison.
 	lost := config(2)
+	lost.SaveEvery = 1
 	if err := Run(context.Background(), rt, lost); err != nil {
 		t.Fatal(err)
 	}
 	ck, _ := LatestCheckpoint(lost.Out)
-	if err := os.Remove(filepath.Join(AgentCheckpointDir(ck, 0), hfmodel.OptimizerFile)); err != nil {
+	stale, err := os.ReadFile(filepath.Join(AgentCheckpointDir(filepath.Join(filepath.Dir(ck), "step-000001"), 0), hfmodel.OptimizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(AgentCheckpointDir(ck, 0), hfmodel.OptimizerFile), stale, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	lost.Steps = 4
@@ -203,7 +208,7 @@ func TestResumeIsExact(t *testing.T) {
 	}
 	got, _ := readMetrics(t, lost.Out)
 	if len(got) == len(want) && len(metricsDiff(t, want[len(want)-1], got[len(got)-1])) == 0 {
-		t.Error("a resume that lost the optimizer state logs the same step 4: the comparison cannot see it")
+		t.Error("a resume with stale optimizer state logs the same step 4: the comparison cannot see it")
 	}
 }
 
