@@ -1,0 +1,166 @@
+package sampler
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// withAsm runs f with the assembly kernels on or off.
+func withAsm(on bool, f func()) {
+	saved := useAsm
+	useAsm = on
+	defer func() { useAsm = saved }()
+	f()
+}
+
+// kernelRows are rows of awkward lengths (not multiples of the 8, 16 and 32
+// lanes the kernels use) and contents: extreme and tied logits, -Inf, NaN
+// and +Inf in the vector body and in the tail.
+func kernelRows() []namedRow {
+	r := rand.New(rand.NewPCG(91, 92))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	lengths := []int{1, 7, 8, 15, 16, 17, 31, 33, 100, 2047, 2048, 2049, 4103, qwenVocab, qwenVocab + 5}
+	var rows []namedRow
+	for _, v := range lengths {
+		rows = append(rows,
+			namedRow{fmt.Sprintf("lm-like v%d", v), lmLikeRow(r, v)},
+			namedRow{fmt.Sprintf("gaussian sd30 v%d", v), gaussianRow(r, v, 30)},
+			namedRow{fmt.Sprintf("ties v%d", v), tiedRow(r, v, 4)},
+			namedRow{fmt.Sprintf("masked v%d", v), maskedRow(r, v, 0.6)},
+			namedRow{fmt.Sprintf("extremes v%d", v), func() []float32 {
+				row := make([]float32, v)
+				for i := range row {
+					row[i] = []float32{math.MaxFloat32, -math.MaxFloat32, 0, -inf, 1e-30, -1e30}[r.IntN(6)]
+				}
+				return row
+			}()},
+			namedRow{fmt.Sprintf("all -Inf v%d", v), func() []float32 {
+				row := make([]float32, v)
+				for i := range row {
+					row[i] = -inf
+				}
+				return row
+			}()},
+		)
+		for _, bad := range []float32{nan, inf} {
+			for _, at := range []int{0, v / 2, v - 1} {
+				row := lmLikeRow(r, v)
+				row[at] = bad
+				if at > 0 {
+					row[r.IntN(at+1)] = -inf
+				}
+				rows = append(rows, namedRow{fmt.Sprintf("%v at %d of %d", bad, at, v), row})
+			}
+		}
+	}
+	return rows
+}
+
+// prepared is everything prepare leaves behind that a draw depends on.
+type prepared struct {
+	argmax        int
+	logZ, entropy float64
+	errText       string
+	scale         float64
+	bk            []uint16
+	cnt           [regularBuckets]uint32
+	mass          [regularBuckets]uint64
+}
+
+func prepareWith(asm bool, row []float32, temp float64) (p prepared) {
+	withAsm(asm, func() {
+		s := new(scratch)
+		s.logits = row
+		var err error
+		p.argmax, p.logZ, p.entropy, err = s.prepare(temp)
+		if err != nil {
+			p.errText = err.Error()
+			return
+		}
+		p.scale, p.bk, p.cnt, p.mass = s.scale, s.bk, s.cnt, s.mass
+	})
+	return p
+}
+
+// TestKernelsMatchGo: the AVX-512 path and the portable Go path give
+// bit-identical maxima, sums, buckets, weights, errors and draws.
+func TestKernelsMatchGo(t *testing.T) {
+	if !useAsm {
+		t.Skip("this CPU or build has no AVX-512 kernels: only the Go path runs")
+	}
+	params := []Params{
+		{Temperature: 0.6, TopP: 0.95},
+		{Temperature: 1, TopK: 40, TopP: 0.9, MinP: 0.05},
+		{Temperature: 1e-3, TopP: 1},
+		{Temperature: 30, TopP: 0.5},
+		{Temperature: 0, TopP: 1},
+	}
+	for _, nr := range kernelRows() {
+		for _, temp := range []float64{0, 1e-3, 0.6, 1, 30} {
+			a, g := prepareWith(true, nr.row, temp), prepareWith(false, nr.row, temp)
+			name := fmt.Sprintf("%s T=%g", nr.name, temp)
+			if a.errText != g.errText {
+				t.Fatalf("%s: error %q with AVX-512, %q without", name, a.errText, g.errText)
+			}
+			if a.argmax != g.argmax || math.Float64bits(a.logZ) != math.Float64bits(g.logZ) ||
+				math.Float64bits(a.entropy) != math.Float64bits(g.entropy) || a.scale != g.scale {
+				t.Fatalf("%s: argmax %d log Z %x entropy %x scale %v with AVX-512; %d %x %x %v without", name,
+					a.argmax, math.Float64bits(a.logZ), math.Float64bits(a.entropy), a.scale,
+					g.argmax, math.Float64bits(g.logZ), math.Float64bits(g.entropy), g.scale)
+			}
+			if !slices.Equal(a.bk, g.bk) || a.cnt != g.cnt || a.mass != g.mass {
+				t.Fatalf("%s: buckets or histogram differ", name)
+			}
+		}
+		if prepareWith(false, nr.row, 1).errText != "" {
+			continue
+		}
+		for i, p := range params {
+			var d [2]Draw
+			for k, asm := range []bool{true, false} {
+				withAsm(asm, func() {
+					rng := NewStream(17, uint64(i))
+					var err error
+					if d[k], err = Sample(nr.row, p, &rng); err != nil {
+						t.Fatalf("%s %+v: %v", nr.name, p, err)
+					}
+				})
+			}
+			if d[0] != d[1] {
+				t.Fatalf("%s %+v: %+v with AVX-512, %+v without", nr.name, p, d[0], d[1])
+			}
+		}
+	}
+}
+
+// TestMatchBucketKernel: the bucket search finds the same ids with and
+// without AVX-512, including when out is too short to hold them all.
+func TestMatchBucketKernel(t *testing.T) {
+	if !useAsm {
+		t.Skip("this CPU or build has no AVX-512 kernels: only the Go path runs")
+	}
+	r := rand.New(rand.NewPCG(93, 94))
+	for _, v := range []int{1, 31, 32, 33, 1000, qwenVocab} {
+		bk := make([]uint16, v)
+		for i := range bk {
+			bk[i] = uint16(r.IntN(5))
+		}
+		for b := range uint16(6) {
+			for _, room := range []int{0, 1, 3, v} {
+				var got [2][]int32
+				for k, asm := range []bool{true, false} {
+					withAsm(asm, func() {
+						out := make([]int32, room)
+						got[k] = out[:matchBucket(bk, b, out)]
+					})
+				}
+				if !slices.Equal(got[0], got[1]) {
+					t.Fatalf("v=%d b=%d room=%d: %v with AVX-512, %v without", v, b, room, got[0], got[1])
+				}
+			}
+		}
+	}
+}
