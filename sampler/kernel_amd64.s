@@ -157,7 +157,8 @@ weighloop:
 	VMULPD Z18, Z0, Z7
 	VCVTTPD2DQ Z7, Y7
 	VPMINSD Y29, Y7, Y7
-	VPMOVDW Y7, (R8)(BX*2)
+	VPMOVDW Y7, X11
+	VMOVDQU X11, (R8)(BX*2)
 	// q = int(e*2^40 + 1/2), staged with the bucket if it is regular
 	VMULPD Z26, Z5, Z8
 	VADDPD Z23, Z8, Z8
