@@ -41,22 +41,16 @@ func BenchmarkSampleRow151936(b *testing.B) {
 
 // BenchmarkFusedPass151936 is the exact pass over one row on one core
 // (maximum, exp, Z, log Z, entropy and the bucket histogram: everything but
-// truncation and the draw), with the AVX-512 kernels and with the Go code.
-// ns/entry is the issue 14 figure (target <= 2).
+// truncation and the draw), with each kernel level this CPU has and with the
+// Go code. ns/entry is the issue 14 figure (target <= 2).
 func BenchmarkFusedPass151936(b *testing.B) {
-	for _, path := range []struct {
-		name string
-		asm  bool
-	}{{"avx512", true}, {"go", false}} {
-		if path.asm && !useAsm {
-			continue
-		}
+	for level := bestSIMD; level >= noSIMD; level-- {
 		for _, kind := range benchRows {
-			b.Run(path.name+"/"+kind.name, func(b *testing.B) {
+			b.Run(simdNames[level]+"/"+kind.name, func(b *testing.B) {
 				row := kind.make(rand.New(rand.NewPCG(1, 2)), qwenVocab)
 				s := new(scratch)
 				s.logits = row
-				withAsm(path.asm, func() {
+				withSIMD(level, func() {
 					for b.Loop() {
 						if _, _, _, err := s.prepare(benchParams.Temperature); err != nil {
 							b.Fatal(err)

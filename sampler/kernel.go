@@ -6,11 +6,11 @@ import (
 )
 
 // The passes over a logits row. Each has a portable Go body, the reference,
-// and may hand a prefix of the row to an assembly kernel first (kernel_amd64.s,
-// used when useAsm is true): the kernels do the same float64 operations in the
-// same order per lane, so both paths give bit-identical results
-// (TestKernelsMatchGo), and a machine without AVX-512 draws the same tokens
-// with the same log-probs.
+// and first hands the longest prefix of whole vectors to an AVX-512 or AVX2
+// kernel where the CPU has one (kernel_amd64.s; simd picks it). The kernels do
+// the same float64 operations in the same order per lane, so every path gives
+// bit-identical results (TestKernelsMatchGo): a machine with or without
+// AVX-512 draws the same tokens with the same log-probs.
 
 // lanes is the number of partial sums of Z and sum y e^y: token j of a row
 // adds into lane j%lanes, whichever path computes it.
@@ -25,11 +25,9 @@ const weighBlock = 2048
 func rowMax(logits []float32) (m float32, argmax int, err error) {
 	m = float32(math.Inf(-1))
 	start := 0
-	if useAsm {
-		if n, mm, am, ok := rowMaxAsm(logits); ok {
-			start, m, argmax = n, mm, am
-		} // else a NaN or +Inf: the loop below finds and names the first
-	}
+	if n, mm, am, ok := rowMaxAsm(logits); ok {
+		start, m, argmax = n, mm, am
+	} // else also a NaN or +Inf: the loop below finds and names the first
 	for i := start; i < len(logits); i++ {
 		if x := logits[i]; !(x <= m) { // a new maximum, or NaN
 			if x != x {
@@ -49,11 +47,7 @@ func rowMax(logits []float32) (m float32, argmax int, err error) {
 
 // minAtLeast returns the lowest logit that is >= thr, or +Inf if none is.
 func minAtLeast(logits []float32, thr float32) float32 {
-	lo := float32(math.Inf(1))
-	start := 0
-	if useAsm {
-		start, lo = minAtLeastAsm(logits, thr)
-	}
+	start, lo := minAtLeastAsm(logits, thr)
 	for _, x := range logits[start:] {
 		if x >= thr && x < lo {
 			lo = x
@@ -73,11 +67,12 @@ type weighFrame struct {
 // assembly kernels; the Go code uses the named constants directly.
 type expConstants struct {
 	stepsPerNat, roundMagic, natsPerStep, sixth, half, one, floor, unit float64
+	two52                                                               float64 // AVX2's float-to-integer trick
 	low8, unbias                                                        uint64
 	overflow                                                            uint32
 }
 
-var expConsts = expConstants{stepsPerNat, roundMagic, natsPerStep, 1.0 / 6, 0.5, 1, expFloor, 1 << weightBits, 255, expUnbias, overflowBucket}
+var expConsts = expConstants{stepsPerNat, roundMagic, natsPerStep, 1.0 / 6, 0.5, 1, expFloor, 1 << weightBits, 0x1p52, 255, expUnbias, overflowBucket}
 
 // weighTokens weighs a block of logits (len(xs) <= weighBlock; the first
 // token of xs is a multiple of lanes into the row): it adds e = e^y and y e
@@ -86,10 +81,7 @@ var expConsts = expConstants{stepsPerNat, roundMagic, natsPerStep, 1.0 / 6, 0.5,
 // into stB and stQ (which have room for len(xs)+lanes entries). It returns
 // how many it staged.
 func weighTokens(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) int {
-	j, n := 0, 0
-	if useAsm {
-		j, n = weighAsm(f, xs, bk, stB, stQ)
-	}
+	j, n := weighAsm(f, xs, bk, stB, stQ)
 	m, invT, scale := f.max, f.invT, f.scale
 	for ; j < len(xs); j++ {
 		y := clampTail(scaled(xs[j], m, invT))
@@ -109,10 +101,7 @@ func weighTokens(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []ui
 // matchBucket writes into out the ids of the first len(out) tokens whose
 // bucket in bk is b, and returns how many it wrote.
 func matchBucket(bk []uint16, b uint16, out []int32) int {
-	i, n := 0, 0
-	if useAsm {
-		i, n = matchBucketAsm(bk, b, out)
-	}
+	i, n := matchBucketAsm(bk, b, out)
 	for ; i < len(bk) && n < len(out); i++ {
 		if bk[i] == b {
 			out[n] = int32(i)

@@ -8,9 +8,28 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// useAsm selects the AVX-512 kernels (F, DQ, BW and VL; x/sys/cpu also checks
-// that the OS saves the ZMM registers). Tests clear it to run the Go path.
-var useAsm = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+// The instruction sets with kernels, in increasing order.
+const (
+	noSIMD = iota
+	avx2   // AVX2, BMI1 and BMI2
+	avx512 // AVX-512 F, DQ, BW and VL
+)
+
+// bestSIMD is the best set this CPU and OS support (x/sys/cpu checks that the
+// OS saves the YMM and ZMM registers).
+var bestSIMD = func() int {
+	x := cpu.X86
+	switch {
+	case x.HasAVX512F && x.HasAVX512DQ && x.HasAVX512BW && x.HasAVX512VL && x.HasBMI1 && x.HasPOPCNT:
+		return avx512
+	case x.HasAVX2 && x.HasBMI1 && x.HasBMI2:
+		return avx2
+	}
+	return noSIMD
+}()
+
+// simd selects the kernels; tests lower it to compare the paths.
+var simd = bestSIMD
 
 // rowMaxAsm scans the longest prefix of whole 16-float vectors: m is its
 // maximum and argmax the lowest id holding it. ok is false, and the Go code
@@ -19,10 +38,18 @@ func rowMaxAsm(logits []float32) (n int, m float32, argmax int, ok bool) {
 	var vals [16]float32
 	var ids [16]int32
 	n = len(logits) &^ 15
-	if n == 0 || !maxAVX512(logits[:n], &vals, &ids) {
+	if n == 0 || simd == noSIMD {
 		return 0, 0, 0, false
 	}
-	// Each lane kept the first id of its own maximum.
+	if simd == avx512 {
+		ok = maxAVX512(logits[:n], &vals, &ids)
+	} else {
+		ok = maxAVX2(logits[:n], &vals, &ids)
+	}
+	if !ok {
+		return 0, 0, 0, false
+	}
+	// Lane l saw ids l, l+16, ... and kept the first id of its maximum.
 	m, argmax = vals[0], int(ids[0])
 	for l := 1; l < len(vals); l++ {
 		if vals[l] > m || vals[l] == m && int(ids[l]) < argmax {
@@ -34,38 +61,60 @@ func rowMaxAsm(logits []float32) (n int, m float32, argmax int, ok bool) {
 
 func minAtLeastAsm(logits []float32, thr float32) (n int, lo float32) {
 	n = len(logits) &^ 15
-	if n == 0 {
+	switch {
+	case n == 0 || simd == noSIMD:
 		return 0, float32(math.Inf(1))
+	case simd == avx512:
+		return n, minAtLeastAVX512(logits[:n], thr)
 	}
-	return n, minAtLeastAVX512(logits[:n], thr)
+	return n, minAtLeastAVX2(logits[:n], thr)
 }
 
 func weighAsm(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (n, staged int) {
 	n = len(xs) &^ (lanes - 1)
-	if n == 0 {
+	if n == 0 || simd == noSIMD {
 		return 0, 0
 	}
 	if len(bk) < n || len(stB) < n+lanes || len(stQ) < n+lanes {
-		panic("sampler: weighAsm buffers too short") // the kernel stores whole vectors
+		panic("sampler: weighAsm buffers too short") // the kernels store whole vectors
 	}
-	return n, weighAVX512(f, xs[:n], bk, stB, stQ)
+	if simd == avx512 {
+		return n, weighAVX512(f, xs[:n], bk, stB, stQ)
+	}
+	return n, weighAVX2(f, xs[:n], bk, stB, stQ)
 }
 
 func matchBucketAsm(bk []uint16, b uint16, out []int32) (i, n int) {
-	return matchAVX512(bk[:len(bk)&^31], b, out)
+	switch simd {
+	case avx512:
+		return matchAVX512(bk[:len(bk)&^31], b, out)
+	case avx2:
+		return matchAVX2(bk[:len(bk)&^31], b, out)
+	}
+	return 0, 0
 }
 
-// maxAVX512 keeps per lane the maximum and the first id holding it, and
-// reports false if any value is NaN or +Inf. len(xs) is a positive multiple
-// of 16.
+// maxAVX512 keeps per lane (id mod 16) the maximum and the first id holding
+// it, and reports false if any value is NaN or +Inf. len(xs) is a positive
+// multiple of 16.
 //
 //go:noescape
 func maxAVX512(xs []float32, vals *[16]float32, ids *[16]int32) (ok bool)
+
+// maxAVX2 is maxAVX512 with two 8-float vectors.
+//
+//go:noescape
+func maxAVX2(xs []float32, vals *[16]float32, ids *[16]int32) (ok bool)
 
 // minAtLeastAVX512 is minAtLeast for len(xs) a positive multiple of 16.
 //
 //go:noescape
 func minAtLeastAVX512(xs []float32, thr float32) float32
+
+// minAtLeastAVX2 is minAtLeastAVX512 with two 8-float vectors.
+//
+//go:noescape
+func minAtLeastAVX2(xs []float32, thr float32) float32
 
 // weighAVX512 is weighTokens for len(xs) a positive multiple of 8; stB and
 // stQ have room for len(xs)+8 entries.
@@ -73,8 +122,18 @@ func minAtLeastAVX512(xs []float32, thr float32) float32
 //go:noescape
 func weighAVX512(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (staged int)
 
+// weighAVX2 is weighAVX512 with two 4-double vectors per 8 tokens.
+//
+//go:noescape
+func weighAVX2(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (staged int)
+
 // matchAVX512 is matchBucket for len(bk) a multiple of 32; i is how far it
 // read.
 //
 //go:noescape
 func matchAVX512(bk []uint16, b uint16, out []int32) (i, n int)
+
+// matchAVX2 is matchAVX512 with two 16-word vectors.
+//
+//go:noescape
+func matchAVX2(bk []uint16, b uint16, out []int32) (i, n int)

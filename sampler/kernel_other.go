@@ -4,9 +4,14 @@ package sampler
 
 import "math"
 
-// useAsm is false: there are no kernels for this build, and the functions
-// below hand every token to the Go code.
-var useAsm = false
+// There are no kernels for this build: the functions below hand every token
+// to the Go code.
+const (
+	noSIMD   = iota
+	bestSIMD = noSIMD
+)
+
+var simd = noSIMD
 
 func rowMaxAsm([]float32) (n int, m float32, argmax int, ok bool) { return 0, 0, 0, false }
 

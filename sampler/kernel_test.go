@@ -8,11 +8,14 @@ import (
 	"testing"
 )
 
-// withAsm runs f with the assembly kernels on or off.
-func withAsm(on bool, f func()) {
-	saved := useAsm
-	useAsm = on
-	defer func() { useAsm = saved }()
+// simdNames names the kernel levels, from noSIMD (the Go code) up.
+var simdNames = []string{"go", "avx2", "avx512"}
+
+// withSIMD runs f with the kernels of the given level (noSIMD: Go only).
+func withSIMD(level int, f func()) {
+	saved := simd
+	simd = level
+	defer func() { simd = saved }()
 	f()
 }
 
@@ -70,8 +73,8 @@ type prepared struct {
 	mass          [regularBuckets]uint64
 }
 
-func prepareWith(asm bool, row []float32, temp float64) (p prepared) {
-	withAsm(asm, func() {
+func prepareWith(level int, row []float32, temp float64) (p prepared) {
+	withSIMD(level, func() {
 		s := new(scratch)
 		s.logits = row
 		var err error
@@ -85,12 +88,18 @@ func prepareWith(asm bool, row []float32, temp float64) (p prepared) {
 	return p
 }
 
-// TestKernelsMatchGo: the AVX-512 path and the portable Go path give
-// bit-identical maxima, sums, buckets, weights, errors and draws.
+// TestKernelsMatchGo: each kernel level this CPU has and the portable Go
+// path give bit-identical maxima, sums, buckets, weights, errors and draws.
 func TestKernelsMatchGo(t *testing.T) {
-	if !useAsm {
-		t.Skip("this CPU or build has no AVX-512 kernels: only the Go path runs")
+	if bestSIMD == noSIMD {
+		t.Skip("this CPU or build has no kernels: only the Go path runs")
 	}
+	for level := bestSIMD; level > noSIMD; level-- {
+		t.Run(simdNames[level], func(t *testing.T) { kernelsMatchGo(t, level) })
+	}
+}
+
+func kernelsMatchGo(t *testing.T, level int) {
 	params := []Params{
 		{Temperature: 0.6, TopP: 0.95},
 		{Temperature: 1, TopK: 40, TopP: 0.9, MinP: 0.05},
@@ -100,14 +109,14 @@ func TestKernelsMatchGo(t *testing.T) {
 	}
 	for _, nr := range kernelRows() {
 		for _, temp := range []float64{0, 1e-3, 0.6, 1, 30} {
-			a, g := prepareWith(true, nr.row, temp), prepareWith(false, nr.row, temp)
+			a, g := prepareWith(level, nr.row, temp), prepareWith(noSIMD, nr.row, temp)
 			name := fmt.Sprintf("%s T=%g", nr.name, temp)
 			if a.errText != g.errText {
-				t.Fatalf("%s: error %q with AVX-512, %q without", name, a.errText, g.errText)
+				t.Fatalf("%s: error %q with kernels, %q without", name, a.errText, g.errText)
 			}
 			if a.argmax != g.argmax || math.Float64bits(a.logZ) != math.Float64bits(g.logZ) ||
 				math.Float64bits(a.entropy) != math.Float64bits(g.entropy) || a.scale != g.scale {
-				t.Fatalf("%s: argmax %d log Z %x entropy %x scale %v with AVX-512; %d %x %x %v without", name,
+				t.Fatalf("%s: argmax %d log Z %x entropy %x scale %v with kernels; %d %x %x %v without", name,
 					a.argmax, math.Float64bits(a.logZ), math.Float64bits(a.entropy), a.scale,
 					g.argmax, math.Float64bits(g.logZ), math.Float64bits(g.entropy), g.scale)
 			}
@@ -115,13 +124,13 @@ func TestKernelsMatchGo(t *testing.T) {
 				t.Fatalf("%s: buckets or histogram differ", name)
 			}
 		}
-		if prepareWith(false, nr.row, 1).errText != "" {
+		if prepareWith(noSIMD, nr.row, 1).errText != "" {
 			continue
 		}
 		for i, p := range params {
 			var d [2]Draw
-			for k, asm := range []bool{true, false} {
-				withAsm(asm, func() {
+			for k, l := range []int{level, noSIMD} {
+				withSIMD(l, func() {
 					rng := NewStream(17, uint64(i))
 					var err error
 					if d[k], err = Sample(nr.row, p, &rng); err != nil {
@@ -130,17 +139,17 @@ func TestKernelsMatchGo(t *testing.T) {
 				})
 			}
 			if d[0] != d[1] {
-				t.Fatalf("%s %+v: %+v with AVX-512, %+v without", nr.name, p, d[0], d[1])
+				t.Fatalf("%s %+v: %+v with kernels, %+v without", nr.name, p, d[0], d[1])
 			}
 		}
 	}
 }
 
-// TestMatchBucketKernel: the bucket search finds the same ids with and
-// without AVX-512, including when out is too short to hold them all.
+// TestMatchBucketKernel: the bucket search finds the same ids with each
+// kernel level and without, including when out is too short for them all.
 func TestMatchBucketKernel(t *testing.T) {
-	if !useAsm {
-		t.Skip("this CPU or build has no AVX-512 kernels: only the Go path runs")
+	if bestSIMD == noSIMD {
+		t.Skip("this CPU or build has no kernels: only the Go path runs")
 	}
 	r := rand.New(rand.NewPCG(93, 94))
 	for _, v := range []int{1, 31, 32, 33, 1000, qwenVocab} {
@@ -150,15 +159,17 @@ func TestMatchBucketKernel(t *testing.T) {
 		}
 		for b := range uint16(6) {
 			for _, room := range []int{0, 1, 3, v} {
-				var got [2][]int32
-				for k, asm := range []bool{true, false} {
-					withAsm(asm, func() {
+				var want []int32
+				for level := noSIMD; level <= bestSIMD; level++ {
+					withSIMD(level, func() {
 						out := make([]int32, room)
-						got[k] = out[:matchBucket(bk, b, out)]
+						got := out[:matchBucket(bk, b, out)]
+						if level == noSIMD {
+							want = got
+						} else if !slices.Equal(got, want) {
+							t.Fatalf("v=%d b=%d room=%d: %v with %s, %v without", v, b, room, got, simdNames[level], want)
+						}
 					})
-				}
-				if !slices.Equal(got[0], got[1]) {
-					t.Fatalf("v=%d b=%d room=%d: %v with AVX-512, %v without", v, b, room, got[0], got[1])
 				}
 			}
 		}
