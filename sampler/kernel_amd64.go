@@ -31,30 +31,29 @@ var bestSIMD = func() int {
 // simd selects the kernels; tests lower it to compare the paths.
 var simd = bestSIMD
 
-// rowMaxAsm scans the longest prefix of whole 16-float vectors: m is its
+// rowMaxAsm scans the longest prefix of whole 64-float blocks: m is its
 // maximum and argmax the lowest id holding it. ok is false, and the Go code
 // scans the whole row, if the prefix is empty or holds a NaN or +Inf.
 func rowMaxAsm(logits []float32) (n int, m float32, argmax int, ok bool) {
-	var vals [16]float32
-	var ids [16]int32
-	n = len(logits) &^ 15
+	n = len(logits) &^ 63
 	if n == 0 || simd == noSIMD {
 		return 0, 0, 0, false
 	}
+	xs := logits[:n]
 	if simd == avx512 {
-		ok = maxAVX512(logits[:n], &vals, &ids)
+		m, ok = maxAVX512(xs)
 	} else {
-		ok = maxAVX2(logits[:n], &vals, &ids)
+		m, ok = maxAVX2(xs)
 	}
-	if !ok {
+	if !ok || math.IsInf(float64(m), 1) {
 		return 0, 0, 0, false
 	}
-	// Lane l saw ids l, l+16, ... and kept the first id of its maximum.
-	m, argmax = vals[0], int(ids[0])
-	for l := 1; l < len(vals); l++ {
-		if vals[l] > m || vals[l] == m && int(ids[l]) < argmax {
-			m, argmax = vals[l], int(ids[l])
-		}
+	// A second, early-exiting pass finds the argmax: tracking it in the
+	// first would chain every vector's compare and blend.
+	if simd == avx512 {
+		argmax = indexAVX512(xs, m)
+	} else {
+		argmax = indexAVX2(xs, m)
 	}
 	return n, m, argmax, true
 }
@@ -94,17 +93,27 @@ func matchBucketAsm(bk []uint16, b uint16, out []int32) (i, n int) {
 	return 0, 0
 }
 
-// maxAVX512 keeps per lane (id mod 16) the maximum and the first id holding
-// it, and reports false if any value is NaN or +Inf. len(xs) is a positive
+// maxAVX512 returns the maximum of xs, and ok = false if any is NaN.
+// len(xs) is a positive multiple of 64.
+//
+//go:noescape
+func maxAVX512(xs []float32) (m float32, ok bool)
+
+// maxAVX2 is maxAVX512 with 8-float vectors.
+//
+//go:noescape
+func maxAVX2(xs []float32) (m float32, ok bool)
+
+// indexAVX512 returns the first i with xs[i] == v, or len(xs); len(xs) is a
 // multiple of 16.
 //
 //go:noescape
-func maxAVX512(xs []float32, vals *[16]float32, ids *[16]int32) (ok bool)
+func indexAVX512(xs []float32, v float32) int
 
-// maxAVX2 is maxAVX512 with two 8-float vectors.
+// indexAVX2 is indexAVX512 for len(xs) a multiple of 8.
 //
 //go:noescape
-func maxAVX2(xs []float32, vals *[16]float32, ids *[16]int32) (ok bool)
+func indexAVX2(xs []float32, v float32) int
 
 // minAtLeastAVX512 is minAtLeast for len(xs) a positive multiple of 16.
 //

@@ -71,58 +71,82 @@
 	CMPL AX, $const_overflowBucket; \
 	ADCQ $0, R13
 
-// 0, 1, ..., 15: the ids of the first vector of 16 logits.
-DATA iota16<>+0(SB)/4, $0
-DATA iota16<>+4(SB)/4, $1
-DATA iota16<>+8(SB)/4, $2
-DATA iota16<>+12(SB)/4, $3
-DATA iota16<>+16(SB)/4, $4
-DATA iota16<>+20(SB)/4, $5
-DATA iota16<>+24(SB)/4, $6
-DATA iota16<>+28(SB)/4, $7
-DATA iota16<>+32(SB)/4, $8
-DATA iota16<>+36(SB)/4, $9
-DATA iota16<>+40(SB)/4, $10
-DATA iota16<>+44(SB)/4, $11
-DATA iota16<>+48(SB)/4, $12
-DATA iota16<>+52(SB)/4, $13
-DATA iota16<>+56(SB)/4, $14
-DATA iota16<>+60(SB)/4, $15
-GLOBL iota16<>(SB), RODATA|NOPTR, $64
-
-// func maxAVX512(xs []float32, vals *[16]float32, ids *[16]int32) (ok bool)
-TEXT ·maxAVX512(SB), NOSPLIT, $0-41
+// func maxAVX512(xs []float32) (m float32, ok bool)
+//
+// Four independent accumulators: a compare-and-blend chain per vector would
+// make the pass latency-bound.
+TEXT ·maxAVX512(SB), NOSPLIT, $0-29
 	MOVQ xs_base+0(FP), SI
 	MOVQ xs_len+8(FP), CX
-	MOVQ vals+24(FP), DI
-	MOVQ ids+32(FP), R8
 	MOVL $0xff800000, AX
-	VPBROADCASTD AX, Z0        // lane maxima, from -Inf
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z4        // +Inf
-	VPXORD Z1, Z1, Z1          // ids of the lane maxima
-	VMOVDQU32 iota16<>(SB), Z2 // ids of the current vector
-	MOVL $16, AX
-	VPBROADCASTD AX, Z3
-	KXORW K2, K2, K2           // lanes that saw NaN or +Inf
+	VPBROADCASTD AX, Z0        // maxima, from -Inf
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	KXORW K2, K2, K2           // lanes that saw NaN
 	XORQ BX, BX
 
 maxloop:
-	VMOVUPS (SI)(BX*4), Z5
-	VCMPPS $0x05, Z4, Z5, K3   // !(x < +Inf): NaN or +Inf
-	KORW K3, K2, K2
-	VCMPPS $0x1e, Z0, Z5, K1   // x > lane maximum (false for NaN): the first id of a tie stays
-	VMOVAPS Z5, K1, Z0
-	VMOVDQA32 Z2, K1, Z1
-	VPADDD Z3, Z2, Z2
-	ADDQ $16, BX
+	VMOVUPS (SI)(BX*4), Z4
+	VMOVUPS 64(SI)(BX*4), Z5
+	VMOVUPS 128(SI)(BX*4), Z6
+	VMOVUPS 192(SI)(BX*4), Z7
+	VCMPPS $0x03, Z4, Z4, K1   // unordered: NaN
+	KORW K1, K2, K2
+	VCMPPS $0x03, Z5, Z5, K1
+	KORW K1, K2, K2
+	VCMPPS $0x03, Z6, Z6, K1
+	KORW K1, K2, K2
+	VCMPPS $0x03, Z7, Z7, K1
+	KORW K1, K2, K2
+	VMAXPS Z4, Z0, Z0
+	VMAXPS Z5, Z1, Z1
+	VMAXPS Z6, Z2, Z2
+	VMAXPS Z7, Z3, Z3
+	ADDQ $64, BX
 	CMPQ BX, CX
 	JB maxloop
 
-	VMOVUPS Z0, (DI)
-	VMOVDQU32 Z1, (R8)
+	VMAXPS Z1, Z0, Z0
+	VMAXPS Z3, Z2, Z2
+	VMAXPS Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VMOVHLPS X0, X0, X1
+	VMAXPS X1, X0, X0
+	VPSHUFD $1, X0, X1
+	VMAXSS X1, X0, X0
+	MOVSS X0, m+24(FP)
 	KORTESTW K2, K2
-	SETEQ ok+40(FP)
+	SETEQ ok+28(FP)
+	VZEROUPPER
+	RET
+
+// func indexAVX512(xs []float32, v float32) int
+TEXT ·indexAVX512(SB), NOSPLIT, $0-40
+	MOVQ xs_base+0(FP), SI
+	MOVQ xs_len+8(FP), CX
+	VBROADCASTSS v+24(FP), Z0
+	XORQ BX, BX
+
+indexloop:
+	CMPQ BX, CX
+	JAE indexdone
+	VCMPPS $0x00, (SI)(BX*4), Z0, K1
+	KMOVW K1, AX
+	TESTL AX, AX
+	JNZ indexfound
+	ADDQ $16, BX
+	JMP indexloop
+
+indexfound:
+	TZCNTL AX, AX
+	ADDQ AX, BX
+
+indexdone:
+	MOVQ BX, ret+32(FP)
 	VZEROUPPER
 	RET
 
@@ -296,55 +320,79 @@ matchdone:
 	VZEROUPPER
 	RET
 
-// func maxAVX2(xs []float32, vals *[16]float32, ids *[16]int32) (ok bool)
-TEXT ·maxAVX2(SB), NOSPLIT, $0-41
+// func maxAVX2(xs []float32) (m float32, ok bool)
+TEXT ·maxAVX2(SB), NOSPLIT, $0-29
 	MOVQ xs_base+0(FP), SI
 	MOVQ xs_len+8(FP), CX
-	MOVQ vals+24(FP), DI
-	MOVQ ids+32(FP), R8
 	MOVL $0xff800000, AX
 	MOVD AX, X0
-	VPBROADCASTD X0, Y0        // lane maxima 0-7, from -Inf
-	VMOVDQU Y0, Y1             // lane maxima 8-15
-	MOVL $0x7f800000, AX
-	MOVD AX, X7
-	VPBROADCASTD X7, Y7        // +Inf
-	VPXOR Y2, Y2, Y2           // ids of the lane maxima 0-7
-	VPXOR Y3, Y3, Y3           // and 8-15
-	VMOVDQU iota16<>+0(SB), Y4 // ids of the current vectors
-	VMOVDQU iota16<>+32(SB), Y5
-	MOVL $16, AX
-	MOVD AX, X6
-	VPBROADCASTD X6, Y6
-	VPXOR Y8, Y8, Y8           // lanes that saw NaN or +Inf
+	VPBROADCASTD X0, Y0        // maxima, from -Inf
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VXORPS Y8, Y8, Y8          // lanes that saw NaN
 	XORQ BX, BX
 
 max2loop:
-	VMOVUPS (SI)(BX*4), Y9
-	VMOVUPS 32(SI)(BX*4), Y10
-	VCMPPS $0x05, Y7, Y9, Y11  // !(x < +Inf): NaN or +Inf
-	VORPS Y11, Y8, Y8
-	VCMPPS $0x05, Y7, Y10, Y11
-	VORPS Y11, Y8, Y8
-	VCMPPS $0x1e, Y0, Y9, Y11  // x > lane maximum (false for NaN)
-	VBLENDVPS Y11, Y9, Y0, Y0
-	VBLENDVPS Y11, Y4, Y2, Y2
-	VCMPPS $0x1e, Y1, Y10, Y11
-	VBLENDVPS Y11, Y10, Y1, Y1
-	VBLENDVPS Y11, Y5, Y3, Y3
-	VPADDD Y6, Y4, Y4
-	VPADDD Y6, Y5, Y5
-	ADDQ $16, BX
+	VMOVUPS (SI)(BX*4), Y4
+	VMOVUPS 32(SI)(BX*4), Y5
+	VMOVUPS 64(SI)(BX*4), Y6
+	VMOVUPS 96(SI)(BX*4), Y7
+	VCMPPS $0x03, Y4, Y4, Y9   // unordered: NaN
+	VORPS Y9, Y8, Y8
+	VCMPPS $0x03, Y5, Y5, Y9
+	VORPS Y9, Y8, Y8
+	VCMPPS $0x03, Y6, Y6, Y9
+	VORPS Y9, Y8, Y8
+	VCMPPS $0x03, Y7, Y7, Y9
+	VORPS Y9, Y8, Y8
+	VMAXPS Y4, Y0, Y0
+	VMAXPS Y5, Y1, Y1
+	VMAXPS Y6, Y2, Y2
+	VMAXPS Y7, Y3, Y3
+	ADDQ $32, BX
 	CMPQ BX, CX
 	JB max2loop
 
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVDQU Y2, (R8)
-	VMOVDQU Y3, 32(R8)
+	VMAXPS Y1, Y0, Y0
+	VMAXPS Y3, Y2, Y2
+	VMAXPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VMOVHLPS X0, X0, X1
+	VMAXPS X1, X0, X0
+	VPSHUFD $1, X0, X1
+	VMAXSS X1, X0, X0
+	MOVSS X0, m+24(FP)
 	VMOVMSKPS Y8, AX
 	TESTL AX, AX
-	SETEQ ok+40(FP)
+	SETEQ ok+28(FP)
+	VZEROUPPER
+	RET
+
+// func indexAVX2(xs []float32, v float32) int
+TEXT ·indexAVX2(SB), NOSPLIT, $0-40
+	MOVQ xs_base+0(FP), SI
+	MOVQ xs_len+8(FP), CX
+	VBROADCASTSS v+24(FP), Y0
+	XORQ BX, BX
+
+index2loop:
+	CMPQ BX, CX
+	JAE index2done
+	VCMPPS $0x00, (SI)(BX*4), Y0, Y1
+	VMOVMSKPS Y1, AX
+	TESTL AX, AX
+	JNZ index2found
+	ADDQ $8, BX
+	JMP index2loop
+
+index2found:
+	TZCNTL AX, AX
+	ADDQ AX, BX
+
+index2done:
+	MOVQ BX, ret+32(FP)
 	VZEROUPPER
 	RET
 

@@ -47,6 +47,15 @@ func kernelRows() []namedRow {
 				}
 				return row
 			}()},
+			namedRow{fmt.Sprintf("finite only in the last two v%d", v), func() []float32 {
+				row := make([]float32, v)
+				for i := range row {
+					row[i] = -inf
+				}
+				row[v-1] = -3
+				row[max(0, v-2)] = -3
+				return row
+			}()},
 		)
 		for _, bad := range []float32{nan, inf} {
 			for _, at := range []int{0, v / 2, v - 1} {
