@@ -16,8 +16,9 @@ import (
 // adds into lane j%lanes, whichever path computes it.
 const lanes = 8
 
-// weighBlock is how many tokens the weighing pass stages at a time before
-// adding them to the histogram; the staging buffers stay in L1.
+// weighBlock is how many tokens the weighing pass takes at a time: the
+// AVX-512 kernel stages the regular ones for the histogram (weigh adds them),
+// and the staging buffers stay in L1.
 const weighBlock = 2048
 
 // rowMax returns the maximum logit and the lowest id holding it, rejecting
@@ -56,12 +57,19 @@ func minAtLeast(logits []float32, thr float32) float32 {
 	return lo
 }
 
-// weighFrame carries one row's weighing pass: its constants and the lane
-// sums. The assembly reads it by the offsets in go_asm.h.
+// weighFrame carries one row's weighing pass: its constants, the lane sums
+// and the histogram. The assembly reads it by the offsets in go_asm.h.
 type weighFrame struct {
 	max, invT, scale float64
 	z, sx            [lanes]float64
+	cnt              *[histSlots]uint32
+	mass             *[histSlots]uint64
 }
+
+// histSlots: the regular buckets, then a spare slot per lane. The AVX2
+// kernel adds a token of the overflow bucket into its lane's spare slot,
+// which nothing reads, so it updates the histogram without a branch.
+const histSlots = regularBuckets + lanes
 
 // expConsts are the constants of expNeg, bucketOf and quantise, for the
 // assembly kernels; the Go code uses the named constants directly.
@@ -76,13 +84,13 @@ var expConsts = expConstants{stepsPerNat, roundMagic, natsPerStep, 1.0 / 6, 0.5,
 
 // weighTokens weighs a block of logits (len(xs) <= weighBlock; the first
 // token of xs is a multiple of lanes into the row): it adds e = e^y and y e
-// into f's lane sums, writes every token's bucket into bk, and stores the
-// bucket and quantised weight of each token in a regular bucket, in order,
-// into stB and stQ (which have room for len(xs)+lanes entries). It returns
-// how many it staged.
-func weighTokens(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) int {
-	j, n := weighAsm(f, xs, bk, stB, stQ)
-	m, invT, scale := f.max, f.invT, f.scale
+// into f's lane sums, writes every token's bucket into bk, and counts the
+// tokens of regular buckets in f's histogram, except those it staged, in
+// order, in stB and stQ (which have room for len(xs)+lanes entries). It
+// returns how many it staged.
+func weighTokens(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (staged int) {
+	j, staged := weighAsm(f, xs, bk, stB, stQ)
+	m, invT, scale, cnt, mass := f.max, f.invT, f.scale, f.cnt, f.mass
 	for ; j < len(xs); j++ {
 		y := clampTail(scaled(xs[j], m, invT))
 		e := expNeg(y)
@@ -90,12 +98,12 @@ func weighTokens(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []ui
 		f.sx[j%lanes] += float64(y * e)
 		b := bucketOf(y, scale)
 		bk[j] = uint16(b)
-		stB[n], stQ[n] = int32(b), quantise(e)
 		if b < overflowBucket {
-			n++
+			cnt[b]++
+			mass[b] += quantise(e)
 		}
 	}
-	return n
+	return staged
 }
 
 // matchBucket writes into out the ids of the first len(out) tokens whose

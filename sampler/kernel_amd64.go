@@ -80,7 +80,8 @@ func weighAsm(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint6
 	if simd == avx512 {
 		return n, weighAVX512(f, xs[:n], bk, stB, stQ)
 	}
-	return n, weighAVX2(f, xs[:n], bk, stB, stQ)
+	weighAVX2(f, xs[:n], bk)
+	return n, 0
 }
 
 func matchBucketAsm(bk []uint16, b uint16, out []int32) (i, n int) {
@@ -126,15 +127,20 @@ func minAtLeastAVX512(xs []float32, thr float32) float32
 func minAtLeastAVX2(xs []float32, thr float32) float32
 
 // weighAVX512 is weighTokens for len(xs) a positive multiple of 8; stB and
-// stQ have room for len(xs)+8 entries.
+// stQ have room for len(xs)+8 entries. It stages every regular token:
+// compressing them into the staging buffers costs less than updating the
+// histogram for every token, when most are in the overflow bucket.
 //
 //go:noescape
 func weighAVX512(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (staged int)
 
-// weighAVX2 is weighAVX512 with two 4-double vectors per 8 tokens.
+// weighAVX2 is weighTokens for len(xs) a positive multiple of 8, with two
+// 4-double vectors per 8 tokens. It stages nothing: without a compress
+// instruction, adding every token into the histogram (the overflow ones into
+// spare slots) costs less than staging them one by one.
 //
 //go:noescape
-func weighAVX2(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (staged int)
+func weighAVX2(f *weighFrame, xs []float32, bk []uint16)
 
 // matchAVX512 is matchBucket for len(bk) a multiple of 32; i is how far it
 // read.

@@ -5,7 +5,7 @@
 
 // weighAVX2's frame: constants broadcast to 4 lanes (there are too few YMM
 // registers to hold them all), and the 8 buckets and weights of an iteration
-// on their way to the staging buffers.
+// on their way to the histogram (W2_HIST).
 #define W2_NATS 0
 #define W2_SIXTH 32
 #define W2_HALF 64
@@ -61,15 +61,16 @@
 	VPSUBQ W2_TWO52(SP), Y5, Y5; \
 	VMOVDQU Y5, W2_Q+qoff(SP)
 
-// W2_STAGE stores token k's bucket and weight at the staging position R13
-// and advances R13 if the bucket is regular (below overflowBucket).
-#define W2_STAGE(k) \
+// W2_HIST adds token k of the iteration into the histogram: into its
+// bucket, or into the spare slot of lane k if that is the overflow bucket.
+#define W2_HIST(k) \
 	MOVL W2_B+4*k(SP), AX; \
 	MOVQ W2_Q+8*k(SP), DX; \
-	MOVL AX, (R9)(R13*4); \
-	MOVQ DX, (R10)(R13*8); \
+	MOVL $(const_overflowBucket+k), R13; \
 	CMPL AX, $const_overflowBucket; \
-	ADCQ $0, R13
+	CMOVLCC R13, AX; \
+	INCL (R9)(AX*4); \
+	ADDQ DX, (R10)(AX*8)
 
 // func maxAVX512(xs []float32) (m float32, ok bool)
 //
@@ -432,17 +433,17 @@ min2loop:
 	VZEROUPPER
 	RET
 
-// func weighAVX2(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (staged int)
+// func weighAVX2(f *weighFrame, xs []float32, bk []uint16)
 //
 // Eight tokens per iteration in two halves: tokens 0-3 add into lanes 0-3
 // (Y15, Y13), tokens 4-7 into lanes 4-7 (Y14, Y12), as in weighTokens.
-TEXT ·weighAVX2(SB), NOSPLIT, $416-112
+TEXT ·weighAVX2(SB), NOSPLIT, $416-56
 	MOVQ f+0(FP), DI
 	MOVQ xs_base+8(FP), SI
 	MOVQ xs_len+16(FP), CX
 	MOVQ bk_base+32(FP), R8
-	MOVQ stB_base+56(FP), R9
-	MOVQ stQ_base+80(FP), R10
+	MOVQ weighFrame_cnt(DI), R9
+	MOVQ weighFrame_mass(DI), R10
 	LEAQ ·expTable(SB), R11
 
 	VBROADCASTSD ·expConsts+expConstants_natsPerStep(SB), Y0
@@ -476,7 +477,6 @@ TEXT ·weighAVX2(SB), NOSPLIT, $416-112
 	VMOVUPD weighFrame_z+32(DI), Y14
 	VMOVUPD weighFrame_sx(DI), Y13
 	VMOVUPD weighFrame_sx+32(DI), Y12
-	XORQ R13, R13
 	XORQ BX, BX
 
 weigh2loop:
@@ -486,14 +486,14 @@ weigh2loop:
 	VMOVDQU W2_B(SP), X0
 	VPACKUSDW W2_B+16(SP), X0, X0
 	VMOVDQU X0, (R8)(BX*2)
-	W2_STAGE(0)
-	W2_STAGE(1)
-	W2_STAGE(2)
-	W2_STAGE(3)
-	W2_STAGE(4)
-	W2_STAGE(5)
-	W2_STAGE(6)
-	W2_STAGE(7)
+	W2_HIST(0)
+	W2_HIST(1)
+	W2_HIST(2)
+	W2_HIST(3)
+	W2_HIST(4)
+	W2_HIST(5)
+	W2_HIST(6)
+	W2_HIST(7)
 	ADDQ $8, BX
 	CMPQ BX, CX
 	JB weigh2loop
@@ -502,7 +502,6 @@ weigh2loop:
 	VMOVUPD Y14, weighFrame_z+32(DI)
 	VMOVUPD Y13, weighFrame_sx(DI)
 	VMOVUPD Y12, weighFrame_sx+32(DI)
-	MOVQ R13, staged+104(FP)
 	VZEROUPPER
 	RET
 

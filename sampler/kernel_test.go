@@ -78,7 +78,7 @@ type prepared struct {
 	errText       string
 	scale         float64
 	bk            []uint16
-	cnt           [regularBuckets]uint32
+	cnt           [regularBuckets]uint32 // the spare slots are not compared
 	mass          [regularBuckets]uint64
 }
 
@@ -92,7 +92,8 @@ func prepareWith(level int, row []float32, temp float64) (p prepared) {
 			p.errText = err.Error()
 			return
 		}
-		p.scale, p.bk, p.cnt, p.mass = s.scale, s.bk, s.cnt, s.mass
+		p.scale, p.bk = s.scale, s.bk
+		p.cnt, p.mass = [regularBuckets]uint32(s.cnt[:regularBuckets]), [regularBuckets]uint64(s.mass[:regularBuckets])
 	})
 	return p
 }

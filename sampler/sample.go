@@ -76,8 +76,8 @@ type scratch struct {
 	stB     []int32  // weigh's staging: bucket and weight of regular tokens
 	stQ     []uint64
 	ids     []int32 // the tokens of one bucket
-	cnt     [regularBuckets]uint32
-	mass    [regularBuckets]uint64
+	cnt     [histSlots]uint32
+	mass    [histSlots]uint64
 	cumCnt  [regularBuckets + 1]uint32 // tokens in the buckets before b
 	cumMass [regularBuckets + 1]uint64 // quantised weight of the buckets before b
 	sorted  [2]sortedBucket
@@ -215,7 +215,7 @@ func (s *scratch) weigh() (z, sx float64) {
 		s.stB, s.stQ = make([]int32, weighBlock+lanes), make([]uint64, weighBlock+lanes)
 	}
 	s.bk = s.bk[:n]
-	f := weighFrame{max: float64(s.max), invT: s.invT, scale: s.scale}
+	f := weighFrame{max: float64(s.max), invT: s.invT, scale: s.scale, cnt: &s.cnt, mass: &s.mass}
 	for lo := 0; lo < n; lo += weighBlock {
 		hi := min(lo+weighBlock, n)
 		k := weighTokens(&f, s.logits[lo:hi], s.bk[lo:hi], s.stB, s.stQ)
