@@ -1,7 +1,6 @@
 package sampler
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -48,15 +47,18 @@ type cand struct {
 	q  uint64
 }
 
-// byRank is the sampling order: higher logit first, lower id on ties.
-func byRank(a, b cand) int {
-	if a.x != b.x {
-		if a.x > b.x {
-			return -1
-		}
-		return 1
+// rankKey is a token's place in the sampling order (higher logit first,
+// lower id on ties) as an integer, so that a bucket sorts without a
+// comparison function. The float bits are mapped to an unsigned order
+// (negatives flipped), after x+0 turns -0 into +0, which ranks equal.
+func rankKey(x float32, id int32) uint64 {
+	u := math.Float32bits(x + 0)
+	if u>>31 != 0 {
+		u = ^u
+	} else {
+		u |= 1 << 31
 	}
-	return cmp.Compare(a.id, b.id)
+	return uint64(^u)<<32 | uint64(uint32(id))
 }
 
 type sortedBucket struct {
@@ -75,7 +77,8 @@ type scratch struct {
 	bk      []uint16 // every token's bucket, filled by weigh
 	stB     []int32  // weigh's staging: bucket and weight of regular tokens
 	stQ     []uint64
-	ids     []int32 // the tokens of one bucket
+	ids     []int32  // the tokens of one bucket
+	keys    []uint64 // their rankKeys
 	cnt     [histSlots]uint32
 	mass    [histSlots]uint64
 	cumCnt  [regularBuckets + 1]uint32 // tokens in the buckets before b
@@ -254,11 +257,17 @@ func (s *scratch) bucket(b int) []cand {
 	}
 	ids := s.ids[:matchBucket(s.bk, uint16(b), s.ids[:s.cnt[b]])]
 	logits, m, invT := s.logits, float64(s.max), s.invT
+	keys := s.keys[:0]
 	for _, i := range ids {
+		keys = append(keys, rankKey(logits[i], i))
+	}
+	slices.Sort(keys)
+	s.keys = keys
+	for _, k := range keys {
+		i := int32(uint32(k))
 		x := logits[i]
 		toks = append(toks, cand{x: x, id: i, q: quantise(expNeg(clampTail(scaled(x, m, invT))))})
 	}
-	slices.SortFunc(toks, byRank)
 	slot.bucket, slot.toks = b, toks
 	return toks
 }
