@@ -5,7 +5,7 @@ package sampler
 import "math"
 
 // There are no kernels for this build: the functions below hand every token
-// to the Go code.
+// to the Go code. simd exists, always noSIMD, for the tests that set it.
 const (
 	noSIMD   = iota
 	bestSIMD = noSIMD
