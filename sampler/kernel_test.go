@@ -25,7 +25,10 @@ func withSIMD(level int, f func()) {
 func kernelRows() []namedRow {
 	r := rand.New(rand.NewPCG(91, 92))
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	lengths := []int{1, 7, 8, 15, 16, 17, 31, 33, 100, 2047, 2048, 2049, 4103, qwenVocab, qwenVocab + 5}
+	lengths := []int{1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 2047, 2048, 2049, 4103, qwenVocab, qwenVocab + 5}
+	for range 30 {
+		lengths = append(lengths, 1+r.IntN(5000))
+	}
 	var rows []namedRow
 	for _, v := range lengths {
 		rows = append(rows,
