@@ -7,6 +7,7 @@ require (
 	github.com/ollama/ollama v0.17.4
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/sys v0.38.0
 	gonum.org/v1/plot v0.16.0
 )
 
@@ -29,7 +30,6 @@ require (
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	golang.org/x/image v0.25.0 // indirect
-	golang.org/x/sys v0.38.0 // indirect
 	golang.org/x/text v0.30.0 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )

@@ -74,7 +74,9 @@ type Options struct {
 	Threads    int // llama.cpp threads; 0 = physical cores
 	KVType     llama.KVType
 	FlashAttn  llama.FlashAttn
-	// SamplerWorkers spread sampling over cores; 0 = GOMAXPROCS.
+	// SamplerWorkers spread sampling over cores; 0 = as many as llama.cpp threads. Sampling
+	// runs between decodes, on the cores llama.cpp was given, so engines sharing a machine
+	// (SharedThreads) do not oversubscribe it.
 	SamplerWorkers int
 }
 
@@ -176,7 +178,7 @@ func New(m *llama.Model, opt Options) (*Engine, error) {
 	}
 	e := &Engine{
 		model: m, ctx: ctx, batch: batch, opt: opt,
-		sampler: sampler.NewBatch(opt.SamplerWorkers),
+		sampler: sampler.NewBatch(samplerWorkers(opt)),
 		nVocab:  m.NVocab(),
 		eog:     map[int32]bool{},
 		slots:   make([]slot, opt.Slots),
@@ -185,6 +187,17 @@ func New(m *llama.Model, opt Options) (*Engine, error) {
 		e.eog[t] = true
 	}
 	return e, nil
+}
+
+// samplerWorkers resolves Options.SamplerWorkers: the llama.cpp thread count by default.
+func samplerWorkers(opt Options) int {
+	switch {
+	case opt.SamplerWorkers > 0:
+		return opt.SamplerWorkers
+	case opt.Threads > 0:
+		return opt.Threads
+	}
+	return llama.PhysicalCores()
 }
 
 // Close frees the engine's context; the model stays open.

@@ -42,14 +42,28 @@
 //
 // # Speed
 //
-// A row takes one pass for the maximum (which also collects the tokens within
-// 40 nats of it; the rest change log Z by less than 1e-12), one pass over
-// those for sum e^y and sum y e^y (entropy = log Z - E[y]) with a float64 exp
-// accurate to 1e-12 that also fills a histogram of 1024 buckets of y (1/32
-// nat wide, finer when the candidates span less than 32 nats, as at high
-// temperature), and then sorts only the one or two buckets where a cut or the
-// draw falls. Batch spreads rows over a fixed worker pool and allocates
-// nothing in steady state.
+// A row takes one pass for the maximum (then an early-exiting search for its
+// first id), one for the lowest logit
+// within 40 nats of it (which sets the bucket width), and one fused pass over
+// all tokens for sum e^y and sum y e^y (entropy = log Z - E[y]) with a float64
+// exp accurate to 1e-12 that also fills a histogram of 1024 buckets of y (1/32
+// nat wide, finer when the tokens within 40 nats span less than 16 nats, as
+// at high temperature). Truncation and the draw then sort only the one or two
+// buckets where a cut or the draw falls. The passes run as AVX-512 or AVX2
+// kernels where the CPU has them and in portable Go otherwise (build tag
+// purego: always), with bit-identical results: the kernels do the same
+// float64 operations per token (no fused multiply-adds) and add into the same
+// 8 lane sums (token j into lane j%8). At vocabulary 151,936 the passes take
+// about 1.1-1.6 ns per token on one core with AVX-512 (BenchmarkFusedPass151936).
+// Batch spreads rows over a fixed worker pool and allocates nothing in steady
+// state.
+//
+// # Truncated mass
+//
+// Draw.KeptMass is the probability under softmax(logits/T) of the tokens the
+// truncation kept, computed from the quantised weights: within V*2^-40
+// (1.4e-7 at V = 151,936) of the exact value, and exactly 1 when nothing
+// drawable was cut (and at T = 0).
 //
 // # Randomness
 //

@@ -1,7 +1,6 @@
 package sampler
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +16,10 @@ type Draw struct {
 	Token   int32
 	LogProb float32
 	Entropy float32
+	// KeptMass is the probability, under the same distribution, of the tokens
+	// that top-k, top-p and min-p kept: exactly 1 when they cut nothing
+	// drawable, and 1 for greedy.
+	KeptMass float32
 }
 
 const (
@@ -32,11 +35,8 @@ const (
 	// 0 (e^-28.5 * 2^40 < 1/2), so it can be neither kept by top-p nor drawn.
 	regularBuckets = 1024
 	overflowBucket = regularBuckets
-	// Below this many candidates no bucket can be large: keep minScale.
-	rescaleAbove = 4096
-	// tailNats: tokens further than this below the maximum are left out of the
-	// sums. All of them together change log Z by less than V*e^-40 (7e-13 at
-	// V = 151,936) and the entropy by less than V*40*e^-40 (3e-11).
+	// tailNats: the bucket scale is chosen to fit the tokens within this many
+	// nats of the maximum; those further down weigh 0 after quantisation.
 	tailNats = 40
 )
 
@@ -47,15 +47,18 @@ type cand struct {
 	q  uint64
 }
 
-// byRank is the sampling order: higher logit first, lower id on ties.
-func byRank(a, b cand) int {
-	if a.x != b.x {
-		if a.x > b.x {
-			return -1
-		}
-		return 1
+// rankKey is a token's place in the sampling order (higher logit first,
+// lower id on ties) as an integer, so that a bucket sorts without a
+// comparison function. The float bits are mapped to an unsigned order
+// (negatives flipped), after x+0 turns -0 into +0, which ranks equal.
+func rankKey(x float32, id int32) uint64 {
+	u := math.Float32bits(x + 0)
+	if u>>31 != 0 {
+		u = ^u
+	} else {
+		u |= 1 << 31
 	}
-	return cmp.Compare(a.id, b.id)
+	return uint64(^u)<<32 | uint64(uint32(id))
 }
 
 type sortedBucket struct {
@@ -71,10 +74,13 @@ type scratch struct {
 	invT   float64
 	scale  float64 // buckets per nat
 
-	surv    []int32  // tokens within tailNats of the maximum (a superset)
-	survB   []uint16 // bucket of each surv token, filled by weigh
-	cnt     [regularBuckets + 1]uint32
-	mass    [regularBuckets + 1]uint64
+	bk      []uint16 // every token's bucket, filled by weigh
+	stB     []int32  // weigh's staging: bucket and weight of regular tokens
+	stQ     []uint64
+	ids     []int32  // the tokens of one bucket
+	keys    []uint64 // their rankKeys
+	cnt     [histSlots]uint32
+	mass    [histSlots]uint64
 	cumCnt  [regularBuckets + 1]uint32 // tokens in the buckets before b
 	cumMass [regularBuckets + 1]uint64 // quantised weight of the buckets before b
 	sorted  [2]sortedBucket
@@ -113,66 +119,44 @@ func (s *scratch) sample(logits []float32, p Params, rng *Stream) (Draw, error) 
 	}
 	u := rng.Uint64()
 	if p.Temperature == 0 {
-		return Draw{Token: int32(argmax), LogProb: float32(-logZ), Entropy: float32(entropy)}, nil
+		return Draw{Token: int32(argmax), LogProb: float32(-logZ), Entropy: float32(entropy), KeptMass: 1}, nil
 	}
-	tok, ok := s.tokenAt(drawTarget(u, s.prefixMass(s.keptRank(p))))
+	kept := s.prefixMass(s.keptRank(p))
+	tok, ok := s.tokenAt(drawTarget(u, kept))
 	if !ok {
 		return Draw{}, errors.New("sample: draw target beyond the kept mass (sampler bug)")
 	}
 	lp := scaled(logits[tok], float64(s.max), s.invT) - logZ
-	return Draw{Token: tok, LogProb: float32(lp), Entropy: float32(entropy)}, nil
+	return Draw{Token: tok, LogProb: float32(lp), Entropy: float32(entropy), KeptMass: s.keptMass(kept)}, nil
 }
 
-// prepare runs the two passes over s.logits at temperature t (greedy: 1):
-// it returns the argmax, log Z with Z = sum e^((x-max)/T), and the entropy,
-// and leaves the bucket histogram ready for truncation and the draw.
+// keptMass is the kept share of the quantised weight. Each token's weight is
+// rounded by at most 2^-41 of the maximum and Z >= 1 in those units, so it is
+// within V*2^-40 (1.4e-7 at V = 151,936) of the exact probability.
+func (s *scratch) keptMass(kept uint64) float32 {
+	total := s.cumMass[regularBuckets]
+	if kept == total {
+		return 1
+	}
+	return float32(float64(kept) / float64(total))
+}
+
+// prepare runs the passes over s.logits at temperature t (greedy: 1): it
+// returns the argmax, log Z with Z = sum e^((x-max)/T), and the entropy, and
+// leaves the bucket histogram ready for truncation and the draw.
 func (s *scratch) prepare(t float64) (argmax int, logZ, entropy float64, err error) {
 	if t == 0 {
 		t = 1
 	}
 	s.invT = 1 / t
-	if argmax, err = s.scan(tailNats * t); err != nil {
+	if s.max, argmax, err = rowMax(s.logits); err != nil {
 		return 0, 0, 0, err
 	}
-	s.chooseScale()
+	s.chooseScale(t)
 	z, sx := s.weigh()
 	logZ = math.Log(z)
 	// With y = (x - max)/T and w = e^y: H = -sum p log p = log Z - sum(y w)/Z.
 	return argmax, logZ, logZ - sx/z, nil
-}
-
-// scan finds the maximum logit (lowest id on ties), rejects NaN and +Inf, and
-// collects in s.surv every token within lag of the maximum. The threshold
-// follows the running maximum, which only grows, so the set is a superset.
-func (s *scratch) scan(lag float64) (argmax int, err error) {
-	logits := s.logits
-	if cap(s.surv) < len(logits) {
-		s.surv = make([]int32, len(logits))
-	}
-	surv := s.surv[:len(logits)]
-	negInf := float32(math.Inf(-1))
-	m, thr, n := negInf, negInf, 0
-	for i, x := range logits {
-		if !(x <= m) { // a new maximum, or NaN
-			if x != x {
-				return 0, fmt.Errorf("%w: logit %d is NaN", ErrLogits, i)
-			}
-			if math.IsInf(float64(x), 1) {
-				return 0, fmt.Errorf("%w: logit %d is +Inf", ErrLogits, i)
-			}
-			m, argmax, thr = x, i, lowerThreshold(x, lag)
-		}
-		// Branch-free compaction: the slot is overwritten unless x is kept.
-		surv[n] = int32(i)
-		if x >= thr {
-			n++
-		}
-	}
-	if m == negInf {
-		return 0, fmt.Errorf("%w: all %d logits are -Inf", ErrLogits, len(logits))
-	}
-	s.surv, s.max = surv[:n], m
-	return argmax, nil
 }
 
 // lowerThreshold returns a float32 no greater than x - lag.
@@ -206,65 +190,48 @@ func bucketOf(y, scale float64) int {
 	return min(int(-y*scale), overflowBucket)
 }
 
-// chooseScale picks the finest bucket scale at which all candidates still
-// fall in regular buckets; at high temperature y spans a fraction of a nat
-// and the default 1/32-nat buckets would hold most of the vocabulary.
-func (s *scratch) chooseScale() {
+// chooseScale picks the finest bucket scale at which all tokens within
+// tailNats of the maximum still fall in regular buckets; at high temperature
+// y spans a fraction of a nat and the default 1/32-nat buckets would hold
+// most of the vocabulary.
+func (s *scratch) chooseScale(t float64) {
 	s.scale = minScale
-	if len(s.surv) <= rescaleAbove {
-		return
-	}
-	lowest := s.max
-	for _, i := range s.surv {
-		if x := s.logits[i]; x < lowest { // rarely true: a predictable branch, cheaper than min
-			lowest = x
-		}
-	}
+	lowest := minAtLeast(s.logits, lowerThreshold(s.max, tailNats*t))
 	span := -scaled(lowest, float64(s.max), s.invT)
 	for s.scale < maxScale && 2*s.scale*span < regularBuckets {
 		s.scale *= 2
 	}
 }
 
-// weigh is the one pass over the candidate tokens: it returns Z = sum e^y and
-// sum y e^y in float64 and fills the per-bucket token counts and quantised
-// weights, followed by their prefix sums.
+// weigh is the one pass over the row: it returns Z = sum e^y and
+// sum y e^y in float64 (lane sums added in a fixed order) and fills every
+// token's bucket, the per-bucket token counts and quantised weights, and
+// their prefix sums.
 func (s *scratch) weigh() (z, sx float64) {
-	// Locals, so that the histogram stores cannot force reloads.
-	logits, m, invT, scale := s.logits, float64(s.max), s.invT, s.scale
-	cnt, mass := &s.cnt, &s.mass
-	clear(cnt[:])
-	clear(mass[:])
-	if cap(s.survB) < len(s.surv) {
-		s.survB = make([]uint16, cap(s.surv))
+	clear(s.cnt[:])
+	clear(s.mass[:])
+	n := len(s.logits)
+	if cap(s.bk) < n {
+		s.bk = make([]uint16, n)
 	}
-	survB := s.survB[:len(s.surv)]
-	add := func(j int, y float64) (e float64) {
-		e = expNeg(y)
-		b := bucketOf(y, scale)
-		cnt[b]++
-		mass[b] += quantise(e)
-		survB[j] = uint16(b)
-		return e
+	if s.stB == nil {
+		s.stB, s.stQ = make([]int32, weighBlock+lanes), make([]uint64, weighBlock+lanes)
 	}
-	// Two tokens per iteration with separate sums: the adds into z and sx
-	// are serial dependencies, and two chains overlap.
-	var z1, sx1 float64
-	surv := s.surv
-	j := 0
-	for ; j+1 < len(surv); j += 2 {
-		y0 := clampTail(scaled(logits[surv[j]], m, invT))
-		y1 := clampTail(scaled(logits[surv[j+1]], m, invT))
-		e0, e1 := add(j, y0), add(j+1, y1)
-		z, z1 = z+e0, z1+e1
-		sx, sx1 = sx+float64(y0*e0), sx1+float64(y1*e1)
+	s.bk = s.bk[:n]
+	f := weighFrame{max: float64(s.max), invT: s.invT, scale: s.scale, cnt: &s.cnt, mass: &s.mass}
+	for lo := 0; lo < n; lo += weighBlock {
+		hi := min(lo+weighBlock, n)
+		k := weighTokens(&f, s.logits[lo:hi], s.bk[lo:hi], s.stB, s.stQ)
+		stQ := s.stQ[:k]
+		for j, b := range s.stB[:k] {
+			s.cnt[b]++
+			s.mass[b] += stQ[j]
+		}
 	}
-	if j < len(surv) {
-		y := clampTail(scaled(logits[surv[j]], m, invT))
-		e := add(j, y)
-		z, sx = z+e, sx+float64(y*e)
+	for l := range lanes {
+		z += f.z[l]
+		sx += f.sx[l]
 	}
-	z, sx = z+z1, sx+sx1
 	for b := range regularBuckets {
 		s.cumCnt[b+1] = s.cumCnt[b] + s.cnt[b]
 		s.cumMass[b+1] = s.cumMass[b] + s.mass[b]
@@ -285,15 +252,22 @@ func (s *scratch) bucket(b int) []cand {
 	slot := &s.sorted[s.evict]
 	s.evict ^= 1
 	toks := slot.toks[:0]
-	logits, m, invT := s.logits, float64(s.max), s.invT
-	survB := s.survB[:len(s.surv)]
-	for j, i := range s.surv {
-		if survB[j] == uint16(b) {
-			x := logits[i]
-			toks = append(toks, cand{x: x, id: i, q: quantise(expNeg(clampTail(scaled(x, m, invT))))})
-		}
+	if c := int(s.cnt[b]); cap(s.ids) < c {
+		s.ids = make([]int32, c)
 	}
-	slices.SortFunc(toks, byRank)
+	ids := s.ids[:matchBucket(s.bk, uint16(b), s.ids[:s.cnt[b]])]
+	logits, m, invT := s.logits, float64(s.max), s.invT
+	keys := s.keys[:0]
+	for _, i := range ids {
+		keys = append(keys, rankKey(logits[i], i))
+	}
+	slices.Sort(keys)
+	s.keys = keys
+	for _, k := range keys {
+		i := int32(uint32(k))
+		x := logits[i]
+		toks = append(toks, cand{x: x, id: i, q: quantise(expNeg(clampTail(scaled(x, m, invT))))})
+	}
 	slot.bucket, slot.toks = b, toks
 	return toks
 }
