@@ -43,6 +43,7 @@ type sampleLine struct {
 	Tokens    []int32   `json:"tokens"`
 	LogProbs  []float32 `json:"logprobs"`
 	Entropies []float32 `json:"entropies"`
+	KeptMass  []float32 `json:"kept_mass,omitempty"` // top-k/top-p kept mass per token; absent when nothing was cut
 	Finish    string    `json:"finish"`
 }
 
@@ -121,7 +122,7 @@ func generate(c *ucli.Context) error {
 			if err != nil {
 				return err
 			}
-			line := sampleLine{Index: s.Index, Text: text, Tokens: s.Tokens, LogProbs: s.LogProbs, Entropies: s.Entropies, Finish: string(s.Finish)}
+			line := sampleLine{Index: s.Index, Text: text, Tokens: s.Tokens, LogProbs: s.LogProbs, Entropies: s.Entropies, KeptMass: s.KeptMass, Finish: string(s.Finish)}
 			if err := enc.Encode(line); err != nil {
 				return err
 			}

@@ -71,7 +71,7 @@ func init() {
 			&ucli.BoolFlag{Name: "dynamic-sampling", Usage: "DAPO dynamic sampling: drop groups whose rewards are all equal, roll out more problems to refill the batch"},
 			&ucli.IntFlag{Name: "max-gen-batches", Value: 3, Usage: "with --dynamic-sampling, most rollout batches per step"},
 			&ucli.BoolFlag{Name: "overlong-filter", Usage: "mask responses cut off at --max-tokens out of the loss (DAPO)"},
-			&ucli.Float64Flag{Name: "tis-cap", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob), cap); 0 = off, 2 is usual"},
+			&ucli.Float64Flag{Name: "tis-cap", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob) x the mass top-k/top-p kept, cap); 0 = off, 2 is usual"},
 			&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
 			&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
 			&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},

@@ -79,7 +79,10 @@ type AgentTurn struct {
 	Tokens       []int32   `json:"tokens"`
 	LogProbs     []float32 `json:"logprobs"`
 	Entropies    []float32 `json:"entropies"`
-	Finish       Finish    `json:"finish"`
+	// KeptMass is the sample's top-k/top-p kept mass per token (see Sample.KeptMass);
+	// absent when sampling cut nothing.
+	KeptMass []float32 `json:"kept_mass,omitempty"`
+	Finish   Finish    `json:"finish"`
 	// Answer is the extracted final answer, nil for no answer.
 	Answer *string        `json:"answer"`
 	Grade  reward.Verdict `json:"grade"`
@@ -434,7 +437,7 @@ func (s *scheduler) record(p *pendingReq, samples []Sample) error {
 			return err
 		}
 		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: smp.Tokens,
-			LogProbs: smp.LogProbs, Entropies: smp.Entropies, Finish: smp.Finish}
+			LogProbs: smp.LogProbs, Entropies: smp.Entropies, KeptMass: smp.KeptMass, Finish: smp.Finish}
 		v, ans := reward.Grade(text, d.rec.Problem.Gold, s.cfg.Extract)
 		if !v.NoAnswer {
 			at.Answer = &ans
@@ -524,7 +527,7 @@ func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
 		if d.stopped[k] {
 			for a := range next {
 				c := cur[a][k]
-				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies = "", nil, false, nil, nil, nil
+				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies, c.KeptMass = "", nil, false, nil, nil, nil, nil
 				c.Carried = true
 				next[a][k] = c
 				s.stats.Carried++

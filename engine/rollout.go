@@ -53,7 +53,11 @@ type Sample struct {
 	Tokens    []int32   `json:"tokens"`
 	LogProbs  []float32 `json:"logprobs"`
 	Entropies []float32 `json:"entropies"`
-	Finish    Finish    `json:"finish"`
+	// KeptMass is, per token, the probability mass that top-k/top-p/min-p kept: the draw
+	// came from softmax(logits/T) renormalised over it (importance ratios need it). Nil
+	// when no token's draw was cut.
+	KeptMass []float32 `json:"kept_mass,omitempty"`
+	Finish   Finish    `json:"finish"`
 }
 
 // Result is the outcome of one request: its K samples in index order, or an error that
@@ -123,6 +127,7 @@ type slot struct {
 	row       int // batch index of this slot's logits in the current step, -1 if none
 	tokens    []int32
 	logprobs  []float32
+	keptMass  []float32
 	entropies []float32
 }
 
@@ -440,7 +445,7 @@ func (e *Engine) assign(j *job, s int) *slot {
 	}
 	*sl = slot{job: j, k: j.next, row: -1,
 		rng:    sampler.NewStream(r.Seed, append(slices.Clone(ids), uint64(j.next))...),
-		tokens: sl.tokens[:0], logprobs: sl.logprobs[:0], entropies: sl.entropies[:0]}
+		tokens: sl.tokens[:0], logprobs: sl.logprobs[:0], keptMass: sl.keptMass[:0], entropies: sl.entropies[:0]}
 	j.next++
 	return sl
 }
@@ -557,6 +562,7 @@ func (e *Engine) step(emit func(Result)) error {
 		e.stats.GeneratedTokens++
 		sl.tokens = append(sl.tokens, d.Token)
 		sl.logprobs = append(sl.logprobs, d.LogProb)
+		sl.keptMass = append(sl.keptMass, d.KeptMass)
 		sl.entropies = append(sl.entropies, d.Entropy)
 		sl.last = d.Token
 		var finish Finish
@@ -584,6 +590,7 @@ func (e *Engine) retire(i int, finish Finish, emit func(Result)) error {
 		Index:     sl.k,
 		Tokens:    slices.Clone(sl.tokens),
 		LogProbs:  slices.Clone(sl.logprobs),
+		KeptMass:  keptMass(sl.keptMass),
 		Entropies: slices.Clone(sl.entropies),
 		Finish:    finish,
 	}
@@ -604,6 +611,17 @@ func (e *Engine) retire(i int, finish Finish, emit func(Result)) error {
 	}
 	if j.done == j.req.K {
 		emit(Result{Request: j.req, Samples: j.samples})
+	}
+	return nil
+}
+
+// keptMass is a sample's kept masses, nil when sampling cut nothing (the common case of no
+// top-k/top-p, which then costs rollout files nothing).
+func keptMass(m []float32) []float32 {
+	for _, v := range m {
+		if v != 1 {
+			return slices.Clone(m)
+		}
 	}
 	return nil
 }

@@ -384,3 +384,34 @@ func sameSamples(t *testing.T, ref, got map[uint64]engine.Result) {
 		}
 	}
 }
+
+// Each sample reports, per token, the probability mass top-p kept; without truncation
+// there is nothing to report.
+func TestKeptMass(t *testing.T) {
+	m := load(t, "qwen2")
+	p := prompt(t, m, "Keep some mass")
+	for _, tc := range []struct {
+		params sampler.Params
+		cut    bool
+	}{{sampler.Params{Temperature: 1, TopP: 0.3}, true}, {sampler.Params{Temperature: 1, TopP: 1}, false}} {
+		res, _ := run(t, m, exact(4), []engine.Request{{ID: 1, Prompt: p, K: 4, MaxTokens: 8, Params: tc.params, Seed: 1, IgnoreEOG: true}})
+		for _, s := range res[1].Samples {
+			if !tc.cut {
+				if s.KeptMass != nil {
+					t.Errorf("top-p 1: sample %d reports kept mass %v", s.Index, s.KeptMass)
+				}
+				continue
+			}
+			if len(s.KeptMass) != len(s.Tokens) {
+				t.Fatalf("top-p %g: sample %d has %d kept masses for %d tokens", tc.params.TopP, s.Index, len(s.KeptMass), len(s.Tokens))
+			}
+			for j, v := range s.KeptMass {
+				// Top-p keeps at least 0.3 of the mass; a random tiny model spreads it, so
+				// it keeps less than all of it.
+				if !(v >= 0.3 && v < 1) || float64(s.LogProbs[j]) > math.Log(float64(v))+1e-6 {
+					t.Errorf("top-p %g: token %d kept mass %v, log-prob %v", tc.params.TopP, j, v, s.LogProbs[j])
+				}
+			}
+		}
+	}
+}

@@ -23,7 +23,8 @@ type turnBatch struct {
 	refs               []sampleRef
 	prompts, responses [][]int32
 	rolloutLogp        [][]float32
-	overlong           []bool // cut off at the token limit
+	keptMass           [][]float32 // top-k/top-p kept mass per token; nil: nothing was cut
+	overlong           []bool      // cut off at the token limit
 	// Filled by the phases in turn: the actor's (old) and the reference's log-probs, the
 	// actor's entropies, advantages per token, groups dropped by dynamic sampling, and the
 	// optional loss mask and importance weights.
@@ -61,6 +62,7 @@ func gatherTurn(recs []engine.DebateRecord, turn, agent int) (turnBatch, error) 
 			b.refs = append(b.refs, sampleRef{p, k})
 			b.prompts, b.responses = append(b.prompts, at.PromptTokens), append(b.responses, at.Tokens)
 			b.rolloutLogp = append(b.rolloutLogp, at.LogProbs)
+			b.keptMass = append(b.keptMass, at.KeptMass)
 			b.overlong = append(b.overlong, at.Finish == engine.FinishLength)
 		}
 	}
@@ -128,7 +130,9 @@ func scoreAll(m *torch.Model, prompts, responses [][]int32, temp float64, chunk 
 }
 
 // lossInputs builds the optional per-token inputs of the loss: the overlong filter's mask
-// and truncated importance-sampling weights against the rollout's log-probs.
+// and truncated importance-sampling weights. The rollout drew each token from
+// softmax(logits/T) renormalised over what top-k/top-p kept, so its probability was
+// exp(rollout log-prob) / kept mass, and the weight is exp(trainer - rollout) x kept mass.
 func (t *Trainer) lossInputs(b *turnBatch, m *trainlog.StepMetrics) {
 	if t.cfg.OverlongFilter {
 		b.mask = make([][]float32, len(b.refs))
@@ -149,7 +153,11 @@ func (t *Trainer) lossInputs(b *turnBatch, m *trainlog.StepMetrics) {
 		for i := range b.refs {
 			b.isw[i] = make([]float32, len(b.old[i]))
 			for j := range b.old[i] {
-				w := math.Min(math.Exp(float64(b.old[i][j])-float64(b.rolloutLogp[i][j])), t.cfg.TISCap)
+				w := math.Exp(float64(b.old[i][j]) - float64(b.rolloutLogp[i][j]))
+				if b.keptMass[i] != nil {
+					w *= float64(b.keptMass[i][j])
+				}
+				w = math.Min(w, t.cfg.TISCap)
 				b.isw[i][j] = float32(w)
 				all = append(all, w)
 			}
