@@ -279,11 +279,11 @@ func debateCmd(c *ucli.Context) error {
 	if err := claimRunDir(out, cfg); err != nil {
 		return err
 	}
-	agents, closeAll, err := openAgents(c, cfg)
+	agents, servers, err := openAgents(c, cfg)
 	if err != nil {
 		return err
 	}
-	defer closeAll()
+	defer closeServers(servers)
 
 	ctx, release := interruptContext("")
 	defer release()
@@ -295,6 +295,12 @@ func debateCmd(c *ucli.Context) error {
 			return err
 		}
 	}
+	var decoded, naive int64
+	for _, srv := range servers {
+		st := srv.Engine.Stats()
+		decoded, naive = decoded+st.PromptTokens, naive+st.NaivePromptTokens
+	}
+	fmt.Fprintf(os.Stderr, "prompt tokens: %d decoded of %d, %.1f%% shared\n", decoded, naive, 100*(1-float64(decoded)/float64(max(naive, 1))))
 	if _, err := rebuildReport(out); err != nil {
 		return err
 	}
@@ -302,14 +308,10 @@ func debateCmd(c *ucli.Context) error {
 	return nil
 }
 
-// openAgents loads every distinct model once and makes one engine for it.
-func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func(), error) {
+// openAgents loads each distinct model once, as a server with its own engine, and returns
+// the agents on them and the servers (for closeServers).
+func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[string]*engine.Server, error) {
 	servers := map[string]*engine.Server{}
-	closeAll := func() {
-		for _, srv := range servers {
-			srv.Close()
-		}
-	}
 	distinct := map[string]bool{}
 	for _, a := range cfg.Agents {
 		distinct[a.Model] = true
@@ -327,19 +329,25 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, func()
 		srv := servers[a.Model]
 		if srv == nil {
 			if srv, err = engine.OpenServer(a.Model, c.Int("gpu-layers"), opt); err != nil {
-				closeAll()
+				closeServers(servers)
 				return nil, nil, err
 			}
 			servers[a.Model] = srv
 		}
 		f, err := srv.Format(a.ChatFormat)
 		if err != nil {
-			closeAll()
+			closeServers(servers)
 			return nil, nil, err
 		}
 		agents = append(agents, engine.DebateAgent{Name: a.Name, Generator: srv.Engine, Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
 	}
-	return agents, closeAll, nil
+	return agents, servers, nil
+}
+
+func closeServers(servers map[string]*engine.Server) {
+	for _, srv := range servers {
+		srv.Close()
+	}
 }
 
 // runSeed debates every problem not yet in dir's rollouts, appending each finished one.
