@@ -222,6 +222,12 @@ func debateCmd(c *ucli.Context) error {
 			return err
 		}
 	}
+	var decoded, naive int64
+	for _, srv := range servers {
+		st := srv.Engine.Stats()
+		decoded, naive = decoded+st.PromptTokens, naive+st.NaivePromptTokens
+	}
+	fmt.Fprintf(os.Stderr, "prompt tokens: %d decoded of %d, %.1f%% shared\n", decoded, naive, 100*(1-float64(decoded)/float64(max(naive, 1))))
 	if _, err := rebuildReport(out); err != nil {
 		return err
 	}

@@ -86,12 +86,16 @@ type Options struct {
 
 // Stats count the engine's work since it was made.
 type Stats struct {
-	Steps           int64         // llama.cpp decode calls
-	PromptTokens    int64         // prompt tokens sent to llama.cpp
-	GeneratedTokens int64         // tokens drawn
-	Moves           int64         // sequences moved to a lower slot (a KV stream copy each)
-	DecodeTime      time.Duration // inside llama_decode
-	SampleTime      time.Duration // inside the sampler
+	Steps        int64 // llama.cpp decode calls
+	PromptTokens int64 // prompt tokens sent to llama.cpp
+	// NaivePromptTokens is what decoding every sample's prompt on its own would send:
+	// PromptTokens over it is what sharing prompts (a request's K samples, and requests
+	// with identical prompts) leaves to decode.
+	NaivePromptTokens int64
+	GeneratedTokens   int64         // tokens drawn
+	Moves             int64         // sequences moved to a lower slot (a KV stream copy each)
+	DecodeTime        time.Duration // inside llama_decode
+	SampleTime        time.Duration // inside the sampler
 }
 
 // Engine generates samples with one llama.cpp context.
@@ -112,13 +116,16 @@ type slotState uint8
 
 const (
 	idle     slotState = iota
-	prefill            // decodes its job's prompt, for itself and the job's waiting slots
-	waiting            // waits for its job's prefill, then copies the prefill slot's stream
+	prefill            // decodes its job's prompt, for itself and the slots waiting for it
+	waiting            // waits for a prefill of its prompt, then copies the prefill slot's stream
 	decoding           // feeds one token per step
 )
 
 type slot struct {
-	job       *job
+	job *job
+	// source is the job whose prefill a waiting slot copies: its own job, or another job
+	// with the identical prompt (debate agents on one model get the same message).
+	source    *job
 	k         int
 	state     slotState
 	pos       int // position of the next token to feed
@@ -365,17 +372,18 @@ func (e *Engine) anyBusy() bool {
 }
 
 // start puts sample j.next of job j into slot s. The prompt is shared: the slot copies
-// the stream of a running sibling, whose cells hold the prompt, and decodes only the last
-// prompt token again (for its logits); if the job's prompt is being decoded, the slot
-// waits for that and copies it then; otherwise the slot decodes the prompt itself.
+// the stream of a running slot whose cells hold the same prompt (a sibling, or a sample of
+// another request with the identical prompt) and decodes only the last prompt token again
+// (for its logits); if such a prompt is being decoded, the slot waits for that and copies
+// it then; otherwise the slot decodes the prompt itself.
 func (e *Engine) start(j *job, s int) error {
 	sl := e.assign(j, s)
-	if j.prefillSlot >= 0 {
-		sl.state = waiting
+	if src := e.prefilling(j); src != nil {
+		sl.state, sl.source = waiting, src
 		return nil
 	}
 	for i := range e.slots {
-		if o := &e.slots[i]; i != s && o.job == j && o.state == decoding {
+		if o := &e.slots[i]; i != s && o.state == decoding && samePrompt(o.job, j) {
 			n := len(j.req.Prompt)
 			if err := e.copyStream(i, s); err != nil {
 				return err
@@ -387,10 +395,29 @@ func (e *Engine) start(j *job, s int) error {
 			return nil
 		}
 	}
-	// No sibling holds the prompt: decode it (again, if earlier siblings all finished).
+	// No slot holds the prompt: decode it (again, if earlier holders all finished).
 	j.prefillSlot, j.prefillN = s, 0
 	sl.state = prefill
 	return nil
+}
+
+// prefilling returns the job whose prompt, identical to j's, is being decoded: j itself
+// first, else another request's; nil if none.
+func (e *Engine) prefilling(j *job) *job {
+	if j.prefillSlot >= 0 {
+		return j
+	}
+	for i := range e.slots {
+		if o := &e.slots[i]; o.state == prefill && samePrompt(o.job, j) {
+			return o.job
+		}
+	}
+	return nil
+}
+
+// samePrompt reports whether two jobs decode the same prompt tokens.
+func samePrompt(a, b *job) bool {
+	return a == b || slices.Equal(a.req.Prompt, b.req.Prompt)
 }
 
 // copyStream gives slot dst the cells of slot src. llama.cpp copies whole streams; the
@@ -443,6 +470,7 @@ func (e *Engine) assign(j *job, s int) *slot {
 	if len(ids) == 0 {
 		ids = []uint64{r.ID}
 	}
+	e.stats.NaivePromptTokens += int64(len(r.Prompt))
 	*sl = slot{job: j, k: j.next, row: -1,
 		rng:    sampler.NewStream(r.Seed, append(slices.Clone(ids), uint64(j.next))...),
 		tokens: sl.tokens[:0], logprobs: sl.logprobs[:0], keptMass: sl.keptMass[:0], entropies: sl.entropies[:0]}
@@ -519,7 +547,7 @@ func (e *Engine) step(emit func(Result)) error {
 		sl.state, sl.pos = decoding, n
 		j.prefillSlot = -1
 		for w := range e.slots {
-			if o := &e.slots[w]; o.job == j && o.state == waiting {
+			if o := &e.slots[w]; o.source == j && o.state == waiting {
 				if err := e.copyStream(i, w); err != nil {
 					return err
 				}

@@ -415,3 +415,48 @@ func TestKeptMass(t *testing.T) {
 		}
 	}
 }
+
+// Requests with identical prompts (debate agents on one model, given one message) share a
+// prefill: a request whose prompt is being decoded waits for that decode and copies it, and
+// one that starts later copies a running slot of the other request; either way the prompt
+// is decoded once, and every sample is what a single slot draws.
+func TestIdenticalPromptsShareOnePrefill(t *testing.T) {
+	m := load(t, "qwen2")
+	p, q := prompt(t, m, "The same message to both agents, long enough to notice"), prompt(t, m, "Another one")
+	sp := sampler.Params{Temperature: 1, TopP: 1}
+	waits := func() []engine.Request {
+		return []engine.Request{
+			{ID: 1, Prompt: p, K: 2, MaxTokens: 6, Params: sp, Seed: 3, IgnoreEOG: true},
+			{ID: 2, Prompt: slices.Clone(p), K: 2, MaxTokens: 6, Params: sp, Seed: 5, IgnoreEOG: true},
+		}
+	}
+	ref, _ := run(t, m, exact(1), waits())
+	got, e := run(t, m, exact(4), waits())
+	sameSamples(t, ref, got)
+	st := e.Stats()
+	if st.PromptTokens != int64(len(p)) || st.NaivePromptTokens != 4*int64(len(p)) {
+		t.Errorf("waiting: %d prompt tokens decoded of %d naive, want %d of %d", st.PromptTokens, st.NaivePromptTokens, len(p), 4*len(p))
+	}
+	if got, want := e.TokensDecoded(), int64(len(p)+4*5); got != want {
+		t.Errorf("waiting: %d tokens sent to llama.cpp, want %d", got, want)
+	}
+
+	// Request 3 starts when request 2 ends, while request 1 (same prompt) is generating.
+	copies := func() []engine.Request {
+		return []engine.Request{
+			{ID: 1, Prompt: p, K: 1, MaxTokens: 8, Params: sp, Seed: 3, IgnoreEOG: true},
+			{ID: 2, Prompt: q, K: 1, MaxTokens: 2, Params: sp, Seed: 3, IgnoreEOG: true},
+			{ID: 3, Prompt: slices.Clone(p), K: 1, MaxTokens: 4, Params: sp, Seed: 7, IgnoreEOG: true},
+		}
+	}
+	ref, _ = run(t, m, exact(1), copies())
+	got, e = run(t, m, exact(2), copies())
+	sameSamples(t, ref, got)
+	if st := e.Stats(); st.PromptTokens != int64(len(p)+len(q)) {
+		t.Errorf("copying: %d prompt tokens decoded, want %d (each prompt once)", st.PromptTokens, len(p)+len(q))
+	}
+	// Generated tokens but each sample's last, plus request 3's last prompt token again.
+	if got, want := e.TokensDecoded(), int64(len(p)+len(q)+1+7+1+3); got != want {
+		t.Errorf("copying: %d tokens sent to llama.cpp, want %d", got, want)
+	}
+}
