@@ -227,7 +227,9 @@ func debateCmd(c *ucli.Context) error {
 		st := srv.Engine.Stats()
 		decoded, naive = decoded+st.PromptTokens, naive+st.NaivePromptTokens
 	}
-	fmt.Fprintf(os.Stderr, "prompt tokens: %d decoded of %d, %.1f%% shared\n", decoded, naive, 100*(1-float64(decoded)/float64(max(naive, 1))))
+	if naive > 0 { // nothing was generated when a resumed run had every problem done
+		fmt.Fprintf(c.App.ErrWriter, "prompt tokens: %d decoded of %d, %.1f%% shared\n", decoded, naive, 100*(1-float64(decoded)/float64(naive)))
+	}
 	if _, err := rebuildReport(out); err != nil {
 		return err
 	}

@@ -161,3 +161,30 @@ func TestResumeSurvivesPruning(t *testing.T) {
 		t.Errorf("the last checkpoint lacks its tokenizer: %v", err)
 	}
 }
+
+// A run directory whose config.json predates the named grading mode ("robust": false
+// instead of "reward": "strict") still resumes.
+func TestResumeRunFromBeforeRewardModes(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	args := func(steps string, extra ...string) []string {
+		return trainArgs(t, out, steps, append([]string{"--val-synthetic", "0"}, extra...)...)
+	}
+	if _, stderr, err := runApp(t, args("1")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	path := filepath.Join(out, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(b), `"reward": "strict"`, `"robust": false`, 1)
+	if old == string(b) {
+		t.Fatalf("config.json has no reward mode to rewrite:\n%s", b)
+	}
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runApp(t, args("2", "--resume")...); err != nil {
+		t.Fatalf("resume of a pre-reward-mode run: %v\n%s", err, stderr)
+	}
+}

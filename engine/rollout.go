@@ -227,12 +227,6 @@ func (e *Engine) Close() error {
 // Stats returns the work counters.
 func (e *Engine) Stats() Stats { return e.stats }
 
-// Options returns the resolved options.
-func (e *Engine) Options() Options { return e.opt }
-
-// Model is the engine's model.
-func (e *Engine) Model() *llama.Model { return e.model }
-
 // The debate reaches the engine through Generator.
 var _ Generator = (*Engine)(nil)
 

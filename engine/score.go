@@ -89,7 +89,7 @@ func (s *Scorer) one(prompt, response []int32, temp float64) ([]float32, []float
 			return nil, nil, fmt.Errorf("%s token %d at index %d is outside the vocabulary [0, %d)", what, t, at, s.nVocab)
 		}
 	}
-	if nt := s.m.NCtxTrain(); len(seq) > nt {
+	if nt := s.m.NCtxTrain(); nt > 0 && len(seq) > nt {
 		return nil, nil, fmt.Errorf("%d tokens are more than the model's context of %d", len(seq), nt)
 	}
 	n := len(seq) - 1 // the last token is scored, never fed

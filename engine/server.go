@@ -22,68 +22,62 @@ var ErrNoMemory = llama.ErrNoMemory
 
 // OpenModel loads a GGUF file, checked by LoadModel first, with gpuLayers layers offloaded.
 func OpenModel(path string, gpuLayers int) (*Model, error) {
-	m, err := LoadModel(path, llama.ModelParams{GPULayers: gpuLayers})
+	lm, err := LoadModel(path, llama.ModelParams{GPULayers: gpuLayers})
 	if err != nil {
 		return nil, err
 	}
-	return &Model{m}, nil
+	return &Model{lm}, nil
 }
 
 // OpenVocab loads only the tokenizer and metadata of a GGUF file (no weights).
 func OpenVocab(path string) (*Model, error) {
-	m, err := LoadModel(path, llama.ModelParams{VocabOnly: true})
+	lm, err := LoadModel(path, llama.ModelParams{VocabOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	return &Model{m}, nil
+	return &Model{lm}, nil
 }
 
 // Close frees the model; a nil model is a no-op.
-func (v *Model) Close() {
-	if v != nil {
-		v.model.Close()
+func (m *Model) Close() {
+	if m != nil {
+		m.model.Close()
 	}
 }
 
 // Path is the GGUF file the model was loaded from.
-func (v *Model) Path() string { return v.model.Path() }
+func (m *Model) Path() string { return m.model.Path() }
 
 // TrainedContext is the context length the model was trained with (0 if unknown).
-func (v *Model) TrainedContext() int { return v.model.NCtxTrain() }
+func (m *Model) TrainedContext() int { return m.model.NCtxTrain() }
 
 // NewEngine makes a rollout engine on the model.
-func (v *Model) NewEngine(opt Options) (*Engine, error) { return New(v.model, opt) }
+func (m *Model) NewEngine(opt Options) (*Engine, error) { return New(m.model, opt) }
 
 // Tokenize is llama.cpp's tokenizer of the model.
-func (v *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
-	return v.model.Tokenize(text, addSpecial, parseSpecial)
+func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	return m.model.Tokenize(text, addSpecial, parseSpecial)
 }
 
 // Detokenize turns token ids back into text; bytes cut mid-character become U+FFFD.
-func (v *Model) Detokenize(tokens []int32, renderSpecial bool) (string, error) {
-	return v.model.Detokenize(tokens, renderSpecial)
+func (m *Model) Detokenize(tokens []int32, renderSpecial bool) (string, error) {
+	return m.model.Detokenize(tokens, renderSpecial)
 }
 
 // Format is the model's chat format: the override (a family name) when given, else the one
 // detected from the GGUF's template.
-func (v *Model) Format(override string) (chat.Format, error) {
-	return ModelFormat(v.model, override)
-}
-
-// ModelFormat is a loaded model's chat format: the override when given, else detected from
-// its template (an error names the file).
-func ModelFormat(m *llama.Model, override string) (chat.Format, error) {
-	f, err := chat.Resolve(m.ChatTemplate(), override)
+func (m *Model) Format(override string) (chat.Format, error) {
+	f, err := chat.Resolve(m.model.ChatTemplate(), override)
 	if err != nil && override == "" {
-		return chat.Format{}, fmt.Errorf("%s: %w", m.Path(), err)
+		return chat.Format{}, fmt.Errorf("%s: %w", m.model.Path(), err)
 	}
 	return f, err
 }
 
 // EndOfTurn is the token that ends an assistant turn (and that training must teach): EOT
 // when the model has one, else EOS.
-func (v *Model) EndOfTurn() int32 {
-	sp := v.model.Specials()
+func (m *Model) EndOfTurn() int32 {
+	sp := m.model.Specials()
 	if sp.EOT >= 0 {
 		return sp.EOT
 	}

@@ -45,6 +45,8 @@ func AgentCheckpointDir(ckpt string, i int) string {
 }
 
 // LatestCheckpoint returns the newest complete checkpoint of a run directory, "" if none.
+// When checkpoints/latest is missing but checkpoints exist, it names the newest one and
+// writes latest again.
 func LatestCheckpoint(run string) (string, error) {
 	c, err := latestCheckpoint(run)
 	if err != nil || c == nil {
@@ -195,7 +197,7 @@ func checkpointSteps(root string) (map[int]string, error) {
 	return steps, nil
 }
 
-// sortedKeys is used by checkpoint pruning and tests.
+// sortedKeys orders checkpoint steps, for pruning and recovery.
 func sortedKeys(m map[int]string) []int {
 	out := make([]int, 0, len(m))
 	for k := range m {

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -80,6 +81,26 @@ type Config struct {
 	Out       string             `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.
 	Progress io.Writer `json:"-"`
+}
+
+// UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
+// "robust": true|false becomes Reward, so runs from then still resume.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	type plain Config
+	old := struct {
+		*plain
+		Robust *bool `json:"robust"`
+	}{plain: (*plain)(c)}
+	if err := json.Unmarshal(b, &old); err != nil {
+		return err
+	}
+	if c.Reward == "" && old.Robust != nil {
+		c.Reward = reward.Strict
+		if *old.Robust {
+			c.Reward = reward.Robust
+		}
+	}
+	return nil
 }
 
 // Check validates a configuration. Run calls it; the CLI calls it before it claims the

@@ -16,7 +16,7 @@ import (
 )
 
 // Tokenizer is what the trainer needs of a model's tokenizer: llama.cpp's, so that
-// training sees exactly the ids sampling does (*llama.Model implements it).
+// training sees exactly the ids sampling does (engine.Model and engine.Server implement it).
 type Tokenizer interface {
 	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
 }

@@ -49,7 +49,8 @@ var ErrInterrupted = errors.New("training interrupted")
 
 // Run trains until cfg.Steps, resuming from the newest complete checkpoint in cfg.Out. When
 // ctx is cancelled it finishes the step being learned (a half-applied step cannot be
-// resumed), checkpoints and returns ErrInterrupted.
+// resumed), checkpoints and returns ErrInterrupted; if that checkpoint fails, the error
+// says which step was not saved instead.
 func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := cfg.Check(); err != nil {
 		return err

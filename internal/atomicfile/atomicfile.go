@@ -1,10 +1,11 @@
 // Package atomicfile writes output files so that readers see either the old file or the
 // whole new one, never a part: the data goes to a temporary file in the same directory,
 // which is synced and renamed over the target. A symlink is followed and its target
-// replaced. What is not a regular file (a device such as /dev/null, a FIFO, a socket),
-// anything under /dev/ or /proc/ (such as /dev/stdout) and "-" (standard output) are
-// written through instead: renaming over them would replace the device or pipe with a
-// plain file.
+// replaced. What is not a regular file (a device such as /dev/null, a FIFO, a socket), a
+// name of an open descriptor (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/PID/fd/N) and "-"
+// (standard output) are written through instead, truncated as a shell's > would: renaming
+// over them would replace the device or pipe with a plain file, or leave the descriptor's
+// file unchanged.
 package atomicfile
 
 import (
@@ -39,10 +40,10 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	switch {
 	case statErr == nil && fi.IsDir():
 		return errors.New("is a directory")
-	case statErr == nil && !fi.Mode().IsRegular(), isSpecialPath(path) || isSpecialPath(target):
+	case statErr == nil && !fi.Mode().IsRegular(), isDescriptorPath(path):
 		// The path as given: the kernel resolves /proc/self/fd links, which name pipes
 		// that have no path.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
 		}
@@ -122,15 +123,19 @@ func resolve(path string) (string, error) {
 	return "", errors.New("too many levels of symbolic links")
 }
 
-// isSpecialPath reports whether path lies under /dev/ or /proc/, where names stand for
-// devices and for the process's own descriptors (/dev/stdout -> /proc/self/fd/1), which a
-// rename would detach from the file the descriptor writes to.
-func isSpecialPath(path string) bool {
+// isDescriptorPath reports whether path names an open descriptor (/dev/stdout ->
+// /proc/self/fd/1), whose file a rename would detach from the descriptor, even when that
+// file is a regular one (stdout redirected to a file).
+func isDescriptorPath(path string) bool {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return false
 	}
-	return strings.HasPrefix(abs, "/dev/") || strings.HasPrefix(abs, "/proc/")
+	if abs == "/dev/stdout" || abs == "/dev/stderr" || strings.HasPrefix(abs, "/dev/fd/") {
+		return true
+	}
+	parts := strings.Split(abs, "/") // "", "proc", PID or "self", "fd", N
+	return len(parts) == 5 && parts[1] == "proc" && parts[3] == "fd"
 }
 
 // WriteBytes creates path atomically with data.

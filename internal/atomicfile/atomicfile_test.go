@@ -124,3 +124,23 @@ func TestWriteKeepsWhatThePathIs(t *testing.T) {
 		t.Error("writing over a directory should fail")
 	}
 }
+
+// A regular file is replaced whole wherever it lies, /dev/shm included: a shorter new
+// content leaves no tail of the old one.
+func TestRegularFileUnderDevIsReplaced(t *testing.T) {
+	dir, err := os.MkdirTemp("/dev/shm", "atomicfile-test")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "out.jsonl")
+	if err := WriteBytes(path, []byte("a long first version\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(path, []byte("short\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "short\n" {
+		t.Errorf("%s holds %q, want %q", path, b, "short\n")
+	}
+}

@@ -31,7 +31,10 @@ func Dir(dir string) (*Lock, error) {
 		return nil, err
 	}
 	l, err := Acquire(filepath.Join(dir, File), dir)
-	if err == nil && statErr != nil {
+	switch {
+	case err != nil && statErr != nil:
+		os.Remove(dir) // made here for a lock not had: leave nothing behind (it stays if not empty)
+	case err == nil && statErr != nil:
 		l.dir = dir
 	}
 	return l, err
