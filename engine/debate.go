@@ -395,11 +395,22 @@ func (s *scheduler) receive(r Result) error {
 // render renders a user message with an agent's chat format and tokenizes it.
 func (s *scheduler) render(agent int, msg string) ([]int32, error) {
 	a := s.cfg.Agents[agent]
-	text, err := a.Format.Render([]chat.Message{{Role: "user", Content: msg}}, chat.Options{})
+	return UserPrompt(a.Format, msg, a.Generator.Tokenize)
+}
+
+// UserPrompt renders one user message in a chat format and tokenizes it with tokenize (a
+// chat prompt's tokenization: special tokens parsed, none added): how every debate prompt
+// is built, so training pairs built with it have the ids the debate decodes.
+func UserPrompt(f chat.Format, msg string, tokenize func(text string) ([]int32, error)) ([]int32, error) {
+	text, err := f.Render([]chat.Message{{Role: "user", Content: msg}}, chat.Options{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("render prompt: %w", err)
 	}
-	return a.Generator.Tokenize(text)
+	ids, err := tokenize(text)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize prompt: %w", err)
+	}
+	return ids, nil
 }
 
 // turn0 builds each agent's turn-0 request, or nil if the prompt is too long.

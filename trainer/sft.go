@@ -21,20 +21,6 @@ type Tokenizer interface {
 	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
 }
 
-// RenderPrompt renders one user message with an agent's chat format and tokenizes it, the
-// way the debate engine builds every prompt.
-func RenderPrompt(tok Tokenizer, f chat.Format, msg string) ([]int32, error) {
-	text, err := f.Render([]chat.Message{{Role: "user", Content: msg}}, chat.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("render prompt: %w", err)
-	}
-	ids, err := tok.Tokenize(text, false, true)
-	if err != nil {
-		return nil, fmt.Errorf("tokenize prompt: %w", err)
-	}
-	return ids, nil
-}
-
 // Pair is one supervised example in token ids: the rendered prompt and the response,
 // its end-of-turn token included (the token that stops sampling is trained too).
 type Pair struct {
@@ -94,7 +80,7 @@ func ReadPairs(path string) ([]TextPair, error) {
 func TokenizePairs(tok Tokenizer, f chat.Format, endOfTurn int32, pairs []TextPair) ([]Pair, error) {
 	out := make([]Pair, len(pairs))
 	for i, p := range pairs {
-		prompt, err := RenderPrompt(tok, f, p.Prompt)
+		prompt, err := engine.UserPrompt(f, p.Prompt, func(text string) ([]int32, error) { return tok.Tokenize(text, false, true) })
 		if err != nil {
 			return nil, fmt.Errorf("pair %d: %w", i, err)
 		}
