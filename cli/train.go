@@ -75,7 +75,8 @@ func init() {
 			&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
 			&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
 			&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},
-			&ucli.BoolFlag{Name: "robust", Usage: "reward with the robust answer checker instead of strict is_equiv"},
+			&ucli.StringFlag{Name: "reward", Value: string(reward.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper) or robust (equivalent forms: fractions, sets, intervals, symbolic)"},
+			&ucli.BoolFlag{Name: "robust", Usage: "the same as --reward robust"},
 			&ucli.IntFlag{Name: "val-every", Value: 20, Usage: "validate every N steps (also before training and at the end)"},
 			&ucli.IntFlag{Name: "val-k", Value: 1, Usage: "trajectories per validation problem"},
 			&ucli.IntFlag{Name: "save-every", Value: 40, Usage: "checkpoint every N steps (also at the end)"},
@@ -127,8 +128,14 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if algo, err = algo.Override(o); err != nil {
 		return rc, err
 	}
-	mode := reward.Strict
+	mode, err := reward.ParseMode(c.String("reward"))
+	if err != nil {
+		return rc, fmt.Errorf("--reward: %w", err)
+	}
 	if c.Bool("robust") {
+		if c.IsSet("reward") && mode != reward.Robust {
+			return rc, fmt.Errorf("--robust and --reward %s disagree", mode)
+		}
 		mode = reward.Robust
 	}
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}

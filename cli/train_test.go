@@ -188,3 +188,20 @@ func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 		t.Fatalf("resume of a pre-reward-mode run: %v\n%s", err, stderr)
 	}
 }
+
+// --reward picks the answer checker of the rewards and is saved with the run; --robust is
+// its shorthand, and a contradiction or an unknown checker is refused.
+func TestTrainRewardMode(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust")...); err != nil {
+		t.Fatalf("train --reward robust: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "config.json")); !strings.Contains(string(b), `"reward": "robust"`) {
+		t.Errorf("config.json does not record the robust reward:\n%s", b)
+	}
+	for _, bad := range [][]string{{"--reward", "loose"}, {"--reward", "strict", "--robust"}} {
+		if _, _, err := runApp(t, trainArgs(t, filepath.Join(t.TempDir(), "x"), "1", bad...)...); err == nil || !strings.Contains(err.Error(), "--r") {
+			t.Errorf("%v: %v, want an error naming the flag", bad, err)
+		}
+	}
+}
