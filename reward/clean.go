@@ -1,8 +1,12 @@
 package reward
 
 import (
+	"regexp"
 	"strings"
 )
+
+// doubledRe finds a control word written with two backslashes.
+var doubledRe = regexp.MustCompile(`\\\\[a-zA-Z]`)
 
 // Bounds that keep the robust grader's work per answer small whatever the
 // input: longer answers are compared as normalised text only.
@@ -14,7 +18,7 @@ var noise = strings.NewReplacer(
 	`^{\circ}`, "", `^\circ`, "", `^{ \circ}`, "", `^{\circ }`, "", "°", "",
 	`\$`, "", "$", "", `\%`, "", "%", "",
 	`,\! `, "", `,\!`, "", "{,}", "", // LaTeX digit grouping: 10,\!080 and 1{,}000
-	"\u2212", "-", "×", "*", "·", "*", "÷", "/", "π", `\pi `, "∞", `\infty `, "√", `\sqrt`,
+	"\u2212", "-", "×", "*", "·", "*", "÷", "/", "π", `\pi `, "∞", `\infty `, "√", `\sqrt`, "≤", `\le `, "≥", `\ge `,
 	"\n", " ", "\t", " ", "\r", " ", "~", " ",
 )
 
@@ -37,6 +41,9 @@ var wordReplacements = map[string]string{
 // cleanLatex drops spacing, sizing and decoration from an answer, maps
 // synonyms to one spelling and collapses white space.
 func cleanLatex(s string) string {
+	if doubledRe.MatchString(s) {
+		s = strings.ReplaceAll(s, `\\`, `\`) // JSON-escaped twice: \\frac
+	}
 	s = noise.Replace(s)
 	var b strings.Builder
 	b.Grow(len(s))
