@@ -88,7 +88,7 @@ func parseRelation(sides, ops []string, raw string) form {
 	if len(ops) == 2 && (lines[0].upper == lines[1].upper || lines[0].name != lines[1].name) {
 		return textForm(raw)
 	}
-	f := form{kind: kindTuple, open: '(', close: ')', elems: []form{{kind: kindScalar, sc: lo.bound}, {kind: kindScalar, sc: hi.bound}}}
+	f := form{kind: kindTuple, open: '(', close: ')', interval: true, elems: []form{{kind: kindScalar, sc: lo.bound}, {kind: kindScalar, sc: hi.bound}}}
 	if lo.closed {
 		f.open = '['
 	}

@@ -42,6 +42,8 @@ type form struct {
 	// alternatives marks the set that "a \pm b" expands to; inside a list
 	// its members are members of the list.
 	alternatives bool
+	interval     bool // a kindTuple that solves an inequality
+
 }
 
 // scalar is a value: exact when rational, otherwise its numeric values at
@@ -70,11 +72,25 @@ func parseAnswer(s string) form {
 	if len(s) > maxAnswerBytes {
 		return textForm(s)
 	}
+	s = finalAnswer(s)
 	s = cleanLatex(s)
 	s = unwrapText(s)
 	s = dropUnitWords(s)
 	s = strings.TrimRight(s, ". ")
 	return parseForm(s, 0)
+}
+
+// finalAnswer is the answer a whole solution states, its boxes or its
+// "the answer is" sentence, so that a gold solution can be compared; a
+// bare answer is returned as it is.
+func finalAnswer(s string) string {
+	if !strings.Contains(s, `\boxed`) && !strings.Contains(s, `\fbox`) && !strings.Contains(strings.ToLower(s), "answer") {
+		return s
+	}
+	if ans, ok := Extract(s, ExtractOptions{AnswerPhrase: true}); ok {
+		return ans
+	}
+	return s
 }
 
 func parseForm(s string, depth int) form {
@@ -149,7 +165,7 @@ func parseForm(s string, depth int) form {
 // of a single answer, and labels such as "(p,q) = ", "|AB| = " or
 // "V_1:V_2 = "; of a chain "x = 5+5+1 = 11" it keeps the last side.
 func stripAssignment(s string) string {
-	if sides := splitTop(s, "="); len(sides) > 1 && isLabel(sides[0]) {
+	if sides := splitTop(s, "="); len(sides) > 1 && isLabel(sides[0]) && len(splitList(s)) == 1 {
 		return strings.TrimSpace(sides[len(sides)-1])
 	}
 	m := assignmentRe.FindStringSubmatchIndex(s)
@@ -584,7 +600,7 @@ func (a form) isInterval() bool {
 	if a.kind != kindTuple || len(a.elems) != 2 {
 		return false
 	}
-	return a.open == '[' || a.close == ']' || a.elems[0].sc.inf != 0 || a.elems[1].sc.inf != 0
+	return a.interval || a.open == '[' || a.close == ']' || a.elems[0].sc.inf != 0 || a.elems[1].sc.inf != 0
 }
 
 // varies reports a value that depends on variables.
