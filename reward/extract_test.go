@@ -8,6 +8,7 @@ func TestExtract(t *testing.T) {
 	mathOpt := ExtractOptions{}
 	gsmOpt := ExtractOptions{GSM8KHash: true}
 	lastOpt := ExtractOptions{LastNumberFallback: true}
+	phraseOpt := ExtractOptions{AnswerPhrase: true}
 	cases := []struct {
 		response string
 		opt      ExtractOptions
@@ -48,6 +49,22 @@ func TestExtract(t *testing.T) {
 		{"#### none", gsmOpt, "", false, "#### without digits"},
 		{"#### 5 but \\boxed{6}", gsmOpt, "6", true, "a box wins over ####"},
 		{"", lastOpt, "", false, "empty response"},
+		{`\boxed{1}, \boxed{2}, \boxed{3}`, mathOpt, "1, 2, 3", true, "a set answered in several boxes is one answer"},
+		{`$\boxed{1}$ and $\boxed{-1}$.`, mathOpt, "1, -1", true, "boxes joined by a word between math spans"},
+		{`\boxed{1} \quad \boxed{2}`, mathOpt, "1, 2", true, "boxes separated by a quad"},
+		{`\boxed{1}\boxed{2}`, mathOpt, "2", true, "boxes side by side without a separator are not a list"},
+		{`\boxed{4}, so the final answer is \boxed{5}`, mathOpt, "5", true, "words between boxes: the last box alone"},
+		{`\boxed{}, \boxed{5}`, mathOpt, "5", true, "an empty box does not join"},
+		{`The answer is $\frac{5}{6}$.`, phraseOpt, `\frac{5}{6}`, true, "an answer phrase with a math span"},
+		{"Final Answer: 12 apples\nbye", phraseOpt, "12 apples", true, "a phrase ends at the line"},
+		{`so the answer is 7. Then 9.`, phraseOpt, "7", true, "a phrase ends at the sentence"},
+		{`The answer is $\frac{5}{6}$.`, mathOpt, "", false, "phrases are off unless asked for"},
+		{`The answer is`, phraseOpt, "", false, "a phrase with nothing after it"},
+		{`so $x = \frac{5}{6}$`, lastOpt, `\frac{5}{6}`, true, "the last number is part of a math span: the span after its last ="},
+		{`it is \(\sqrt{16}\).`, lastOpt, `\sqrt{16}`, true, `inside \( \)`},
+		{`it is \frac{5}{6}`, lastOpt, "", false, "a macro argument outside math is no answer, not 6"},
+		{`it is $x = 6$.`, lastOpt, "6", true, "a plain number in a span is the number"},
+		{`costs $\$1,200$ in all`, lastOpt, "1200", true, "an escaped dollar does not open a span"},
 	}
 	for _, c := range cases {
 		got, ok := Extract(c.response, c.opt)
