@@ -2,6 +2,7 @@ package reward
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -78,4 +79,16 @@ func RobustEquivRule(a, b string) (bool, Rule) {
 // the same answer gets the same key in every run.
 func Key(answer string) string {
 	return parseAnswer(answer).key()
+}
+
+// RobustEquivOrdered is RobustEquiv for questions whose answer list has an
+// order ("list the roots from least to greatest"): answer lists must agree
+// element by element, repeats included. Sets written with braces, \pm and
+// everything else compare as in RobustEquiv.
+func RobustEquivOrdered(a, b string) bool {
+	fa, fb := parseAnswer(a), parseAnswer(b)
+	if fa.order == nil || fb.order == nil {
+		return fa.equal(fb)
+	}
+	return slices.EqualFunc(fa.order, fb.order, form.equal)
 }

@@ -43,7 +43,9 @@ type form struct {
 	// its members are members of the list.
 	alternatives bool
 	interval     bool // a kindTuple that solves an inequality
-
+	// order is an answer list's elements as written, repeats included,
+	// for the ordered judgement (RobustEquivOrdered).
+	order []form
 }
 
 // scalar is a value: exact when rational, otherwise its numeric values at
@@ -115,7 +117,9 @@ func parseForm(s string, depth int) form {
 		if strings.TrimSpace(inner) == "" {
 			return form{kind: kindSet}
 		}
-		return parseCollection(kindSet, splitTop(inner, ","), s, depth)
+		f := parseCollection(kindSet, splitTop(inner, ","), s, depth)
+		f.order = nil // a set written as one has no order
+		return f
 	}
 	if len(s) >= 2 && isWholeGroup(s) {
 		if parts := splitTop(s[1:len(s)-1], ","); len(parts) > 1 {
@@ -132,7 +136,7 @@ func parseForm(s string, depth int) form {
 	}
 	if plus, minus, ok := expandPlusMinus(s); ok {
 		f := parseCollection(kindSet, []string{plus, minus}, s, depth)
-		f.alternatives = f.kind == kindSet
+		f.alternatives, f.order = f.kind == kindSet, nil
 		return f
 	}
 	if m := choiceRe.FindStringSubmatch(s); m != nil {
@@ -294,6 +298,9 @@ func parseCollection(kind formKind, parts []string, raw string, depth int) form 
 	}
 	if kind == kindTuple {
 		return f
+	}
+	if kind == kindSet {
+		f.order = slices.Clone(f.elems)
 	}
 	// Sets ignore repeats; a set of one answer is that answer, so that
 	// "\{5\}", "5, 5" and "5" agree.

@@ -400,3 +400,30 @@ func TestRobustCaseCounts(t *testing.T) {
 		t.Error("the table needs both equal and unequal pairs")
 	}
 }
+
+func TestRobustEquivOrdered(t *testing.T) {
+	cases := []struct {
+		a, b              string
+		ordered, anyOrder bool
+	}{
+		{"1, 2, 3", "1, 2, 3", true, true},
+		{"1, 2, 3", "3, 2, 1", false, true},
+		{"1; 2 and 3", "1,2,3", true, true},
+		{"1, 1, 2", "1, 2", false, true},
+		{"1, 2", "1, 3", false, false},
+		{"\\{1, 2\\}", "\\{2, 1\\}", true, true},
+		{"1 \\pm \\sqrt{2}", "1-\\sqrt2, 1+\\sqrt2", true, true},
+		{"\\frac12, -3", "0.5, -3", true, true},
+		{"(1,2), (3,4)", "(3,4), (1,2)", false, true},
+		{"5", "5", true, true},
+		{"5", "6", false, false},
+	}
+	for _, c := range cases {
+		if got := RobustEquivOrdered(c.a, c.b); got != c.ordered {
+			t.Errorf("RobustEquivOrdered(%q, %q) = %v, want %v", c.a, c.b, got, c.ordered)
+		}
+		if got := RobustEquiv(c.a, c.b); got != c.anyOrder {
+			t.Errorf("RobustEquiv(%q, %q) = %v, want %v", c.a, c.b, got, c.anyOrder)
+		}
+	}
+}
