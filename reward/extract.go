@@ -105,8 +105,8 @@ func lastBox(s string) (content string, found bool) {
 		return spacedBoxContent(rest), true
 	}
 	inner, ok := braceGroup(rest)
-	if !ok {
-		return "", true
+	if !ok || strings.TrimSpace(inner) == "" {
+		return "", true // an empty last box is no answer, whatever precedes it
 	}
 	answers := []string{inner}
 	for before := s[:start]; len(answers) < maxElems; {

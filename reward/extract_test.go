@@ -55,6 +55,7 @@ func TestExtract(t *testing.T) {
 		{`\boxed{1}\boxed{2}`, mathOpt, "2", true, "boxes side by side without a separator are not a list"},
 		{`\boxed{4}, so the final answer is \boxed{5}`, mathOpt, "5", true, "words between boxes: the last box alone"},
 		{`\boxed{}, \boxed{5}`, mathOpt, "5", true, "an empty box does not join"},
+		{`\boxed{0} and \boxed{}`, mathOpt, "", false, "an empty last box is no answer even after a full one"},
 		{`The answer is $\frac{5}{6}$.`, phraseOpt, `\frac{5}{6}`, true, "an answer phrase with a math span"},
 		{"Final Answer: 12 apples\nbye", phraseOpt, "12 apples", true, "a phrase ends at the line"},
 		{`so the answer is 7. Then 9.`, phraseOpt, "7", true, "a phrase ends at the sentence"},
