@@ -75,8 +75,9 @@
 // or \log_b), \exp, decimals, scientific notation (1.5e3), mixed numbers
 // (1\frac{4}{5} is 9/5; an integer directly followed by a fraction of
 // integers is always read as a mixed number), and base-b numerals (204_5,
-// compared as written). Percent signs are dropped: "50\%" equals "50", not
-// "0.5".
+// compared as written). A number with a percent sign equals both its
+// number and its hundredth: "50\%" equals "50" and "0.5" (and keeps the
+// key of 50).
 //
 // Values are compared exactly (math/big.Rat) when both sides are rational,
 // with one exception: a decimal literal equals a value that is not a

@@ -57,6 +57,9 @@ type scalar struct {
 	// places is the number of decimals of an answer written as a decimal
 	// literal such as 0.0833333, 0 otherwise: it may round a value.
 	places int
+	// percent marks a number written with a percent sign: "50\%" is 50,
+	// and also 0.5.
+	percent bool
 }
 
 var (
@@ -75,11 +78,16 @@ func parseAnswer(s string) form {
 		return textForm(s)
 	}
 	s = finalAnswer(s)
+	percent := strings.HasSuffix(strings.TrimRight(s, "$. "), "%")
 	s = cleanLatex(s)
 	s = unwrapText(s)
 	s = dropUnitWords(s)
 	s = strings.TrimRight(s, ". ")
-	return parseForm(s, 0)
+	f := parseForm(s, 0)
+	if f.kind == kindScalar {
+		f.sc.percent = percent
+	}
+	return f
 }
 
 // finalAnswer is the answer a whole solution states, its boxes or its
@@ -519,6 +527,9 @@ func (a scalar) equal(b scalar) bool {
 	if a.exact != nil && b.exact != nil && a.exact.Cmp(b.exact) == 0 {
 		return true
 	}
+	if a.percent != b.percent && (a.percent && a.hundredth().equal(b) || b.percent && b.hundredth().equal(a)) {
+		return true
+	}
 	if a.places > 0 && b.places == 0 && roundsTo(a, b) || b.places > 0 && a.places == 0 && roundsTo(b, a) {
 		return true
 	}
@@ -526,6 +537,19 @@ func (a scalar) equal(b scalar) bool {
 		return false
 	}
 	return a.closeAt(b)
+}
+
+// hundredth is a percentage as a fraction: 50\% is 0.5.
+func (a scalar) hundredth() scalar {
+	h := a
+	h.percent, h.places = false, 0
+	if a.exact != nil {
+		h.exact = new(big.Rat).Quo(a.exact, big.NewRat(100, 1))
+	}
+	for k := range h.vals {
+		h.vals[k] /= 100
+	}
+	return h
 }
 
 // roundsTo reports whether the decimal d is the constant v rounded or cut
@@ -575,7 +599,7 @@ func (a form) rule(b form) Rule {
 	switch a.kind {
 	case kindScalar:
 		switch {
-		case a.sc.exact != nil && b.sc.exact != nil && a.sc.exact.Cmp(b.sc.exact) == 0:
+		case a.sc.exact != nil && b.sc.exact != nil && a.sc.exact.Cmp(b.sc.exact) == 0, a.sc.percent != b.sc.percent:
 			return RuleNumeric
 		case (a.sc.places > 0) != (b.sc.places > 0):
 			return RuleApprox
