@@ -89,7 +89,8 @@
 // the variable's name, so "x^2+2x+1" equals "(x+1)^2". Equations are equal
 // when lhs - rhs agree up to a constant factor at those points.
 //
-// Every input is bounded: answers over 4 KiB are compared as text, the
+// Every input is bounded: final answers over 4 KiB (a solution may be
+// longer; only its answer counts) are compared as text, the
 // parser stops at depth 64 and 512 nodes, exact arithmetic gives way to
 // floating point beyond 16 Kibit numbers, and
 // collections hold at most 64 elements. Nothing calls another program.

@@ -73,11 +73,10 @@ var (
 
 // parseAnswer turns an extracted answer into its comparable form.
 func parseAnswer(s string) form {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(finalAnswer(strings.TrimSpace(s)))
 	if len(s) > maxAnswerBytes {
 		return textForm(s)
 	}
-	s = finalAnswer(s)
 	percent := strings.HasSuffix(strings.TrimRight(s, "$. "), "%")
 	s = cleanLatex(s)
 	s = unwrapText(s)
