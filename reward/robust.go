@@ -321,6 +321,10 @@ func parseCollection(kind formKind, parts []string, raw string, depth int) form 
 	if len(f.elems) == 1 && kind == kindSet {
 		return f.elems[0]
 	}
+	// "x < -1 or x > 3" is the union of two intervals.
+	if kind == kindSet && len(f.elems) > 1 && !slices.ContainsFunc(f.elems, func(e form) bool { return !e.isInterval() }) {
+		f.kind, f.order = kindUnion, nil
+	}
 	return f
 }
 

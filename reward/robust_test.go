@@ -297,6 +297,10 @@ var robustCases = []robustCase{
 	{"(-\\infty,-1)\\cup(1,\\infty)", "(-\\infty,-1]\\cup(1,\\infty)", no},
 	{"(-\\infty, 2] \\cup [5, \\infty)", "(-\\infty,2]\\cup[5,\\infty)", RuleInterval},
 	{"[0, \\frac{\\pi}{2}]", "[0, \\pi/2]", RuleInterval},
+	{"x < -1 \\text{ or } x > 3", "(-\\infty,-1)\\cup(3,\\infty)", RuleInterval},
+	{"x \\le -1 \\text{ or } x > 3", "(-\\infty,-1)\\cup(3,\\infty)", no},
+	{"x < -1 \\text{ or } x > 3", "(-\\infty,-1)", no},
+	{"[1,2], [3,4]", "[3,4] \\cup [1,2]", RuleInterval},
 	{"(-\\infty, \\infty)", "(-\\infty,+\\infty)", RuleInterval},
 
 	// Lists and sets.
