@@ -59,8 +59,9 @@
 // "V_1:V_2 = ", "\angle ABC = "; of a chain "x = 5+5+1 = 11" the last side
 // counts), thousands separators ("1,000", "1 000", "1\,000", "10,\!080",
 // "1{,}000"; a whole answer of 1-3 digits then groups of three is one
-// number, so "100,200" is 100200, not a list), and expands "a \pm b" into
-// the set {a+b, a-b}.
+// number, so "100,200" is 100200, not a list), decimal commas where they
+// can only be one ("3{,}14", before other than three digits, and
+// "1.234,5"), and expands "a \pm b" into the set {a+b, a-b}.
 //
 // An inequality linear in one variable, or a chain "a < x \le b" around
 // one, is the interval of its solutions: "5 \geq x", "x \le 5",

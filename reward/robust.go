@@ -64,6 +64,7 @@ type scalar struct {
 
 var (
 	thousandsRe  = regexp.MustCompile(`^[+-]?\d{1,3}((,\d{3})+|( \d{3})+)(\.\d+)?$`)
+	europeanRe   = regexp.MustCompile(`^[+-]?\d{1,3}(\.\d{3})+,\d+$`)
 	decimalRe    = regexp.MustCompile(`^[+-]?\d*\.(\d+)$`)
 	choiceRe     = regexp.MustCompile(`^\(?([A-E])\)?$`)
 	baseNumRe    = regexp.MustCompile(`^\d+_\{?\d+\}?$`)
@@ -110,6 +111,8 @@ func parseForm(s string, depth int) form {
 	s = stripAssignment(s)
 	if thousandsRe.MatchString(s) {
 		s = strings.NewReplacer(",", "", " ", "").Replace(s)
+	} else if europeanRe.MatchString(s) {
+		s = strings.NewReplacer(".", "", ",", ".").Replace(s) // 1.234,5 is 1234.5
 	}
 	if s == `\emptyset` {
 		return form{kind: kindSet}

@@ -56,6 +56,14 @@ var robustCases = []robustCase{
 	{"10,\\!000", "10000", RuleNumeric},
 	{"2,3", "3,2", RuleSet},
 	{"2,3", "2.3", no},
+	{"3{,}5", "3.5", RuleNumeric},
+	{"3{,}5", "35", no},
+	{"0{,}25", "\\frac14", RuleNumeric},
+	{"1{,}000{,}000", "10^6", RuleNumeric},
+	{"1{,}0000", "1.0000", RuleNumeric},
+	{"1.234,5", "1234.5", RuleNumeric},
+	{"1.234,5", "1.2345", no},
+	{"1.234.567,89", "1234567.89", RuleNumeric},
 
 	// Fractions against decimals, with and without rounding.
 	{"\\frac{1}{12}", "0.0833333", RuleApprox},
