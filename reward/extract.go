@@ -56,7 +56,7 @@ var phrases = []string{"answer is", "answer:"}
 // ($...$, \(...\), \[...\]) if one starts there, else the text up to the
 // end of the sentence or line.
 func answerPhrase(s string) (string, bool) {
-	lower := strings.ToLower(s)
+	lower := asciiLower(s)
 	at := -1
 	for _, p := range phrases {
 		if i := strings.LastIndex(lower, p); i >= 0 && i+len(p) > at {
@@ -313,6 +313,18 @@ func groupOfThree(s string) bool {
 		n++
 	}
 	return n == 3
+}
+
+// asciiLower lowers ASCII letters only, so that indices into the result
+// are indices into s (strings.ToLower rewrites invalid UTF-8).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func isDigit(c byte) bool       { return c >= '0' && c <= '9' }

@@ -61,6 +61,7 @@ func TestExtract(t *testing.T) {
 		{`so the answer is 7. Then 9.`, phraseOpt, "7", true, "a phrase ends at the sentence"},
 		{`The answer is $\frac{5}{6}$.`, mathOpt, "", false, "phrases are off unless asked for"},
 		{`The answer is`, phraseOpt, "", false, "a phrase with nothing after it"},
+		{"\xbcAnswer is 5", phraseOpt, "5", true, "invalid UTF-8 before the phrase does not shift it (found by FuzzExtract)"},
 		{`so $x = \frac{5}{6}$`, lastOpt, `\frac{5}{6}`, true, "the last number is part of a math span: the span after its last ="},
 		{`it is \(\sqrt{16}\).`, lastOpt, `\sqrt{16}`, true, `inside \( \)`},
 		{`it is \frac{5}{6}`, lastOpt, "", false, "a macro argument outside math is no answer, not 6"},

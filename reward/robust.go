@@ -94,7 +94,7 @@ func parseAnswer(s string) form {
 // "the answer is" sentence, so that a gold solution can be compared; a
 // bare answer is returned as it is.
 func finalAnswer(s string) string {
-	if !strings.Contains(s, `\boxed`) && !strings.Contains(s, `\fbox`) && !strings.Contains(strings.ToLower(s), "answer") {
+	if !strings.Contains(s, `\boxed`) && !strings.Contains(s, `\fbox`) && !strings.Contains(asciiLower(s), "answer") {
 		return s
 	}
 	if ans, ok := Extract(s, ExtractOptions{AnswerPhrase: true}); ok {
