@@ -235,8 +235,8 @@ func lastHashAnswer(s string) (string, bool) {
 }
 
 // lastNumber returns the last number in s: an optional minus, digits with
-// optional thousands commas (dropped) and an optional decimal part, or a
-// simple fraction a/b.
+// optional thousands commas or spaces (dropped) and an optional decimal
+// part, or a simple fraction a/b.
 func lastNumber(s string) (string, bool) {
 	end := len(s)
 	for end > 0 && !isDigit(s[end-1]) {
@@ -254,8 +254,8 @@ scan:
 			start--
 		case (c == '.' || c == '/') && start > 1 && isDigit(s[start-2]):
 			start--
-		case c == ',' && start > 1 && isDigit(s[start-2]) && groupOfThree(s[start:end]):
-			start--
+		case (c == ',' || c == ' ') && start > 1 && isDigit(s[start-2]) && groupOfThree(s[start:end]):
+			start-- // "1,200" and "118 000" (GSM8K writes both)
 		default:
 			break scan
 		}
@@ -272,7 +272,7 @@ scan:
 	if end < len(s) && s[end] == '}' || start > 0 && s[start-1] == '{' {
 		return "", false // an argument of \frac or \sqrt outside math delimiters
 	}
-	num := strings.ReplaceAll(s[start:end], ",", "")
+	num := strings.NewReplacer(",", "", " ", "").Replace(s[start:end])
 	return num, true
 }
 
@@ -301,6 +301,9 @@ func mathSpan(s string, start, end int) (string, bool) {
 	span := strings.TrimRight(strings.TrimSpace(sides[len(sides)-1]), ".,")
 	if span == strings.TrimSpace(s[start:end]) || !strings.Contains(span, strings.TrimSpace(s[start:end])) {
 		return "", false // a plain number: keep the number rules
+	}
+	if !strings.ContainsAny(span, `\^{_`) {
+		return "", false // no LaTeX: the dollar signs were prices, as in GSM8K
 	}
 	return span, true
 }

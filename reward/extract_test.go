@@ -37,6 +37,8 @@ func TestExtract(t *testing.T) {
 		{`no box, the answer is 12`, mathOpt, "", false, "MATH-style scoring has no fallback"},
 		{`no box, the answer is 12`, lastOpt, "12", true, "fallback to the last number"},
 		{`it costs 1,234 dollars`, lastOpt, "1234", true, "fallback drops thousands commas"},
+		{"is $400 000 - $282 000 = $118 000.", lastOpt, "118000", true, "GSM8K's thousands spaces"},
+		{`scores 7 12`, lastOpt, "12", true, "a space before two digits does not join numbers"},
 		{`points (1,2)`, lastOpt, "2", true, "a comma before a short group is not a thousands comma"},
 		{`x = -3.5.`, lastOpt, "-3.5", true, "negative decimal before a full stop"},
 		{`it is .5 now`, lastOpt, ".5", true, "a decimal without a leading zero"},
@@ -66,6 +68,7 @@ func TestExtract(t *testing.T) {
 		{`it is \(\sqrt{16}\).`, lastOpt, `\sqrt{16}`, true, `inside \( \)`},
 		{`it is \frac{5}{6}`, lastOpt, "", false, "a macro argument outside math is no answer, not 6"},
 		{`it is $x = 6$.`, lastOpt, "6", true, "a plain number in a span is the number"},
+		{`had $5 and earned 10 more, $ left`, lastOpt, "10", true, "text between dollar prices is not a math span"},
 		{`costs $\$1,200$ in all`, lastOpt, "1200", true, "an escaped dollar does not open a span"},
 	}
 	for _, c := range cases {
