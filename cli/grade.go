@@ -19,7 +19,7 @@ func init() {
 	register(&ucli.Command{
 		Name:      "grade",
 		Usage:     "grade answers in a JSONL file with both checkers, strict and robust, and compare them",
-		UsageText: "umad grade --in FILE [--out FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input]",
+		UsageText: "umad grade --in FILE [--out FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input] [--gsm8k-hash] [--answer-phrase] [--last-number]",
 		Description: "Each input line is a JSON object holding a gold answer and either a full model\n" +
 			"response (its final answer is extracted: the last \\boxed{}) or a bare prediction.\n" +
 			"Each line is written back with every field it had, plus:\n" +
@@ -27,6 +27,9 @@ func init() {
 			"  key        its canonical form (equal keys are equivalent answers), or null\n" +
 			"  strict     the MATH benchmark's is_equiv, as the paper's numbers use it\n" +
 			"  robust     a careful grader: commas, trailing zeros, 27.0 vs 27, fractions, sets...\n" +
+			"  rule       the robust comparison that found them equal: exact, text, numeric,\n" +
+			"             approximate, symbolic, tuple, set, interval or relation; none when\n" +
+			"             they differ; null without an answer\n" +
 			"When a line has both fields, the response is graded. Agreement statistics go to\n" +
 			"stderr. Malformed lines are reported with their number and skipped, or stop the\n" +
 			"run with --strict-input. --out is written atomically; without it, stdout.\n\n" +
@@ -41,6 +44,7 @@ func init() {
 			&ucli.StringFlag{Name: "gold-field", Value: "gold", Usage: "field with the gold answer"},
 			&ucli.BoolFlag{Name: "strict-input", Usage: "stop at the first malformed line instead of skipping it"},
 			&ucli.BoolFlag{Name: "gsm8k-hash", Usage: `also accept a final "#### N" line as a response's answer`},
+			&ucli.BoolFlag{Name: "answer-phrase", Usage: `take "the answer is X" or "Answer: X" when a response has no boxed answer`},
 			&ucli.BoolFlag{Name: "last-number", Usage: "take a response's last number when it has no boxed answer"},
 		},
 		Action: runGrade,
@@ -63,7 +67,9 @@ func runGrade(c *ucli.Context) error {
 		responseField: c.String("response-field"),
 		predField:     c.String("pred-field"),
 		goldField:     c.String("gold-field"),
-		extract:       reward.ExtractOptions{GSM8KHash: c.Bool("gsm8k-hash"), LastNumberFallback: c.Bool("last-number")},
+		extract: reward.ExtractOptions{
+			GSM8KHash: c.Bool("gsm8k-hash"), AnswerPhrase: c.Bool("answer-phrase"), LastNumberFallback: c.Bool("last-number"),
+		},
 	}
 	inPath := c.String("in")
 	in := c.App.Reader
@@ -139,14 +145,15 @@ func (cfg gradeConfig) gradeLine(line []byte, stats *gradeStats) ([]byte, error)
 		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.keys())
 	}
 
-	var extractedJSON, keyJSON any // null without an answer
+	var extractedJSON, keyJSON, ruleJSON any // null without an answer
 	if !v.NoAnswer {
-		extractedJSON, keyJSON = extracted, v.Key
+		_, rule := reward.RobustEquivRule(extracted, gold)
+		extractedJSON, keyJSON, ruleJSON = extracted, v.Key, rule
 	}
 	for _, f := range []struct {
 		name  string
 		value any
-	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", v.Strict}, {"robust", v.Robust}} {
+	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", v.Strict}, {"robust", v.Robust}, {"rule", ruleJSON}} {
 		if err := obj.set(f.name, f.value); err != nil {
 			return nil, err
 		}

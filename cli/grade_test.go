@@ -38,23 +38,26 @@ var gradeCases = []struct {
 	extracted any // string, or nil for no answer
 	strict    bool
 	robust    bool
+	rule      any // the rule's name, or nil for no answer
 }{
 	{"thousands comma: strict_string keeps it, a careful grader does not",
-		`{"id": 1, "response": "The total is \\boxed{1,000}.", "gold": "1000"}`, "1,000", false, true},
+		`{"id": 1, "response": "The total is \\boxed{1,000}.", "gold": "1000"}`, "1,000", false, true, "numeric"},
 	{"dfrac vs frac is normalised by both",
-		`{"id": 2, "response": "$\\boxed{\\dfrac{1}{2}}$", "gold": "\\frac{1}{2}", "meta": {"agent": 0, "turn": [1, 2]}}`, `\dfrac{1}{2}`, true, true},
+		`{"id": 2, "response": "$\\boxed{\\dfrac{1}{2}}$", "gold": "\\frac{1}{2}", "meta": {"agent": 0, "turn": [1, 2]}}`, `\dfrac{1}{2}`, true, true, "numeric"},
 	{"an unboxed response has no answer under MATH-style extraction",
-		`{"id": 3, "response": "I think it is 7.", "gold": "7"}`, nil, false, false},
+		`{"id": 3, "response": "I think it is 7.", "gold": "7"}`, nil, false, false, nil},
 	{"a wrong boxed answer fails both",
-		`{"id": 4, "response": "\\boxed{8}", "gold": "7"}`, "8", false, false},
+		`{"id": 4, "response": "\\boxed{8}", "gold": "7"}`, "8", false, false, "none"},
 	{"AIME's leading zero: only the robust grader accepts 25 for 025",
-		`{"id": 5, "pred": "25", "gold": "025"}`, "25", false, true},
+		`{"id": 5, "pred": "25", "gold": "025"}`, "25", false, true, "numeric"},
 	{"a numeric prediction against AMC's float gold",
-		`{"id": 6, "pred": 27, "gold": 27.0}`, "27", true, true},
+		`{"id": 6, "pred": 27, "gold": 27.0}`, "27", true, true, "exact"},
 	{"a null prediction is no answer",
-		`{"id": 7, "pred": null, "gold": "3"}`, nil, false, false},
+		`{"id": 7, "pred": null, "gold": "3"}`, nil, false, false, nil},
 	{"a null response is no answer",
-		`{"id": 8, "response": null, "gold": "3"}`, nil, false, false},
+		`{"id": 8, "response": null, "gold": "3"}`, nil, false, false, nil},
+	{"an inequality against the interval it describes",
+		`{"id": 9, "pred": "5 \\geq x", "gold": "(-\\infty, 5]"}`, `5 \geq x`, false, true, "interval"},
 }
 
 func TestGradeFieldsAndStats(t *testing.T) {
@@ -85,9 +88,9 @@ func TestGradeFieldsAndStats(t *testing.T) {
 			if c.extracted != nil {
 				wantKey = reward.Key(c.extracted.(string))
 			}
-			if got["extracted"] != c.extracted || got["key"] != wantKey || got["strict"] != c.strict || got["robust"] != c.robust {
-				t.Errorf("got extracted=%#v key=%#v strict=%v robust=%v, want %#v %#v %v %v",
-					got["extracted"], got["key"], got["strict"], got["robust"], c.extracted, wantKey, c.strict, c.robust)
+			if got["extracted"] != c.extracted || got["key"] != wantKey || got["strict"] != c.strict || got["robust"] != c.robust || got["rule"] != c.rule {
+				t.Errorf("got extracted=%#v key=%#v strict=%v robust=%v rule=%#v, want %#v %#v %v %v %#v",
+					got["extracted"], got["key"], got["strict"], got["robust"], got["rule"], c.extracted, wantKey, c.strict, c.robust, c.rule)
 			}
 		})
 		if c.strict {
@@ -138,8 +141,8 @@ func TestGradeFieldNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"completion": "\\boxed{4}", "answer": "4","extracted":"4","key":` + mustJSON(t, reward.Key("4")) + `,"strict":true,"robust":true}` + "\n" +
-		`{"guess": "5", "answer": "4","extracted":"5","key":` + mustJSON(t, reward.Key("5")) + `,"strict":false,"robust":false}` + "\n"
+	want := `{"completion": "\\boxed{4}", "answer": "4","extracted":"4","key":` + mustJSON(t, reward.Key("4")) + `,"strict":true,"robust":true,"rule":"exact"}` + "\n" +
+		`{"guess": "5", "answer": "4","extracted":"5","key":` + mustJSON(t, reward.Key("5")) + `,"strict":false,"robust":false,"rule":"none"}` + "\n"
 	if stdout != want {
 		t.Errorf("got\n%s\nwant\n%s", stdout, want)
 	}

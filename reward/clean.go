@@ -1,7 +1,16 @@
 package reward
 
 import (
+	"regexp"
 	"strings"
+)
+
+var (
+	// doubledRe finds a control word written with two backslashes.
+	doubledRe = regexp.MustCompile(`\\\\[a-zA-Z]`)
+	// bracedCommaRe finds LaTeX's "{,}" before digits: a thousands separator
+	// before a group of three, a decimal comma before any other count.
+	bracedCommaRe = regexp.MustCompile(`\{,\}\d+`)
 )
 
 // Bounds that keep the robust grader's work per answer small whatever the
@@ -13,8 +22,8 @@ const maxAnswerBytes = 4096
 var noise = strings.NewReplacer(
 	`^{\circ}`, "", `^\circ`, "", `^{ \circ}`, "", `^{\circ }`, "", "°", "",
 	`\$`, "", "$", "", `\%`, "", "%", "",
-	`,\! `, "", `,\!`, "", "{,}", "", // LaTeX digit grouping: 10,\!080 and 1{,}000
-	"\u2212", "-", "×", "*", "·", "*", "÷", "/", "π", `\pi `, "∞", `\infty `, "√", `\sqrt`,
+	`,\! `, "", `,\!`, "", // LaTeX digit grouping: 10,\!080
+	"\u2212", "-", "×", "*", "·", "*", "÷", "/", "π", `\pi `, "∞", `\infty `, "√", `\sqrt`, "≤", `\le `, "≥", `\ge `,
 	"\n", " ", "\t", " ", "\r", " ", "~", " ",
 )
 
@@ -37,6 +46,15 @@ var wordReplacements = map[string]string{
 // cleanLatex drops spacing, sizing and decoration from an answer, maps
 // synonyms to one spelling and collapses white space.
 func cleanLatex(s string) string {
+	if doubledRe.MatchString(s) {
+		s = strings.ReplaceAll(s, `\\`, `\`) // JSON-escaped twice: \\frac
+	}
+	s = bracedCommaRe.ReplaceAllStringFunc(s, func(m string) string {
+		if len(m) == len("{,}000") {
+			return m[3:] // digit grouping: 1{,}000
+		}
+		return "." + m[3:] // a decimal comma: 3{,}14
+	})
 	s = noise.Replace(s)
 	var b strings.Builder
 	b.Grow(len(s))

@@ -38,21 +38,36 @@
 //
 // # Robust mode
 //
-// Robust is what a careful grader accepts. It parses an answer into a
-// structure: a number or expression, a tuple or interval (brackets must
-// match: "(1,2]" differs from "(1,2)"), a set or comma-separated answer list
-// (order and repeats ignored; a one-element set is its element), a union of
-// intervals, a matrix (pmatrix/bmatrix/matrix), a multiple-choice letter
-// ("(B)", "B", "\text{(B)}"), an equation, or, where nothing parses,
-// normalised text (spaces removed; a single word compared case-blind).
+// Robust is what a careful grader accepts. An answer that is a whole
+// solution (a gold answer written as one) is first reduced to its final
+// answer: its last box, joined with the boxes right before it that only
+// commas, "and" or math delimiters separate, else its "the answer is ..."
+// sentence. It then parses the answer into a structure: a number or
+// expression, a tuple or interval (brackets must match: "(1,2]" differs
+// from "(1,2)"), a set or answer list separated by commas, semicolons,
+// "and" or "or" (order and repeats ignored; a one-element set is its
+// element), a union of intervals, an inequality, a matrix
+// (pmatrix/bmatrix/matrix), a multiple-choice letter ("(B)", "B",
+// "\text{(B)}"), an equation, or, where nothing parses, normalised text
+// (spaces removed; a single word compared case-blind).
 //
 // Before parsing it removes LaTeX noise (\left, \right, \!, \,, \;, ^\circ,
-// \$, $, \%, %, \displaystyle), unwraps \text{...} and its synonyms, drops
-// trailing units ("5\text{ cm}^2", "10 inches"), "x = ", "f(x) = " and
-// "x \in " in front of an answer, thousands separators ("1,000", "10,\!080",
+// \$, $, \%, %, \displaystyle; control words written with two backslashes,
+// as JSON-escaped data carries them, get one), unwraps \text{...} and its
+// synonyms, drops trailing units ("5\text{ cm}^2", "10 inches"), labels in
+// front of an answer ("x = ", "f(x) = ", "x \in ", "(p,q) = ", "|AB| = ",
+// "V_1:V_2 = ", "\angle ABC = "; of a chain "x = 5+5+1 = 11" the last side
+// counts), thousands separators ("1,000", "1 000", "1\,000", "10,\!080",
 // "1{,}000"; a whole answer of 1-3 digits then groups of three is one
-// number, so "100,200" is 100200, not a list), and expands "a \pm b" into
-// the set {a+b, a-b}.
+// number, so "100,200" is 100200, not a list), decimal commas where they
+// can only be one ("3{,}14", before other than three digits, and
+// "1.234,5"), and expands "a \pm b" into the set {a+b, a-b}.
+//
+// An inequality linear in one variable, or a chain "a < x \le b" around
+// one, is the interval of its solutions: "5 \geq x", "x \le 5",
+// "-x \ge -5" and "(-\infty, 5]" agree, while "x < 5" differs. Other
+// inequalities are compared as f < 0 or f <= 0 with f scaled by a
+// positive factor, like equations.
 //
 // Expressions support + - * /, implicit multiplication, ^ (an unbraced
 // number is the whole exponent: 2^10 is 1024, as meant), \frac, \dfrac, \frac12, \sqrt,
@@ -61,17 +76,22 @@
 // or \log_b), \exp, decimals, scientific notation (1.5e3), mixed numbers
 // (1\frac{4}{5} is 9/5; an integer directly followed by a fraction of
 // integers is always read as a mixed number), and base-b numerals (204_5,
-// compared as written). Percent signs are dropped: "50\%" equals "50", not
-// "0.5".
+// compared as written). A number with a percent sign equals both its
+// number and its hundredth: "50\%" equals "50" and "0.5" (and keeps the
+// key of 50).
 //
-// Values are compared exactly (math/big.Rat) when both sides are rational.
-// Otherwise they are compared numerically in complex arithmetic with a
-// relative tolerance of 1e-9 (absolute 1e-12 near zero); expressions with
+// Values are compared exactly (math/big.Rat) when both sides are rational,
+// with one exception: a decimal literal equals a value that is not a
+// terminating decimal (1/12, \sqrt{2}, \pi) when it is that value rounded or
+// cut to its own places and within 1e-6 relatively, so 0.0833333 is 1/12
+// but 0.083 is not, and 1.414 is not \sqrt{2}. Otherwise they are compared
+// numerically in complex arithmetic with a relative tolerance of 1e-9 (absolute 1e-12 near zero); expressions with
 // variables are evaluated at four points per variable that depend only on
 // the variable's name, so "x^2+2x+1" equals "(x+1)^2". Equations are equal
 // when lhs - rhs agree up to a constant factor at those points.
 //
-// Every input is bounded: answers over 4 KiB are compared as text, the
+// Every input is bounded: final answers over 4 KiB (a solution may be
+// longer; only its answer counts) are compared as text, the
 // parser stops at depth 64 and 512 nodes, exact arithmetic gives way to
 // floating point beyond 16 Kibit numbers, and
 // collections hold at most 64 elements. Nothing calls another program.
@@ -86,9 +106,16 @@
 // of their values at the evaluation points; tuples and intervals with their
 // brackets; sets as "{...}" and unions as "union{...}" with sorted element
 // keys; matrices as "matrix[a,b;c,d]"; choices as "choice:B"; equations as
-// "eq(...)"; text as `text:"..."`.
+// "eq(...)"; other inequalities as "rel<(...)" or "rel<=(...)"; text as `text:"..."`.
 //
-// Equal answers can get different keys only where equality is numeric:
+// RobustEquivRule names the comparison that found two answers equal
+// (Rule): exact strings, normalised text or choice, numeric, approximate
+// (the decimal exception above), symbolic (variables or equations), tuple
+// (points, vectors, matrices), set, interval (intervals, unions and the
+// inequalities that solve to them) or relation (other inequalities).
+//
+// Equal answers can get different keys only where equality is numeric
+// (a decimal that rounds an exact value keeps its own exact key):
 // two values within the tolerance that round to different 10-digit
 // decimals, and an exact rational compared with an irrational-looking
 // expression that equals it numerically (a decimal such as 0.333333333333

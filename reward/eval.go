@@ -266,12 +266,23 @@ func numPow(b, e complex128) complex128 {
 		}
 		return r
 	}
-	return cmplx.Pow(b, e)
+	return cmplx.Pow(realZero(b), e)
+}
+
+// realZero turns a negative zero imaginary part, which negating a real
+// number leaves, into +0: otherwise \sqrt{-1} lands on the other side of
+// the branch cut and is -i.
+func realZero(x complex128) complex128 {
+	if imag(x) == 0 {
+		return complex(real(x), 0)
+	}
+	return x
 }
 
 // numRoot takes the real root of a negative real number for odd indices
 // (\sqrt[3]{-8} = -2), the principal root otherwise.
 func numRoot(x, idx complex128) complex128 {
+	x = realZero(x)
 	if idx == 2 {
 		return cmplx.Sqrt(x)
 	}

@@ -1,6 +1,7 @@
 package reward
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -12,14 +13,21 @@ type ExtractOptions struct {
 	LastNumberFallback bool
 	// GSM8KHash also accepts GSM8K's "#### N" final line.
 	GSM8KHash bool
+	// AnswerPhrase also accepts "the answer is X" or "Answer: X" when the
+	// response has no box (tried after "#### N").
+	AnswerPhrase bool
 }
 
 // Extract returns the final answer of a model response; ok=false means "no
 // answer". The last "\boxed{...}", "\boxed ..." (space form) or "\fbox{...}"
-// wins, whichever comes last in the text; then, if enabled, the last "#### N"
-// (commas dropped, as GSM8K's own extractor does); then, if enabled, the last
-// number. Empty or unclosed boxes are no answer, and so is any text after
-// them that is not itself a box.
+// wins, whichever comes last in the text, joined with the boxes right
+// before it that only commas, "and" or math delimiters separate (a set
+// answered as \boxed{1}, \boxed{2}); then, if enabled, the last "#### N"
+// (commas dropped, as GSM8K's own extractor does); then, if enabled, an
+// answer phrase; then, if enabled, the last number, or the whole math span
+// holding it (a number inside \frac{5}{6} alone is worse than no answer).
+// Empty or unclosed boxes are no answer, and so is any text after them that
+// is not itself a box.
 func Extract(response string, opt ExtractOptions) (string, bool) {
 	if ans, found := lastBox(response); found {
 		ans = strings.TrimSpace(ans)
@@ -30,10 +38,51 @@ func Extract(response string, opt ExtractOptions) (string, bool) {
 			return ans, true
 		}
 	}
+	if opt.AnswerPhrase {
+		if ans, ok := answerPhrase(response); ok {
+			return ans, true
+		}
+	}
 	if opt.LastNumberFallback {
 		return lastNumber(response)
 	}
 	return "", false
+}
+
+// phrases introduce a final answer in prose, matched case-blind.
+var phrases = []string{"answer is", "answer:"}
+
+// answerPhrase reads the answer after the last phrase: a math span
+// ($...$, \(...\), \[...\]) if one starts there, else the text up to the
+// end of the sentence or line.
+func answerPhrase(s string) (string, bool) {
+	lower := asciiLower(s)
+	at := -1
+	for _, p := range phrases {
+		if i := strings.LastIndex(lower, p); i >= 0 && i+len(p) > at {
+			at = i + len(p)
+		}
+	}
+	if at < 0 {
+		return "", false
+	}
+	rest := strings.TrimLeft(s[at:], " \t:")
+	for _, d := range [][2]string{{"$$", "$$"}, {"$", "$"}, {`\(`, `\)`}, {`\[`, `\]`}} {
+		if strings.HasPrefix(rest, d[0]) {
+			if j := strings.Index(rest[len(d[0]):], d[1]); j >= 0 {
+				rest = rest[len(d[0]) : len(d[0])+j]
+			}
+			break
+		}
+	}
+	if i := strings.Index(rest, "\n"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.Index(rest, ". "); i >= 0 {
+		rest = rest[:i]
+	}
+	ans := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), "."))
+	return ans, ans != ""
 }
 
 // lastBox finds the box that starts last. found reports that a box command
@@ -56,10 +105,60 @@ func lastBox(s string) (content string, found bool) {
 		return spacedBoxContent(rest), true
 	}
 	inner, ok := braceGroup(rest)
-	if !ok {
-		return "", true
+	if !ok || strings.TrimSpace(inner) == "" {
+		return "", true // an empty last box is no answer, whatever precedes it
 	}
-	return inner, true
+	answers := []string{inner}
+	for before := s[:start]; len(answers) < maxElems; {
+		prev, at, ok := boxEndingAt(trimSeparators(before))
+		if !ok {
+			break
+		}
+		answers = append(answers, prev)
+		before = before[:at]
+	}
+	slices.Reverse(answers)
+	return strings.Join(answers, ", "), true
+}
+
+// boxSeparators may stand between boxes that together make one answer.
+var boxSeparators = []string{",", ";", "$", "and", "or", `\quad`, `\qquad`, `\text{and}`, `\text{ and }`, `\(`, `\)`, `\[`, `\]`, `\,`}
+
+// trimSeparators removes separators from the end of s; "" when none was
+// there, since boxes written side by side without one are not a list.
+func trimSeparators(s string) string {
+	orig := len(s)
+	for trimmed := true; trimmed; {
+		s = strings.TrimRight(s, " \t\n")
+		trimmed = false
+		for _, sep := range boxSeparators {
+			if strings.HasSuffix(s, sep) {
+				s, trimmed = s[:len(s)-len(sep)], true
+			}
+		}
+	}
+	if len(s) == orig {
+		return ""
+	}
+	return s
+}
+
+// boxEndingAt returns the content of a "\boxed{...}" that ends s and
+// where it starts.
+func boxEndingAt(s string) (inner string, at int, ok bool) {
+	if !strings.HasSuffix(s, "}") {
+		return "", 0, false
+	}
+	at = lastCommand(s, `\boxed`)
+	if at < 0 {
+		return "", 0, false
+	}
+	rest := strings.TrimLeft(s[at+len(`\boxed`):], " \t")
+	inner, ok = braceGroup(rest)
+	if !ok || len(inner)+2 != len(rest) || strings.TrimSpace(inner) == "" {
+		return "", 0, false
+	}
+	return inner, at, true
 }
 
 // lastCommand is the index of the last cmd in s that is a whole control word
@@ -136,8 +235,8 @@ func lastHashAnswer(s string) (string, bool) {
 }
 
 // lastNumber returns the last number in s: an optional minus, digits with
-// optional thousands commas (dropped) and an optional decimal part, or a
-// simple fraction a/b.
+// optional thousands commas or spaces (dropped) and an optional decimal
+// part, or a simple fraction a/b.
 func lastNumber(s string) (string, bool) {
 	end := len(s)
 	for end > 0 && !isDigit(s[end-1]) {
@@ -155,8 +254,8 @@ scan:
 			start--
 		case (c == '.' || c == '/') && start > 1 && isDigit(s[start-2]):
 			start--
-		case c == ',' && start > 1 && isDigit(s[start-2]) && groupOfThree(s[start:end]):
-			start--
+		case (c == ',' || c == ' ') && start > 1 && isDigit(s[start-2]) && groupOfThree(s[start:end]):
+			start-- // "1,200" and "118 000" (GSM8K writes both)
 		default:
 			break scan
 		}
@@ -167,8 +266,46 @@ scan:
 	if start > 0 && s[start-1] == '-' {
 		start--
 	}
-	num := strings.ReplaceAll(s[start:end], ",", "")
+	if span, ok := mathSpan(s, start, end); ok {
+		return span, true
+	}
+	if end < len(s) && s[end] == '}' || start > 0 && s[start-1] == '{' {
+		return "", false // an argument of \frac or \sqrt outside math delimiters
+	}
+	num := strings.NewReplacer(",", "", " ", "").Replace(s[start:end])
 	return num, true
+}
+
+// mathSpan returns the math span ($...$, \(...\), \[...\]) around
+// s[start:end] when the number is part of a larger expression, after its
+// last "=": the answer of "$x = \frac{5}{6}$" is \frac{5}{6}, not 6.
+func mathSpan(s string, start, end int) (string, bool) {
+	open, close := -1, -1
+	if n := strings.Count(s[:start], "$") - strings.Count(s[:start], `\$`); n%2 == 1 {
+		open = strings.LastIndex(s[:start], "$") + 1
+		if j := strings.Index(s[end:], "$"); j >= 0 {
+			close = end + j
+		}
+	}
+	for _, d := range [][2]string{{`\(`, `\)`}, {`\[`, `\]`}} {
+		if i := strings.LastIndex(s[:start], d[0]); i >= 0 && i > strings.LastIndex(s[:start], d[1]) {
+			if j := strings.Index(s[end:], d[1]); j >= 0 {
+				open, close = i+len(d[0]), end+j
+			}
+		}
+	}
+	if open < 0 || close < 0 {
+		return "", false
+	}
+	sides := splitTop(s[open:close], "=")
+	span := strings.TrimRight(strings.TrimSpace(sides[len(sides)-1]), ".,")
+	if span == strings.TrimSpace(s[start:end]) || !strings.Contains(span, strings.TrimSpace(s[start:end])) {
+		return "", false // a plain number: keep the number rules
+	}
+	if !strings.ContainsAny(span, `\^{_`) {
+		return "", false // no LaTeX: the dollar signs were prices, as in GSM8K
+	}
+	return span, true
 }
 
 // groupOfThree reports whether s begins with exactly three digits followed
@@ -179,6 +316,18 @@ func groupOfThree(s string) bool {
 		n++
 	}
 	return n == 3
+}
+
+// asciiLower lowers ASCII letters only, so that indices into the result
+// are indices into s (strings.ToLower rewrites invalid UTF-8).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func isDigit(c byte) bool       { return c >= '0' && c <= '9' }

@@ -8,6 +8,7 @@ func TestExtract(t *testing.T) {
 	mathOpt := ExtractOptions{}
 	gsmOpt := ExtractOptions{GSM8KHash: true}
 	lastOpt := ExtractOptions{LastNumberFallback: true}
+	phraseOpt := ExtractOptions{AnswerPhrase: true}
 	cases := []struct {
 		response string
 		opt      ExtractOptions
@@ -36,6 +37,8 @@ func TestExtract(t *testing.T) {
 		{`no box, the answer is 12`, mathOpt, "", false, "MATH-style scoring has no fallback"},
 		{`no box, the answer is 12`, lastOpt, "12", true, "fallback to the last number"},
 		{`it costs 1,234 dollars`, lastOpt, "1234", true, "fallback drops thousands commas"},
+		{"is $400 000 - $282 000 = $118 000.", lastOpt, "118000", true, "GSM8K's thousands spaces"},
+		{`scores 7 12`, lastOpt, "12", true, "a space before two digits does not join numbers"},
 		{`points (1,2)`, lastOpt, "2", true, "a comma before a short group is not a thousands comma"},
 		{`x = -3.5.`, lastOpt, "-3.5", true, "negative decimal before a full stop"},
 		{`it is .5 now`, lastOpt, ".5", true, "a decimal without a leading zero"},
@@ -48,6 +51,25 @@ func TestExtract(t *testing.T) {
 		{"#### none", gsmOpt, "", false, "#### without digits"},
 		{"#### 5 but \\boxed{6}", gsmOpt, "6", true, "a box wins over ####"},
 		{"", lastOpt, "", false, "empty response"},
+		{`\boxed{1}, \boxed{2}, \boxed{3}`, mathOpt, "1, 2, 3", true, "a set answered in several boxes is one answer"},
+		{`$\boxed{1}$ and $\boxed{-1}$.`, mathOpt, "1, -1", true, "boxes joined by a word between math spans"},
+		{`\boxed{1} \quad \boxed{2}`, mathOpt, "1, 2", true, "boxes separated by a quad"},
+		{`\boxed{1}\boxed{2}`, mathOpt, "2", true, "boxes side by side without a separator are not a list"},
+		{`\boxed{4}, so the final answer is \boxed{5}`, mathOpt, "5", true, "words between boxes: the last box alone"},
+		{`\boxed{}, \boxed{5}`, mathOpt, "5", true, "an empty box does not join"},
+		{`\boxed{0} and \boxed{}`, mathOpt, "", false, "an empty last box is no answer even after a full one"},
+		{`The answer is $\frac{5}{6}$.`, phraseOpt, `\frac{5}{6}`, true, "an answer phrase with a math span"},
+		{"Final Answer: 12 apples\nbye", phraseOpt, "12 apples", true, "a phrase ends at the line"},
+		{`so the answer is 7. Then 9.`, phraseOpt, "7", true, "a phrase ends at the sentence"},
+		{`The answer is $\frac{5}{6}$.`, mathOpt, "", false, "phrases are off unless asked for"},
+		{`The answer is`, phraseOpt, "", false, "a phrase with nothing after it"},
+		{"\xbcAnswer is 5", phraseOpt, "5", true, "invalid UTF-8 before the phrase does not shift it (found by FuzzExtract)"},
+		{`so $x = \frac{5}{6}$`, lastOpt, `\frac{5}{6}`, true, "the last number is part of a math span: the span after its last ="},
+		{`it is \(\sqrt{16}\).`, lastOpt, `\sqrt{16}`, true, `inside \( \)`},
+		{`it is \frac{5}{6}`, lastOpt, "", false, "a macro argument outside math is no answer, not 6"},
+		{`it is $x = 6$.`, lastOpt, "6", true, "a plain number in a span is the number"},
+		{`had $5 and earned 10 more, $ left`, lastOpt, "10", true, "text between dollar prices is not a math span"},
+		{`costs $\$1,200$ in all`, lastOpt, "1200", true, "an escaped dollar does not open a span"},
 	}
 	for _, c := range cases {
 		got, ok := Extract(c.response, c.opt)

@@ -1,6 +1,10 @@
 package reward
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Mode selects how answers are compared.
 type Mode string
@@ -36,7 +40,38 @@ func Equiv(mode Mode, a, b string) bool {
 // RobustEquiv reports whether two extracted answers are the same answer to
 // a careful grader; see the package documentation.
 func RobustEquiv(a, b string) bool {
-	return parseAnswer(a).equal(parseAnswer(b))
+	equal, _ := RobustEquivRule(a, b)
+	return equal
+}
+
+// Rule names the comparison that found two answers equal in robust mode.
+type Rule string
+
+// The rules, from the cheapest: RuleNone when the answers differ.
+const (
+	RuleNone     Rule = "none"        // not equal
+	RuleExact    Rule = "exact"       // the same string once trimmed
+	RuleText     Rule = "text"        // the same normalised text, word or choice letter
+	RuleNumeric  Rule = "numeric"     // the same number, exactly or within 1e-9
+	RuleApprox   Rule = "approximate" // a decimal that rounds the other side's exact value
+	RuleSymbolic Rule = "symbolic"    // expressions or equations agreeing at the evaluation points
+	RuleTuple    Rule = "tuple"       // points, vectors and matrices, element by element
+	RuleSet      Rule = "set"         // sets and answer lists, order and repeats ignored
+	RuleInterval Rule = "interval"    // intervals, unions and inequalities in one variable
+	RuleRelation Rule = "relation"    // other inequalities, compared as f < 0 or f <= 0
+)
+
+// RobustEquivRule is RobustEquiv with the rule that decided it, for
+// showing why two answers were judged equal.
+func RobustEquivRule(a, b string) (bool, Rule) {
+	if strings.TrimSpace(a) == strings.TrimSpace(b) {
+		return true, RuleExact
+	}
+	fa, fb := parseAnswer(a), parseAnswer(b)
+	if !fa.equal(fb) {
+		return false, RuleNone
+	}
+	return true, fa.rule(fb)
 }
 
 // Key returns the canonical key of an answer: answers that RobustEquiv calls
@@ -44,4 +79,16 @@ func RobustEquiv(a, b string) bool {
 // the same answer gets the same key in every run.
 func Key(answer string) string {
 	return parseAnswer(answer).key()
+}
+
+// RobustEquivOrdered is RobustEquiv for questions whose answer list has an
+// order ("list the roots from least to greatest"): answer lists must agree
+// element by element, repeats included. Sets written with braces, \pm and
+// everything else compare as in RobustEquiv.
+func RobustEquivOrdered(a, b string) bool {
+	fa, fb := parseAnswer(a), parseAnswer(b)
+	if fa.order == nil || fb.order == nil {
+		return fa.equal(fb)
+	}
+	return slices.EqualFunc(fa.order, fb.order, form.equal)
 }

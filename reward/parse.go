@@ -196,19 +196,10 @@ func (p *parser) startsFactor() bool {
 	case isDigit(c), c == '.', isASCIILetter(c), c == '(', c == '[', c == '{':
 		return true
 	case c == '\\':
-		name := p.word(p.pos + 1)
+		name := wordAt(p.s, p.pos+1)
 		return name == "frac" || name == "sqrt" || name == "pi" || name == "binom" || functions[name] || greek[name]
 	}
 	return false
-}
-
-// word returns the control word starting at i.
-func (p *parser) word(i int) string {
-	j := i
-	for j < len(p.s) && isASCIILetter(p.s[j]) {
-		j++
-	}
-	return p.s[i:j]
 }
 
 func (p *parser) unary() (*node, error) {
@@ -389,7 +380,7 @@ func (p *parser) subscript() (string, bool) {
 }
 
 func (p *parser) command() (*node, error) {
-	name := p.word(p.pos + 1)
+	name := wordAt(p.s, p.pos+1)
 	p.pos += 1 + len(name)
 	switch {
 	case name == "frac" || name == "binom":
@@ -479,7 +470,7 @@ func (p *parser) funcArg() (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	for p.startsFactor() && !(p.s[p.pos] == '\\' && functions[p.word(p.pos+1)]) {
+	for p.startsFactor() && !(p.s[p.pos] == '\\' && functions[wordAt(p.s, p.pos+1)]) {
 		right, err := p.power()
 		if err != nil {
 			return nil, err
@@ -558,7 +549,7 @@ func (p *parser) sciExponent() string {
 // after an integer, the way MATH writes mixed numbers (137 \frac{1}{2}). It
 // scans instead of parsing, so trying it never costs a second parse.
 func (p *parser) mixedFraction() *node {
-	if p.peek() != '\\' || p.word(p.pos+1) != "frac" {
+	if p.peek() != '\\' || wordAt(p.s, p.pos+1) != "frac" {
 		return nil
 	}
 	i := p.pos + len(`\frac`)

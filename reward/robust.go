@@ -27,6 +27,7 @@ const (
 	kindSet                      // unordered, duplicates ignored: sets, answer lists, \pm
 	kindUnion                    // unordered union of intervals
 	kindMatrix                   // rows x cols
+	kindRelation                 // f op 0, op "<" or "<=", f scaled like an equation
 )
 
 // form is an answer parsed into its structure.
@@ -36,10 +37,15 @@ type form struct {
 	open, close byte   // kindTuple
 	elems       []form // kindTuple, kindSet, kindUnion, kindMatrix (row-major)
 	cols        int    // kindMatrix
-	sc          scalar // kindScalar, kindEquation
+	sc          scalar // kindScalar, kindEquation, kindRelation
+	op          string // kindRelation
 	// alternatives marks the set that "a \pm b" expands to; inside a list
 	// its members are members of the list.
 	alternatives bool
+	interval     bool // a kindTuple that solves an inequality
+	// order is an answer list's elements as written, repeats included,
+	// for the ordered judgement (RobustEquivOrdered).
+	order []form
 }
 
 // scalar is a value: exact when rational, otherwise its numeric values at
@@ -48,10 +54,18 @@ type scalar struct {
 	exact *big.Rat
 	inf   int // +1 or -1 for an infinity
 	vals  [numPoints]complex128
+	// places is the number of decimals of an answer written as a decimal
+	// literal such as 0.0833333, 0 otherwise: it may round a value.
+	places int
+	// percent marks a number written with a percent sign: "50\%" is 50,
+	// and also 0.5.
+	percent bool
 }
 
 var (
-	thousandsRe  = regexp.MustCompile(`^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$`)
+	thousandsRe  = regexp.MustCompile(`^[+-]?\d{1,3}((,\d{3})+|( \d{3})+)(\.\d+)?$`)
+	europeanRe   = regexp.MustCompile(`^[+-]?\d{1,3}(\.\d{3})+,\d+$`)
+	decimalRe    = regexp.MustCompile(`^[+-]?\d*\.(\d+)$`)
 	choiceRe     = regexp.MustCompile(`^\(?([A-E])\)?$`)
 	baseNumRe    = regexp.MustCompile(`^\d+_\{?\d+\}?$`)
 	assignmentRe = regexp.MustCompile(`^(\\[a-zA-Z]+|[a-zA-Z]{1,2})('*)(_\{?[a-zA-Z0-9]+\}?)?(\([a-z, ]*\))? ?(=|\\in) ?`)
@@ -60,15 +74,33 @@ var (
 
 // parseAnswer turns an extracted answer into its comparable form.
 func parseAnswer(s string) form {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(finalAnswer(strings.TrimSpace(s)))
 	if len(s) > maxAnswerBytes {
 		return textForm(s)
 	}
+	percent := strings.HasSuffix(strings.TrimRight(s, "$. "), "%")
 	s = cleanLatex(s)
 	s = unwrapText(s)
 	s = dropUnitWords(s)
 	s = strings.TrimRight(s, ". ")
-	return parseForm(s, 0)
+	f := parseForm(s, 0)
+	if f.kind == kindScalar {
+		f.sc.percent = percent
+	}
+	return f
+}
+
+// finalAnswer is the answer a whole solution states, its boxes or its
+// "the answer is" sentence, so that a gold solution can be compared; a
+// bare answer is returned as it is.
+func finalAnswer(s string) string {
+	if !strings.Contains(s, `\boxed`) && !strings.Contains(s, `\fbox`) && !strings.Contains(asciiLower(s), "answer") {
+		return s
+	}
+	if ans, ok := Extract(s, ExtractOptions{AnswerPhrase: true}); ok {
+		return ans
+	}
+	return s
 }
 
 func parseForm(s string, depth int) form {
@@ -78,7 +110,9 @@ func parseForm(s string, depth int) form {
 	}
 	s = stripAssignment(s)
 	if thousandsRe.MatchString(s) {
-		s = strings.ReplaceAll(s, ",", "")
+		s = strings.NewReplacer(",", "", " ", "").Replace(s)
+	} else if europeanRe.MatchString(s) {
+		s = strings.NewReplacer(".", "", ",", ".").Replace(s) // 1.234,5 is 1234.5
 	}
 	if s == `\emptyset` {
 		return form{kind: kindSet}
@@ -93,7 +127,9 @@ func parseForm(s string, depth int) form {
 		if strings.TrimSpace(inner) == "" {
 			return form{kind: kindSet}
 		}
-		return parseCollection(kindSet, splitTop(inner, ","), s, depth)
+		f := parseCollection(kindSet, splitTop(inner, ","), s, depth)
+		f.order = nil // a set written as one has no order
+		return f
 	}
 	if len(s) >= 2 && isWholeGroup(s) {
 		if parts := splitTop(s[1:len(s)-1], ","); len(parts) > 1 {
@@ -102,12 +138,15 @@ func parseForm(s string, depth int) form {
 			return f
 		}
 	}
-	if parts := splitTop(s, ","); len(parts) > 1 {
+	if parts := splitList(s); len(parts) > 1 {
 		return parseCollection(kindSet, parts, s, depth)
+	}
+	if sides, ops := splitRelation(s); len(ops) > 0 {
+		return parseRelation(sides, ops, s)
 	}
 	if plus, minus, ok := expandPlusMinus(s); ok {
 		f := parseCollection(kindSet, []string{plus, minus}, s, depth)
-		f.alternatives = f.kind == kindSet
+		f.alternatives, f.order = f.kind == kindSet, nil
 		return f
 	}
 	if m := choiceRe.FindStringSubmatch(s); m != nil {
@@ -130,12 +169,19 @@ func parseForm(s string, depth int) form {
 	if !ok {
 		return textForm(s)
 	}
+	if m := decimalRe.FindStringSubmatch(s); m != nil {
+		sc.places = len(m[1])
+	}
 	return form{kind: kindScalar, sc: sc}
 }
 
 // stripAssignment drops "x = ", "f(x) = ", "\theta = " and "x \in " in front
-// of a single answer.
+// of a single answer, and labels such as "(p,q) = ", "|AB| = " or
+// "V_1:V_2 = "; of a chain "x = 5+5+1 = 11" it keeps the last side.
 func stripAssignment(s string) string {
+	if sides := splitTop(s, "="); len(sides) > 1 && isLabel(sides[0]) && len(splitList(s)) == 1 {
+		return strings.TrimSpace(sides[len(sides)-1])
+	}
 	m := assignmentRe.FindStringSubmatchIndex(s)
 	if m == nil || m[1] == len(s) {
 		return s
@@ -148,6 +194,68 @@ func stripAssignment(s string) string {
 		return s // "\in" was the start of a longer word such as \infty
 	}
 	return s[m[1]:]
+}
+
+// labelWords are the control words a label may contain.
+var labelWords = map[string]bool{"angle": true, "measuredangle": true, "overline": true, "overrightarrow": true,
+	"vec": true, "hat": true, "bar": true, "triangle": true, "text": true}
+
+// isLabel reports whether s names what an answer is rather than computing
+// it: letters, subscripts, primes, brackets, bars, colons and a few control
+// words such as \angle, but no digits or operators outside subscripts.
+func isLabel(s string) bool {
+	letters := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case isASCIILetter(c):
+			letters = true
+		case c == '_':
+			if i+1 < len(s) && s[i+1] == '{' {
+				inner, ok := braceGroup(s[i+1:])
+				if !ok {
+					return false
+				}
+				i += len(inner) + 2
+			} else {
+				i++
+			}
+		case c == '\\':
+			w := wordAt(s, i+1)
+			if !labelWords[w] && !greek[w] {
+				return false
+			}
+			letters = true
+			i += len(w)
+		case strings.IndexByte(" '(),:|{}", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return letters
+}
+
+// wordAt returns the run of ASCII letters starting at i.
+func wordAt(s string, i int) string {
+	j := i
+	for j < len(s) && isASCIILetter(s[j]) {
+		j++
+	}
+	return s[i:j]
+}
+
+// splitList splits an answer list at top-level commas, semicolons and the
+// words "and" and "or".
+func splitList(s string) []string {
+	var parts []string
+	for _, p := range splitTop(s, ",") {
+		for _, q := range splitTop(p, ";") {
+			for _, r := range splitTop(q, " and ") {
+				parts = append(parts, splitTop(r, " or ")...)
+			}
+		}
+	}
+	return parts
 }
 
 // hasWord reports a run of three or more letters outside a control word:
@@ -201,6 +309,9 @@ func parseCollection(kind formKind, parts []string, raw string, depth int) form 
 	if kind == kindTuple {
 		return f
 	}
+	if kind == kindSet {
+		f.order = slices.Clone(f.elems)
+	}
 	// Sets ignore repeats; a set of one answer is that answer, so that
 	// "\{5\}", "5, 5" and "5" agree.
 	unique := f.elems[:0]
@@ -212,6 +323,10 @@ func parseCollection(kind formKind, parts []string, raw string, depth int) form 
 	f.elems = unique
 	if len(f.elems) == 1 && kind == kindSet {
 		return f.elems[0]
+	}
+	// "x < -1 or x > 3" is the union of two intervals.
+	if kind == kindSet && len(f.elems) > 1 && !slices.ContainsFunc(f.elems, func(e form) bool { return !e.isInterval() }) {
+		f.kind, f.order = kindUnion, nil
 	}
 	return f
 }
@@ -384,6 +499,8 @@ func (a form) equal(b form) bool {
 		return a.sc.equal(b.sc)
 	case kindEquation:
 		return a.sc.closeAt(b.sc)
+	case kindRelation:
+		return a.op == b.op && a.sc.closeAt(b.sc)
 	case kindTuple, kindMatrix:
 		if a.open != b.open || a.close != b.close || a.cols != b.cols || len(a.elems) != len(b.elems) {
 			return false
@@ -413,10 +530,65 @@ func (a scalar) equal(b scalar) bool {
 	if a.inf != 0 || b.inf != 0 {
 		return a.inf == b.inf
 	}
+	if a.exact != nil && b.exact != nil && a.exact.Cmp(b.exact) == 0 {
+		return true
+	}
+	if a.percent != b.percent && (a.percent && a.hundredth().equal(b) || b.percent && b.hundredth().equal(a)) {
+		return true
+	}
+	if a.places > 0 && b.places == 0 && roundsTo(a, b) || b.places > 0 && a.places == 0 && roundsTo(b, a) {
+		return true
+	}
 	if a.exact != nil && b.exact != nil {
-		return a.exact.Cmp(b.exact) == 0
+		return false
 	}
 	return a.closeAt(b)
+}
+
+// hundredth is a percentage as a fraction: 50\% is 0.5.
+func (a scalar) hundredth() scalar {
+	h := a
+	h.percent, h.places = false, 0
+	if a.exact != nil {
+		h.exact = new(big.Rat).Quo(a.exact, big.NewRat(100, 1))
+	}
+	for k := range h.vals {
+		h.vals[k] /= 100
+	}
+	return h
+}
+
+// roundsTo reports whether the decimal d is the constant v rounded or cut
+// to d's places, and within 1e-6 of it relatively: 0.0833333 for 1/12, but
+// not 0.083. A v that is itself a terminating decimal must be met exactly.
+func roundsTo(d, v scalar) bool {
+	if v.inf != 0 || v.exact != nil && terminates(v.exact) {
+		return false
+	}
+	for k := 1; k < numPoints; k++ {
+		if v.vals[k] != v.vals[0] {
+			return false
+		}
+	}
+	x, y := real(d.vals[0]), v.vals[0]
+	diff := cmplx.Abs(complex(x, 0) - y)
+	return diff <= math.Pow(10, -float64(d.places))*(1+1e-9) && diff <= 1e-6*cmplx.Abs(y)
+}
+
+// terminates reports whether r has a finite decimal expansion.
+func terminates(r *big.Rat) bool {
+	d := new(big.Int).Set(r.Denom())
+	for _, p := range []int64{2, 5} {
+		m := new(big.Int)
+		for {
+			q, rem := new(big.Int).QuoRem(d, big.NewInt(p), m)
+			if rem.Sign() != 0 {
+				break
+			}
+			d = q
+		}
+	}
+	return d.IsInt64() && d.Int64() == 1
 }
 
 func (a scalar) closeAt(b scalar) bool {
@@ -426,6 +598,56 @@ func (a scalar) closeAt(b scalar) bool {
 		}
 	}
 	return true
+}
+
+// rule names the comparison that found a equal to b.
+func (a form) rule(b form) Rule {
+	switch a.kind {
+	case kindScalar:
+		switch {
+		case a.sc.exact != nil && b.sc.exact != nil && a.sc.exact.Cmp(b.sc.exact) == 0, a.sc.percent != b.sc.percent:
+			return RuleNumeric
+		case (a.sc.places > 0) != (b.sc.places > 0):
+			return RuleApprox
+		case a.sc.varies() || b.sc.varies():
+			return RuleSymbolic
+		}
+		return RuleNumeric
+	case kindEquation:
+		return RuleSymbolic
+	case kindRelation:
+		return RuleRelation
+	case kindTuple:
+		if a.isInterval() || b.isInterval() {
+			return RuleInterval
+		}
+		return RuleTuple
+	case kindMatrix:
+		return RuleTuple
+	case kindSet:
+		return RuleSet
+	case kindUnion:
+		return RuleInterval
+	}
+	return RuleText
+}
+
+// isInterval tells an interval from a point: a bracket or an infinite end.
+func (a form) isInterval() bool {
+	if a.kind != kindTuple || len(a.elems) != 2 {
+		return false
+	}
+	return a.interval || a.open == '[' || a.close == ']' || a.elems[0].sc.inf != 0 || a.elems[1].sc.inf != 0
+}
+
+// varies reports a value that depends on variables.
+func (a scalar) varies() bool {
+	for _, v := range a.vals[1:] {
+		if v != a.vals[0] {
+			return true
+		}
+	}
+	return false
 }
 
 // key is the canonical key of a form; see the package documentation.
@@ -439,6 +661,8 @@ func (a form) key() string {
 		return a.sc.key()
 	case kindEquation:
 		return "eq(" + valsKey(a.sc.vals[:]) + ")"
+	case kindRelation:
+		return "rel" + a.op + "(" + valsKey(a.sc.vals[:]) + ")"
 	case kindTuple:
 		return string(a.open) + joinKeys(a.elems, false) + string(a.close)
 	case kindSet:

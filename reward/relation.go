@@ -1,0 +1,175 @@
+package reward
+
+import (
+	"math"
+	"math/cmplx"
+	"strings"
+)
+
+// relationOps are the comparison operators after cleanLatex, longest
+// first so that "<=" is not read as "<".
+var relationOps = []struct{ text, op string }{
+	{`\le`, "<="}, {`\ge`, ">="}, {`\lt`, "<"}, {`\gt`, ">"},
+	{"<=", "<="}, {">=", ">="}, {"<", "<"}, {">", ">"},
+}
+
+// splitRelation splits "a < b \le c" at its top-level comparison
+// operators; ops is empty when there is none.
+func splitRelation(s string) (sides, ops []string) {
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '[', '{':
+			depth++
+			continue
+		case ')', ']', '}':
+			depth--
+			continue
+		}
+		if depth != 0 {
+			continue
+		}
+		for _, r := range relationOps {
+			if strings.HasPrefix(s[i:], r.text) && wholeWordAt(s, i+len(r.text), r.text) {
+				sides = append(sides, s[start:i])
+				ops = append(ops, r.op)
+				start = i + len(r.text)
+				i = start - 1
+				break
+			}
+		}
+	}
+	return append(sides, s[start:]), ops
+}
+
+// parseRelation reads an inequality. One linear in a single variable, or a
+// chain "a < x \le b" around one, is the interval of its solutions, so that
+// "5 \ge x", "x \le 5" and "(-\infty, 5]" agree; any other is kept as
+// f < 0 or f <= 0 with f scaled by a positive factor.
+func parseRelation(sides, ops []string, raw string) form {
+	if len(ops) > 2 {
+		return textForm(raw)
+	}
+	var lines [2]halfLine
+	for i, op := range ops {
+		l, errL := parseExpr(sides[i])
+		r, errR := parseExpr(sides[i+1])
+		if errL != nil || errR != nil {
+			return textForm(raw)
+		}
+		// Write every relation as f < 0 or f <= 0.
+		f := &node{op: opSub, args: []*node{l, r}}
+		if op[0] == '>' {
+			f.args[0], f.args[1] = r, l
+		}
+		closed := strings.HasSuffix(op, "=")
+		sc, ok := evalScalar(f)
+		if !ok || sc.inf != 0 {
+			return textForm(raw)
+		}
+		line, ok := solveLinear(f, sc, closed)
+		if !ok {
+			if len(ops) > 1 {
+				return textForm(raw)
+			}
+			return relationForm(sc, closed)
+		}
+		lines[i] = line
+	}
+	lo := halfLine{bound: scalar{inf: -1}}
+	hi := halfLine{bound: scalar{inf: 1}, upper: true}
+	for _, line := range lines[:len(ops)] {
+		if line.upper {
+			hi = line
+		} else {
+			lo = line
+		}
+	}
+	if len(ops) == 2 && (lines[0].upper == lines[1].upper || lines[0].name != lines[1].name) {
+		return textForm(raw)
+	}
+	f := form{kind: kindTuple, open: '(', close: ')', interval: true, elems: []form{{kind: kindScalar, sc: lo.bound}, {kind: kindScalar, sc: hi.bound}}}
+	if lo.closed {
+		f.open = '['
+	}
+	if hi.closed {
+		f.close = ']'
+	}
+	return f
+}
+
+// halfLine is "name < bound" (upper) or "name > bound", closed for <= and >=.
+type halfLine struct {
+	name          string
+	bound         scalar
+	upper, closed bool
+}
+
+// solveLinear solves f < 0 (f <= 0 when closed) where f is linear in its
+// only variable, from f's values at the evaluation points.
+func solveLinear(f *node, sc scalar, closed bool) (halfLine, bool) {
+	name, ok := singleVar(f, "")
+	if !ok || name == "" {
+		return halfLine{}, false
+	}
+	var x [numPoints]float64
+	for k := range x {
+		x[k] = pointValue(name, k)
+		if math.Abs(imag(sc.vals[k])) > absTol {
+			return halfLine{}, false
+		}
+	}
+	f0 := real(sc.vals[0])
+	slope := (real(sc.vals[1]) - f0) / (x[1] - x[0])
+	if math.Abs(slope) <= absTol {
+		return halfLine{}, false
+	}
+	for k := 2; k < numPoints; k++ {
+		if !closeTo(sc.vals[k], complex(f0+slope*(x[k]-x[0]), 0)) {
+			return halfLine{}, false
+		}
+	}
+	root := x[0] - f0/slope
+	line := halfLine{name: name, upper: slope > 0, closed: closed}
+	for k := range line.bound.vals {
+		line.bound.vals[k] = complex(root, 0)
+	}
+	return line, true
+}
+
+// singleVar returns the one variable n uses, "" for none; ok is false
+// when it uses several.
+func singleVar(n *node, seen string) (string, bool) {
+	if n.op == opSym {
+		if seen != "" && seen != n.name {
+			return "", false
+		}
+		return n.name, true
+	}
+	for _, a := range n.args {
+		var ok bool
+		if seen, ok = singleVar(a, seen); !ok {
+			return "", false
+		}
+	}
+	return seen, true
+}
+
+// relationForm keeps f < 0 scaled by a positive factor, which keeps its
+// direction.
+func relationForm(sc scalar, closed bool) form {
+	for _, v := range sc.vals {
+		if a := cmplx.Abs(v); a > absTol {
+			for k := range sc.vals {
+				sc.vals[k] /= complex(a, 0)
+			}
+			break
+		}
+	}
+	sc.exact = nil
+	op := "<"
+	if closed {
+		op = "<="
+	}
+	return form{kind: kindRelation, sc: sc, op: op}
+}
