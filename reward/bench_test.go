@@ -9,12 +9,21 @@ import (
 
 // math500Pairs returns (pred, gold) for MATH500: pred is the answer
 // extracted from the reference solution, gold the row's answer.
-func math500Pairs(b testing.TB) [][2]string {
+func math500Pairs(b testing.TB, mode Mode) [][2]string {
 	rows := readJSONL(b, filepath.Join(sharedDir(b), "math500", "test.jsonl"))
 	pairs := make([][2]string, 0, len(rows))
 	for i, row := range rows {
 		where := fmt.Sprintf("math500 row %d", i+1)
-		pred, ok := Extract(field(b, row, "solution", where), ExtractOptions{})
+		solution := field(b, row, "solution", where)
+		// Each mode's own extraction: strict takes the last box alone, as the reference;
+		// robust joins adjacent boxes into one answer.
+		pred, ok := Extract(solution, ExtractOptions{})
+		if mode == Strict {
+			var boxed string
+			if boxed, ok = LastBoxedOnlyString(solution); ok {
+				pred, ok = RemoveBoxed(boxed)
+			}
+		}
 		if !ok {
 			b.Fatalf("%s: no answer in the solution", where)
 		}
@@ -53,8 +62,8 @@ func benchmarkGrading(b *testing.B, mode Mode, pairs [][2]string) {
 	}
 }
 
-func BenchmarkStrictMATH500(b *testing.B) { benchmarkGrading(b, Strict, math500Pairs(b)) }
-func BenchmarkRobustMATH500(b *testing.B) { benchmarkGrading(b, Robust, math500Pairs(b)) }
+func BenchmarkStrictMATH500(b *testing.B) { benchmarkGrading(b, Strict, math500Pairs(b, Strict)) }
+func BenchmarkRobustMATH500(b *testing.B) { benchmarkGrading(b, Robust, math500Pairs(b, Robust)) }
 
 // BenchmarkRobustMATH500Solutions parses both sides of every pair.
 func BenchmarkRobustMATH500Solutions(b *testing.B) {
@@ -62,7 +71,7 @@ func BenchmarkRobustMATH500Solutions(b *testing.B) {
 }
 
 func BenchmarkKeyMATH500(b *testing.B) {
-	pairs := math500Pairs(b)
+	pairs := math500Pairs(b, Robust)
 	keyed := 0
 	b.ResetTimer()
 	for b.Loop() {
@@ -95,7 +104,7 @@ func TestRuleRates(t *testing.T) {
 	for _, set := range []struct {
 		name  string
 		pairs [][2]string
-	}{{"MATH500", math500Pairs(t)}, {"MATH500 gold against the whole solution", math500SolutionPairs(t)}, {"GSM8K", gsm8kPairs(t)}} {
+	}{{"MATH500", math500Pairs(t, Robust)}, {"MATH500 gold against the whole solution", math500SolutionPairs(t)}, {"GSM8K", gsm8kPairs(t)}} {
 		counts := map[Rule]int{}
 		for _, p := range set.pairs {
 			_, rule := RobustEquivRule(p[0], p[1])
