@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/fifotest"
 )
 
 // --out names what it names: a FIFO is written through and stays a FIFO, a symlink stays a
@@ -15,16 +16,7 @@ func TestGradeOutKeepsFIFOsAndSymlinks(t *testing.T) {
 	in := writeLines(t, `{"pred": "2", "gold": "2"}`)
 
 	fifo := filepath.Join(dir, "f.jsonl")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Non-blocking, so the command's open does not wait and a regression cannot hang.
-	rfd, err := syscall.Open(fifo, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := os.NewFile(uintptr(rfd), fifo)
-	defer reader.Close()
+	reader := fifotest.Reader(t, fifo)
 	if _, stderr, err := runGradeCmd(t, "--in", in, "--out", fifo); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/fifotest"
 )
 
 func TestWriteReplacesWholeOrNothing(t *testing.T) {
@@ -77,17 +79,7 @@ func TestWriteKeepsWhatThePathIs(t *testing.T) {
 	}
 
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A non-blocking reader, so that the writer's open does not wait and a regression
-	// (renaming over the FIFO) fails instead of hanging.
-	rfd, err := syscall.Open(fifo, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := os.NewFile(uintptr(rfd), fifo)
-	defer reader.Close()
+	reader := fifotest.Reader(t, fifo)
 	if err := WriteBytes(fifo, []byte("through the pipe")); err != nil {
 		t.Fatal(err)
 	}
