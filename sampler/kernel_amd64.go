@@ -31,6 +31,9 @@ var bestSIMD = func() int {
 // simd selects the kernels; tests lower it to compare the paths.
 var simd = bestSIMD
 
+// kernelsBuilt says whether this build has the assembly kernels (amd64 without purego).
+const kernelsBuilt = true
+
 // rowMaxAsm scans the longest prefix of whole 64-float blocks: m is its
 // maximum and argmax the lowest id holding it. ok is false, and the Go code
 // scans the whole row, if the prefix is empty or holds a NaN or +Inf.

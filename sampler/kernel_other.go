@@ -13,6 +13,9 @@ const (
 
 var simd = noSIMD
 
+// kernelsBuilt says whether this build has the assembly kernels (amd64 without purego).
+const kernelsBuilt = false
+
 func rowMaxAsm([]float32) (n int, m float32, argmax int, ok bool) { return 0, 0, 0, false }
 
 func minAtLeastAsm([]float32, float32) (n int, lo float32) { return 0, float32(math.Inf(1)) }

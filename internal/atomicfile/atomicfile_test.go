@@ -122,6 +122,9 @@ func TestWriteKeepsWhatThePathIs(t *testing.T) {
 func TestRegularFileUnderDevIsReplaced(t *testing.T) {
 	dir, err := os.MkdirTemp("/dev/shm", "atomicfile-test")
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no /dev/shm: %v", err)
+		}
 		t.Skipf("no /dev/shm: %v", err)
 	}
 	defer os.RemoveAll(dir)
