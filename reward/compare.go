@@ -1,0 +1,173 @@
+package reward
+
+// Equality of parsed answers, and the rule that decided it.
+
+import (
+	"math"
+	"math/big"
+	"math/cmplx"
+	"slices"
+)
+
+// equal is robust equality of two forms.
+func (a form) equal(b form) bool {
+	if a.kind != b.kind {
+		return false
+	}
+	switch a.kind {
+	case kindText, kindChoice:
+		return a.text == b.text
+	case kindScalar:
+		return a.sc.equal(b.sc)
+	case kindEquation:
+		return a.sc.closeAt(b.sc)
+	case kindRelation:
+		return a.op == b.op && a.sc.closeAt(b.sc)
+	case kindTuple, kindMatrix:
+		if a.open != b.open || a.close != b.close || a.cols != b.cols || len(a.elems) != len(b.elems) {
+			return false
+		}
+		for i := range a.elems {
+			if !a.elems[i].equal(b.elems[i]) {
+				return false
+			}
+		}
+		return true
+	case kindSet, kindUnion:
+		return subset(a.elems, b.elems) && subset(b.elems, a.elems)
+	}
+	return false
+}
+
+func subset(a, b []form) bool {
+	for _, x := range a {
+		if !slices.ContainsFunc(b, x.equal) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a scalar) equal(b scalar) bool {
+	if a.inf != 0 || b.inf != 0 {
+		return a.inf == b.inf
+	}
+	if a.exact != nil && b.exact != nil && a.exact.Cmp(b.exact) == 0 {
+		return true
+	}
+	if a.percent != b.percent && (a.percent && a.hundredth().equal(b) || b.percent && b.hundredth().equal(a)) {
+		return true
+	}
+	if a.places > 0 && b.places == 0 && roundsTo(a, b) || b.places > 0 && a.places == 0 && roundsTo(b, a) {
+		return true
+	}
+	if a.exact != nil && b.exact != nil {
+		return false
+	}
+	return a.closeAt(b)
+}
+
+// hundredth is a percentage as a fraction: 50\% is 0.5.
+func (a scalar) hundredth() scalar {
+	h := a
+	h.percent, h.places = false, 0
+	if a.exact != nil {
+		h.exact = new(big.Rat).Quo(a.exact, big.NewRat(100, 1))
+	}
+	for k := range h.vals {
+		h.vals[k] /= 100
+	}
+	return h
+}
+
+// roundsTo reports whether the decimal d is the constant v rounded or cut
+// to d's places, and within 1e-6 of it relatively: 0.0833333 for 1/12, but
+// not 0.083. A v that is itself a terminating decimal must be met exactly.
+func roundsTo(d, v scalar) bool {
+	if v.inf != 0 || v.exact != nil && terminates(v.exact) {
+		return false
+	}
+	for k := 1; k < numPoints; k++ {
+		if v.vals[k] != v.vals[0] {
+			return false
+		}
+	}
+	x, y := real(d.vals[0]), v.vals[0]
+	diff := cmplx.Abs(complex(x, 0) - y)
+	return diff <= math.Pow(10, -float64(d.places))*(1+1e-9) && diff <= 1e-6*cmplx.Abs(y)
+}
+
+// terminates reports whether r has a finite decimal expansion.
+func terminates(r *big.Rat) bool {
+	d := new(big.Int).Set(r.Denom())
+	for _, p := range []int64{2, 5} {
+		m := new(big.Int)
+		for {
+			q, rem := new(big.Int).QuoRem(d, big.NewInt(p), m)
+			if rem.Sign() != 0 {
+				break
+			}
+			d = q
+		}
+	}
+	return d.IsInt64() && d.Int64() == 1
+}
+
+func (a scalar) closeAt(b scalar) bool {
+	for k := range a.vals {
+		if !finite(a.vals[k]) || !finite(b.vals[k]) || !closeTo(a.vals[k], b.vals[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// rule names the comparison that found a equal to b.
+func (a form) rule(b form) Rule {
+	switch a.kind {
+	case kindScalar:
+		switch {
+		case a.sc.exact != nil && b.sc.exact != nil && a.sc.exact.Cmp(b.sc.exact) == 0, a.sc.percent != b.sc.percent:
+			return RuleNumeric
+		case (a.sc.places > 0) != (b.sc.places > 0):
+			return RuleApprox
+		case a.sc.varies() || b.sc.varies():
+			return RuleSymbolic
+		}
+		return RuleNumeric
+	case kindEquation:
+		return RuleSymbolic
+	case kindRelation:
+		return RuleRelation
+	case kindTuple:
+		if a.isInterval() || b.isInterval() {
+			return RuleInterval
+		}
+		return RuleTuple
+	case kindMatrix:
+		return RuleTuple
+	case kindSet:
+		return RuleSet
+	case kindUnion:
+		return RuleInterval
+	}
+	return RuleText
+}
+
+// isInterval tells an interval from a point: a bracket or an infinite end.
+func (a form) isInterval() bool {
+	if a.kind != kindTuple || len(a.elems) != 2 {
+		return false
+	}
+	return a.interval || a.open == '[' || a.close == ']' || a.elems[0].sc.inf != 0 || a.elems[1].sc.inf != 0
+}
+
+// varies reports a value that depends on variables.
+func (a scalar) varies() bool {
+	for _, v := range a.vals[1:] {
+		if v != a.vals[0] {
+			return true
+		}
+	}
+	return false
+}

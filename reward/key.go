@@ -1,0 +1,145 @@
+package reward
+
+// Canonical keys: answers that robust equality calls equal get the same key, so answer
+// distributions can be counted.
+
+import (
+	"math"
+	"math/big"
+	"math/cmplx"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// key is the canonical key of a form; see the package documentation.
+func (a form) key() string {
+	switch a.kind {
+	case kindText:
+		return "text:" + strconv.Quote(a.text)
+	case kindChoice:
+		return "choice:" + a.text
+	case kindScalar:
+		return a.sc.key()
+	case kindEquation:
+		return "eq(" + valsKey(a.sc.vals[:]) + ")"
+	case kindRelation:
+		return "rel" + a.op + "(" + valsKey(a.sc.vals[:]) + ")"
+	case kindTuple:
+		return string(a.open) + joinKeys(a.elems, false) + string(a.close)
+	case kindSet:
+		return "{" + joinKeys(a.elems, true) + "}"
+	case kindUnion:
+		return "union{" + joinKeys(a.elems, true) + "}"
+	case kindMatrix:
+		var b strings.Builder
+		b.WriteString("matrix[")
+		for i, e := range a.elems {
+			if i > 0 {
+				if i%a.cols == 0 {
+					b.WriteByte(';')
+				} else {
+					b.WriteByte(',')
+				}
+			}
+			b.WriteString(e.key())
+		}
+		b.WriteByte(']')
+		return b.String()
+	}
+	return ""
+}
+
+func joinKeys(elems []form, sorted bool) string {
+	keys := make([]string, len(elems))
+	for i, e := range elems {
+		keys[i] = e.key()
+	}
+	if sorted {
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+	}
+	return strings.Join(keys, ",")
+}
+
+func (a scalar) key() string {
+	switch {
+	case a.inf > 0:
+		return "inf"
+	case a.inf < 0:
+		return "-inf"
+	case a.exact != nil:
+		return a.exact.RatString()
+	}
+	constant := true
+	for _, v := range a.vals[1:] {
+		constant = constant && closeTo(v, a.vals[0])
+	}
+	if constant {
+		return complexKey(a.vals[0])
+	}
+	return "f(" + valsKey(a.vals[:]) + ")"
+}
+
+// valsKey prints the values of a non-constant expression; they are not
+// matched to fractions, which would only make accidental fractions.
+func valsKey(vals []complex128) string {
+	keys := make([]string, len(vals))
+	for i, v := range vals {
+		keys[i] = approxKey(real(v))
+		if im := imag(v); math.Abs(im) > math.Max(absTol, relTol*cmplx.Abs(v)) {
+			keys[i] += "," + approxKey(im) + "i"
+		}
+	}
+	return strings.Join(keys, ";")
+}
+
+// complexKey prints a numeric value: "6+9i", "3/4", "~1.414213562".
+func complexKey(v complex128) string {
+	re, im := real(v), imag(v)
+	if math.Abs(im) <= math.Max(absTol, relTol*cmplx.Abs(v)) {
+		return realKey(re)
+	}
+	imKey := realKey(math.Abs(im))
+	if math.Abs(re) <= math.Max(absTol, relTol*cmplx.Abs(v)) {
+		re = 0
+	}
+	sign := "+"
+	if im < 0 {
+		sign = "-"
+	}
+	return realKey(re) + sign + imKey + "i"
+}
+
+// A numeric value that is within fractionTol of a fraction with
+// denominator at most maxKeyDenominator prints as that fraction, so that
+// \sin\frac{\pi}{6} and \frac{1}{2} share a key. fractionTol is much
+// tighter than relTol: it absorbs floating-point error, not approximation.
+const (
+	maxKeyDenominator = 1000
+	fractionTol       = 1e-11
+)
+
+func realKey(x float64) string {
+	if math.Abs(x) <= absTol {
+		return "0"
+	}
+	tol := fractionTol * math.Abs(x)
+	for q := 1.0; q <= maxKeyDenominator; q++ {
+		p := math.Round(x * q)
+		if math.Abs(p) >= 1<<53 {
+			break
+		}
+		if math.Abs(x-p/q) <= tol {
+			return big.NewRat(int64(p), int64(q)).RatString()
+		}
+	}
+	return approxKey(x)
+}
+
+func approxKey(x float64) string {
+	if math.Abs(x) <= absTol {
+		return "0"
+	}
+	return "~" + strconv.FormatFloat(x, 'g', 10, 64)
+}
