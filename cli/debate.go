@@ -269,7 +269,10 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[st
 			srv = &engine.Server{Model: m}
 			servers[a.Model] = srv
 			for _, b := range cfg.Agents {
-				if err := checkContext("--max-tokens", b.MaxTokens, m.TrainedContext(), m.Path()); b.Model == a.Model && err != nil {
+				if b.Model != a.Model {
+					continue
+				}
+				if err := checkContext("--max-tokens", b.MaxTokens, m.TrainedContext(), m.Path()); err != nil {
 					return fail(err)
 				}
 			}
