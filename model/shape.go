@@ -145,4 +145,7 @@ var Presets = map[string]Shape{
 		FFN: 4864, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
 	"qwen2.5-3b": {Arch: ArchQwen2, Vocab: 151936, Hidden: 2048, Layers: 36, Heads: 16, KVHeads: 2, HeadDim: 128,
 		FFN: 11008, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
+	// Qwen3-4B: QK-norm, no q/k/v biases, heads x head dim (4096) wider than hidden.
+	"qwen3-4b": {Arch: ArchQwen3, Vocab: 151936, Hidden: 2560, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128,
+		FFN: 9728, RopeTheta: 1e6, RMSEps: 1e-6, Context: 40960, TiedEmbeddings: true},
 }
