@@ -5,8 +5,14 @@
 #   build    build ./umad for this machine (-march=native)                 [default]
 #   release  build dist/umad: portable x86-64-v3, libstdc++/libgcc linked statically,
 #            so it runs on any x86-64 Linux with glibc and AVX2 (2015+ servers)
+#   cuda     build ggml's CUDA backend (build/cuda/libggml-cuda.so), which umad loads at start
+#            when it sits next to the binary or in $UMAD_GGML_BACKENDS; UMAD_CUDA_ARCHS picks
+#            the GPU architectures (default 80;86;89;90), UMAD_CUDA_JOBS the parallel
+#            compiles (default: all cores). Installs Debian's CUDA 11.8 only
+#            on a machine with no CUDA toolkit and no NVIDIA driver.
+#   cuda-check  compile a sample of the CUDA sources with the same flags (what CI checks)
 #   demo     build, then run the main job: two tiny models, warm start, debate, train, debate, report
-#   test     build, then run every test (what CI runs)
+#   test     build, compile the CUDA sample (cuda-check), then run every test (what CI runs)
 #   bench    build, then run the benchmarks and update bench/RESULTS.md
 #   env      print the cgo environment, for running `go test` by hand:  eval "$(./build.sh env)"
 set -euo pipefail
@@ -43,6 +49,78 @@ cgo_env() {
 	export CGO_CXXFLAGS="-O3 -march=$march -g0 -Wno-stringop-overflow"
 }
 
+# CUDA: ggml's CUDA backend from the pinned module's sources (ARCHITECTURE.md section 3).
+CUDA_ARCHS=${UMAD_CUDA_ARCHS:-80;86;89;90}
+
+find_nvcc() {
+	command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; }
+}
+
+# cuda_toolkit makes sure nvcc exists. A machine's own toolkit (a GPU server's CUDA 12 or
+# 13) is used as it is. Only a machine with neither a toolkit nor an NVIDIA driver gets
+# Debian's 11.8 (contrib and non-free): it pulls the driver library libcuda1, which must
+# never replace a GPU server's own driver.
+cuda_toolkit() {
+	find_nvcc >/dev/null && return
+	if [ -e /proc/driver/nvidia/version ] || command -v nvidia-smi >/dev/null; then
+		echo "build.sh: this machine has an NVIDIA driver but no CUDA toolkit: install NVIDIA's toolkit (not its driver) matching the driver, then run again; Debian's would replace the driver's libcuda" >&2
+		exit 1
+	fi
+	local sudo="" list=/etc/apt/sources.list.d/umad-cuda.sources
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	if [ ! -e "$list" ]; then
+		printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: contrib non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' | $sudo tee "$list" >/dev/null
+	fi
+	echo "installing Debian's CUDA 11.8 toolkit (about 1.6 GB)" >&2
+	$sudo apt-get update -q
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends nvidia-cuda-toolkit
+}
+
+# cuda_configure DIR ARCHS configures the CUDA project in DIR for ARCHS and sets
+# cuda_key: the module version, nvcc version and architectures the build is cached by.
+cuda_configure() {
+	local bdir=$1 archs=$2 nvcc mod ver nv
+	nvcc=$(find_nvcc)
+	mod=$(go list -m -f '{{.Dir}}' github.com/ollama/ollama)
+	ver=$(go list -m -f '{{.Version}}' github.com/ollama/ollama)
+	nv=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+	cuda_key="github.com/ollama/ollama $ver, nvcc $nv, sm $archs"
+	cmake -S cuda -B "$bdir" -DGGML_SRC="$mod/ml/backend/ggml/ggml/src" -DCMAKE_CUDA_COMPILER="$nvcc" \
+		-DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
+}
+
+# cuda builds the whole backend (minutes on a 16-core server, about 30 min at -j2) into
+# build/cuda: libggml-cuda.so, its libggml-base.so.0 and ggml-cuda.json, which says what it
+# was built from; umad refuses a library built from another module version.
+cuda() {
+	deps
+	cuda_toolkit
+	local bdir=build/cuda-cmake out=build/cuda
+	cuda_configure "$bdir" "$CUDA_ARCHS"
+	if [ -f "$out/ggml-cuda.json" ] && grep -qF "\"key\": \"$cuda_key\"" "$out/ggml-cuda.json"; then
+		echo "build/cuda is up to date ($cuda_key)" >&2
+		return
+	fi
+	cmake --build "$bdir" --target ggml-cuda -j"${UMAD_CUDA_JOBS:-$(nproc)}"
+	rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+	cp -P "$bdir"/lib/libggml-base.so* "$bdir"/lib/libggml-cuda.so "$out.tmp/"
+	printf '{\n  "key": "%s",\n  "module": "github.com/ollama/ollama",\n  "version": "%s"\n}\n' "$cuda_key" \
+		"$(go list -m -f '{{.Version}}' github.com/ollama/ollama)" >"$out.tmp/ggml-cuda.json"
+	rm -rf "$out" && mv "$out.tmp" "$out"
+	echo "build/cuda: $(du -sh "$out" | cut -f1) ($cuda_key)" >&2
+}
+
+# cuda_check compiles a fixed sample of the CUDA sources with the full build's flags, for
+# CI on machines without a GPU: the core file, one quantized-matmul (mmq) and one
+# flash-attention template instance, for sm_90 only.
+cuda_check() {
+	cuda_toolkit
+	local bdir=build/cuda-check
+	cuda_configure "$bdir" 90
+	make -C "$bdir/ggml/ggml-cuda" --no-print-directory ggml-cuda.cu.o \
+		template-instances/mmq-instance-q8_0.cu.o template-instances/fattn-vec-instance-f16-f16.cu.o
+}
+
 # plugin builds the libtorch plugin into build/ (where cgo/torch finds it).
 plugin() {
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -52,18 +130,21 @@ plugin() {
 build() {
 	deps
 	cgo_env native
-	go build -o umad .
+	# -buildvcs=auto: the commit goes into the binary (umad env) even where GOFLAGS turns it off.
+	go build -buildvcs=auto -o umad .
 	plugin
 }
 
 case "${1:-build}" in
 deps) deps ;;
 build) build ;;
+cuda) cuda ;;
+cuda-check) cuda_check ;;
 release)
 	deps
 	cgo_env "${UMAD_MARCH:-x86-64-v3}"
 	mkdir -p dist
-	go build -trimpath -ldflags '-s -w -extldflags "-static-libstdc++ -static-libgcc"' -o dist/umad .
+	go build -buildvcs=auto -trimpath -ldflags '-s -w -extldflags "-static-libstdc++ -static-libgcc"' -o dist/umad .
 	echo "dist/umad: $(ldd dist/umad | awk '{print $1}' | tr '\n' ' ')" >&2
 	;;
 demo)
@@ -94,6 +175,7 @@ demo)
 	;;
 test)
 	build
+	cuda_check
 	cgo_env native
 	go vet ./...
 	go test -count=1 -timeout 60m ./...
@@ -107,7 +189,7 @@ env)
 	for v in CGO_ENABLED CGO_CPPFLAGS CGO_CFLAGS CGO_CXXFLAGS; do printf 'export %s=%q\n' "$v" "${!v}"; done
 	;;
 *)
-	echo "usage: $0 [deps|build|release|demo|test|bench|env]" >&2
+	echo "usage: $0 [deps|build|release|cuda|cuda-check|demo|test|bench|env]" >&2
 	exit 2
 	;;
 esac

@@ -258,11 +258,15 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[st
 	if opt.Threads == 0 && len(distinct) > 1 {
 		opt.Threads = engine.SharedThreads(len(distinct)) // the engines decode concurrently
 	}
+	layers, err := gpuLayers(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	var agents []engine.DebateAgent
 	for _, a := range cfg.Agents {
 		srv := servers[a.Model]
 		if srv == nil {
-			m, err := engine.OpenModel(a.Model, c.Int("gpu-layers"))
+			m, err := engine.OpenModel(a.Model, layers)
 			if err != nil {
 				return fail(err)
 			}

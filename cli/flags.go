@@ -23,7 +23,7 @@ import (
 func llamaFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads (n_threads and n_threads_batch); 0 = physical cores"},
-		&ucli.IntFlag{Name: "gpu-layers", Usage: "layers to offload to a GPU backend (0 = CPU only)"},
+		&ucli.IntFlag{Name: "gpu-layers", Usage: "layers to offload to the GPU (0 = CPU only; default: all when a GPU backend is loaded, see umad env)"},
 		&ucli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
 		&ucli.StringFlag{Name: "flash-attn", Value: "auto", Usage: "flash attention: auto, on or off (off for exact log-probs)"},
 		&ucli.IntFlag{Name: "ctx", Value: 4096, Usage: "most tokens per sequence, prompt plus generation"},
@@ -61,6 +61,17 @@ func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
 		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
 	}
 	return engine.ParseOptions(slots, c.Int("ctx"), c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
+}
+
+// gpuLayers reads --gpu-layers: every layer on a machine with a GPU unless set.
+func gpuLayers(c *ucli.Context) (int, error) {
+	if !c.IsSet("gpu-layers") {
+		return engine.DefaultGPULayers(), nil
+	}
+	if n := c.Int("gpu-layers"); n >= 0 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("--gpu-layers must be 0 or more, got %d", c.Int("gpu-layers"))
 }
 
 // checkThreads validates a thread-count flag: 0 (the default) or 1 to 4x the logical CPUs

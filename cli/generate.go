@@ -66,7 +66,11 @@ func generate(c *ucli.Context) error {
 	if c.String("model") == "" {
 		return fmt.Errorf("no model given (--model M.gguf)")
 	}
-	m, err := engine.OpenModel(c.String("model"), c.Int("gpu-layers"))
+	layers, err := gpuLayers(c)
+	if err != nil {
+		return err
+	}
+	m, err := engine.OpenModel(c.String("model"), layers)
 	if err != nil {
 		return err
 	}

@@ -228,7 +228,9 @@ func trainCmd(c *ucli.Context) error {
 		// Every agent has its own engine and they decode concurrently: share the cores.
 		cfg.Engine.Threads = engine.SharedThreads(len(cfg.Agents))
 	}
-	cfg.GPULayers = c.Int("gpu-layers")
+	if cfg.GPULayers, err = gpuLayers(c); err != nil {
+		return err
+	}
 	cfg.Progress = c.App.Writer
 	rt, topts, err := openTorch(c)
 	if err != nil {

@@ -37,6 +37,7 @@ func Init() {
 	initOnce.Do(func() {
 		C.umad_llama_log_init()
 		C.llama_backend_init()
+		loadBackends()
 	})
 }
 

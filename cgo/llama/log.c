@@ -2,9 +2,9 @@
 #include "llama.h"
 #include "_cgo_export.h"
 
-static void umad_log(enum ggml_log_level level, const char *text, void *user_data) {
+void umad_log_cb(enum ggml_log_level level, const char *text, void *user_data) {
     (void)user_data;
     umadLlamaLog((int)level, (char *)text);
 }
 
-void umad_llama_log_init(void) { llama_log_set(umad_log, NULL); }
+void umad_llama_log_init(void) { llama_log_set(umad_log_cb, NULL); }
