@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# umad's one build entry point. Usage: ./build.sh [deps|build|release|demo|test|bench|env]
+# umad's one build entry point. Usage: ./build.sh [deps|build|release|cuda|cuda-check|demo|test|bench|env]
 #
 #   deps     install what the build needs: Debian packages (apt-get) and Go modules
 #   build    build ./umad for this machine (-march=native)                 [default]
