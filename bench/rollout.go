@@ -19,6 +19,7 @@ type RolloutConfig struct {
 	PromptTokens int // prompt length; the content does not matter
 	MaxTokens    int // every sample decodes exactly this many tokens
 	Threads      int
+	GPULayers    int // layers offloaded to the GPU (0: CPU only)
 	Params       sampler.Params
 	Repeats      int // best of this many runs
 }
@@ -39,7 +40,7 @@ type RolloutFigures struct {
 // Rollout measures, on the GGUF model at path, the engine against a bare llama.cpp loop (greedy argmax in Go, no
 // log-probs) with the same model, batch shape and threads.
 func Rollout(path string, cfg RolloutConfig) (RolloutFigures, error) {
-	m, err := engine.LoadModel(path, llama.ModelParams{})
+	m, err := engine.LoadModel(path, llama.ModelParams{GPULayers: cfg.GPULayers})
 	if err != nil {
 		return RolloutFigures{}, err
 	}
@@ -254,13 +255,14 @@ func (f RolloutFigures) String() string {
 		float64(f.PrefillSharedTime.Microseconds())/1000, float64(f.PrefillUnsharedTime.Microseconds())/1000)
 }
 
-// RolloutSection is the Markdown section of bench/RESULTS.md for rollout rows measured with
-// the given llama.cpp threads (0: physical cores) and repeats, by the given command.
-func RolloutSection(threads, repeats int, command string, rows []string) string {
+// RolloutSection is the Markdown section of bench/RESULTS.md for rollout rows measured on
+// device (CPU, or the GPU's name) with the given llama.cpp threads (0: physical cores) and
+// repeats, by the given command.
+func RolloutSection(device string, threads, repeats int, command string, rows []string) string {
 	if threads == 0 {
 		threads = llama.PhysicalCores()
 	}
-	return fmt.Sprintf("## Rollout engine vs bare llama.cpp loop (CPU)\n\n"+
+	return fmt.Sprintf("## Rollout engine vs bare llama.cpp loop ("+device+")\n\n"+
 		"%s, on %s; %d llama.cpp threads; KV f16; llama.cpp: %s\n\n"+
 		"Command: `umad %s`\n\n"+
 		"Engine: T=0.6, top-p 0.95, log-probs and entropies over the full vocabulary. Bare loop: greedy argmax only.\n"+

@@ -10,6 +10,7 @@ import (
 
 	"github.com/umad-dev/umad/bench"
 	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
 )
@@ -38,7 +39,9 @@ func init() {
 				&ucli.IntFlag{Name: "preset-tokens", Value: 8, Usage: "tokens per sample on the preset model"},
 				&ucli.IntFlag{Name: "repeats", Value: 3, Usage: "best of this many runs"},
 				&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads; 0 = physical cores"},
-				&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's rollout section (e.g. bench/RESULTS.md)"},
+				&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU"},
+				&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
+				&ucli.StringFlag{Name: "section", Value: "rollout", Usage: "name of the section --results rewrites (bench/gpu.sh keeps one per GPU setting)"},
 			},
 			Action: benchRollout,
 		}},
@@ -86,21 +89,34 @@ func benchRollout(c *ucli.Context) error {
 			runs = append(runs, run{"random " + p, filepath.Join(dst, "model.gguf"), c.Int("big-batch"), c.Int("preset-tokens")})
 		}
 	}
+	layers, err := gpuLayers(c)
+	if err != nil {
+		return err
+	}
+	device := "CPU"
+	if layers > 0 {
+		for _, d := range engine.Devices() {
+			if d.Kind == "gpu" {
+				device = fmt.Sprintf("GPU %s, %d layers offloaded", d.Description, layers)
+				break
+			}
+		}
+	}
 	var rows []string
 	for _, r := range runs {
 		f, err := bench.Rollout(r.path, bench.RolloutConfig{
 			K: r.k, PromptTokens: c.Int("prompt-tokens"), MaxTokens: r.tokens, Threads: c.Int("threads"),
-			Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats"),
+			GPULayers: layers, Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats"),
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.label, err)
 		}
 		rows = append(rows, "| "+r.label+" "+f.String())
 	}
-	body := bench.RolloutSection(c.Int("threads"), c.Int("repeats"), strings.Join(os.Args[1:], " "), rows)
+	body := bench.RolloutSection(device, c.Int("threads"), c.Int("repeats"), strings.Join(os.Args[1:], " "), rows)
 	fmt.Print(body)
 	if p := c.String("results"); p != "" {
-		return bench.UpdateSection(p, "rollout", body)
+		return bench.UpdateSection(p, c.String("section"), body)
 	}
 	return nil
 }

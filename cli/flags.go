@@ -23,7 +23,7 @@ import (
 func llamaFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads (n_threads and n_threads_batch); 0 = physical cores"},
-		&ucli.IntFlag{Name: "gpu-layers", Usage: "layers to offload to the GPU (0 = CPU only; default: all when a GPU backend is loaded, see umad env)"},
+		&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU (0 = CPU only; umad env shows the GPUs)"},
 		&ucli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
 		&ucli.StringFlag{Name: "flash-attn", Value: "auto", Usage: "flash attention: auto, on or off (off for exact log-probs)"},
 		&ucli.IntFlag{Name: "ctx", Value: 4096, Usage: "most tokens per sequence, prompt plus generation"},
