@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"unsafe"
 )
 
@@ -205,6 +207,32 @@ func GPUCount() int {
 		}
 	}
 	return n
+}
+
+// gpuDevices resolves GPU names to the NULL-terminated device list llama.cpp's model
+// parameters take; the caller frees it after loading.
+func gpuDevices(names []string) (*C.ggml_backend_dev_t, error) {
+	var known []string
+	for _, d := range Devices() {
+		if d.Kind == "gpu" || d.Kind == "igpu" {
+			known = append(known, d.Name)
+		}
+	}
+	list := (*[1 << 16]C.ggml_backend_dev_t)(C.malloc(C.size_t(len(names)+1) * C.size_t(unsafe.Sizeof(C.ggml_backend_dev_t(nil)))))
+	for i, name := range names {
+		if !slices.Contains(known, name) {
+			C.free(unsafe.Pointer(list))
+			if len(known) == 0 {
+				return nil, fmt.Errorf("device %q: no GPU backend is loaded (see umad env)", name)
+			}
+			return nil, fmt.Errorf("device %q is not a GPU here; the GPUs are %s", name, strings.Join(known, ", "))
+		}
+		cname := C.CString(name)
+		list[i] = C.ggml_backend_dev_by_name(cname)
+		C.free(unsafe.Pointer(cname))
+	}
+	list[len(names)] = nil
+	return &list[0], nil
 }
 
 func deviceKind(t C.enum_ggml_backend_dev_type) string {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/internal/testmodel"
 )
 
 // findBackend runs the start-up search against dir and returns what it found.
@@ -120,5 +122,20 @@ func TestBuiltCUDABackendWithoutGPU(t *testing.T) {
 	t.Logf("without a GPU: %s", got[0].Problem)
 	if GPUCount() != 0 {
 		t.Fatal("a GPU appeared on a machine without one")
+	}
+}
+
+// Naming a device that is not a GPU here fails before llama.cpp sees it.
+func TestUnknownDeviceRefused(t *testing.T) {
+	Init()
+	for _, name := range []string{"CUDA0", "CPU", ""} {
+		_, err := gpuDevices([]string{name})
+		if err == nil || !strings.Contains(err.Error(), "no GPU backend is loaded") {
+			t.Errorf("device %q: got %v, want a refusal saying no GPU backend is loaded", name, err)
+		}
+	}
+	_, err := LoadModel(testmodel.GGUF(t, "qwen2"), ModelParams{GPULayers: 99, Devices: []string{"CUDA0"}})
+	if err == nil || !strings.Contains(err.Error(), `device "CUDA0"`) {
+		t.Errorf("loading on an unknown device: got %v", err)
 	}
 }

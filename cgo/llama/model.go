@@ -24,6 +24,9 @@ import (
 type ModelParams struct {
 	// GPULayers is the number of layers to offload to a GPU backend (0 = CPU only).
 	GPULayers int
+	// Devices names the GPUs the offloaded layers are split over, as ggml names them
+	// ("CUDA0", "CUDA1"; see Devices); empty means all of them.
+	Devices []string
 	// VocabOnly loads the tokenizer without the weights.
 	VocabOnly bool
 	// NoMmap reads the weights into memory instead of mapping the file.
@@ -53,6 +56,14 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 	mp.n_gpu_layers = C.int32_t(p.GPULayers)
 	mp.vocab_only = C.bool(p.VocabOnly)
 	mp.use_mmap = C.bool(!p.NoMmap)
+	if len(p.Devices) > 0 {
+		devs, err := gpuDevices(p.Devices)
+		if err != nil {
+			return nil, fmt.Errorf("load model %s: %w", path, err)
+		}
+		defer C.free(unsafe.Pointer(devs))
+		mp.devices = devs
+	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	takeLastError()
