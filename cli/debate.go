@@ -258,7 +258,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[st
 	if opt.Threads == 0 && len(distinct) > 1 {
 		opt.Threads = engine.SharedThreads(len(distinct)) // the engines decode concurrently
 	}
-	layers, err := gpuLayers(c)
+	place, err := placement(c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -266,7 +266,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[st
 	for _, a := range cfg.Agents {
 		srv := servers[a.Model]
 		if srv == nil {
-			m, err := engine.OpenModel(a.Model, layers)
+			m, err := engine.OpenModel(a.Model, place)
 			if err != nil {
 				return fail(err)
 			}

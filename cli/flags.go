@@ -24,6 +24,7 @@ func llamaFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads (n_threads and n_threads_batch); 0 = physical cores"},
 		&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU (0 = CPU only; umad env shows the GPUs)"},
+		&ucli.StringFlag{Name: "devices", Aliases: []string{"device"}, DefaultText: "all GPUs", Usage: "GPUs the offloaded layers run on, by the names umad env lists, comma-separated (CUDA0,CUDA1)"},
 		&ucli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
 		&ucli.StringFlag{Name: "flash-attn", Value: "auto", Usage: "flash attention: auto, on or off (off for exact log-probs)"},
 		&ucli.IntFlag{Name: "ctx", Value: 4096, Usage: "most tokens per sequence, prompt plus generation"},
@@ -72,6 +73,21 @@ func gpuLayers(c *ucli.Context) (int, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("--gpu-layers must be 0 or more, got %d", c.Int("gpu-layers"))
+}
+
+// placement reads --gpu-layers and --devices.
+func placement(c *ucli.Context) (engine.Placement, error) {
+	n, err := gpuLayers(c)
+	if err != nil {
+		return engine.Placement{}, err
+	}
+	p := engine.Placement{GPULayers: n}
+	for _, d := range strings.Split(c.String("devices"), ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			p.Devices = append(p.Devices, d)
+		}
+	}
+	return p, nil
 }
 
 // checkThreads validates a thread-count flag: 0 (the default) or 1 to 4x the logical CPUs

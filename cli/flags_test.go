@@ -34,6 +34,8 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"train", "--agent", hf, "--lr", "NaN", "--out", out()}, "--lr NaN: want a finite number"},
 		{[]string{"sft", "--model", hf, "--synthetic", "2", "--lr", "NaN", "--out", out()}, "--lr NaN: want a finite number"},
 		{append(debate, "--temperature", "Inf", "--out", out()), "--temperature +Inf: want a finite number"},
+		{append(debate, "--synthetic", "1", "--gpu-layers", "-1", "--out", out()), "--gpu-layers must be 0 or more, got -1"},
+		{append(debate, "--synthetic", "1", "--devices", "NOSUCHGPU", "--out", out()), `device "NOSUCHGPU"`},
 	} {
 		cwd := t.TempDir()
 		cmd := umadProcess(t, 0, c.args...)

@@ -66,11 +66,11 @@ func generate(c *ucli.Context) error {
 	if c.String("model") == "" {
 		return fmt.Errorf("no model given (--model M.gguf)")
 	}
-	layers, err := gpuLayers(c)
+	place, err := placement(c)
 	if err != nil {
 		return err
 	}
-	m, err := engine.OpenModel(c.String("model"), layers)
+	m, err := engine.OpenModel(c.String("model"), place)
 	if err != nil {
 		return err
 	}

@@ -228,7 +228,7 @@ func trainCmd(c *ucli.Context) error {
 		// Every agent has its own engine and they decode concurrently: share the cores.
 		cfg.Engine.Threads = engine.SharedThreads(len(cfg.Agents))
 	}
-	if cfg.GPULayers, err = gpuLayers(c); err != nil {
+	if cfg.Placement, err = placement(c); err != nil {
 		return err
 	}
 	cfg.Progress = c.App.Writer

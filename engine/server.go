@@ -20,9 +20,16 @@ const MaxThreads = llama.MaxThreads
 // ErrNoMemory is returned when a context's KV cache would not fit the machine's memory.
 var ErrNoMemory = llama.ErrNoMemory
 
-// OpenModel loads a GGUF file, checked by LoadModel first, with gpuLayers layers offloaded.
-func OpenModel(path string, gpuLayers int) (*Model, error) {
-	lm, err := LoadModel(path, llama.ModelParams{GPULayers: gpuLayers})
+// Placement is where a model's layers run: GPULayers offloaded to the GPUs named in Devices
+// (all GPUs when empty), the rest on the CPU.
+type Placement struct {
+	GPULayers int
+	Devices   []string
+}
+
+// OpenModel loads a GGUF file, checked by LoadModel first, placed as p says.
+func OpenModel(path string, p Placement) (*Model, error) {
+	lm, err := LoadModel(path, llama.ModelParams{GPULayers: p.GPULayers, Devices: p.Devices})
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +99,8 @@ type Server struct {
 }
 
 // OpenServer loads a GGUF file (checked by LoadModel first) and makes an engine for it.
-func OpenServer(path string, gpuLayers int, opt Options) (*Server, error) {
-	m, err := OpenModel(path, gpuLayers)
+func OpenServer(path string, p Placement, opt Options) (*Server, error) {
+	m, err := OpenModel(path, p)
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ type Config struct {
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
 	Engine    engine.Options     `json:"-"`
-	GPULayers int                `json:"-"`
+	Placement engine.Placement   `json:"-"` // of the rollout models
 	Torch     torch.ModelOptions `json:"-"`
 	Out       string             `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.

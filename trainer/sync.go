@@ -60,7 +60,7 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	if opt.SeqContext == 0 {
 		opt.SeqContext = t.cfg.PromptLimit + a.MaxTokens
 	}
-	srv, err := engine.OpenServer(st.gguf, t.cfg.GPULayers, opt)
+	srv, err := engine.OpenServer(st.gguf, t.cfg.Placement, opt)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sync: %w", err)
 	}
