@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -216,12 +215,14 @@ func (a *LoRAAdapter) Validate() error {
 
 // keys returns the pairs' keys by layer, then target order.
 func (a *LoRAAdapter) keys() []LoRAKey {
-	return slices.SortedFunc(maps.Keys(a.Pairs), func(x, y LoRAKey) int {
-		if x.Layer != y.Layer {
-			return x.Layer - y.Layer
-		}
-		return slices.Index(LoRATargets, x.Target) - slices.Index(LoRATargets, y.Target)
-	})
+	return slices.SortedFunc(maps.Keys(a.Pairs), compareLoRAKeys)
+}
+
+func compareLoRAKeys(x, y LoRAKey) int {
+	if x.Layer != y.Layer {
+		return x.Layer - y.Layer
+	}
+	return slices.Index(LoRATargets, x.Target) - slices.Index(LoRATargets, y.Target)
 }
 
 // CheckBase checks that the adapter fits a base model of shape s: every target of every layer
@@ -246,7 +247,7 @@ func (a *LoRAAdapter) CheckBase(s Shape) error {
 			}
 		}
 	}
-	for k := range a.Pairs {
+	for _, k := range a.keys() {
 		if k.Layer >= s.Layers {
 			return fmt.Errorf("lora: the adapter has layer %d, the base model has %d layers (wrong base model?)", k.Layer, s.Layers)
 		}
@@ -394,7 +395,8 @@ func readPEFT(dir string) (*LoRAAdapter, error) {
 			h.b = shape
 		}
 	}
-	for k, h := range found {
+	for _, k := range slices.SortedFunc(maps.Keys(found), compareLoRAKeys) {
+		h := found[k]
 		if h.a == nil || h.b == nil {
 			missing := map[bool]string{true: "A", false: "B"}[h.a == nil]
 			return nil, fmt.Errorf("tensor %q is missing", PEFTTensorName(k, missing))
@@ -463,11 +465,10 @@ func (a *LoRAAdapter) peftConfig() map[string]any {
 // f32Writer writes values as little-endian F32.
 func f32Writer(v []float32) WriteFunc {
 	return func(w io.Writer) error {
-		buf := make([]byte, 4*len(v))
-		for i, x := range v {
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		b, err := EncodeTensor(TypeF32, v)
+		if err == nil {
+			_, err = w.Write(b)
 		}
-		_, err := w.Write(buf)
 		return err
 	}
 }
