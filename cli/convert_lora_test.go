@@ -24,7 +24,8 @@ func peftFor(t *testing.T, arch string) string {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, p := range a.Pairs {
+	for _, k := range a.Keys() {
+		p := a.Pairs[k]
 		for i := range p.A {
 			p.A[i] = float32(rng.NormFloat64())
 		}

@@ -17,6 +17,8 @@ type Scorer struct {
 	batch  *llama.Batch
 	nVocab int
 	logits []float64
+	// adapter, when set, is the LoRA adapter every context of the scorer applies.
+	adapter *llama.Adapter
 }
 
 // NewScorer makes a scorer; p.NCtx grows as longer sequences come.
@@ -46,6 +48,12 @@ func (s *Scorer) ensure(n int) error {
 	ctx, err := s.m.NewContext(s.p)
 	if err != nil {
 		return err
+	}
+	if s.adapter != nil {
+		if err := ctx.SetAdapter(s.adapter, 1); err != nil {
+			ctx.Close()
+			return err
+		}
 	}
 	b, err := llama.NewBatch(s.p.NBatch, 1)
 	if err != nil {

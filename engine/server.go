@@ -5,6 +5,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/model"
 )
 
 // Model is a GGUF model loaded by llama.cpp, seen as the CLI and the trainer need it: its
@@ -96,6 +97,10 @@ func (m *Model) EndOfTurn() int32 {
 type Server struct {
 	*Model
 	Engine *Engine
+
+	adapter     *llama.Adapter // the LoRA adapter applied (SetAdapter), nil for none
+	adapterPath string
+	shape       *model.Shape // the model's, read on the first SetAdapter
 }
 
 // OpenServer loads a GGUF file (checked by LoadModel first) and makes an engine for it.
@@ -120,7 +125,7 @@ func (s *Server) Close() {
 	if s.Engine != nil {
 		s.Engine.Close()
 	}
-	s.Model.Close()
+	s.Model.Close() // frees the adapter too
 }
 
 // ExactLogProbs scores one response after a prompt with its own context under an F32 KV
@@ -129,6 +134,7 @@ func (s *Server) Close() {
 func (s *Server) ExactLogProbs(prompt, response []int32, temperature float64) ([]float32, error) {
 	n := len(prompt) + len(response)
 	sc := NewScorer(s.model, llama.ContextParams{NCtx: n, NBatch: n, Threads: s.Engine.opt.Threads, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	sc.adapter = s.adapter
 	defer sc.Free()
 	lp, _, err := sc.LogProbs([][]int32{prompt}, [][]int32{response}, temperature)
 	if err != nil {

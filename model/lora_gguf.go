@@ -89,7 +89,7 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 		byKey[e.key] = e.t
 	}
 	r := int64(a.Rank)
-	for _, k := range a.keys() {
+	for _, k := range a.Keys() {
 		p, t := a.Pairs[k], byKey[k]
 		if err := w.AddTensorFunc(t.ggufName+loraSuffixA, TypeF32, []int64{int64(p.In), r}, f32Writer(p.A)); err != nil {
 			return err

@@ -182,7 +182,7 @@ func (a *LoRAAdapter) Validate() error {
 		return errors.New("lora: the adapter has no weights")
 	}
 	has := map[string]bool{}
-	for _, k := range a.keys() {
+	for _, k := range a.Keys() {
 		p := a.Pairs[k]
 		name := loraModuleName(k.Layer, k.Target)
 		if !slices.Contains(a.Targets, k.Target) {
@@ -213,8 +213,8 @@ func (a *LoRAAdapter) Validate() error {
 	return nil
 }
 
-// keys returns the pairs' keys by layer, then target order.
-func (a *LoRAAdapter) keys() []LoRAKey {
+// Keys returns the pairs' keys by layer, then in LoRATargets' order.
+func (a *LoRAAdapter) Keys() []LoRAKey {
 	return slices.SortedFunc(maps.Keys(a.Pairs), compareLoRAKeys)
 }
 
@@ -247,7 +247,7 @@ func (a *LoRAAdapter) CheckBase(s Shape) error {
 			}
 		}
 	}
-	for _, k := range a.keys() {
+	for _, k := range a.Keys() {
 		if k.Layer >= s.Layers {
 			return fmt.Errorf("lora: the adapter has layer %d, the base model has %d layers (wrong base model?)", k.Layer, s.Layers)
 		}
@@ -435,7 +435,7 @@ func (a *LoRAAdapter) WritePEFT(dir string) error {
 			return err
 		}
 		var ts []NamedTensor
-		for _, k := range a.keys() {
+		for _, k := range a.Keys() {
 			p := a.Pairs[k]
 			ts = append(ts,
 				NamedTensor{Name: PEFTTensorName(k, "A"), DType: F32, Shape: []int64{int64(a.Rank), int64(p.In)}, Write: f32Writer(p.A)},

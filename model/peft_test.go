@@ -23,7 +23,8 @@ func randomLoRA(t *testing.T, arch Arch, rank int) (*LoRAAdapter, Shape) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(uint64(rank), 7))
-	for _, p := range a.Pairs {
+	for _, k := range a.Keys() {
+		p := a.Pairs[k]
 		for i := range p.A {
 			p.A[i] = float32(rng.NormFloat64())
 		}

@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -77,6 +78,8 @@ type Context struct {
 	model  *Model
 	nVocab int
 	p      ContextParams
+	// adapters are the LoRA adapters applied, so that they are not freed under the context.
+	adapters []*Adapter
 	// TokensDecoded counts every token sent to llama_decode, so tests and benchmarks
 	// can see how much prefill work prefix sharing saved.
 	TokensDecoded int64
@@ -215,8 +218,17 @@ func (c *Context) Close() error {
 	c.c = nil
 	c.model.mu.Lock()
 	c.model.contexts--
+	c.releaseAdapters()
 	c.model.mu.Unlock()
 	return nil
+}
+
+// releaseAdapters forgets the applied adapters; c.model.mu must be held.
+func (c *Context) releaseAdapters() {
+	for _, a := range c.adapters {
+		a.users--
+	}
+	c.adapters = nil
 }
 
 func (c *Context) lock() error {
@@ -351,20 +363,29 @@ func (c *Context) ClearMemory() error {
 	return nil
 }
 
-// SetAdapter applies a LoRA adapter of this context's model with the given scale.
+// SetAdapter applies a LoRA adapter of this context's model with the given scale (on top
+// of the adapters already applied; 1 is the adapter's own alpha/rank scale). The KV cells
+// already computed are not recomputed: clear them when they must reflect the adapter.
 func (c *Context) SetAdapter(a *Adapter, scale float32) error {
 	if err := c.lock(); err != nil {
 		return err
 	}
 	defer c.mu.Unlock()
-	if a.a == nil {
-		return ErrClosed
-	}
 	if a.model != c.model {
 		return errors.New("set adapter: the adapter belongs to another model")
 	}
+	m := c.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a.a == nil {
+		return ErrClosed
+	}
 	if C.llama_set_adapter_lora(c.c, a.a, C.float(scale)) != 0 {
 		return fmt.Errorf("set adapter: llama.cpp: %s", takeLastError())
+	}
+	if !slices.Contains(c.adapters, a) {
+		c.adapters = append(c.adapters, a)
+		a.users++
 	}
 	return nil
 }
@@ -375,12 +396,31 @@ func (c *Context) RemoveAdapter(a *Adapter) error {
 		return err
 	}
 	defer c.mu.Unlock()
+	m := c.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if a.a == nil {
 		return ErrClosed
 	}
-	if C.llama_rm_adapter_lora(c.c, a.a) != 0 {
+	i := slices.Index(c.adapters, a)
+	if i < 0 || C.llama_rm_adapter_lora(c.c, a.a) != 0 {
 		return errors.New("remove adapter: the adapter is not applied to this context")
 	}
+	c.adapters = slices.Delete(c.adapters, i, i+1)
+	a.users--
+	return nil
+}
+
+// ClearAdapters stops applying every LoRA adapter.
+func (c *Context) ClearAdapters() error {
+	if err := c.lock(); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	C.llama_clear_adapter_lora(c.c)
+	c.model.mu.Lock()
+	c.releaseAdapters()
+	c.model.mu.Unlock()
 	return nil
 }
 

@@ -343,6 +343,7 @@ func (m *Model) Specials() SpecialTokens {
 type Adapter struct {
 	model *Model
 	a     *C.struct_llama_adapter_lora
+	users int // contexts applying it (guarded by model.mu): freeing it under them would crash
 }
 
 // LoadAdapter loads a LoRA adapter in GGUF form for this model.
@@ -366,7 +367,7 @@ func (m *Model) LoadAdapter(path string) (*Adapter, error) {
 	return ad, nil
 }
 
-// Close frees the adapter; contexts using it must have removed it first.
+// Close frees the adapter. It fails while contexts apply it.
 func (a *Adapter) Close() error {
 	m := a.model
 	if err := m.lock(); err != nil {
@@ -375,6 +376,9 @@ func (a *Adapter) Close() error {
 	defer m.mu.Unlock()
 	if a.a == nil {
 		return ErrClosed
+	}
+	if a.users > 0 {
+		return fmt.Errorf("free adapter: %d contexts still apply it", a.users)
 	}
 	for i, x := range m.adapters {
 		if x == a {
