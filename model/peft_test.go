@@ -147,7 +147,9 @@ func qv() []NamedTensor {
 }
 
 func TestReadPEFTRefuses(t *testing.T) {
-	if a, err := ReadPEFT(writePEFTDir(t, nil, qv())); err != nil || !slices.Equal(a.Targets, []string{"q_proj", "v_proj"}) || a.Pairs[LoRAKey{0, "v_proj"}].Out != 4 {
+	// What newer PEFT versions add, and init_lora_weights as a string, still read.
+	extra := map[string]any{"init_lora_weights": "gaussian", "exclude_modules": nil, "use_qalora": false, "lora_dropout": 0.1}
+	if a, err := ReadPEFT(writePEFTDir(t, extra, qv())); err != nil || !slices.Equal(a.Targets, []string{"q_proj", "v_proj"}) || a.Pairs[LoRAKey{0, "v_proj"}].Out != 4 {
 		t.Fatalf("a valid half-precision adapter: %v", err)
 	}
 	cases := []struct {
@@ -166,6 +168,7 @@ func TestReadPEFTRefuses(t *testing.T) {
 		{"bias", map[string]any{"bias": "all"}, qv(), `bias "all" is not supported`},
 		{"rank pattern", map[string]any{"rank_pattern": map[string]int{"q_proj": 4}}, qv(), "rank_pattern"},
 		{"layers", map[string]any{"layers_to_transform": []int{0}}, qv(), "layers_to_transform"},
+		{"layer replication", map[string]any{"layer_replication": [][]int{{0, 1}, {0, 1}}}, qv(), "layer_replication"},
 		{"not lora", map[string]any{"peft_type": "IA3"}, qv(), `peft_type "IA3" is not LORA`},
 		{"other rank", map[string]any{"r": 4}, qv(), "rank 4 needs [4, in] and [out, 4]"},
 		{"target without weights", map[string]any{"target_modules": []string{"q_proj", "v_proj", "o_proj"}}, qv(), "target module o_proj has no weights"},
