@@ -21,7 +21,8 @@ cd "$(dirname "$0")"
 # Debian packages the build and tests need; installed only when missing. libtorch comes
 # from Debian (CPU); libopenblas0-openmp is its fast BLAS (the reference BLAS is 13-18x
 # slower; the pthread variant must not be installed beside it, ARCHITECTURE.md section 3).
-APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp)
+# libgloo-dev: the Gloo headers libtorch's c10d headers include (kernels/umad_dist.cpp).
+APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp libgloo-dev)
 
 deps() {
 	local missing=()

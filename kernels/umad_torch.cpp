@@ -1,7 +1,9 @@
 // libumad_torch: decoder-only transformers (Qwen2/Qwen2.5, Qwen3, Llama 3) with Hugging
 // Face semantics, chunked log-probs, GRPO/PPO losses and AdamW behind the C ABI of
-// umad_torch.h. One translation unit on purpose: compiles against torch are slow.
+// umad_torch.h. One translation unit on purpose: compiles against torch are slow (the
+// collectives live in umad_dist.cpp, so changing them does not recompile the model).
 
+#include "umad_internal.h"
 #include "umad_torch.h"
 
 #include <torch/torch.h>
@@ -887,3 +889,18 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
     stats->skipped_total = m->skipped_total;
   });
 }
+
+namespace umad {
+
+int guard(char* err, size_t errlen, const std::function<void()>& f) {
+  return guarded(err, errlen, f);
+}
+
+std::vector<Tensor> parameters(umad_model* mp) {
+  auto m = ready(mp);
+  std::vector<Tensor> out;
+  for (auto& n : m->names) out.push_back(m->params.at(n));
+  return out;
+}
+
+}  // namespace umad

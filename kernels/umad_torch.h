@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 1
+#define UMAD_TORCH_ABI_VERSION 2
 
 enum {
   UMAD_OK = 0,
@@ -108,6 +108,12 @@ typedef struct umad_adamw {
   double max_grad_norm; /* <= 0 disables clipping */
 } umad_adamw;
 
+/* A process group over c10d (kernels/umad_dist.cpp): TCPStore rendezvous at host:port,
+ * which rank 0 hosts, and Gloo (or NCCL where the libtorch has it) collectives. */
+typedef struct umad_dist umad_dist;
+enum { UMAD_BACKEND_GLOO = 0, UMAD_BACKEND_NCCL = 1 };
+enum { UMAD_REDUCE_SUM = 0, UMAD_REDUCE_MAX = 1 };
+
 typedef struct umad_step_stats {
   double grad_norm; /* global norm before clipping */
   int32_t skipped;  /* the norm was not finite: no update, gradients dropped */
@@ -188,7 +194,38 @@ typedef struct umad_step_stats {
   X(int, optim_step,                                                                             \
     (umad_model* m, const umad_adamw* opt, umad_step_stats* stats, char* err, size_t errlen),    \
     (m, opt, stats, err, errlen))                                                                \
-  X(int, zero_grad, (umad_model* m), (m))
+  X(int, zero_grad, (umad_model* m), (m))                                                        \
+                                                                                                 \
+  /* Joins the process group of world ranks (blocks until all joined or timeout_s passed; the    \
+   * timeout also bounds every collective). */                                                  \
+  X(umad_dist*, dist_init,                                                                       \
+    (const char* host, int32_t port, int32_t rank, int32_t world, int32_t backend,               \
+     double timeout_s, char* err, size_t errlen),                                                \
+    (host, port, rank, world, backend, timeout_s, err, errlen))                                  \
+  V(dist_free, (umad_dist* d), (d))                                                              \
+  /* Publishes data under key for this rank, then checks that every rank published the same;     \
+   * the message names the first rank that differs. */                                          \
+  X(int, dist_agree,                                                                             \
+    (umad_dist* d, const char* key, const void* data, int64_t n, char* err, size_t errlen),      \
+    (d, key, data, n, err, errlen))                                                              \
+  /* Copies root's weights into every rank's model. */                                          \
+  X(int, dist_broadcast_weights, (umad_dist* d, umad_model* m, int32_t root, char* err,          \
+    size_t errlen), (d, m, root, err, errlen))                                                   \
+  /* Sums the gradients over the ranks in buckets of about bucket_bytes (a rank without a        \
+   * gradient contributes zeros; a tensor no rank has a gradient for keeps none); bytes gets     \
+   * what this rank sent into the reduction. */                                                 \
+  X(int, dist_allreduce_grads,                                                                   \
+    (umad_dist* d, umad_model* m, int64_t bucket_bytes, int64_t* bytes, char* err,               \
+     size_t errlen), (d, m, bucket_bytes, bytes, err, errlen))                                   \
+  /* Reduces n doubles in place over the ranks (UMAD_REDUCE_SUM or _MAX). */                    \
+  X(int, dist_allreduce_f64, (umad_dist* d, double* data, int64_t n, int32_t op, char* err,      \
+    size_t errlen), (d, data, n, op, err, errlen))                                               \
+  /* Every rank's bytes, in rank order: lens[world] gets their lengths and *out a malloc'd       \
+   * buffer with all of them back to back (the caller frees it; NULL when all are empty). */      \
+  X(int, dist_allgather,                                                                         \
+    (umad_dist* d, const void* data, int64_t n, int64_t* lens, void** out, char* err,            \
+     size_t errlen), (d, data, n, lens, out, err, errlen))                                       \
+  X(int, dist_barrier, (umad_dist* d, char* err, size_t errlen), (d, err, errlen))
 
 #define UMAD_TORCH_DECLARE(ret, name, params, args) ret umad_##name params;
 #define UMAD_TORCH_DECLARE_VOID(name, params, args) void umad_##name params;

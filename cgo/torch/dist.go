@@ -1,0 +1,190 @@
+package torch
+
+/*
+#include <stdlib.h>
+#include "plugin.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+)
+
+// Backend is the collective library of a process group.
+type Backend int32
+
+const (
+	Gloo Backend = C.UMAD_BACKEND_GLOO // CPU tensors; every libtorch has it
+	NCCL Backend = C.UMAD_BACKEND_NCCL // CUDA tensors; pip GPU builds only
+)
+
+// ParseBackend reads a backend name.
+func ParseBackend(s string) (Backend, error) {
+	switch s {
+	case "gloo":
+		return Gloo, nil
+	case "nccl":
+		return NCCL, nil
+	}
+	return 0, fmt.Errorf("unknown backend %q (gloo or nccl)", s)
+}
+
+// ReduceOp combines values over the ranks.
+type ReduceOp int32
+
+const (
+	Sum ReduceOp = C.UMAD_REDUCE_SUM
+	Max ReduceOp = C.UMAD_REDUCE_MAX
+)
+
+// GroupOptions say how to join a process group (torchrun's conventions: rank 0 hosts the
+// rendezvous store at MasterAddr:MasterPort).
+type GroupOptions struct {
+	MasterAddr  string
+	MasterPort  int
+	Rank, World int
+	Backend     Backend
+	// Timeout bounds the rendezvous and every collective, so a rank that died or hangs
+	// turns into an error on the others.
+	Timeout time.Duration
+}
+
+// Group is this process's membership of a process group over libtorch's c10d. Its calls
+// run on the runtime's worker thread, like every torch call, and every rank must make the
+// same calls in the same order.
+type Group struct {
+	rt          *Runtime
+	ptr         *C.umad_dist
+	rank, world int
+	// CommTime and CommBytes add up the gradient all-reduces: wall time and bytes this
+	// rank handed to the reduction.
+	CommTime  time.Duration
+	CommBytes int64
+}
+
+// JoinGroup joins the process group; it blocks until every rank joined or the timeout.
+func (r *Runtime) JoinGroup(o GroupOptions) (*Group, error) {
+	if o.World < 1 || o.Rank < 0 || o.Rank >= o.World {
+		return nil, fmt.Errorf("rank %d outside world size %d", o.Rank, o.World)
+	}
+	g := &Group{rt: r, rank: o.Rank, world: o.World}
+	host := C.CString(o.MasterAddr)
+	defer C.free(unsafe.Pointer(host))
+	var err error
+	r.do(func() {
+		g.ptr = C.plugin_dist_init(host, C.int32_t(o.MasterPort), C.int32_t(o.Rank), C.int32_t(o.World),
+			C.int32_t(o.Backend), C.double(o.Timeout.Seconds()), r.errBuf, errBufLen)
+		if g.ptr == nil {
+			err = fmt.Errorf("rank %d of %d: join the process group at %s:%d: %s", o.Rank, o.World, o.MasterAddr, o.MasterPort,
+				C.GoString(r.errBuf))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Rank is this process's rank, World the number of ranks.
+func (g *Group) Rank() int  { return g.rank }
+func (g *Group) World() int { return g.world }
+
+// Close leaves the group.
+func (g *Group) Close() {
+	if g == nil || g.ptr == nil {
+		return
+	}
+	g.rt.do(func() { C.plugin_dist_free(g.ptr) })
+	g.ptr = nil
+}
+
+func (g *Group) call(what string, f func() C.int) error {
+	if g.ptr == nil {
+		return errors.New(what + ": process group was closed")
+	}
+	var err error
+	g.rt.do(func() { err = g.rt.check(f(), what) })
+	return err
+}
+
+// Agree checks that every rank holds the same value under key (a hash of the binary and
+// the configuration, say); the error names the first rank that differs from rank 0.
+func (g *Group) Agree(key string, value []byte) error {
+	ck := C.CString(key)
+	defer C.free(unsafe.Pointer(ck))
+	return g.call("check "+key, func() C.int {
+		return C.plugin_dist_agree(g.ptr, ck, bytesPtr(value), C.int64_t(len(value)), g.rt.errBuf, errBufLen)
+	})
+}
+
+// BroadcastWeights copies root's weights into m on every rank.
+func (g *Group) BroadcastWeights(m *Model, root int) error {
+	if err := m.live("broadcast weights"); err != nil {
+		return err
+	}
+	return g.call("broadcast weights", func() C.int {
+		return C.plugin_dist_broadcast_weights(g.ptr, m.ptr, C.int32_t(root), g.rt.errBuf, errBufLen)
+	})
+}
+
+// AllReduceGrads sums m's gradients over the ranks in buckets of about bucketBytes.
+func (g *Group) AllReduceGrads(m *Model, bucketBytes int64) error {
+	if err := m.live("all-reduce gradients"); err != nil {
+		return err
+	}
+	start := time.Now()
+	var sent C.int64_t
+	err := g.call("all-reduce gradients", func() C.int {
+		return C.plugin_dist_allreduce_grads(g.ptr, m.ptr, C.int64_t(bucketBytes), &sent, g.rt.errBuf, errBufLen)
+	})
+	g.CommTime += time.Since(start)
+	g.CommBytes += int64(sent)
+	return err
+}
+
+// AllReduce reduces v in place over the ranks.
+func (g *Group) AllReduce(v []float64, op ReduceOp) error {
+	if len(v) == 0 {
+		return nil
+	}
+	return g.call("all-reduce", func() C.int {
+		return C.plugin_dist_allreduce_f64(g.ptr, (*C.double)(unsafe.Pointer(&v[0])), C.int64_t(len(v)), C.int32_t(op),
+			g.rt.errBuf, errBufLen)
+	})
+}
+
+// AllGather returns every rank's bytes, in rank order.
+func (g *Group) AllGather(b []byte) ([][]byte, error) {
+	lens := make([]int64, g.world)
+	var out unsafe.Pointer
+	err := g.call("all-gather", func() C.int {
+		return C.plugin_dist_allgather(g.ptr, bytesPtr(b), C.int64_t(len(b)), (*C.int64_t)(unsafe.Pointer(&lens[0])),
+			&out, g.rt.errBuf, errBufLen)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(out)
+	parts := make([][]byte, g.world)
+	off := 0
+	for r, n := range lens {
+		parts[r] = C.GoBytes(unsafe.Add(out, off), C.int(n))
+		off += int(n)
+	}
+	return parts, nil
+}
+
+// Barrier returns once every rank reached it.
+func (g *Group) Barrier() error {
+	return g.call("barrier", func() C.int { return C.plugin_dist_barrier(g.ptr, g.rt.errBuf, errBufLen) })
+}
+
+func bytesPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}

@@ -1,0 +1,175 @@
+package torch
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/umad-dev/umad/internal/disttest"
+)
+
+// joinForTest joins the process group of a disttest rank.
+func joinForTest(t *testing.T, rt *Runtime, timeout time.Duration) *Group {
+	t.Helper()
+	rank, world, port := disttest.Rank(t)
+	g, err := rt.JoinGroup(GroupOptions{MasterAddr: "127.0.0.1", MasterPort: port, Rank: rank, World: world, Backend: Gloo, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
+}
+
+func TestGroup(t *testing.T) {
+	openForTest(t)
+	for r, res := range disttest.Spawn(t, "TestGroupRank", 2, 2*time.Minute) {
+		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestGroupRank") {
+			t.Errorf("rank %d: %v\n%s", r, res.Err, res.Output)
+		}
+	}
+}
+
+// TestGroupRank is one rank of TestGroup: reductions, gathers, the weights broadcast and
+// the gradient all-reduce against the same gradients accumulated in one process.
+func TestGroupRank(t *testing.T) {
+	disttest.Child(t)
+	rt := openForTest(t)
+	g := joinForTest(t, rt, time.Minute)
+	r := g.Rank()
+	if err := g.Agree("config", []byte("same")); err != nil {
+		t.Fatal(err)
+	}
+	v := []float64{float64(r + 1), 10 * float64(r)}
+	if err := g.AllReduce(v, Sum); err != nil || v[0] != 3 || v[1] != 10 {
+		t.Fatalf("sum: %v %v", v, err)
+	}
+	v = []float64{float64(r), -float64(r)}
+	if err := g.AllReduce(v, Max); err != nil || v[0] != 1 || v[1] != 0 {
+		t.Fatalf("max: %v %v", v, err)
+	}
+	mine := [][]byte{[]byte("rank zero"), nil}[r]
+	parts, err := g.AllGather(mine)
+	if err != nil || len(parts) != 2 || string(parts[0]) != "rank zero" || len(parts[1]) != 0 {
+		t.Fatalf("gather: %q %v", parts, err)
+	}
+
+	cfg := tinyConfigs[0].cfg
+	m := randomModel(t, rt, cfg, ModelOptions{Trainable: true}, uint64(10+r)) // different weights per rank
+	if err := g.BroadcastWeights(m, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := randomModel(t, rt, cfg, ModelOptions{Trainable: true}, 10) // rank 0's
+	infos, err := m.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(m *Model, name string, kind Kind) []float32 {
+		n := int64(1)
+		for _, ti := range infos {
+			if ti.Name == name {
+				for _, d := range ti.Shape {
+					n *= d
+				}
+			}
+		}
+		out := make([]float32, n)
+		if err := Read(m, name, kind, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, ti := range infos {
+		a, b := read(m, ti.Name, Weight), read(want, ti.Name, Weight)
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("%s[%d] after broadcast: %v, rank 0 has %v", ti.Name, i, a[i], b[i])
+			}
+		}
+	}
+
+	// Each rank's gradient of its own batch, summed by the all-reduce, against both
+	// batches accumulated on one model.
+	batch := func(seed uint64) ([][]int32, [][]int32) {
+		return randomSeqs(rand.New(rand.NewPCG(seed, 1)), cfg.VocabSize, 3)
+	}
+	p, q := batch(uint64(r))
+	if _, err := m.SFTLoss(p, q, true, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AllReduceGrads(m, 4096); err != nil { // small buckets: several of them
+		t.Fatal(err)
+	}
+	for s := uint64(0); s < 2; s++ {
+		p, q := batch(s)
+		if _, err := want.SFTLoss(p, q, true, 0.5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var worst float64
+	for _, ti := range infos {
+		a, b := read(m, ti.Name, Grad), read(want, ti.Name, Grad)
+		var num, den float64
+		for i := range a {
+			num += (float64(a[i]) - float64(b[i])) * (float64(a[i]) - float64(b[i]))
+			den += float64(b[i]) * float64(b[i])
+		}
+		if den > 0 {
+			worst = math.Max(worst, math.Sqrt(num/den))
+		}
+	}
+	if worst > 1e-6 || g.CommBytes == 0 {
+		t.Fatalf("all-reduced gradients differ from the one-process sum by %.3g relative (%d bytes sent)", worst, g.CommBytes)
+	}
+}
+
+func TestGroupRefusesDifferentConfig(t *testing.T) {
+	openForTest(t)
+	res := disttest.Spawn(t, "TestGroupDifferentConfigRank", 2, 2*time.Minute)
+	for r := range res {
+		if !strings.Contains(res[r].Output, "rank 1's config differs from rank 0's") {
+			t.Errorf("rank %d does not name the rank that differs:\n%s", r, res[r].Output)
+		}
+	}
+}
+
+func TestGroupDifferentConfigRank(t *testing.T) {
+	disttest.Child(t)
+	g := joinForTest(t, openForTest(t), time.Minute)
+	if err := g.Agree("config", []byte{byte(g.Rank())}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A rank that dies or never arrives must turn into an error on the others within the
+// timeout, not a wait forever.
+func TestGroupPeerFailure(t *testing.T) {
+	openForTest(t)
+	for _, mode := range []string{"exit", "hang"} {
+		start := time.Now()
+		res := disttest.Spawn(t, "TestGroupPeerFailureRank", 2, 2*time.Minute, "UMAD_TEST_PEER="+mode)
+		if res[0].Err == nil || !strings.Contains(res[0].Output, "all-reduce") {
+			t.Errorf("%s: rank 0 did not fail in its all-reduce: %v\n%s", mode, res[0].Err, res[0].Output)
+		}
+		if took := time.Since(start); took > time.Minute {
+			t.Errorf("%s: took %v", mode, took)
+		}
+	}
+}
+
+func TestGroupPeerFailureRank(t *testing.T) {
+	disttest.Child(t)
+	g := joinForTest(t, openForTest(t), 3*time.Second)
+	if g.Rank() == 1 {
+		if os.Getenv("UMAD_TEST_PEER") == "exit" {
+			os.Exit(3)
+		}
+		time.Sleep(8 * time.Second)
+		return
+	}
+	if err := g.AllReduce([]float64{1}, Sum); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,278 @@
+// The process group of a multi-process run, over libtorch's c10d: rank 0 hosts a TCPStore
+// for the rendezvous, and the collectives run on ProcessGroupGloo (CPU tensors) or, where
+// the libtorch was built with it, ProcessGroupNCCL (CUDA tensors). libtorch's C++ API has
+// no DDP module, so this file has what data parallelism needs: weights broadcast, bucketed
+// gradient all-reduce, small reductions and an all-gather of byte strings. It is its own
+// translation unit so that changing it does not recompile the model.
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+#if defined(UMAD_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "umad_internal.h"
+#include "umad_torch.h"
+
+#define UMAD_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+using Group = c10d::Backend;  // 2.x split ProcessGroup into a dispatcher and backends
+#else
+using Group = c10d::ProcessGroup;
+#endif
+
+struct Dist {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<Group> pg;
+  int rank = 0, world = 1;
+  torch::Device device = torch::kCPU;  // where collective tensors must live
+};
+
+Dist* checked(umad_dist* d) {
+  if (d == nullptr) throw std::invalid_argument("NULL process group");
+  return reinterpret_cast<Dist*>(d);
+}
+
+// run waits for a collective; c10d reports a peer that died or a timeout as an exception.
+void run(const c10::intrusive_ptr<c10d::Work>& w) { w->wait(); }
+
+bool loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// gloo_device binds where the peers can reach this rank: GLOO_SOCKET_IFNAME's interface
+// when set (as torch.distributed does), the loopback for a one-machine job, else the
+// address this machine's hostname resolves to.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (loopback(master)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+// bucketed applies the in-place collective f to the tensors, packed into flat buffers of
+// about bucket_bytes (one tensor larger than that is a bucket of its own), and copies the
+// results back. All tensors share one dtype. It returns the bytes handed to f.
+template <typename F>
+int64_t bucketed(const std::vector<torch::Tensor>& ts, int64_t bucket_bytes, const torch::Device& dev,
+                 F&& f) {
+  int64_t sent = 0;
+  size_t i = 0;
+  while (i < ts.size()) {
+    size_t j = i;
+    int64_t bytes = 0;
+    while (j < ts.size() && (j == i || bytes + int64_t(ts[j].nbytes()) <= bucket_bytes))
+      bytes += ts[j++].nbytes();
+    std::vector<torch::Tensor> flat;
+    for (size_t k = i; k < j; k++) flat.push_back(ts[k].reshape({-1}));
+    auto buf = torch::cat(flat).to(dev).contiguous();
+    f(buf);
+    sent += buf.nbytes();
+    auto back = buf.to(ts[i].device());
+    int64_t off = 0;
+    for (size_t k = i; k < j; k++) {
+      auto n = ts[k].numel();
+      ts[k].copy_(back.narrow(0, off, n).view_as(ts[k]));
+      off += n;
+    }
+    i = j;
+  }
+  return sent;
+}
+
+}  // namespace
+
+struct umad_dist {};  // opaque to C; the pointer is a Dist*
+
+UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t rank, int32_t world,
+                                      int32_t backend, double timeout_s, char* err, size_t errlen) {
+  Dist* out = nullptr;
+  umad::guard(err, errlen, [&] {
+    if (host == nullptr || *host == 0) throw std::invalid_argument("no master address");
+    if (port < 1 || port > 65535) throw std::invalid_argument("master port must be in 1..65535");
+    if (world < 1 || rank < 0 || rank >= world)
+      throw std::invalid_argument("rank " + std::to_string(rank) + " outside world size " +
+                                  std::to_string(world));
+    if (!(timeout_s > 0)) throw std::invalid_argument("timeout must be positive");
+    auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
+    auto d = std::make_unique<Dist>();
+    d->rank = rank;
+    d->world = world;
+    c10d::TCPStoreOptions so;
+    so.port = uint16_t(port);
+    so.isServer = rank == 0;
+    so.numWorkers = size_t(world);
+    so.waitWorkers = true;
+    so.timeout = timeout;
+    d->store = c10::make_intrusive<c10d::TCPStore>(std::string(host), so);
+    if (backend == UMAD_BACKEND_GLOO) {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      opts->devices.push_back(gloo_device(host));
+      d->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, rank, world, opts);
+    } else if (backend == UMAD_BACKEND_NCCL) {
+#if defined(UMAD_NCCL)
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      d->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->store, rank, world, opts);
+      d->device = torch::Device(torch::kCUDA, 0);
+#else
+      throw std::invalid_argument("this libtorch has no NCCL (a CPU build); use the gloo backend");
+#endif
+    } else {
+      throw std::invalid_argument("unknown backend code " + std::to_string(backend));
+    }
+    out = d.release();
+  });
+  return reinterpret_cast<umad_dist*>(out);
+}
+
+UMAD_EXPORT void umad_dist_free(umad_dist* d) {
+  try {
+    delete reinterpret_cast<Dist*>(d);
+  } catch (...) {
+  }
+}
+
+UMAD_EXPORT int umad_dist_agree(umad_dist* dp, const char* key, const void* data, int64_t n,
+                                char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (key == nullptr || n < 0 || (n > 0 && data == nullptr))
+      throw std::invalid_argument("agree: NULL key or data");
+    auto p = static_cast<const uint8_t*>(data);
+    std::vector<uint8_t> mine(p, p + n);
+    std::string prefix = std::string("umad/agree/") + key + "/";
+    d->store->set(prefix + std::to_string(d->rank), mine);
+    auto first = d->store->get(prefix + "0");
+    for (int r = 1; r < d->world; r++) {
+      if (d->store->get(prefix + std::to_string(r)) != first)
+        throw std::runtime_error("rank " + std::to_string(r) + "'s " + key + " differs from rank 0's");
+    }
+  });
+}
+
+UMAD_EXPORT int umad_dist_broadcast_weights(umad_dist* dp, umad_model* m, int32_t root, char* err,
+                                            size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (root < 0 || root >= d->world) throw std::invalid_argument("broadcast root outside the world");
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> ws;
+    for (auto& p : umad::parameters(m)) ws.push_back(p.detach());
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    bucketed(ws, int64_t(64) << 20, d->device, [&](torch::Tensor& buf) {
+      std::vector<torch::Tensor> v{buf};
+      run(d->pg->broadcast(v, o));
+    });
+  });
+}
+
+UMAD_EXPORT int umad_dist_allreduce_grads(umad_dist* dp, umad_model* m, int64_t bucket_bytes,
+                                          int64_t* bytes, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (bucket_bytes < 1) throw std::invalid_argument("bucket size must be positive");
+    torch::NoGradGuard no_grad;
+    auto params = umad::parameters(m);
+    // Which tensors have a gradient on some rank: those are reduced, a rank without one
+    // contributing zeros, so every rank ends with the same set (the optimizer skips the rest).
+    auto has = torch::zeros({int64_t(params.size())}, torch::kFloat32);
+    for (size_t i = 0; i < params.size(); i++)
+      if (params[i].grad().defined()) has[int64_t(i)] = 1;
+    auto flags = has.to(d->device);
+    std::vector<torch::Tensor> fv{flags};
+    c10d::AllreduceOptions mx;
+    mx.reduceOp = c10d::ReduceOp::MAX;
+    run(d->pg->allreduce(fv, mx));
+    auto any = flags.to(torch::kCPU);
+    std::vector<torch::Tensor> grads;
+    for (size_t i = 0; i < params.size(); i++) {
+      if (any[int64_t(i)].item<float>() == 0) continue;
+      auto& g = params[i].mutable_grad();
+      if (!g.defined()) g = torch::zeros_like(params[i]);
+      grads.push_back(g);
+    }
+    int64_t sent = int64_t(flags.nbytes());
+    sent += bucketed(grads, bucket_bytes, d->device, [&](torch::Tensor& buf) {
+      std::vector<torch::Tensor> v{buf};
+      run(d->pg->allreduce(v));
+    });
+    if (bytes) *bytes = sent;
+  });
+}
+
+UMAD_EXPORT int umad_dist_allreduce_f64(umad_dist* dp, double* data, int64_t n, int32_t op,
+                                        char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (n < 0 || (n > 0 && data == nullptr)) throw std::invalid_argument("allreduce: NULL data");
+    if (op != UMAD_REDUCE_SUM && op != UMAD_REDUCE_MAX)
+      throw std::invalid_argument("unknown reduce op " + std::to_string(op));
+    if (n == 0) return;
+    auto t = torch::from_blob(data, {n}, torch::kFloat64).to(d->device, /*non_blocking=*/false,
+                                                             /*copy=*/true);
+    std::vector<torch::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op == UMAD_REDUCE_MAX ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+    run(d->pg->allreduce(v, o));
+    auto back = t.to(torch::kCPU).contiguous();
+    std::memcpy(data, back.data_ptr(), size_t(n) * sizeof(double));
+  });
+}
+
+UMAD_EXPORT int umad_dist_allgather(umad_dist* dp, const void* data, int64_t n, int64_t* lens,
+                                    void** out, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (n < 0 || (n > 0 && data == nullptr) || !lens || !out)
+      throw std::invalid_argument("allgather: NULL argument");
+    *out = nullptr;
+    // Lengths first: Gloo gathers tensors of one size, so every rank pads to the longest.
+    auto len = torch::full({1}, n, torch::kInt64).to(d->device);
+    std::vector<torch::Tensor> lin{len};
+    std::vector<std::vector<torch::Tensor>> lout(1);
+    for (int r = 0; r < d->world; r++) lout[0].push_back(torch::empty({1}, len.options()));
+    run(d->pg->allgather(lout, lin));
+    int64_t longest = 0, total = 0;
+    for (int r = 0; r < d->world; r++) {
+      lens[r] = lout[0][r].to(torch::kCPU).item<int64_t>();
+      longest = std::max(longest, lens[r]);
+      total += lens[r];
+    }
+    if (longest == 0) return;
+    auto mine = torch::zeros({longest}, torch::kUInt8);
+    if (n > 0) std::memcpy(mine.data_ptr(), data, size_t(n));
+    std::vector<torch::Tensor> in{mine.to(d->device)};
+    std::vector<std::vector<torch::Tensor>> all(1);
+    for (int r = 0; r < d->world; r++) all[0].push_back(torch::empty({longest}, in[0].options()));
+    run(d->pg->allgather(all, in));
+    auto buf = static_cast<uint8_t*>(std::malloc(size_t(total)));
+    if (buf == nullptr) throw std::runtime_error("allgather: out of memory for " + std::to_string(total) + " bytes");
+    int64_t off = 0;
+    for (int r = 0; r < d->world; r++) {
+      auto t = all[0][r].to(torch::kCPU).contiguous();
+      std::memcpy(buf + off, t.data_ptr(), size_t(lens[r]));
+      off += lens[r];
+    }
+    *out = buf;
+  });
+}
+
+UMAD_EXPORT int umad_dist_barrier(umad_dist* dp, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    run(d->pg->barrier());
+  });
+}

@@ -1,0 +1,24 @@
+// What the plugin's translation units share; not part of the C ABI (hidden symbols).
+#ifndef UMAD_INTERNAL_H
+#define UMAD_INTERNAL_H
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "umad_torch.h"
+
+namespace umad {
+
+// guard runs f and turns every exception into a code and a message in (err, errlen), as
+// every entry point of the C ABI does.
+int guard(char* err, size_t errlen, const std::function<void()>& f);
+
+// parameters returns a ready model's parameter tensors in checkpoint order (handles that
+// share the model's storage and autograd state); it throws for a NULL or unfinished model.
+std::vector<at::Tensor> parameters(umad_model* m);
+
+}  // namespace umad
+
+#endif
