@@ -87,7 +87,7 @@ func init() {
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
-		}, append(samplingFlags(), llamaFlags()...)...), append(syntheticFlags(), torchFlags()...)...),
+		}, append(samplingFlags(), llamaFlags()...)...), append(syntheticFlags(), append(torchFlags(), distFlags()...)...)...),
 		Action: trainCmd,
 	})
 }
@@ -159,6 +159,10 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 }
 
 func trainCmd(c *ucli.Context) error {
+	d, launched, err := launchRanks(c)
+	if launched || err != nil {
+		return err
+	}
 	rc, err := resolveTrain(c)
 	if err != nil {
 		return err
@@ -189,21 +193,26 @@ func trainCmd(c *ucli.Context) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	lock, err := runlock.Dir(out)
-	if err != nil {
-		return err
+	save, exists := func() error { return nil }, true
+	if d.Rank == 0 { // the run directory is rank 0's; other ranks write only RUN/ranks/R/
+		lock, err := runlock.Dir(out)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		_, statErr := os.Stat(filepath.Join(out, "config.json"))
+		exists = statErr == nil
+		switch {
+		case exists && !c.Bool("resume"):
+			return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
+		case !exists && c.Bool("resume"):
+			return fmt.Errorf("--resume: %s holds no training run", out)
+		}
+		if save, err = claimTrainRun(out, rc); err != nil {
+			return err
+		}
 	}
-	defer lock.Release()
-	_, statErr := os.Stat(filepath.Join(out, "config.json"))
-	exists := statErr == nil
-	switch {
-	case exists && !c.Bool("resume"):
-		return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
-	case !exists && c.Bool("resume"):
-		return fmt.Errorf("--resume: %s holds no training run", out)
-	}
-	save, err := claimTrainRun(out, rc)
-	if err != nil {
+	if err := shareCores(c, d, len(rc.Agents)); err != nil {
 		return err
 	}
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
@@ -237,6 +246,12 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	cfg.Torch = topts
+	if d.multi() {
+		if cfg.Group, err = joinJob(rt, d, rc); err != nil {
+			return err
+		}
+		defer cfg.Group.Close()
+	}
 
 	if err := save(); err != nil {
 		return err
@@ -251,6 +266,9 @@ func trainCmd(c *ucli.Context) error {
 			return errors.Join(errInterrupted, err)
 		}
 		return err
+	}
+	if d.Rank != 0 {
+		return nil
 	}
 	latest, err := trainer.LatestCheckpoint(out)
 	if err != nil {

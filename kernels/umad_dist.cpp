@@ -162,7 +162,7 @@ UMAD_EXPORT int umad_dist_agree(umad_dist* dp, const char* key, const void* data
   });
 }
 
-UMAD_EXPORT int umad_dist_broadcast_weights(umad_dist* dp, umad_model* m, int32_t root, char* err,
+UMAD_EXPORT int umad_dist_broadcast_model(umad_dist* dp, umad_model* m, int32_t root, char* err,
                                             size_t errlen) {
   return umad::guard(err, errlen, [&] {
     auto d = checked(dp);
@@ -170,6 +170,7 @@ UMAD_EXPORT int umad_dist_broadcast_weights(umad_dist* dp, umad_model* m, int32_
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> ws;
     for (auto& p : umad::parameters(m)) ws.push_back(p.detach());
+    for (auto& s : umad::optimizer_state(m)) ws.push_back(s);
     c10d::BroadcastOptions o;
     o.rootRank = root;
     bucketed(ws, int64_t(64) << 20, d->device, [&](torch::Tensor& buf) {

@@ -19,6 +19,10 @@ int guard(char* err, size_t errlen, const std::function<void()>& f);
 // share the model's storage and autograd state); it throws for a NULL or unfinished model.
 std::vector<at::Tensor> parameters(umad_model* m);
 
+// optimizer_state returns a trainable model's AdamW moments (exp_avg and exp_avg_sq of each
+// parameter in checkpoint order); none for a frozen model.
+std::vector<at::Tensor> optimizer_state(umad_model* m);
+
 }  // namespace umad
 
 #endif

@@ -903,4 +903,15 @@ std::vector<Tensor> parameters(umad_model* mp) {
   return out;
 }
 
+std::vector<Tensor> optimizer_state(umad_model* mp) {
+  auto m = ready(mp);
+  std::vector<Tensor> out;
+  if (!m->cfg.trainable) return out;
+  for (auto& n : m->names) {
+    out.push_back(m->exp_avg.at(n));
+    out.push_back(m->exp_avg_sq.at(n));
+  }
+  return out;
+}
+
 }  // namespace umad

@@ -208,8 +208,8 @@ typedef struct umad_step_stats {
   X(int, dist_agree,                                                                             \
     (umad_dist* d, const char* key, const void* data, int64_t n, char* err, size_t errlen),      \
     (d, key, data, n, err, errlen))                                                              \
-  /* Copies root's weights into every rank's model. */                                          \
-  X(int, dist_broadcast_weights, (umad_dist* d, umad_model* m, int32_t root, char* err,          \
+  /* Copies root's weights, and a trainable model's AdamW moments, into every rank's model. */  \
+  X(int, dist_broadcast_model, (umad_dist* d, umad_model* m, int32_t root, char* err,            \
     size_t errlen), (d, m, root, err, errlen))                                                   \
   /* Sums the gradients over the ranks in buckets of about bucket_bytes (a rank without a        \
    * gradient contributes zeros; a tensor no rank has a gradient for keeps none); bytes gets     \

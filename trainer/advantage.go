@@ -171,8 +171,7 @@ func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent 
 	G := t.cfg.G
 	b.adv = make([][]float32, len(b.refs))
 	b.dropped = make([]bool, len(b.refs)/G)
-	var advAll, weights, team, infl, score, nlls []float64
-	var klTok, entTok, gapTok, tokens float64
+	b.rows = make([]sampleRow, len(b.refs))
 	for start := 0; start < len(b.refs); start += G {
 		p := b.refs[start].p
 		klSums := make([]float64, G)
@@ -181,37 +180,54 @@ func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent 
 			i := start + k
 			klSums[k] = KLSum(b.old[i], b.ref[i])
 			nll[k] = MeanNLL(b.old[i])
-			klTok += klSums[k]
+			r := &b.rows[i]
+			r.KLSum, r.NLL, r.Tokens = klSums[k], nll[k], float64(len(b.old[i]))
 			for j := range b.old[i] {
-				entTok += float64(b.ent[i][j])
-				gapTok += math.Abs(float64(b.old[i][j]) - float64(b.rolloutLogp[i][j]))
+				r.Entropy += float64(b.ent[i][j])
+				r.Gap += math.Abs(float64(b.old[i][j]) - float64(b.rolloutLogp[i][j]))
 			}
-			tokens += float64(len(b.old[i]))
 		}
 		g, err := t.cfg.Algo.GroupAdvantage(correct[p], turn, agent, klSums, nll)
 		if err != nil {
 			return err
 		}
-		if t.cfg.DynamicSampling && !g.RewardsVary() {
-			b.dropped[start/G] = true
-			m.DroppedGroups++
-		}
+		b.dropped[start/G] = t.cfg.DynamicSampling && !g.RewardsVary()
 		for k := 0; k < G; k++ {
 			i := start + k
 			b.adv[i] = make([]float32, len(b.responses[i]))
 			for j := range b.adv[i] {
 				b.adv[i][j] = float32(g.Advantages[k])
 			}
-			m.Accuracy += correct[p][turn][agent][k]
+			r := &b.rows[i]
+			r.Correct, r.Advantage, r.Weight = correct[p][turn][agent][k], g.Advantages[k], g.Weights[k]
+			r.Team, r.Influence, r.Score, r.Dropped = g.Team[k], g.Influence[k], g.Scores[k], b.dropped[start/G]
 		}
-		advAll = append(advAll, g.Advantages...)
-		weights = append(weights, g.Weights...)
-		team = append(team, g.Team...)
-		infl = append(infl, g.Influence...)
-		score = append(score, g.Scores...)
-		nlls = append(nlls, nll...)
 	}
-	if n := float64(len(b.refs)); n > 0 {
+	return nil
+}
+
+// sampleRow is what one response contributes to a step's metrics.
+type sampleRow struct {
+	KLSum, NLL, Entropy, Gap, Tokens                   float64 // sums over its tokens
+	Correct, Advantage, Weight, Team, Influence, Score float64
+	Dropped                                            bool // its group was dropped
+}
+
+// rowMetrics fills the reward, advantage, KL, entropy and NLL metrics from the rows of the
+// step's responses (groups of G rows, in the step's order).
+func rowMetrics(rows []sampleRow, G int, m *trainlog.StepMetrics) {
+	var advAll, weights, team, infl, score, nlls []float64
+	var klTok, entTok, gapTok, tokens float64
+	for i, r := range rows {
+		klTok, entTok, gapTok, tokens = klTok+r.KLSum, entTok+r.Entropy, gapTok+r.Gap, tokens+r.Tokens
+		m.Accuracy += r.Correct
+		if r.Dropped && i%G == 0 {
+			m.DroppedGroups++
+		}
+		advAll, weights = append(advAll, r.Advantage), append(weights, r.Weight)
+		team, infl, score, nlls = append(team, r.Team), append(infl, r.Influence), append(score, r.Score), append(nlls, r.NLL)
+	}
+	if n := float64(len(rows)); n > 0 {
 		m.Accuracy /= n
 	}
 	m.Team, m.Influence, m.Score, m.NLL = meanOf(team), meanOf(infl), meanOf(score), meanOf(nlls)
@@ -221,5 +237,4 @@ func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent 
 	if tokens > 0 {
 		m.KL, m.Entropy, m.LogpGap = klTok/tokens, entTok/tokens, gapTok/tokens
 	}
-	return nil
 }

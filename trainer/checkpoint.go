@@ -98,6 +98,9 @@ func newestCheckpoint(root string) (*checkpointInfo, error) {
 // under checkpoints/step-N, built in a temporary directory and renamed into place, then
 // points latest at it and removes all but the newest KeepLast.
 func (t *Trainer) checkpoint() (err error) {
+	if !t.lead() {
+		return nil // rank 0's weights are every rank's
+	}
 	root := filepath.Join(t.cfg.Out, CheckpointsDir)
 	name := fmt.Sprintf("%s%06d", stepPrefix, t.step)
 	final := filepath.Join(root, name)

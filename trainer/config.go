@@ -81,6 +81,10 @@ type Config struct {
 	Out       string             `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.
 	Progress io.Writer `json:"-"`
+	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
+	Group *torch.Group `json:"-"`
+	// onGrads, a test's hook, sees an agent's gradients before each optimizer step.
+	onGrads func(agent int, m *torch.Model) error
 }
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
@@ -140,6 +144,9 @@ func (c *Config) Check() error {
 		if a.MaxTokens < 1 {
 			return fmt.Errorf("train: agent %d: max tokens must be at least 1", i)
 		}
+	}
+	if err := c.checkDist(); err != nil {
+		return err
 	}
 	return c.Algo.Check(len(c.Agents), c.Turns)
 }

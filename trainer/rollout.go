@@ -66,8 +66,10 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 	for i, j := range idx {
 		problems[i] = t.cfg.Problems[j]
 	}
+	// Each rank debates its share (dist.go).
+	lo, hi := share(len(problems), t.rank(), t.world())
 	start := time.Now()
-	recs, stats, err := t.stepRollout(ctx, step, 0, problems)
+	recs, stats, err := t.stepRollout(ctx, step, 0, problems[lo:hi])
 	if err != nil {
 		return gathered{}, err
 	}
@@ -77,12 +79,19 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 		}
 	}
 	g := gathered{recs: recs, stats: stats, took: time.Since(start)}
-	if n := min(t.cfg.KeepRollouts, len(recs)); n > 0 {
+	if err := t.reduceRolloutStats(&g); err != nil {
+		return g, fmt.Errorf("step %d: %w", step, err)
+	}
+	kept, err := gatherJSON(t.cfg.Group, recs[:min(t.cfg.KeepRollouts, len(recs))])
+	if err != nil {
+		return g, fmt.Errorf("step %d: keeping rollouts: %w", step, err)
+	}
+	if n := min(t.cfg.KeepRollouts, len(kept)); n > 0 && t.lead() {
 		path := filepath.Join(t.cfg.Out, RolloutsDir, fmt.Sprintf("%s%06d.jsonl.zst", stepPrefix, step))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return g, err
 		}
-		if err := rollouts.WriteFile(path, recs[:n]); err != nil {
+		if err := rollouts.WriteFile(path, kept[:n]); err != nil {
 			return g, fmt.Errorf("step %d: keeping rollouts: %w", step, err)
 		}
 	}

@@ -57,34 +57,49 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	}
 	t := &Trainer{cfg: cfg}
 	defer t.close()
-	ck, err := latestCheckpoint(cfg.Out)
-	if err != nil {
-		return err
+	var ck *checkpointInfo
+	if t.lead() { // other ranks get rank 0's state by broadcast (dist.go)
+		if ck, err = latestCheckpoint(cfg.Out); err != nil {
+			return err
+		}
 	}
 	if ck != nil {
 		t.step = ck.Step
 		slog.Info("resuming", "step", ck.Step, "checkpoint", ck.Dir)
 	}
+	resumed := []float64{float64(t.step)}
+	if err := t.reduce(resumed, torch.Max); err != nil {
+		return err
+	}
+	t.step = int(resumed[0])
 	if err := t.open(rt, ck); err != nil {
 		return err
 	}
-	if t.metrics, err = trainlog.Open(filepath.Join(cfg.Out, trainlog.File), t.step); err != nil {
+	if err := t.broadcastModels(); err != nil {
 		return err
+	}
+	if t.lead() {
+		if t.metrics, err = trainlog.Open(filepath.Join(cfg.Out, trainlog.File), t.step); err != nil {
+			return err
+		}
 	}
 	if err := t.syncAll(); err != nil {
 		return err
 	}
 	if t.step == 0 {
-		if err := t.validate(ctx); err != nil {
+		if err := t.validate(t.stepContext(ctx)); err != nil {
 			return t.stopped(ctx, err)
 		}
 	}
 	saved := t.step
 	for t.step < cfg.Steps {
-		if ctx.Err() != nil {
+		if stop, err := t.stopRequested(ctx); err != nil || stop {
+			if err != nil {
+				return err
+			}
 			return t.interrupt(saved)
 		}
-		if err := t.trainStep(ctx); err != nil {
+		if err := t.trainStep(t.stepContext(ctx)); err != nil {
 			if ctx.Err() != nil {
 				return t.interrupt(saved)
 			}
@@ -92,7 +107,7 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 		}
 		last := t.step == cfg.Steps
 		if last || (cfg.ValEvery > 0 && t.step%cfg.ValEvery == 0) {
-			if err := t.validate(ctx); err != nil {
+			if err := t.validate(t.stepContext(ctx)); err != nil {
 				if ctx.Err() != nil {
 					return t.interrupt(saved)
 				}
@@ -149,7 +164,7 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 	actorOpts := t.cfg.Torch
 	actorOpts.Trainable = true
 	for i, a := range t.cfg.Agents {
-		st := &agentState{gguf: filepath.Join(t.cfg.Out, "sync", fmt.Sprintf("agent-%d", i), "model.gguf")}
+		st := &agentState{gguf: filepath.Join(t.rankDir(), "sync", fmt.Sprintf("agent-%d", i), "model.gguf")}
 		t.agents = append(t.agents, st)
 		dir := a.Dir
 		if ck != nil {
@@ -214,6 +229,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	total := time.Since(start).Seconds()
+	if !t.lead() {
+		return nil
+	}
 	for i := range lines {
 		lines[i].Times.Step = total
 		if err := t.metrics.Append(lines[i]); err != nil {

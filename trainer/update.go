@@ -32,6 +32,10 @@ type turnBatch struct {
 	adv           [][]float32
 	dropped       []bool
 	mask, isw     [][]float32
+	// rows hold what the metrics are computed from, one per response; groups is the
+	// step's number of groups over all ranks and first this rank's first one (dist.go).
+	rows          []sampleRow
+	groups, first int
 }
 
 // learn runs one agent's update phase for one turn.
@@ -46,6 +50,15 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 	}
 	if err := t.advantages(&b, correct, turn, agent, &m); err != nil {
 		return m, err
+	}
+	rows, counts, err := gatherFixed(t.cfg.Group, b.rows)
+	if err != nil {
+		return m, fmt.Errorf("gather metrics: %w", err)
+	}
+	rowMetrics(rows, t.cfg.G, &m)
+	b.groups = len(rows) / t.cfg.G
+	for r := 0; r < t.rank(); r++ {
+		b.first += counts[r] / t.cfg.G
 	}
 	t.lossInputs(&b, &m)
 	return m, t.update(&b, recs, step, agent, &m)
@@ -176,13 +189,16 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 	opt := t.cfg.Opt
 	opt.LR *= t.cfg.Schedule.Factor(step, t.cfg.Steps)
 	m.LR = opt.LR
-	groups := len(b.refs) / t.cfg.G
-	var clip, clipLow, pg, ppoKL, norms float64
-	for g0 := 0; g0 < groups; g0 += t.cfg.MiniBatch {
-		g1 := min(g0+t.cfg.MiniBatch, groups)
+	// Mini-batches are cut from the step's groups over all ranks; this rank computes the
+	// losses of its own groups in each (b.first onwards) and the gradients are summed.
+	local := len(b.refs) / t.cfg.G
+	var losses []lossRow
+	var norms float64
+	for g0 := 0; g0 < b.groups; g0 += t.cfg.MiniBatch {
+		g1 := min(g0+t.cfg.MiniBatch, b.groups)
 		var batches []torch.PolicyBatch
 		var ids []string // each batch's problem, for errors
-		for g := g0; g < g1; g++ {
+		for g := max(g0, b.first) - b.first; g < min(g1, b.first+local)-b.first; g++ {
 			lo, hi := g*t.cfg.G, (g+1)*t.cfg.G
 			pb := torch.PolicyBatch{Prompts: b.prompts[lo:hi], Responses: b.responses[lo:hi], OldLogp: b.old[lo:hi], Advantages: b.adv[lo:hi]}
 			if b.mask != nil {
@@ -210,14 +226,18 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 			if math.IsNaN(ls.Loss) || math.IsInf(ls.Loss, 0) {
 				return fmt.Errorf("policy loss is %v on problem %s (lower the learning rate?)", ls.Loss, ids[bi])
 			}
-			clip += ls.ClipFrac
-			clipLow += ls.ClipFracLower
-			pg += ls.PGLoss
-			ppoKL += ls.PPOKL
-			m.Groups++
+			losses = append(losses, lossRow{int64(g0), ls.ClipFrac, ls.ClipFracLower, ls.PGLoss, ls.PPOKL})
 		}
-		if len(batches) == 0 {
+		if n, err := t.reduceGrads(st.actor.Model, len(batches)); err != nil || n == 0 {
+			if err != nil {
+				return fmt.Errorf("mini-batch of groups %d-%d: %w", g0, g1-1, err)
+			}
 			continue
+		}
+		if t.cfg.onGrads != nil {
+			if err := t.cfg.onGrads(agent, st.actor.Model); err != nil {
+				return err
+			}
 		}
 		s, err := st.actor.Step(opt)
 		if err != nil {
@@ -227,9 +247,8 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 		norms += s.GradNorm
 		m.SkippedSteps = s.SkippedTotal
 	}
-	if m.Groups > 0 {
-		n := float64(m.Groups)
-		m.ClipFrac, m.ClipFracLower, m.PGLoss, m.PPOKL = clip/n, clipLow/n, pg/n, ppoKL/n
+	if err := t.lossMetrics(losses, m); err != nil {
+		return err
 	}
 	if m.OptimSteps > 0 {
 		m.GradNorm = norms / float64(m.OptimSteps)

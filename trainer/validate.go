@@ -20,9 +20,20 @@ func (t *Trainer) validate(ctx context.Context) error {
 	}
 	start := time.Now()
 	dc := t.debateConfig(t.cfg.Turns, max(t.cfg.ValK, 1), func(a int) uint64 { return t.cfg.Seed + t.cfg.Agents[a].SeedOffset })
-	recs, _, err := t.rollout(ctx, dc, t.cfg.ValProblems)
-	if err != nil {
-		return fmt.Errorf("validation at step %d: %w", t.step, err)
+	var mine []valRecord // this rank's share of the problems (dist.go)
+	if lo, hi := share(len(t.cfg.ValProblems), t.rank(), t.world()); lo < hi {
+		recs, _, err := t.rollout(ctx, dc, t.cfg.ValProblems[lo:hi])
+		if err != nil {
+			return fmt.Errorf("validation at step %d: %w", t.step, err)
+		}
+		for _, r := range recs {
+			mine = append(mine, valRecord{Correct: correctness(r, t.cfg.Reward),
+				Problem: uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID, Answers: r.Verdicts()}})
+		}
+	}
+	recs, err := gatherJSON(t.cfg.Group, mine)
+	if err != nil || !t.lead() {
+		return err
 	}
 	acc := make([][]float64, len(t.cfg.Agents))
 	for a := range acc {
@@ -30,7 +41,7 @@ func (t *Trainer) validate(ctx context.Context) error {
 	}
 	var n float64
 	for _, r := range recs {
-		c := correctness(r, t.cfg.Reward)
+		c := r.Correct
 		for tt := range c {
 			for a := range c[tt] {
 				for _, v := range c[tt][a] {
@@ -38,7 +49,7 @@ func (t *Trainer) validate(ctx context.Context) error {
 				}
 			}
 		}
-		n += float64(len(r.Turns[0][0]))
+		n += float64(len(c[0][0]))
 	}
 	for a := range acc {
 		for tt := range acc[a] {
@@ -47,7 +58,7 @@ func (t *Trainer) validate(ctx context.Context) error {
 	}
 	probs := make([]uncertainty.ProblemRecord, len(recs))
 	for i, r := range recs {
-		probs[i] = uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID, Answers: r.Verdicts()}
+		probs[i] = r.Problem
 	}
 	sum, err := uncertainty.Summarise(probs)
 	if err != nil {
@@ -69,4 +80,11 @@ func roundAll(v [][]float64) [][]float64 {
 		}
 	}
 	return out
+}
+
+// valRecord is what validation needs of one debated problem: correctness[turn][agent][k]
+// and the verdicts.
+type valRecord struct {
+	Correct [][][]float64
+	Problem uncertainty.ProblemRecord
 }

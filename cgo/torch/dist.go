@@ -120,14 +120,31 @@ func (g *Group) Agree(key string, value []byte) error {
 	})
 }
 
-// BroadcastWeights copies root's weights into m on every rank.
-func (g *Group) BroadcastWeights(m *Model, root int) error {
-	if err := m.live("broadcast weights"); err != nil {
+// BroadcastModel copies root's model into m on every rank: the weights and, for a trainable
+// model, the AdamW moments and step counters, so a rank that loaded other weights (or none
+// of the checkpoint) continues as root does.
+func (g *Group) BroadcastModel(m *Model, root int) error {
+	if err := m.live("broadcast model"); err != nil {
 		return err
 	}
-	return g.call("broadcast weights", func() C.int {
-		return C.plugin_dist_broadcast_weights(g.ptr, m.ptr, C.int32_t(root), g.rt.errBuf, errBufLen)
+	err := g.call("broadcast model", func() C.int {
+		return C.plugin_dist_broadcast_model(g.ptr, m.ptr, C.int32_t(root), g.rt.errBuf, errBufLen)
 	})
+	if err != nil || !m.opts.Trainable {
+		return err
+	}
+	step, skipped, err := m.OptimizerState()
+	if err != nil {
+		return err
+	}
+	v := []float64{0, 0} // a sum in which only root's counters count
+	if g.rank == root {
+		v = []float64{float64(step), float64(skipped)}
+	}
+	if err := g.AllReduce(v, Sum); err != nil {
+		return err
+	}
+	return m.SetOptimizerState(int64(v[0]), int64(v[1]))
 }
 
 // AllReduceGrads sums m's gradients over the ranks in buckets of about bucketBytes.

@@ -58,7 +58,7 @@ func TestGroupRank(t *testing.T) {
 
 	cfg := tinyConfigs[0].cfg
 	m := randomModel(t, rt, cfg, ModelOptions{Trainable: true}, uint64(10+r)) // different weights per rank
-	if err := g.BroadcastWeights(m, 0); err != nil {
+	if err := g.BroadcastModel(m, 0); err != nil {
 		t.Fatal(err)
 	}
 	want := randomModel(t, rt, cfg, ModelOptions{Trainable: true}, 10) // rank 0's

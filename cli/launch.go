@@ -1,0 +1,364 @@
+package cli
+
+// Several processes, torchrun's way: `--nproc N` makes this process a launcher that starts
+// N ranks of the same command on this machine (and `--nnodes M --node-rank R` says which
+// share of M x N ranks this machine runs); a rank is the same binary with RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun sets them, so
+// `torchrun --no-python umad train ...` works too. Rank 0 hosts the rendezvous store.
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/engine"
+)
+
+// distFlags are the multi-process flags of train and debate.
+func distFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes (ranks) on this machine: one per GPU on a GPU server; on CPUs they share the cores"},
+		&ucli.IntFlag{Name: "nnodes", Value: 1, Usage: "machines in the job, each running --nproc ranks"},
+		&ucli.IntFlag{Name: "node-rank", Usage: "this machine's index among --nnodes (0 hosts the rendezvous)"},
+		&ucli.StringFlag{Name: "master-addr", Value: "127.0.0.1", Usage: "address of node 0, where rank 0 hosts the rendezvous store"},
+		&ucli.IntFlag{Name: "master-port", DefaultText: "a free port with one machine, else 29500", Usage: "port of the rendezvous store"},
+		&ucli.DurationFlag{Name: "dist-timeout", Value: 10 * time.Minute, Usage: "longest wait for the other ranks (rendezvous and every collective): a rank that died or hangs fails the job after this"},
+		&ucli.StringFlag{Name: "dist-backend", Value: "gloo", Usage: "collectives: gloo (CPU tensors; every libtorch) or nccl (GPU; pip PyTorch builds)"},
+	}
+}
+
+// distSpec is this process's place in a multi-process job.
+type distSpec struct {
+	Rank, World, LocalRank, LocalWorld int
+	Addr                               string
+	Port                               int
+	Timeout                            time.Duration
+	Backend                            torch.Backend
+}
+
+// multi reports whether the job has more than one rank.
+func (d distSpec) multi() bool { return d.World > 1 }
+
+// resolveDist reads the job's shape: torchrun's environment when RANK is set (this is a
+// rank), else the flags (this may be a launcher).
+func resolveDist(c *ucli.Context) (d distSpec, isRank bool, err error) {
+	if d.Backend, err = torch.ParseBackend(c.String("dist-backend")); err != nil {
+		return d, false, fmt.Errorf("--dist-backend: %w", err)
+	}
+	if d.Timeout = c.Duration("dist-timeout"); d.Timeout <= 0 {
+		return d, false, errors.New("--dist-timeout must be positive")
+	}
+	if os.Getenv("RANK") != "" {
+		env := func(k string, def int) (int, error) {
+			v := os.Getenv(k)
+			if v == "" {
+				if def >= 0 {
+					return def, nil
+				}
+				return 0, fmt.Errorf("RANK is set but %s is not", k)
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return 0, fmt.Errorf("%s=%q is not a count", k, v)
+			}
+			return n, nil
+		}
+		if d.Rank, err = env("RANK", -1); err == nil {
+			d.World, err = env("WORLD_SIZE", -1)
+		}
+		if err == nil {
+			d.LocalRank, err = env("LOCAL_RANK", 0)
+		}
+		if err == nil {
+			d.LocalWorld, err = env("LOCAL_WORLD_SIZE", 1)
+		}
+		if err == nil {
+			d.Port, err = env("MASTER_PORT", 29500)
+		}
+		if err != nil {
+			return d, false, err
+		}
+		if d.Rank >= d.World {
+			return d, false, fmt.Errorf("RANK %d is outside WORLD_SIZE %d", d.Rank, d.World)
+		}
+		if d.Addr = os.Getenv("MASTER_ADDR"); d.Addr == "" {
+			d.Addr = "127.0.0.1"
+		}
+		return d, true, nil
+	}
+	nproc, nnodes, node := c.Int("nproc"), c.Int("nnodes"), c.Int("node-rank")
+	switch {
+	case nproc < 1 || nproc > 1024:
+		return d, false, fmt.Errorf("--nproc must be in 1..1024, got %d", nproc)
+	case nnodes < 1 || nnodes > 4096:
+		return d, false, fmt.Errorf("--nnodes must be in 1..4096, got %d", nnodes)
+	case node < 0 || node >= nnodes:
+		return d, false, fmt.Errorf("--node-rank %d is outside --nnodes %d", node, nnodes)
+	case nnodes > 1 && !c.IsSet("master-addr"):
+		return d, false, errors.New("--nnodes > 1 needs --master-addr: the address of node 0 that the other machines reach")
+	}
+	d = distSpec{Rank: node * nproc, World: nproc * nnodes, LocalWorld: nproc, Addr: c.String("master-addr"), Port: c.Int("master-port"),
+		Timeout: d.Timeout, Backend: d.Backend}
+	switch {
+	case d.Port == 0 && nnodes == 1:
+		if d.Port, err = freePort(); err != nil {
+			return d, false, err
+		}
+	case d.Port == 0:
+		d.Port = 29500 // torchrun's
+	case d.Port < 1 || d.Port > 65535:
+		return d, false, fmt.Errorf("--master-port must be in 1..65535, got %d", d.Port)
+	}
+	return d, false, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port for the rendezvous: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launchRanks starts this machine's ranks of a multi-process job when this process is
+// the launcher, and waits for them; done says it did (the command's work happened in the
+// ranks). Otherwise it returns this process's place: a rank's, or rank 0 of 1. A rank that fails stops the others at once and the error names it. The first
+// Ctrl-C (or SIGTERM) is passed to every rank, which finish the step, checkpoint and stop;
+// a second one kills them. The ranks die with the launcher (no orphans).
+func launchRanks(c *ucli.Context) (d distSpec, done bool, err error) {
+	d, isRank, err := resolveDist(c)
+	if err != nil || isRank {
+		return d, false, err
+	}
+	if !d.multi() {
+		return distSpec{World: 1, LocalWorld: 1}, false, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return d, true, fmt.Errorf("launch: %w", err)
+	}
+	// Pdeathsig is sent when the thread that started a child exits: keep this one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	type exit struct {
+		rank int
+		err  error
+	}
+	exits := make(chan exit, d.LocalWorld)
+	var procs []*exec.Cmd
+	var out sync.WaitGroup
+	for i := 0; i < d.LocalWorld; i++ {
+		rank := d.Rank + i
+		cmd := exec.Command(exe, os.Args[1:]...)
+		cmd.Env = append(os.Environ(), "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(d.World),
+			"LOCAL_RANK="+strconv.Itoa(i), "LOCAL_WORLD_SIZE="+strconv.Itoa(d.LocalWorld),
+			"MASTER_ADDR="+d.Addr, "MASTER_PORT="+strconv.Itoa(d.Port), "CUDA_VISIBLE_DEVICES="+visibleDevice(i))
+		cmd.Stdin = nil
+		// Own process group: a terminal's Ctrl-C reaches the launcher only, which passes it on.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		ends, err := prefixOutput(cmd, rank, c.App.Writer, c.App.ErrWriter, &out)
+		if err != nil {
+			return d, true, err
+		}
+		err = cmd.Start()
+		for _, e := range ends {
+			e.Close() // the child holds its own copy
+		}
+		if err != nil {
+			for _, p := range procs {
+				p.Process.Kill()
+			}
+			return d, true, fmt.Errorf("launch rank %d: %w", rank, err)
+		}
+		procs = append(procs, cmd)
+		go func(rank int, cmd *exec.Cmd) { exits <- exit{rank, cmd.Wait()} }(rank, cmd)
+	}
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	signalAll := func(s os.Signal) {
+		for _, p := range procs {
+			p.Process.Signal(s)
+		}
+	}
+	var failed error
+	interrupted := false
+	running := map[int]bool{}
+	for i := range procs {
+		running[d.Rank+i] = true
+	}
+	for len(running) > 0 {
+		select {
+		case s := <-sig:
+			if interrupted {
+				fmt.Fprintln(c.App.ErrWriter, "umad: second interrupt: killing the ranks")
+				signalAll(syscall.SIGKILL)
+				continue
+			}
+			interrupted = true
+			fmt.Fprintln(c.App.ErrWriter, "umad: interrupt: every rank finishes the step and checkpoints (again to kill them)")
+			signalAll(s)
+		case e := <-exits:
+			delete(running, e.rank)
+			if e.err == nil || failed != nil {
+				continue
+			}
+			if interrupted && exitCode(e.err) == 130 {
+				failed = errInterrupted
+				continue
+			}
+			var still []string
+			for _, r := range slices.Sorted(maps.Keys(running)) {
+				still = append(still, strconv.Itoa(r))
+			}
+			failed = fmt.Errorf("rank %d failed (%v); stopped the other ranks", e.rank, e.err)
+			if len(still) > 0 && !interrupted {
+				failed = fmt.Errorf("rank %d failed (%v); stopped ranks %s, which were still running (a rank that hangs shows as the others' timeout)",
+					e.rank, e.err, strings.Join(still, ", "))
+			}
+			signalAll(syscall.SIGKILL)
+		}
+	}
+	out.Wait()
+	return d, true, failed
+}
+
+// shareCores gives each of a machine's ranks its share of the cores for libtorch and
+// llama.cpp, unless --torch-threads or --threads say otherwise; agents is the number of
+// rollout engines per rank, which decode concurrently.
+func shareCores(c *ucli.Context, d distSpec, agents int) error {
+	if d.LocalWorld <= 1 {
+		return nil
+	}
+	if !c.IsSet("torch-threads") {
+		if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/d.LocalWorld))); err != nil {
+			return err
+		}
+	}
+	if !c.IsSet("threads") {
+		return c.Set("threads", strconv.Itoa(engine.SharedThreads(agents*d.LocalWorld)))
+	}
+	return nil
+}
+
+// visibleDevice is the GPU of a machine's local rank i: its entry of the launcher's
+// CUDA_VISIBLE_DEVICES when set, else GPU i (ignored where there is none).
+func visibleDevice(i int) string {
+	if v := os.Getenv("CUDA_VISIBLE_DEVICES"); v != "" {
+		if list := strings.Split(v, ","); i < len(list) {
+			return strings.TrimSpace(list[i])
+		}
+	}
+	return strconv.Itoa(i)
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// prefixOutput passes rank 0's standard output through unchanged (progress lines, the
+// final summary) and prefixes every other line with its rank. It returns the pipes' write
+// ends, which the launcher closes once the child started.
+func prefixOutput(cmd *exec.Cmd, rank int, stdout, stderr io.Writer, wg *sync.WaitGroup) ([]*os.File, error) {
+	var ends []*os.File
+	pipe := func(dst io.Writer, raw bool) (io.Writer, error) {
+		if raw {
+			return dst, nil
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		ends = append(ends, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.Close()
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				fmt.Fprintf(dst, "[rank %d] %s\n", rank, sc.Text())
+			}
+		}()
+		return w, nil
+	}
+	var err error
+	if cmd.Stdout, err = pipe(stdout, rank == 0); err == nil {
+		cmd.Stderr, err = pipe(stderr, false)
+	}
+	return ends, err
+}
+
+// joinJob joins this rank's process group and checks, before any work, that every rank
+// runs the same build (binary and torch plugin) with the same resolved configuration.
+func joinJob(rt *torch.Runtime, d distSpec, config any) (*torch.Group, error) {
+	fp, err := jobFingerprint(rt, config)
+	if err != nil {
+		return nil, err
+	}
+	g, err := rt.JoinGroup(torch.GroupOptions{MasterAddr: d.Addr, MasterPort: d.Port, Rank: d.Rank, World: d.World,
+		Backend: d.Backend, Timeout: d.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Agree("build", fp[:32]); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("the ranks run different umad binaries or torch plugins: %w", err)
+	}
+	if err := g.Agree("configuration", fp[32:]); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("the ranks were given different configurations (flags, data, models): %w", err)
+	}
+	return g, nil
+}
+
+// jobFingerprint is the SHA-256 of the executable and the plugin file, then that of the
+// configuration's JSON.
+func jobFingerprint(rt *torch.Runtime, config any) ([]byte, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	for _, p := range []string{exe, rt.Path()} {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("fingerprint the build: %w", err)
+		}
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("fingerprint the build: %w", err)
+		}
+	}
+	build := h.Sum(nil)
+	cfg, err := json.Marshal(config)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(cfg)
+	return append(build, sum[:]...), nil
+}

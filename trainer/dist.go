@@ -1,0 +1,251 @@
+package trainer
+
+// Data parallelism over several processes (Config.Group, a c10d process group). Every rank
+// holds every agent's whole model and optimizer state (replicated; ZeRO-1 would shard the
+// AdamW moments) and its own rollout engines. A step's problems are split into contiguous
+// shares, so whole GRPO groups stay on one rank and advantages need nothing from the
+// others; each rank rolls out, scores and back-propagates its share, and the gradients are
+// summed over the ranks before every optimizer step. The loss of a mini-batch is already a
+// mean over its groups (each group's loss counts 1/groups), so the sum over ranks is the
+// one-process gradient. What the metrics are computed from is gathered in rank order,
+// which is the one-process order, so rank 0 logs what one process would. Rank 0 writes
+// the run directory (metrics, kept rollouts, checkpoints); rank r > 0 writes only its own
+// GGUFs under RUN/ranks/r/.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/trainlog"
+)
+
+// BucketBytes is the size of the gradient all-reduce's buckets (DDP's default).
+const BucketBytes = 25 << 20
+
+// RanksDir holds what ranks other than 0 write in a run directory.
+const RanksDir = "ranks"
+
+func (t *Trainer) rank() int {
+	if t.cfg.Group == nil {
+		return 0
+	}
+	return t.cfg.Group.Rank()
+}
+
+func (t *Trainer) world() int {
+	if t.cfg.Group == nil {
+		return 1
+	}
+	return t.cfg.Group.World()
+}
+
+// lead reports whether this process writes the run directory (rank 0, or the only one).
+func (t *Trainer) lead() bool { return t.rank() == 0 }
+
+// rankDir is where this rank keeps its own files: the run directory for rank 0.
+func (t *Trainer) rankDir() string {
+	if t.lead() {
+		return t.cfg.Out
+	}
+	return filepath.Join(t.cfg.Out, RanksDir, strconv.Itoa(t.rank()))
+}
+
+// share is rank's contiguous part [lo, hi) of n items split over world ranks.
+func share(n, rank, world int) (lo, hi int) {
+	return n * rank / world, n * (rank + 1) / world
+}
+
+// checkDist refuses what a multi-process run cannot do.
+func (c *Config) checkDist() error {
+	if c.Group == nil {
+		return nil
+	}
+	w := c.Group.World()
+	switch {
+	case c.DynamicSampling:
+		return errors.New("train: --dynamic-sampling is not supported with several processes yet (the refills pick problems across the whole batch)")
+	case c.BatchSize < w:
+		return fmt.Errorf("train: a batch of %d problems cannot be split over %d processes", c.BatchSize, w)
+	}
+	return nil
+}
+
+// reduce combines v over the ranks in place (nothing to do in one process).
+func (t *Trainer) reduce(v []float64, op torch.ReduceOp) error {
+	if t.cfg.Group == nil {
+		return nil
+	}
+	return t.cfg.Group.AllReduce(v, op)
+}
+
+// stopRequested reports whether the run should stop before the next step: in one process
+// when ctx ended, with several when it ended on any rank, so that all stop at the same step.
+func (t *Trainer) stopRequested(ctx context.Context) (bool, error) {
+	v := []float64{0}
+	if ctx.Err() != nil {
+		v[0] = 1
+	}
+	if err := t.reduce(v, torch.Max); err != nil {
+		return false, err
+	}
+	return v[0] != 0, nil
+}
+
+// stepContext is the context a step runs under: with several processes a step is never
+// cut short on one rank alone (the others would wait in a collective), so it runs to its
+// end and stopRequested stops the run after it.
+func (t *Trainer) stepContext(ctx context.Context) context.Context {
+	if t.cfg.Group == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
+// gatherFixed returns every rank's items (fixed-size values) in rank order, and how many
+// came from each rank.
+func gatherFixed[T any](g *torch.Group, local []T) ([]T, []int, error) {
+	if g == nil {
+		return local, []int{len(local)}, nil
+	}
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, local); err != nil {
+		return nil, nil, err
+	}
+	parts, err := g.AllGather(buf.Bytes())
+	if err != nil {
+		return nil, nil, err
+	}
+	var all []T
+	counts := make([]int, len(parts))
+	size := binary.Size(new(T))
+	for r, p := range parts {
+		if size <= 0 || len(p)%size != 0 {
+			return nil, nil, fmt.Errorf("rank %d sent %d bytes, not whole items of %d", r, len(p), size)
+		}
+		items := make([]T, len(p)/size)
+		if err := binary.Read(bytes.NewReader(p), binary.LittleEndian, items); err != nil {
+			return nil, nil, fmt.Errorf("from rank %d: %w", r, err)
+		}
+		all, counts[r] = append(all, items...), len(items)
+	}
+	return all, counts, nil
+}
+
+// gatherJSON is gatherFixed for values that travel as JSON (records, verdicts).
+func gatherJSON[T any](g *torch.Group, local []T) ([]T, error) {
+	if g == nil {
+		return local, nil
+	}
+	b, err := json.Marshal(local)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := g.AllGather(b)
+	if err != nil {
+		return nil, err
+	}
+	var all []T
+	for r, p := range parts {
+		var items []T
+		if err := json.Unmarshal(p, &items); err != nil {
+			return nil, fmt.Errorf("from rank %d: %w", r, err)
+		}
+		all = append(all, items...)
+	}
+	return all, nil
+}
+
+// broadcastModels makes every rank's actors (weights and optimizer state) and references
+// rank 0's: a resumed run's checkpoint needs to be readable by rank 0 only, and a rank
+// on another machine cannot silently start from other files.
+func (t *Trainer) broadcastModels() error {
+	g := t.cfg.Group
+	if g == nil {
+		return nil
+	}
+	for i, a := range t.agents {
+		if err := g.BroadcastModel(a.actor.Model, 0); err != nil {
+			return fmt.Errorf("agent %d: %w", i, err)
+		}
+		if err := g.BroadcastModel(a.ref.Model, 0); err != nil {
+			return fmt.Errorf("agent %d reference: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// reduceRolloutStats makes a step's rollout statistics the whole job's: counts summed, the
+// time the slowest rank's.
+func (t *Trainer) reduceRolloutStats(g *gathered) error {
+	if t.cfg.Group == nil {
+		return nil
+	}
+	s := &g.stats
+	sums := []float64{float64(s.Problems), float64(s.SkippedOverlong), float64(s.Generations), float64(s.Carried),
+		float64(s.Trimmed), float64(s.GeneratedTokens)}
+	if err := t.reduce(sums, torch.Sum); err != nil {
+		return err
+	}
+	s.Problems, s.SkippedOverlong, s.Generations, s.Carried, s.Trimmed = int(sums[0]), int(sums[1]), int(sums[2]), int(sums[3]), int(sums[4])
+	s.GeneratedTokens = int64(sums[5])
+	took := []float64{g.took.Seconds()}
+	if err := t.reduce(took, torch.Max); err != nil {
+		return err
+	}
+	g.took = time.Duration(took[0] * float64(time.Second))
+	return nil
+}
+
+// reduceGrads sums a mini-batch's gradients over the ranks and returns how many groups had
+// a loss on all ranks together; with none, no rank takes an optimizer step. local is this
+// rank's count.
+func (t *Trainer) reduceGrads(m *torch.Model, local int) (int, error) {
+	if t.cfg.Group == nil {
+		return local, nil
+	}
+	n := []float64{float64(local)}
+	if err := t.reduce(n, torch.Sum); err != nil {
+		return 0, err
+	}
+	if n[0] == 0 {
+		return 0, nil
+	}
+	return int(n[0]), t.cfg.Group.AllReduceGrads(m, BucketBytes)
+}
+
+// lossRow is one group's loss statistics; MiniBatch is the first group of its mini-batch.
+type lossRow struct {
+	MiniBatch                             int64
+	ClipFrac, ClipFracLower, PGLoss, PPOKL float64
+}
+
+// lossMetrics averages the groups' loss statistics over all ranks, in the step's order.
+func (t *Trainer) lossMetrics(local []lossRow, m *trainlog.StepMetrics) error {
+	rows, _, err := gatherFixed(t.cfg.Group, local)
+	if err != nil {
+		return fmt.Errorf("gather loss metrics: %w", err)
+	}
+	// One process sums them mini-batch by mini-batch; each rank sent its own groups of all
+	// of them, so a stable sort by mini-batch restores the one-process order.
+	slices.SortStableFunc(rows, func(a, b lossRow) int { return cmp.Compare(a.MiniBatch, b.MiniBatch) })
+	var clip, clipLow, pg, ppoKL float64
+	for _, r := range rows {
+		clip, clipLow, pg, ppoKL = clip+r.ClipFrac, clipLow+r.ClipFracLower, pg+r.PGLoss, ppoKL+r.PPOKL
+	}
+	m.Groups = len(rows)
+	if m.Groups > 0 {
+		n := float64(m.Groups)
+		m.ClipFrac, m.ClipFracLower, m.PGLoss, m.PPOKL = clip/n, clipLow/n, pg/n, ppoKL/n
+	}
+	return nil
+}
