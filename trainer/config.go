@@ -83,8 +83,13 @@ type Config struct {
 	Progress io.Writer `json:"-"`
 	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
 	Group *torch.Group `json:"-"`
-	// onGrads, a test's hook, sees an agent's gradients before each optimizer step.
-	onGrads func(agent int, m *torch.Model) error
+	hooks *testHooks   // nil outside tests
+}
+
+// testHooks let a test see what a step computed.
+type testHooks struct {
+	rows  func(step, turn, agent int, rows []sampleRow) // the metrics rows of all ranks
+	grads func(step, agent int, m *torch.Model) error   // gradients before an optimizer step
 }
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose

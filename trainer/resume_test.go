@@ -214,8 +214,9 @@ func TestResumeIsExact(t *testing.T) {
 
 // metricsDiff lists the fields in which two metrics lines differ, through their JSON
 // form so that fields added to the log are compared too. Timings and throughput are
-// left out: they measure the machine, not the run.
-func metricsDiff(t *testing.T, a, b any) []string {
+// left out: they measure the machine, not the run. tols add absolute tolerances by key
+// pattern to noisyKeys'.
+func metricsDiff(t *testing.T, a, b any, tols ...map[string]float64) []string {
 	t.Helper()
 	fa, fb := flatJSON(t, a), flatJSON(t, b)
 	var diffs []string
@@ -227,7 +228,11 @@ func metricsDiff(t *testing.T, a, b any) []string {
 		}
 		if x, isNum := va.(float64); isNum {
 			y, _ := vb.(float64)
-			if tol := noisyKeys[pattern(k)]; !(math.Abs(x-y) <= tol) {
+			tol := noisyKeys[pattern(k)]
+			for _, m := range tols {
+				tol = math.Max(tol, m[pattern(k)])
+			}
+			if !(math.Abs(x-y) <= tol) {
 				diffs = append(diffs, fmt.Sprintf("%s: %v vs %v (gap %.3g)", k, x, y, math.Abs(x-y)))
 			}
 		} else if va != vb {

@@ -56,6 +56,9 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 		return m, fmt.Errorf("gather metrics: %w", err)
 	}
 	rowMetrics(rows, t.cfg.G, &m)
+	if t.cfg.hooks != nil && t.cfg.hooks.rows != nil {
+		t.cfg.hooks.rows(step, turn, agent, rows)
+	}
 	b.groups = len(rows) / t.cfg.G
 	for r := 0; r < t.rank(); r++ {
 		b.first += counts[r] / t.cfg.G
@@ -234,8 +237,8 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 			}
 			continue
 		}
-		if t.cfg.onGrads != nil {
-			if err := t.cfg.onGrads(agent, st.actor.Model); err != nil {
+		if t.cfg.hooks != nil && t.cfg.hooks.grads != nil {
+			if err := t.cfg.hooks.grads(step, agent, st.actor.Model); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,254 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/internal/disttest"
+	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/rollouts"
+)
+
+// observed is what a run computed: every step's metrics rows (rewards, advantages) and
+// the gradients of step 1's first optimizer step.
+type observed struct {
+	Rows  map[string][]sampleRow
+	Grads map[string][]float32
+}
+
+// distConfig is a short grpo run with 4 mini-batches per step, every problem's debate
+// kept on disk.
+func distConfig(t *testing.T, start string) Config {
+	cfg := demoConfig(t, "grpo", []string{start}, 3)
+	cfg.BatchSize, cfg.MiniBatch, cfg.KeepRollouts = 8, 2, 8
+	cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:6], 0
+	return cfg
+}
+
+// observe installs hooks that fill o.
+func observe(t *testing.T, cfg *Config, o *observed) {
+	o.Rows, o.Grads = map[string][]sampleRow{}, map[string][]float32{}
+	cfg.hooks = &testHooks{
+		rows: func(step, turn, agent int, rows []sampleRow) {
+			o.Rows[fmt.Sprintf("step %d turn %d agent %d", step, turn, agent)] = append([]sampleRow(nil), rows...)
+		},
+		grads: func(step, agent int, m *torch.Model) error {
+			if step != 1 || len(o.Grads) > 0 {
+				return nil
+			}
+			var err error
+			o.Grads, err = readAll(m, torch.Grad)
+			return err
+		},
+	}
+}
+
+// readAll reads every tensor's weights or gradients.
+func readAll(m *torch.Model, kind torch.Kind) (map[string][]float32, error) {
+	infos, err := m.Tensors()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]float32{}
+	for _, ti := range infos {
+		n := int64(1)
+		for _, d := range ti.Shape {
+			n *= d
+		}
+		out[ti.Name] = make([]float32, n)
+		if err := torch.Read(m, ti.Name, kind, out[ti.Name]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Two Gloo ranks on this machine against one process: the same rollouts, rewards and
+// advantages, gradients to 1e-6 and weights after 3 steps to 1e-5 relative, the same metrics.
+func TestDataParallelMatchesOneProcess(t *testing.T) {
+	rt := torchtest.Open(t)
+	start := warmStart(t, rt, "qwen2") // a fresh model is never right: no advantages, no gradients
+	one := distConfig(t, start)
+	var want observed
+	observe(t, &one, &want)
+	if err := Run(context.Background(), rt, one); err != nil {
+		t.Fatal(err)
+	}
+	out, dump := t.TempDir(), filepath.Join(t.TempDir(), "observed.json")
+	for r, res := range disttest.Spawn(t, "TestDataParallelRank", 2, 5*time.Minute, "UMAD_TEST_START="+start,
+		"UMAD_TEST_OUT="+out, "UMAD_TEST_DUMP="+dump) {
+		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestDataParallelRank") {
+			t.Fatalf("rank %d: %v\n%s", r, res.Err, res.Output)
+		}
+	}
+	var got observed
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+
+	// Step 1 starts from the same weights: its rollouts and rewards must be identical.
+	for step := 1; step <= 3; step++ {
+		name := fmt.Sprintf("%s%06d.jsonl.zst", stepPrefix, step)
+		a, b := keptDebates(t, filepath.Join(one.Out, RolloutsDir, name)), keptDebates(t, filepath.Join(out, RolloutsDir, name))
+		if len(a) != 8 || len(b) != 8 {
+			t.Fatalf("step %d kept %d and %d debates, want 8", step, len(a), len(b))
+		}
+		for p := range a {
+			for k, x := range a[p].Turns[0][0] {
+				y := b[p].Turns[0][0][k]
+				if fmt.Sprint(x.Tokens) != fmt.Sprint(y.Tokens) {
+					t.Errorf("step %d problem %d trajectory %d: tokens differ:\n%v\n%v", step, p, k, x.Tokens, y.Tokens)
+				}
+			}
+		}
+	}
+	if len(want.Rows) != 3 {
+		t.Fatalf("observed %d steps", len(want.Rows))
+	}
+	for key, rows := range want.Rows {
+		if len(rows) != len(got.Rows[key]) {
+			t.Fatalf("%s: %d responses, one process %d", key, len(got.Rows[key]), len(rows))
+		}
+		// After step 1 the weights differ in the last bits (the gradient sums' order), which
+		// moves the trainer's log-probs; the rollout log-probs carry llama.cpp's
+		// batch-dependent rounding (a rank batches fewer sequences) from the start.
+		tol := 0.0
+		if !strings.HasPrefix(key, "step 1 ") {
+			tol = 1e-5
+		}
+		for i, x := range rows {
+			y := got.Rows[key][i]
+			if x.Correct != y.Correct || x.Advantage != y.Advantage || x.Weight != y.Weight || x.Team != y.Team ||
+				x.Influence != y.Influence || x.Score != y.Score || x.Tokens != y.Tokens || x.Dropped != y.Dropped {
+				t.Errorf("%s response %d: rewards or advantages differ:\n%+v\n%+v", key, i, x, y)
+			}
+			for _, v := range [][2]float64{{x.KLSum, y.KLSum}, {x.NLL, y.NLL}, {x.Entropy, y.Entropy}} {
+				if !(math.Abs(v[0]-v[1]) <= tol*math.Max(1, math.Abs(v[0]))) {
+					t.Errorf("%s response %d: trainer log-prob statistics differ:\n%+v\n%+v", key, i, x, y)
+				}
+			}
+			if !(math.Abs(x.Gap-y.Gap) <= 1e-5) {
+				t.Errorf("%s response %d: rollout log-probs differ by more than llama.cpp's rounding:\n%+v\n%+v", key, i, x, y)
+			}
+		}
+	}
+	worst := relGap(want.Grads, got.Grads)
+	if !(worst <= 1e-6) {
+		t.Errorf("step 1's summed gradients differ from one process's by %.3g relative", worst)
+	}
+	t.Logf("gradients of step 1: %.3g relative to one process's", worst)
+	final := func(run string) map[string][]float32 {
+		m, err := hfmodel.Load(rt, AgentCheckpointDir(filepath.Join(run, CheckpointsDir, "step-000003"), 0), torch.ModelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Free()
+		w, err := readAll(m.Model, torch.Weight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if worst = relGap(final(one.Out), final(out)); !(worst <= 1e-5) {
+		t.Errorf("weights after 3 steps differ from one process's by %.3g relative", worst)
+	}
+	t.Logf("weights after 3 steps: %.3g relative to one process's", worst)
+	a, av := readMetrics(t, one.Out)
+	b2, bv := readMetrics(t, out)
+	if len(a) != len(b2) || len(av) != len(bv) {
+		t.Fatalf("%d+%d metrics lines, one process %d+%d", len(b2), len(bv), len(a), len(av))
+	}
+	for i := range a {
+		for _, d := range metricsDiff(t, a[i], b2[i], distNoise) {
+			t.Errorf("step %d: %s", a[i].Step, d)
+		}
+	}
+	for i := range av {
+		for _, d := range metricsDiff(t, av[i], bv[i], distNoise) {
+			t.Errorf("validation at step %d: %s", av[i].Step, d)
+		}
+	}
+}
+
+// keptDebates reads a step's kept debates.
+func keptDebates(t *testing.T, path string) []engine.DebateRecord {
+	t.Helper()
+	var recs []engine.DebateRecord
+	if _, err := rollouts.Read(path, func(line []byte) error {
+		var r engine.DebateRecord
+		recs = append(recs, r)
+		return json.Unmarshal(line, &recs[len(recs)-1])
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// distNoise: the gradient sum's order differs (rank by rank, then over ranks), which moves
+// its norm in the last float32 bits.
+var distNoise = map[string]float64{"grad_norm": 1e-6}
+
+// relGap is the largest relative L2 distance between two sets of tensors.
+func relGap(a, b map[string][]float32) float64 {
+	if len(a) == 0 || len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var worst float64
+	for name, x := range a {
+		y := b[name]
+		if len(x) != len(y) {
+			return math.Inf(1)
+		}
+		var num, den float64
+		for i := range x {
+			num += (float64(x[i]) - float64(y[i])) * (float64(x[i]) - float64(y[i]))
+			den += float64(x[i]) * float64(x[i])
+		}
+		if den > 0 {
+			worst = math.Max(worst, math.Sqrt(num/den))
+		}
+	}
+	return worst
+}
+
+// TestDataParallelRank is one rank of TestDataParallelMatchesOneProcess.
+func TestDataParallelRank(t *testing.T) {
+	disttest.Child(t)
+	rt := torchtest.Open(t)
+	rank, world, port := disttest.Rank(t)
+	g, err := rt.JoinGroup(torch.GroupOptions{MasterAddr: "127.0.0.1", MasterPort: port, Rank: rank, World: world, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"))
+	cfg.Out, cfg.Group = os.Getenv("UMAD_TEST_OUT"), g
+	var o observed
+	observe(t, &cfg, &o)
+	if err := Run(context.Background(), rt, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if rank == 0 {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(os.Getenv("UMAD_TEST_DUMP"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
