@@ -225,7 +225,7 @@ func (t *Trainer) reduceGrads(m *torch.Model, local int) (int, error) {
 
 // lossRow is one group's loss statistics; MiniBatch is the first group of its mini-batch.
 type lossRow struct {
-	MiniBatch                             int64
+	MiniBatch                              int64
 	ClipFrac, ClipFracLower, PGLoss, PPOKL float64
 }
 
