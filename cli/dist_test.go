@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainlog"
+)
+
+// distTrainArgs is a 4-step grpo run of a warm-started tiny model over 2 ranks on this
+// machine, checkpointed every step.
+func distTrainArgs(start, out string, extra ...string) []string {
+	args := []string{"train", "--agent", filepath.Join(start, "hf"), "--algo", "grpo", "--turns", "1",
+		"--synthetic", "32", "--synthetic-terms", "2", "--synthetic-max", "2", "--batch", "4", "-g", "4", "--mini-batch", "2",
+		"--max-tokens", "16", "--prompt-limit", "512", "--lr", "3e-3", "--val-synthetic", "4", "--steps", "4", "--save-every", "1",
+		"--kv-type", "f32", "--flash-attn", "off", "--slots", "4", "--nproc", "2", "--dist-timeout", "5s", "--out", out}
+	return append(args, extra...)
+}
+
+// warmStarted is a tiny model that learned the answer format (so rewards vary and steps
+// have gradients).
+func warmStarted(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "sft")
+	if _, stderr, err := runApp(t, "sft", "--model", filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"), "--synthetic", "64",
+		"--synthetic-terms", "2", "--synthetic-max", "2", "--epochs", "4", "--lr", "3e-3", "--torch-threads", "1", "--out", out); err != nil {
+		t.Fatalf("sft: %v\n%s", err, stderr)
+	}
+	return out
+}
+
+// rankPID finds the process of a rank among the launcher's children.
+func rankPID(t *testing.T, launcher, rank int) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(launcher) {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if string(kv) == "RANK="+strconv.Itoa(rank) {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no child of %d is rank %d", launcher, rank)
+	return 0
+}
+
+// startUntilStep starts a run and returns once its metrics log has a line of step.
+func startUntilStep(t *testing.T, args []string, out string, step int) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := umadProcess(t, 0, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if lines, _, err := trainlog.Read(filepath.Join(out, trainlog.File)); err == nil && len(lines) > 0 && lines[len(lines)-1].Step >= step {
+			return cmd, &stderr
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	t.Fatalf("step %d never finished:\n%s", step, stderr.String())
+	return nil, nil
+}
+
+// A rank killed mid-run ends the job at once, naming it; a rank that hangs ends it after
+// --dist-timeout; --resume then finishes with the metrics and weights of an
+// uninterrupted run.
+func TestTrainRankFailureAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains three 4-step runs over 2 processes, about 30 s")
+	}
+	start := warmStarted(t)
+	whole := filepath.Join(t.TempDir(), "whole")
+	if code, stderr := runUmadProcess(t, 0, distTrainArgs(start, whole)...); code != 0 {
+		t.Fatalf("uninterrupted run: exit %d\n%s", code, stderr)
+	}
+
+	killed := filepath.Join(t.TempDir(), "killed")
+	cmd, stderr := startUntilStep(t, distTrainArgs(start, killed), killed, 2)
+	if err := syscall.Kill(rankPID(t, cmd.Process.Pid, 1), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || !strings.Contains(stderr.String(), "rank 1 failed (signal: killed)") {
+		t.Fatalf("after rank 1 was killed: %v\n%s", err, stderr)
+	}
+
+	hung := filepath.Join(t.TempDir(), "hung")
+	cmd, stderr = startUntilStep(t, distTrainArgs(start, hung), hung, 1)
+	if err := syscall.Kill(rankPID(t, cmd.Process.Pid, 1), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := cmd.Wait(); !errors.As(err, &exit) || !strings.Contains(stderr.String(), "rank 0 failed") ||
+		!strings.Contains(stderr.String(), "stopped ranks 1, which were still running") {
+		t.Fatalf("after rank 1 hung: %v\n%s", err, stderr)
+	}
+	if took := time.Since(t0); took > time.Minute {
+		t.Errorf("a hung rank ended the job after %v; --dist-timeout is 5s", took)
+	}
+
+	if code, stderr := runUmadProcess(t, 0, distTrainArgs(start, killed, "--resume")...); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	want, _ := readRun(t, whole)
+	got, _ := readRun(t, killed)
+	if len(got) != len(want) || want[len(want)-1].Step != 4 || want[len(want)-1].OptimSteps == 0 {
+		t.Fatalf("%d metrics lines after the resume, uninterrupted %d (last: %+v)", len(got), len(want), want[len(want)-1])
+	}
+	w, g := want[len(want)-1], got[len(got)-1]
+	w.Times, g.Times = trainlog.Times{}, trainlog.Times{}
+	w.RolloutTokensPerSec, g.RolloutTokensPerSec = 0, 0
+	if d := g.LogpGap - w.LogpGap; d > 2e-6 || d < -2e-6 { // llama.cpp's rounding, as in trainer.TestResumeIsExact
+		t.Errorf("step 4's log-prob gap %g, uninterrupted %g", g.LogpGap, w.LogpGap)
+	}
+	w.LogpGap, g.LogpGap = 0, 0
+	if !reflect.DeepEqual(w, g) {
+		t.Errorf("step 4 after the resume:\n%+v\nuninterrupted:\n%+v", g, w)
+	}
+	ck := func(run string) []byte {
+		b, err := os.ReadFile(filepath.Join(trainer.AgentCheckpointDir(filepath.Join(run, trainer.CheckpointsDir, "step-000004"), 0), "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if !bytes.Equal(ck(whole), ck(killed)) {
+		t.Error("the resumed run's final weights differ from the uninterrupted run's")
+	}
+}
