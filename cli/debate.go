@@ -18,7 +18,6 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/runlock"
-	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/uncertainty"
 )
@@ -56,6 +55,7 @@ func init() {
 			&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
+			&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes on this machine, each debating a share of the problems with its own engines (one per GPU); the report is one process's"},
 		}, append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...)...),
 		Action: debateCmd,
 	})
@@ -182,6 +182,10 @@ func (cfg debateConfig) problems() ([]data.Problem, error) {
 }
 
 func debateCmd(c *ucli.Context) error {
+	d, isRank, err := resolveDist(c, false)
+	if err != nil {
+		return err
+	}
 	cfg, err := resolveDebate(c)
 	if err != nil {
 		return err
@@ -194,13 +198,37 @@ func debateCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	lock, err := runlock.Dir(out)
-	if err != nil {
-		return err
+	save := func() error { return nil }
+	if !isRank { // the launcher's ranks (debate_dist.go) write only their own rollout files
+		lock, err := runlock.Dir(out)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		if save, err = claimRunDir(out, cfg); err != nil {
+			return err
+		}
+		if err := mergeRanks(out, cfg.Seeds); err != nil { // a stopped multi-process run's
+			return err
+		}
+		if d.multi() {
+			if err := save(); err != nil {
+				return err
+			}
+			if err := startRanks(c, d); err != nil {
+				return err
+			}
+			if err := mergeRanks(out, cfg.Seeds); err != nil {
+				return err
+			}
+			return writeDebateReport(c, out)
+		}
 	}
-	defer lock.Release()
-	save, err := claimRunDir(out, cfg)
-	if err != nil {
+	distinct := map[string]bool{}
+	for _, a := range cfg.Agents {
+		distinct[a.Model] = true
+	}
+	if err := shareCores(c, d, len(distinct), false); err != nil {
 		return err
 	}
 	agents, servers, err := openAgents(c, cfg)
@@ -215,12 +243,15 @@ func debateCmd(c *ucli.Context) error {
 	ctx, release := interruptContext("")
 	defer release()
 	for _, seed := range cfg.Seeds {
-		if err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed))); err != nil {
+		if err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)), rankPart{d.Rank, d.World}); err != nil {
 			if ctx.Err() != nil {
 				return errInterrupted
 			}
 			return err
 		}
+	}
+	if isRank {
+		return nil // the launcher merges and reports
 	}
 	var decoded, naive int64
 	for _, srv := range servers {
@@ -230,11 +261,7 @@ func debateCmd(c *ucli.Context) error {
 	if naive > 0 { // nothing was generated when a resumed run had every problem done
 		fmt.Fprintf(c.App.ErrWriter, "prompt tokens: %d decoded of %d, %.1f%% shared\n", decoded, naive, 100*(1-float64(decoded)/float64(naive)))
 	}
-	if _, err := rebuildReport(out); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(out, "report", report.ReportFile))
-	return nil
+	return writeDebateReport(c, out)
 }
 
 // openAgents loads each distinct model once, as a server with its own engine, and returns
@@ -305,16 +332,17 @@ func closeServers(servers map[string]*engine.Server) {
 	}
 }
 
-// runSeed debates every problem not yet in dir's rollouts, appending each finished one.
-func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, problems []data.Problem, seed uint64, dir string) error {
+// runSeed debates every problem of part not yet in dir's rollouts, appending each
+// finished one (to part's own file, debate_dist.go).
+func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, problems []data.Problem, seed uint64, dir string, part rankPart) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "rollouts.jsonl.zst")
+	path := filepath.Join(dir, part.file())
 	if _, err := rollouts.Repair(path); err != nil {
 		return err
 	}
-	done, err := readDebateRecords(path)
+	done, err := readDone(dir)
 	if err != nil {
 		return err
 	}
@@ -332,7 +360,12 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 	if cfg.FullHistory {
 		dcfg.Prompt.History = engine.HistoryFull
 	}
-	todo := len(problems) - len(done)
+	todo := 0
+	for i := range problems {
+		if _, ok := done[i]; !ok && part.owns(i) {
+			todo++
+		}
+	}
 	start := time.Now()
 	var tokens int64
 	finished := 0
@@ -346,7 +379,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 	}
 	if todo > 0 {
 		progress()
-		stats, err := engine.Debate(ctx, dcfg, problems, func(i int) bool { _, ok := done[i]; return ok },
+		stats, err := engine.Debate(ctx, dcfg, problems, func(i int) bool { _, ok := done[i]; return ok || !part.owns(i) },
 			func(r engine.DebateRecord) error {
 				if err := w.Append(r); err != nil {
 					return err
@@ -375,7 +408,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 			seed, stats.Problems, stats.GeneratedTokens, time.Since(start).Round(time.Millisecond),
 			float64(stats.GeneratedTokens)/time.Since(start).Seconds(), stats.Trimmed, stats.SkippedOverlong, 100*saved)
 	}
-	if len(done) == 0 {
+	if len(done) == 0 && part.world <= 1 {
 		return errors.New("no problem could be debated (all prompts exceed --prompt-limit?)")
 	}
 	return nil

@@ -58,13 +58,16 @@ type distSpec struct {
 func (d distSpec) multi() bool { return d.World > 1 }
 
 // resolveDist reads the job's shape: torchrun's environment when RANK is set (this is a
-// rank), else the flags (this may be a launcher).
-func resolveDist(c *ucli.Context) (d distSpec, isRank bool, err error) {
-	if d.Backend, err = torch.ParseBackend(c.String("dist-backend")); err != nil {
-		return d, false, fmt.Errorf("--dist-backend: %w", err)
-	}
-	if d.Timeout = c.Duration("dist-timeout"); d.Timeout <= 0 {
-		return d, false, errors.New("--dist-timeout must be positive")
+// rank), else the flags (this may be a launcher). A command with --nproc alone (debate:
+// its ranks share no process group) passes group false.
+func resolveDist(c *ucli.Context, group bool) (d distSpec, isRank bool, err error) {
+	if group {
+		if d.Backend, err = torch.ParseBackend(c.String("dist-backend")); err != nil {
+			return d, false, fmt.Errorf("--dist-backend: %w", err)
+		}
+		if d.Timeout = c.Duration("dist-timeout"); d.Timeout <= 0 {
+			return d, false, errors.New("--dist-timeout must be positive")
+		}
 	}
 	if os.Getenv("RANK") != "" {
 		env := func(k string, def int) (int, error) {
@@ -104,7 +107,10 @@ func resolveDist(c *ucli.Context) (d distSpec, isRank bool, err error) {
 		}
 		return d, true, nil
 	}
-	nproc, nnodes, node := c.Int("nproc"), c.Int("nnodes"), c.Int("node-rank")
+	nproc, nnodes, node := c.Int("nproc"), 1, 0
+	if group {
+		nnodes, node = c.Int("nnodes"), c.Int("node-rank")
+	}
 	switch {
 	case nproc < 1 || nproc > 1024:
 		return d, false, fmt.Errorf("--nproc must be in 1..1024, got %d", nproc)
@@ -118,6 +124,7 @@ func resolveDist(c *ucli.Context) (d distSpec, isRank bool, err error) {
 	d = distSpec{Rank: node * nproc, World: nproc * nnodes, LocalWorld: nproc, Addr: c.String("master-addr"), Port: c.Int("master-port"),
 		Timeout: d.Timeout, Backend: d.Backend}
 	switch {
+	case d.World == 1 || !group:
 	case d.Port == 0 && nnodes == 1:
 		if d.Port, err = freePort(); err != nil {
 			return d, false, err
@@ -145,16 +152,18 @@ func freePort() (int, error) {
 // Ctrl-C (or SIGTERM) is passed to every rank, which finish the step, checkpoint and stop;
 // a second one kills them. The ranks die with the launcher (no orphans).
 func launchRanks(c *ucli.Context) (d distSpec, done bool, err error) {
-	d, isRank, err := resolveDist(c)
-	if err != nil || isRank {
+	d, isRank, err := resolveDist(c, true)
+	if err != nil || isRank || !d.multi() {
 		return d, false, err
 	}
-	if !d.multi() {
-		return distSpec{World: 1, LocalWorld: 1}, false, nil
-	}
+	return d, true, startRanks(c, d)
+}
+
+// startRanks runs this machine's ranks of d and waits for them.
+func startRanks(c *ucli.Context, d distSpec) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return d, true, fmt.Errorf("launch: %w", err)
+		return fmt.Errorf("launch: %w", err)
 	}
 	// Pdeathsig is sent when the thread that started a child exits: keep this one.
 	runtime.LockOSThread()
@@ -177,7 +186,7 @@ func launchRanks(c *ucli.Context) (d distSpec, done bool, err error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		ends, err := prefixOutput(cmd, rank, c.App.Writer, c.App.ErrWriter, &out)
 		if err != nil {
-			return d, true, err
+			return err
 		}
 		err = cmd.Start()
 		for _, e := range ends {
@@ -187,7 +196,7 @@ func launchRanks(c *ucli.Context) (d distSpec, done bool, err error) {
 			for _, p := range procs {
 				p.Process.Kill()
 			}
-			return d, true, fmt.Errorf("launch rank %d: %w", rank, err)
+			return fmt.Errorf("launch rank %d: %w", rank, err)
 		}
 		procs = append(procs, cmd)
 		go func(rank int, cmd *exec.Cmd) { exits <- exit{rank, cmd.Wait()} }(rank, cmd)
@@ -239,23 +248,23 @@ func launchRanks(c *ucli.Context) (d distSpec, done bool, err error) {
 		}
 	}
 	out.Wait()
-	return d, true, failed
+	return failed
 }
 
-// shareCores gives each of a machine's ranks its share of the cores for libtorch and
-// llama.cpp, unless --torch-threads or --threads say otherwise; agents is the number of
-// rollout engines per rank, which decode concurrently.
-func shareCores(c *ucli.Context, d distSpec, agents int) error {
+// shareCores gives each of a machine's ranks its share of the cores for llama.cpp and,
+// with torch, libtorch, unless --threads or --torch-threads say otherwise; engines is the
+// number of rollout engines per rank, which decode concurrently.
+func shareCores(c *ucli.Context, d distSpec, engines int, torch bool) error {
 	if d.LocalWorld <= 1 {
 		return nil
 	}
-	if !c.IsSet("torch-threads") {
+	if torch && !c.IsSet("torch-threads") {
 		if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/d.LocalWorld))); err != nil {
 			return err
 		}
 	}
 	if !c.IsSet("threads") {
-		return c.Set("threads", strconv.Itoa(engine.SharedThreads(agents*d.LocalWorld)))
+		return c.Set("threads", strconv.Itoa(engine.SharedThreads(engines*d.LocalWorld)))
 	}
 	return nil
 }

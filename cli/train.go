@@ -212,7 +212,7 @@ func trainCmd(c *ucli.Context) error {
 			return err
 		}
 	}
-	if err := shareCores(c, d, len(rc.Agents)); err != nil {
+	if err := shareCores(c, d, len(rc.Agents), true); err != nil {
 		return err
 	}
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
