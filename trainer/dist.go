@@ -249,3 +249,11 @@ func (t *Trainer) lossMetrics(local []lossRow, m *trainlog.StepMetrics) error {
 	}
 	return nil
 }
+
+// commTime is the time this process spent in gradient all-reduces so far.
+func (t *Trainer) commTime() time.Duration {
+	if t.cfg.Group == nil {
+		return 0
+	}
+	return t.cfg.Group.CommTime
+}

@@ -186,7 +186,7 @@ func (t *Trainer) lossInputs(b *turnBatch, m *trainlog.StepMetrics) {
 // optimizer step per mini-batch.
 func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent int, m *trainlog.StepMetrics) error {
 	st := t.agents[agent]
-	t0 := time.Now()
+	t0, comm := time.Now(), t.commTime()
 	loss := torch.LossConfig{Temperature: t.cfg.Agents[agent].Params.Temperature, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh,
 		ClipC: t.cfg.ClipC, Agg: t.cfg.Agg, KL: torch.KLK3, KLCoef: t.cfg.Algo.KLLossCoef}
 	opt := t.cfg.Opt
@@ -259,6 +259,7 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 		m.SkippedSteps = skipped
 	}
 	m.Times.Update = time.Since(t0).Seconds()
+	m.Times.Comm = (t.commTime() - comm).Seconds()
 	return nil
 }
 

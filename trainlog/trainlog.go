@@ -82,6 +82,8 @@ type Times struct {
 	Update    float64 `json:"update"`
 	Sync      float64 `json:"sync"`
 	Step      float64 `json:"step"`
+	// Comm is the update's time in gradient all-reduces (multi-process runs; part of Update).
+	Comm float64 `json:"comm,omitempty"`
 }
 
 // ValMetrics is one validation line: Accuracy[agent][turn].

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,61 @@ func TestGroupPeerFailureRank(t *testing.T) {
 	if err := g.AllReduce([]float64{1}, Sum); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkAllReduceGrads times the gradient all-reduce of two Gloo ranks on this machine
+// at the Qwen2.5-0.5B shape with UMAD_BENCH_LAYERS of its 24 layers (default 2: the whole
+// model's gradients, weights and AdamW state in two processes would not fit beside other
+// jobs); the bytes per step scale with the parameters, and the time with the bytes:
+//
+//	go test ./cgo/torch/ -run '^$' -bench AllReduceGrads -benchtime 1x
+func BenchmarkAllReduceGrads(b *testing.B) {
+	openForTest(b)
+	for i := 0; i < b.N; i++ {
+		res := disttest.Spawn(b, "TestAllReduceBenchRank", 2, 10*time.Minute, "UMAD_BENCH_ALLREDUCE=1")
+		for r, x := range res {
+			if x.Err != nil || !strings.Contains(x.Output, "--- PASS") {
+				b.Fatalf("rank %d: %v\n%s", r, x.Err, x.Output)
+			}
+		}
+		for _, line := range strings.Split(res[0].Output, "\n") {
+			if strings.Contains(line, "all-reduce:") {
+				b.Log(strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+func TestAllReduceBenchRank(t *testing.T) {
+	disttest.Child(t)
+	if os.Getenv("UMAD_BENCH_ALLREDUCE") == "" {
+		t.Skip("a rank of BenchmarkAllReduceGrads")
+	}
+	layers := 2
+	if v := os.Getenv("UMAD_BENCH_LAYERS"); v != "" {
+		layers, _ = strconv.Atoi(v)
+	}
+	rt := openForTest(t)
+	g := joinForTest(t, rt, 5*time.Minute)
+	// qwen2.5-0.5b (model/shape.go) with fewer layers.
+	cfg := Config{Arch: ArchQwen2, VocabSize: 151936, HiddenSize: 896, IntermediateSize: 4864, NumLayers: layers,
+		NumHeads: 14, NumKVHeads: 2, HeadDim: 64, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, AttentionBias: true}
+	m := randomModel(t, rt, cfg, ModelOptions{Trainable: true}, 1)
+	p, q := benchBatch(cfg.VocabSize, 1, 8, 8)
+	if _, err := m.SFTLoss(p, q, true, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AllReduceGrads(m, 25<<20); err != nil { // warm-up: connections, buffers
+		t.Fatal(err)
+	}
+	g.CommTime, g.CommBytes = 0, 0
+	const reps = 3
+	for i := 0; i < reps; i++ {
+		if err := g.AllReduceGrads(m, 25<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sec := g.CommTime.Seconds() / reps
+	bytes := float64(g.CommBytes) / reps
+	t.Logf("all-reduce: %d layers, %.0f MB per all-reduce, %.3f s, %.2f GB/s of gradient per rank", layers, bytes/1e6, sec, bytes/sec/1e9)
 }
