@@ -232,3 +232,28 @@ func TestDebateNprocMatchesOneProcess(t *testing.T) {
 		}
 	}
 }
+
+// Multi-process settings that cannot work are refused before any rank starts.
+func TestTrainDistFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nproc", "0"}, "--nproc must be in 1..1024"},
+		{[]string{"--nproc", "2", "--nnodes", "2"}, "needs --master-addr"},
+		{[]string{"--nproc", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1"}, "--node-rank 2 is outside --nnodes 2"},
+		{[]string{"--nproc", "2", "--dist-backend", "mpi"}, `unknown backend "mpi"`},
+		{[]string{"--nproc", "2", "--dist-timeout", "0s"}, "--dist-timeout must be positive"},
+		{[]string{"--nproc", "2", "--dynamic-sampling"}, "--dynamic-sampling is not supported with several processes"},
+		{[]string{"--nproc", "8"}, "a batch of 4 problems cannot be split over 8 processes"},
+	} {
+		out := filepath.Join(t.TempDir(), "run")
+		_, _, err := runApp(t, trainArgs(t, out, "1", tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: the refused run left %s", tc.args, out)
+		}
+	}
+}

@@ -151,10 +151,16 @@ func freePort() (int, error) {
 // ranks). Otherwise it returns this process's place: a rank's, or rank 0 of 1. A rank that fails stops the others at once and the error names it. The first
 // Ctrl-C (or SIGTERM) is passed to every rank, which finish the step, checkpoint and stop;
 // a second one kills them. The ranks die with the launcher (no orphans).
-func launchRanks(c *ucli.Context) (d distSpec, done bool, err error) {
+// check, when not nil, refuses a world size before any rank starts.
+func launchRanks(c *ucli.Context, check func(world int) error) (d distSpec, done bool, err error) {
 	d, isRank, err := resolveDist(c, true)
 	if err != nil || isRank || !d.multi() {
 		return d, false, err
+	}
+	if check != nil {
+		if err := check(d.World); err != nil {
+			return d, true, err
+		}
 	}
 	return d, true, startRanks(c, d)
 }

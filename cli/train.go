@@ -41,7 +41,11 @@ func init() {
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
-			"command with --resume continues where it stopped.",
+			"command with --resume continues where it stopped.\n\n" +
+			"--nproc N trains data-parallel over N processes (torchrun's conventions; --nnodes,\n" +
+			"--node-rank and --master-addr for several machines): each rank debates and learns a share\n" +
+			"of every step's problems and the gradients are summed, so the run means what one process's\n" +
+			"does (README \"Several processes\").",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
@@ -159,12 +163,12 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 }
 
 func trainCmd(c *ucli.Context) error {
-	d, launched, err := launchRanks(c)
-	if launched || err != nil {
-		return err
-	}
 	rc, err := resolveTrain(c)
 	if err != nil {
+		return err
+	}
+	d, launched, err := launchRanks(c, rc.Trainer.CheckWorld)
+	if launched || err != nil {
 		return err
 	}
 	cfg := rc.Trainer

@@ -70,7 +70,12 @@ func (c *Config) checkDist() error {
 	if c.Group == nil {
 		return nil
 	}
-	w := c.Group.World()
+	return c.CheckWorld(c.Group.World())
+}
+
+// CheckWorld refuses what a run over w processes cannot do (a launcher checks before it
+// starts them).
+func (c *Config) CheckWorld(w int) error {
 	switch {
 	case c.DynamicSampling:
 		return errors.New("train: --dynamic-sampling is not supported with several processes yet (the refills pick problems across the whole batch)")
