@@ -53,8 +53,8 @@ func TestTinyShapeByHand(t *testing.T) {
 	const P = 107_072
 	// Activations: T = 4 x 32 = 128 tokens, 32 response rows, L = 32.
 	perToken := int64(6*64 + 6*64 + 2*32 + 4*128) // 1,344 values per token and layer
-	layer := 128*perToken*4 + 4*32*32*(4*4+1)      // plus each sequence's f32 softmax and mask
-	head := int64(3*128*64*4 + 2*32*64*4 +         // final norm; response rows and their gradient
+	layer := 128*perToken*4 + 4*32*32*(4*4+1)     // plus each sequence's f32 softmax and mask
+	head := int64(3*128*64*4 + 2*32*64*4 +        // final norm; response rows and their gradient
 		6*32*512*4 + // six logit buffers of the 32 rows (fewer than the 4,096 of a 2M chunk)
 		2*512*64*4) // the lm_head's f32 gradient and the embedding's dense one
 	work := int64(2*4*4*32*32 + 4*128*128*4) // scores being built; the MLP-wide backward buffers

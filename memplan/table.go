@@ -6,17 +6,6 @@ import (
 	"strings"
 )
 
-// Size formats bytes for people: KiB, MiB or GiB with one or two decimals.
-func Size(b int64) string {
-	switch f := float64(b); {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", f/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", f/(1<<20))
-	}
-	return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-}
-
 // Write prints the plan as a table, one column per agent, then the peaks against the
 // budget.
 func (p *Plan) Write(w io.Writer, b Budget) {
