@@ -34,7 +34,7 @@ var changes = []change{
 		}
 		return true
 	}},
-	{func(a Agent) string { return fmt.Sprintf("-g %d (smaller micro-batches)", max(1, a.MicroBatchSeqs/2)) }, func(a *Agent) bool {
+	{func(a Agent) string { return fmt.Sprintf("smaller micro-batches -g %d", max(1, a.MicroBatchSeqs/2)) }, func(a *Agent) bool {
 		if a.MicroBatchSeqs < 2 {
 			return false
 		}

@@ -22,9 +22,14 @@ func (a Agent) rolloutLines() ([]Line, error) {
 		NCtx: a.Slots * a.SeqContext, Seqs: a.Slots, Type: a.KVType}.Bytes())
 	H, I, V := int64(s.Hidden), int64(s.FFN), int64(s.Vocab)
 	// The logits of every slot (output buffer and graph) and a prompt micro-batch's
-	// widest intermediates.
+	// widest intermediates: what a CPU run touches of the compute buffer, which is reserved
+	// for a micro-batch's logits (ubatch x V) but only fills the rows it outputs. GPU memory
+	// is taken whole.
 	compute := 2*int64(a.Slots)*V*4 + ubatch*(3*I+4*H)*4
 	dev := a.GPULayers > 0
+	if dev {
+		compute += ubatch * V * 4
+	}
 	sync := weights + kv + compute
 	syncName := "sync: next llama.cpp model"
 	if a.lora() {
