@@ -41,7 +41,11 @@ func init() {
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
-			"command with --resume continues where it stopped.",
+			"command with --resume continues where it stopped.\n\n" +
+			"Before loading anything it prints the memory plan (per agent: trainer weights, gradients,\n" +
+			"AdamW moments, reference model, one micro-batch's activations, llama.cpp weights, KV cache,\n" +
+			"and the copies of the sync and the checkpoints) against MemAvailable, and refuses a run that\n" +
+			"cannot fit with the changes that help most; --dry-run prints the plan and exits.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
