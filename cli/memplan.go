@@ -96,9 +96,12 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime) error {
 		w = c.App.Writer
 	}
 	p.Write(w, b)
+	if p.Fits(b) {
+		return nil
+	}
 	advice, err := memplan.Advice(agents, b)
 	switch {
-	case err != nil || advice == "":
+	case err != nil:
 		return err
 	case c.Bool("dry-run"):
 		fmt.Fprintln(w, advice)

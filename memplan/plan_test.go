@@ -187,6 +187,19 @@ func TestTableAndAdvice(t *testing.T) {
 	}
 }
 
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"300MiB": 300 << 20, "48GiB": 48 << 30, "1.5 G": 3 << 29, "4096": 4096, "2t": 2 << 40, "64kb": 64 << 10} {
+		if got, err := ParseSize(in); got != want || err != nil {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "-1GiB", "0", "lots", "1e30", "NaN"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) took it", in)
+		}
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	for name, edit := range map[string]func(*Agent){
 		"no micro-batch": func(a *Agent) { a.MicroBatchSeqs = 0 },

@@ -46,27 +46,33 @@ func (p *Plan) Write(w io.Writer, b Budget) {
 	for _, r := range rows {
 		width = max(width, len(r.name))
 	}
-	fmt.Fprintf(w, "memory plan (%d agent(s); bracketed lines come and go, one agent at a time)\n", len(p.Agents))
+	agents := "1 agent"
+	if len(p.Agents) > 1 {
+		agents = fmt.Sprintf("%d agents", len(p.Agents))
+	}
+	fmt.Fprintf(w, "memory plan of %s (bracketed lines come and go, one agent at a time)\n", agents)
 	fmt.Fprintf(w, "%-*s", width, "")
+	cols := make([]int, len(p.Agents))
 	for i, ap := range p.Agents {
 		name := ap.Agent.Name
 		if name == "" {
 			name = fmt.Sprintf("agent %d", i)
 		}
-		fmt.Fprintf(w, "  %12s", name)
+		cols[i] = max(12, len(name))
+		fmt.Fprintf(w, "  %*s", cols[i], name)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-*s", width, r.name)
-		for _, c := range r.cells {
+		for i, c := range r.cells {
 			if c == "" {
 				c = "-"
 			}
-			fmt.Fprintf(w, "  %12s", c)
+			fmt.Fprintf(w, "  %*s", cols[i], c)
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "%-*s  %12s\n", width, "  process (Go, libtorch, llama.cpp)", Size(p.Baseline))
+	fmt.Fprintf(w, "%-*s  %*s\n", width, "  process (Go, libtorch, llama.cpp)", cols[0], Size(p.Baseline))
 	fmt.Fprintln(w, p.peakLine(false, b.Host, "available (MemAvailable)"))
 	if dev, _, _ := p.Peak(true); dev > 0 || b.Device > 0 {
 		fmt.Fprintln(w, p.peakLine(true, b.Device, "free on the GPUs"))
