@@ -57,14 +57,20 @@ var changes = []change{
 	}},
 }
 
-// need is the memory over the budget, host and device together.
-func need(agents []Agent, b Budget) (int64, error) {
+// peaks plans the agents and returns the host and device peaks.
+func peaks(agents []Agent) (host, dev int64, err error) {
 	p, err := New(agents)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	host, _, _ := p.Peak(false)
-	dev, _, _ := p.Peak(true)
+	host, _, _ = p.Peak(false)
+	dev, _, _ = p.Peak(true)
+	return host, dev, nil
+}
+
+// need is the memory over the budget, host and device together.
+func need(agents []Agent, b Budget) (int64, error) {
+	host, dev, err := peaks(agents)
 	var over int64
 	if b.Host > 0 {
 		over += max(0, host-b.Host)
@@ -72,18 +78,7 @@ func need(agents []Agent, b Budget) (int64, error) {
 	if b.Device > 0 {
 		over += max(0, dev-b.Device)
 	}
-	return over, nil
-}
-
-// total is the host and device peaks together, for ranking the changes.
-func total(agents []Agent) int64 {
-	p, err := New(agents)
-	if err != nil {
-		return 0
-	}
-	host, _, _ := p.Peak(false)
-	dev, _, _ := p.Peak(true)
-	return host + dev
+	return over, err
 }
 
 // Advice is one line for a run that does not fit: the changes that save memory, largest
@@ -93,7 +88,10 @@ func Advice(agents []Agent, b Budget) (string, error) {
 	if err != nil || over == 0 {
 		return "", err
 	}
-	base := total(agents)
+	host, dev, err := peaks(agents)
+	if err != nil {
+		return "", err
+	}
 	type option struct {
 		c     change
 		label string
@@ -106,7 +104,12 @@ func Advice(agents []Agent, b Budget) (string, error) {
 		for i := range changed {
 			applied = c.apply(&changed[i]) || applied
 		}
-		if saves := base - total(changed); applied && saves > 0 {
+		h, d, err := peaks(changed)
+		if err != nil {
+			return "", err
+		}
+		// Ranked by host and device memory together.
+		if saves := host + dev - h - d; applied && saves > 0 {
 			opts = append(opts, option{c, c.label(agents[0]), saves})
 		}
 	}
