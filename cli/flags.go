@@ -124,6 +124,7 @@ func torchFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "torch-threads", Usage: "libtorch threads; 0 = all CPUs"},
 		&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
 		&ucli.BoolFlag{Name: "cuda", Usage: "train on GPU 0 (bf16 compute, fp32 master weights)"},
+		&ucli.BoolFlag{Name: "grad-checkpoint", Usage: "keep only each layer's input for the backward and recompute the layer (less memory, about a third more compute)"},
 	}
 }
 
@@ -135,7 +136,7 @@ func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
 	if err != nil {
 		return nil, torch.ModelOptions{}, err
 	}
-	return rt, torch.ModelOptions{CUDA: c.Bool("cuda")}, nil
+	return rt, torch.ModelOptions{CUDA: c.Bool("cuda"), GradCheckpoint: c.Bool("grad-checkpoint")}, nil
 }
 
 // syntheticFlags set the difficulty of the built-in problems.

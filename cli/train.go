@@ -41,7 +41,11 @@ func init() {
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
-			"command with --resume continues where it stopped.",
+			"command with --resume continues where it stopped.\n\n" +
+			"Before loading anything it prints the memory plan (per agent: trainer weights, gradients,\n" +
+			"AdamW moments, reference model, one micro-batch's activations, llama.cpp weights, KV cache,\n" +
+			"and the copies of the sync and the checkpoints) against MemAvailable, and refuses a run that\n" +
+			"cannot fit with the changes that help most; --dry-run prints the plan and exits.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
@@ -87,7 +91,7 @@ func init() {
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
-		}, append(samplingFlags(), llamaFlags()...)...), append(syntheticFlags(), torchFlags()...)...),
+		}, append(samplingFlags(), llamaFlags()...)...), append(append(syntheticFlags(), torchFlags()...), memoryFlags()...)...),
 		Action: trainCmd,
 	})
 }
@@ -189,23 +193,6 @@ func trainCmd(c *ucli.Context) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	lock, err := runlock.Dir(out)
-	if err != nil {
-		return err
-	}
-	defer lock.Release()
-	_, statErr := os.Stat(filepath.Join(out, "config.json"))
-	exists := statErr == nil
-	switch {
-	case exists && !c.Bool("resume"):
-		return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
-	case !exists && c.Bool("resume"):
-		return fmt.Errorf("--resume: %s holds no training run", out)
-	}
-	save, err := claimTrainRun(out, rc)
-	if err != nil {
-		return err
-	}
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
 	}
@@ -237,7 +224,28 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	cfg.Torch = topts
-
+	// The plan comes before the run directory is touched: a dry run or a refusal leaves
+	// nothing behind.
+	if err := checkMemory(c, cfg, rt); err != nil || c.Bool("dry-run") {
+		return err
+	}
+	lock, err := runlock.Dir(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	_, statErr := os.Stat(filepath.Join(out, "config.json"))
+	exists := statErr == nil
+	switch {
+	case exists && !c.Bool("resume"):
+		return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
+	case !exists && c.Bool("resume"):
+		return fmt.Errorf("--resume: %s holds no training run", out)
+	}
+	save, err := claimTrainRun(out, rc)
+	if err != nil {
+		return err
+	}
 	if err := save(); err != nil {
 		return err
 	}

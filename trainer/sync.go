@@ -16,6 +16,9 @@ import (
 	"github.com/umad-dev/umad/model"
 )
 
+// SyncGGUFType is the type of the matrices of the GGUF the sync writes for llama.cpp.
+const SyncGGUFType = model.TypeF32
+
 // writeGGUF writes the model's current weights as a GGUF file for llama.cpp: the weights
 // and the model's config and tokenizer files go to an HF directory (staging, reused
 // between calls), which is then converted. The GGUF is replaced atomically.
@@ -34,7 +37,7 @@ func writeGGUF(m *hfmodel.Model, staging, out string) error {
 	if err := model.WriteSafetensors(filepath.Join(staging, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	return model.HFToGGUF(staging, out, model.HFToGGUFOptions{})
+	return model.HFToGGUF(staging, out, model.HFToGGUFOptions{Type: SyncGGUFType})
 }
 
 // syncAll writes every agent's current weights for llama.cpp, reloads its server and checks
