@@ -5,6 +5,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/model"
 )
 
 // Model is a GGUF model loaded by llama.cpp, seen as the CLI and the trainer need it: its
@@ -95,15 +96,19 @@ func (m *Model) EndOfTurn() int32 {
 // exact scoring, so that the trainer reaches llama.cpp only through this package.
 type Server struct {
 	*Model
-	Engine *Engine
+	Engine  *Engine
+	weights *model.WeightMap // made by the first UpdateWeights
 }
 
 // OpenServer loads a GGUF file (checked by LoadModel first) and makes an engine for it.
+// The weights are read into memory, not mapped from the file, so that UpdateWeights can
+// write them.
 func OpenServer(path string, p Placement, opt Options) (*Server, error) {
-	m, err := OpenModel(path, p)
+	lm, err := LoadModel(path, llama.ModelParams{GPULayers: p.GPULayers, Devices: p.Devices, NoMmap: true})
 	if err != nil {
 		return nil, err
 	}
+	m := &Model{lm}
 	e, err := m.NewEngine(opt)
 	if err != nil {
 		m.Close()
