@@ -28,7 +28,7 @@ func openExact(t *testing.T, path string) *Server {
 }
 
 // hfWeights reads a tiny model's Hugging Face weights, as the trainer would hand them over.
-func hfWeights(t *testing.T, dir string) []model.TensorView {
+func hfWeights(t testing.TB, dir string) []model.TensorView {
 	t.Helper()
 	st, err := model.OpenSafetensors(filepath.Join(dir, "hf"))
 	if err != nil {

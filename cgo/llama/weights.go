@@ -90,10 +90,12 @@ func (m *Model) SetWeights(want []Weight, data func(i int) ([]byte, error)) erro
 		c.mu.Lock()
 		ctxs = append(ctxs, c)
 	}
+	// Emptying the cells is enough: llama.cpp masks free cells out of attention (and leaves
+	// the data of removed ones in place too); zeroing a large cache costs as much as the weights.
 	defer func() {
 		for _, c := range ctxs {
 			if c.c != nil {
-				C.llama_memory_clear(C.llama_get_memory(c.c), C.bool(true))
+				C.llama_memory_clear(C.llama_get_memory(c.c), C.bool(false))
 			}
 			c.mu.Unlock()
 		}
