@@ -50,11 +50,17 @@ func (m *Model) weightLocked(name string) (Weight, error) {
 	for d := range ne {
 		w.Dims = append(w.Dims, int64(ne[d]))
 	}
-	// ggml pads dims with 1s; a GGUF lists only the tensor's own.
-	for len(w.Dims) > 1 && w.Dims[len(w.Dims)-1] == 1 {
-		w.Dims = w.Dims[:len(w.Dims)-1]
-	}
+	w.Dims = trimDims(w.Dims)
 	return w, nil
+}
+
+// trimDims drops trailing dims of 1: ggml pads every tensor to four dims, a GGUF lists
+// only the tensor's own (which may end in 1s too).
+func trimDims(d []int64) []int64 {
+	for len(d) > 1 && d[len(d)-1] == 1 {
+		d = d[:len(d)-1]
+	}
+	return d
 }
 
 // ErrMmapWeights is returned by SetWeights on a model loaded with mmap.
@@ -65,7 +71,8 @@ var ErrMmapWeights = errors.New("the model's weights are mapped read-only from i
 // (name, type, dims, byte size), so a mismatch writes nothing. The data goes through
 // ggml's backend interface, to device memory for offloaded layers. No context of the model
 // decodes meanwhile, and afterwards every one has its KV memory cleared: it was computed
-// with the old weights. An error from data leaves the weights before it written.
+// with the old weights. An error from data leaves the weights before it written; data
+// runs under the model's lock and must not call the model.
 func (m *Model) SetWeights(want []Weight, data func(i int) ([]byte, error)) error {
 	if err := m.lock(); err != nil {
 		return err
@@ -79,7 +86,7 @@ func (m *Model) SetWeights(want []Weight, data func(i int) ([]byte, error)) erro
 		if err != nil {
 			return fmt.Errorf("set weights: %w", err)
 		}
-		if have.Type != w.Type || !slices.Equal(have.Dims, w.Dims) || have.Bytes != w.Bytes {
+		if have.Type != w.Type || !slices.Equal(have.Dims, trimDims(w.Dims)) || have.Bytes != w.Bytes {
 			return fmt.Errorf("set weights: %q is %s, dims %v, %d bytes in the model; the new data is %s, dims %v, %d bytes",
 				w.Name, typeName(have.Type), have.Dims, have.Bytes, typeName(w.Type), w.Dims, w.Bytes)
 		}
