@@ -34,14 +34,19 @@ int umad_weight_info(const struct llama_model *m, const char *name, int32_t *typ
 	return n;
 }
 
+// allocated says whether the tensor has memory ggml can write: ggml aborts otherwise.
+static bool allocated(const ggml_tensor *t) {
+	return t->buffer != nullptr && t->data != nullptr && t->view_src == nullptr;
+}
+
 // umad_weight_set copies size bytes into every tensor named name. It returns the number
-// of tensors written, or -1 when one of them has another size or no buffer (then none
+// of tensors written, or -1 when one of them has another size or no memory (then none
 // has been written).
 int umad_weight_set(struct llama_model *m, const char *name, const void *data, size_t size) {
 	int n = 0;
 	for (const auto &e : m->tensors_by_name) {
 		if (std::strcmp(e.first.c_str(), name) == 0) {
-			if (e.second->buffer == nullptr || ggml_nbytes(e.second) != size) {
+			if (!allocated(e.second) || ggml_nbytes(e.second) != size) {
 				return -1;
 			}
 			n++;
@@ -59,7 +64,7 @@ int umad_weight_set(struct llama_model *m, const char *name, const void *data, s
 // CPU buffers that repack weights for faster kernels have no read-back (ggml would call
 // a null function), nor do some split buffers.
 static bool readable(const ggml_tensor *t) {
-	if (t->buffer == nullptr) {
+	if (!allocated(t)) {
 		return false;
 	}
 	ggml_backend_buffer_type_t buft = ggml_backend_buffer_get_type(t->buffer);

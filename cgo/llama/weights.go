@@ -134,7 +134,7 @@ func setWeight(m *C.struct_llama_model, name string, b []byte) error {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	if C.umad_weight_set(m, cname, unsafe.Pointer(unsafe.SliceData(b)), C.size_t(len(b))) < 1 {
-		return fmt.Errorf("%s: llama.cpp refused the write", name) // checked above; a copy without a buffer
+		return fmt.Errorf("%s: a copy of it has no memory to write (a model loaded without weights?)", name)
 	}
 	return nil
 }
