@@ -163,7 +163,7 @@ func TestResumeSurvivesPruning(t *testing.T) {
 }
 
 // A run directory whose config.json predates the named grading mode ("robust": false
-// instead of "reward": "strict") still resumes.
+// instead of "reward": "strict") and the sync mode (no "sync") still resumes.
 func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	args := func(steps string, extra ...string) []string {
@@ -181,6 +181,11 @@ func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 	if old == string(b) {
 		t.Fatalf("config.json has no reward mode to rewrite:\n%s", b)
 	}
+	noSync := strings.Replace(old, `"sync": "inplace",`, "", 1)
+	if noSync == old {
+		t.Fatalf("config.json has no sync mode to remove:\n%s", b)
+	}
+	old = noSync
 	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -203,5 +208,20 @@ func TestTrainRewardMode(t *testing.T) {
 		if _, _, err := runApp(t, trainArgs(t, filepath.Join(t.TempDir(), "x"), "1", bad...)...); err == nil || !strings.Contains(err.Error(), "--r") {
 			t.Errorf("%v: %v, want an error naming the flag", bad, err)
 		}
+	}
+}
+
+// --sync picks how weights reach llama.cpp and is saved with the run; an unknown mode is
+// refused.
+func TestTrainSyncMode(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--sync", "file")...); err != nil {
+		t.Fatalf("train --sync file: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "config.json")); !strings.Contains(string(b), `"sync": "file"`) {
+		t.Errorf("config.json does not record the file sync:\n%s", b)
+	}
+	if _, _, err := runApp(t, trainArgs(t, filepath.Join(t.TempDir(), "x"), "1", "--sync", "mmap")...); err == nil || !strings.Contains(err.Error(), "--sync") {
+		t.Errorf("--sync mmap: %v, want an error naming the flag", err)
 	}
 }

@@ -204,7 +204,7 @@ func writeRaw(m *torch.Model, ti torch.TensorInfo, kind torch.Kind, v model.Tens
 
 // exported reads one tensor as the little-endian bytes of the model's parameter dtype, so a
 // saved checkpoint reloads bit-exactly.
-func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.NamedTensor, error) {
+func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.TensorView, error) {
 	n := 1
 	for _, d := range ti.Shape {
 		n *= int(d)
@@ -214,33 +214,51 @@ func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.Named
 	if m.Options().DType == torch.Float64 {
 		buf := make([]float64, n)
 		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
-			return model.NamedTensor{}, err
+			return model.TensorView{}, err
 		}
 		raw, dt = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 8*n), model.F64
 	} else {
 		buf := make([]float32, n)
 		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
-			return model.NamedTensor{}, err
+			return model.TensorView{}, err
 		}
 		raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*n)
 	}
-	return model.NamedTensor{Name: ti.Name, DType: dt, Shape: ti.Shape, Write: model.Bytes(raw)}, nil
+	return model.TensorView{Name: ti.Name, DType: dt, Shape: ti.Shape, Data: raw}, nil
 }
 
-// Export copies the current weights out of the plugin, in checkpoint order, ready for
-// model.WriteSafetensors (or a GGUF writer).
-func Export(m *torch.Model) ([]model.NamedTensor, error) {
+// named makes a tensor read from the plugin ready for model.WriteSafetensors.
+func named(v model.TensorView) model.NamedTensor {
+	return model.NamedTensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Write: model.Bytes(v.Data)}
+}
+
+// Weights copies the current weights out of the plugin, in checkpoint order, as raw
+// tensors (what an in-place weight sync reads).
+func Weights(m *torch.Model) ([]model.TensorView, error) {
 	infos, err := m.Tensors()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]model.NamedTensor, 0, len(infos))
+	out := make([]model.TensorView, 0, len(infos))
 	for _, ti := range infos {
-		t, err := exported(m, ti, torch.Weight)
+		v, err := exported(m, ti, torch.Weight)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, t)
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Export is Weights ready for model.WriteSafetensors (or a GGUF writer).
+func Export(m *torch.Model) ([]model.NamedTensor, error) {
+	vs, err := Weights(m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.NamedTensor, len(vs))
+	for i, v := range vs {
+		out[i] = named(v)
 	}
 	return out, nil
 }
@@ -298,12 +316,12 @@ func saveOptimizer(m *torch.Model, path string) error {
 	var ts []model.NamedTensor
 	for _, k := range moments {
 		for _, ti := range infos {
-			t, err := exported(m, ti, k.kind)
+			v, err := exported(m, ti, k.kind)
 			if err != nil {
 				return err
 			}
-			t.Name = k.prefix + ti.Name
-			ts = append(ts, t)
+			v.Name = k.prefix + ti.Name
+			ts = append(ts, named(v))
 		}
 	}
 	step, skipped, err := m.OptimizerState()

@@ -57,6 +57,8 @@ type Config struct {
 	SaveEvery   int         `json:"save_every"` // 0: at the end only
 	KeepLast    int         `json:"keep_last"`
 	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// Sync is how updated weights reach llama.cpp: in place (the default) or by file.
+	Sync SyncMode `json:"sync"`
 	// KeepRollouts is how many problems' training debates each step keeps in
 	// RUN/rollouts/step-N.jsonl.zst, for inspection (0: none).
 	KeepRollouts int `json:"keep_rollouts"`
@@ -84,7 +86,8 @@ type Config struct {
 }
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
-// "robust": true|false becomes Reward, so runs from then still resume.
+// "robust": true|false becomes Reward, or before the sync mode had one (then in place,
+// the default), so runs from then still resume.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
 	old := struct {
@@ -99,6 +102,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		if *old.Robust {
 			c.Reward = reward.Robust
 		}
+	}
+	if c.Sync == "" {
+		c.Sync = SyncInPlace
 	}
 	return nil
 }
@@ -127,6 +133,14 @@ func (c *Config) Check() error {
 	if c.Reward == "" {
 		c.Reward = reward.Strict // the paper's
 	}
+	if c.Sync == "" {
+		c.Sync = SyncInPlace
+	}
+	mode, err := ParseSyncMode(string(c.Sync))
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	c.Sync = mode
 	if _, err := reward.ParseMode(string(c.Reward)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}

@@ -32,7 +32,7 @@ type agentState struct {
 	server     *engine.Server
 	format     chat.Format
 	probe      Pair
-	gguf       string // the synced GGUF the server runs
+	gguf       string // the GGUF the server was loaded from: the current weights only with --sync file
 }
 
 // Trainer is a run in progress.

@@ -195,8 +195,9 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 	if c == nil {
 		return nil, fmt.Errorf("new context: llama.cpp: %s", takeLastError())
 	}
-	m.contexts++
-	return &Context{c: c, model: m, nVocab: int(C.llama_vocab_n_tokens(m.vocab)), p: p}, nil
+	ctx := &Context{c: c, model: m, nVocab: int(C.llama_vocab_n_tokens(m.vocab)), p: p}
+	m.contexts[ctx] = true
+	return ctx, nil
 }
 
 // Params are the context's resolved parameters.
@@ -208,14 +209,16 @@ func (c *Context) Model() *Model { return c.model }
 // Close frees the context.
 func (c *Context) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.c == nil {
+		c.mu.Unlock()
 		return ErrClosed
 	}
 	C.llama_free(c.c)
 	c.c = nil
+	// Released first: SetWeights holds the model's lock while it takes the contexts'.
+	c.mu.Unlock()
 	c.model.mu.Lock()
-	c.model.contexts--
+	delete(c.model.contexts, c)
 	c.releaseAdapters()
 	c.model.mu.Unlock()
 	return nil
