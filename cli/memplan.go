@@ -47,7 +47,7 @@ func planTrain(cfg trainer.Config, rt *torch.Runtime) ([]memplan.Agent, error) {
 		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s,
 			GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.CUDA, FusedAttention: fused >= 2,
 			MicroBatchSeqs: cfg.G, PromptTokens: cfg.PromptLimit, ResponseTokens: a.MaxTokens,
-			RolloutType: trainer.SyncGGUFType, Slots: cfg.Engine.Slots, SeqContext: seqCtx,
+			RolloutType: trainer.SyncGGUFType, FileSync: cfg.Sync == trainer.SyncFile, Slots: cfg.Engine.Slots, SeqContext: seqCtx,
 			KVType: string(cfg.Engine.KVType), GPULayers: cfg.Placement.GPULayers})
 	}
 	return agents, nil

@@ -74,10 +74,13 @@ type Agent struct {
 	ResponseTokens int
 	// The rollout engine.
 	RolloutType model.GGMLType // GGUF matrices llama.cpp runs (the sync writes F32 today)
-	Slots       int
-	SeqContext  int    // tokens per sequence (KV cells per slot before padding)
-	KVType      string // f16, f32 or q8_0
-	GPULayers   int    // > 0: llama.cpp's weights and KV cache in device memory
+	// FileSync is --sync file: each sync loads a new GGUF before the old model is closed.
+	// The default in-place sync writes into the loaded model and needs no second copy.
+	FileSync   bool
+	Slots      int
+	SeqContext int    // tokens per sequence (KV cells per slot before padding)
+	KVType     string // f16, f32 or q8_0
+	GPULayers  int    // > 0: llama.cpp's weights and KV cache in device memory
 }
 
 // Budget is the memory a run may use: Host is MemAvailable, Device the GPU memory; 0 is

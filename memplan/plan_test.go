@@ -79,6 +79,29 @@ func TestTinyShapeByHand(t *testing.T) {
 	checkLines(t, p, map[string]int64{"activations": 2*128*64*4 + layer + 2*128*16*4 + head + work})
 }
 
+// TestSyncModes: the in-place sync writes into the loaded model, so only --sync file holds a
+// second llama.cpp model (weights, KV cache and compute) while it loads.
+func TestSyncModes(t *testing.T) {
+	a := tinyAgent(t)
+	p, err := New([]Agent{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range p.Agents[0].Lines {
+		if strings.HasPrefix(l.Name, "sync: next") {
+			t.Errorf("in-place sync plans %q", l.Name)
+		}
+	}
+	a.FileSync = true
+	if p, err = New([]Agent{a}); err != nil {
+		t.Fatal(err)
+	}
+	llama := lineOf(t, p, 0, "llama.cpp weights").Bytes + lineOf(t, p, 0, "KV cache").Bytes + lineOf(t, p, 0, "llama.cpp compute").Bytes
+	if got := lineOf(t, p, 0, "sync: next llama.cpp model"); got.Bytes != llama || len(got.Phases) != 1 || got.Phases[0] != PhaseSync {
+		t.Errorf("file sync line %+v, want %d bytes in the sync phase", got, llama)
+	}
+}
+
 func TestQwen25_3BByHand(t *testing.T) {
 	const P = 3_085_938_688 // the published count (model/preset_test.go)
 	a := Agent{Shape: model.Presets["qwen2.5-3b"], MicroBatchSeqs: 5, PromptTokens: 5120, ResponseTokens: 1024,

@@ -30,18 +30,20 @@ func (a Agent) rolloutLines() ([]Line, error) {
 	if dev {
 		compute += ubatch * V * 4
 	}
-	sync := weights + kv + compute
-	syncName := "sync: next llama.cpp model"
-	if a.lora() {
-		n, _ := a.trainable()
-		weights += 4 * n // the adapters, applied by llama.cpp
-		sync, syncName = 4*n, "sync: next adapters"
-	}
-	return []Line{
+	lines := []Line{
 		{Name: fmt.Sprintf("llama.cpp weights (%v)", a.RolloutType), Bytes: weights, Device: dev},
 		{Name: fmt.Sprintf("KV cache (%d x %d, %s)", a.Slots, a.SeqContext, a.KVType), Bytes: kv, Device: dev},
 		{Name: "llama.cpp compute", Bytes: compute, Device: dev},
+	}
+	switch {
+	case a.lora():
+		n, _ := a.trainable()
+		lines[0].Bytes += 4 * n // the adapters, applied by llama.cpp
+		// The next adapters are loaded before the previous ones are freed.
+		lines = append(lines, Line{Name: "sync: next adapters", Bytes: 4 * n, Phases: []string{PhaseSync}, Device: dev})
+	case a.FileSync:
 		// A synced model is loaded before the previous one is closed (trainer/sync.go).
-		{Name: syncName, Bytes: sync, Phases: []string{PhaseSync}, Device: dev},
-	}, nil
+		lines = append(lines, Line{Name: "sync: next llama.cpp model", Bytes: weights + kv + compute, Phases: []string{PhaseSync}, Device: dev})
+	}
+	return lines, nil
 }
