@@ -24,7 +24,7 @@ var hfDTypes = map[string]model.DType{"": "", "f32": model.F32, "f16": model.F16
 func init() {
 	register(&ucli.Command{
 		Name:  "convert",
-		Usage: "convert checkpoints between Hugging Face and GGUF (qwen2, qwen3, llama)",
+		Usage: "convert checkpoints and LoRA adapters between Hugging Face and GGUF (qwen2, qwen3, llama)",
 		Subcommands: []*ucli.Command{{
 			Name:      "hf2gguf",
 			Usage:     "convert a Hugging Face checkpoint directory to one GGUF file for llama.cpp",
@@ -91,6 +91,37 @@ func init() {
 				}
 				fmt.Fprintf(c.App.ErrWriter, "\n")
 				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", dir, time.Since(start).Seconds())
+				return nil
+			},
+		}, {
+			Name:      "lora2gguf",
+			Usage:     "convert a Hugging Face PEFT LoRA adapter to llama.cpp's LoRA GGUF for a base GGUF model",
+			UsageText: "umad convert lora2gguf PEFT_DIR OUT.gguf --base BASE.gguf",
+			Description: "PEFT_DIR holds adapter_config.json and adapter_model.safetensors as PEFT saves them\n" +
+				"(peft_type LORA, one rank r and lora_alpha, target_modules among q_proj, k_proj, v_proj,\n" +
+				"o_proj, gate_proj, up_proj, down_proj, every layer adapted; use_rslora is honoured).\n" +
+				"The adapter is checked against the base model's shape (architecture, layers, each\n" +
+				"target's in/out features, grouped-query k/v widths) and written as F32 pairs\n" +
+				"blk.N.<weight>.lora_a/.lora_b with adapter.lora.alpha set so that llama.cpp's\n" +
+				"alpha/rank scale is PEFT's. Load it with the base: rollouts then run W + scale*B@A\n" +
+				"without merging the weights.\n\n" +
+				"Example:\n  umad convert lora2gguf runs/r1/adapter /tmp/adapter.gguf --base /tmp/qwen.gguf",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "base", Usage: "the base model GGUF the adapter was trained on (required)"},
+			},
+			Action: func(c *ucli.Context) error {
+				dir, out, err := twoArgs(c, "PEFT_DIR OUT.gguf")
+				if err != nil {
+					return err
+				}
+				if c.String("base") == "" {
+					return errors.New("lora2gguf: --base BASE.gguf is required (the model the adapter applies to)")
+				}
+				start := time.Now()
+				if err := model.PEFTToGGUF(dir, c.String("base"), out); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())
 				return nil
 			},
 		}},

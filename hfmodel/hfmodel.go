@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -280,7 +281,7 @@ func (m *Model) Save(dir string) (err error) {
 			return fmt.Errorf("save %s: %w", dir, err)
 		}
 	}
-	return replaceDir(tmp, dir)
+	return atomicfile.ReplaceDir(tmp, dir)
 }
 
 // WriteSideFiles writes config.json and the tokenizer files the model was loaded with into
@@ -311,24 +312,4 @@ func saveOptimizer(m *torch.Model, path string) error {
 	}
 	return model.WriteSafetensors(path, ts, map[string]string{
 		"step": strconv.FormatInt(step, 10), "skipped_total": strconv.FormatInt(skipped, 10)})
-}
-
-// replaceDir moves tmp to dir, moving an existing dir aside first and removing it after.
-func replaceDir(tmp, dir string) error {
-	old := ""
-	if _, err := os.Stat(dir); err == nil {
-		old = tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return fmt.Errorf("save %s: %w", dir, err)
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	if old != "" {
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("save %s: remove previous checkpoint: %w", dir, err)
-		}
-	}
-	return nil
 }

@@ -145,3 +145,50 @@ func WriteBytes(path string, data []byte) error {
 		return err
 	})
 }
+
+// WriteDir creates directory dir atomically with what fill writes into the temporary
+// directory it is given (beside dir, so the final rename stays on one file system). An
+// existing dir is moved aside first and removed after; on any error it is left as it was.
+func WriteDir(dir string, fill func(tmp string) error) (err error) {
+	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", dir, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	return ReplaceDir(tmp, dir)
+}
+
+// ReplaceDir moves directory tmp to dir, moving an existing dir aside first and removing it
+// after.
+func ReplaceDir(tmp, dir string) error {
+	old := ""
+	if _, err := os.Stat(dir); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return fmt.Errorf("replace %s: %w", dir, err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if old != "" {
+			os.Rename(old, dir) // put the previous one back
+		}
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("replace %s: remove the previous one: %w", dir, err)
+		}
+	}
+	return nil
+}

@@ -139,3 +139,36 @@ func TestRegularFileUnderDevIsReplaced(t *testing.T) {
 		t.Errorf("%s holds %q, want %q", path, b, "short\n")
 	}
 }
+
+func TestWriteDirReplacesWholeOrNothing(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "out")
+	write := func(content string, err error) error {
+		return WriteDir(dir, func(tmp string) error {
+			if err := os.WriteFile(filepath.Join(tmp, "f"), []byte(content), 0o644); err != nil {
+				return err
+			}
+			return err
+		})
+	}
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if err := write("first", nil); err != nil || read() != "first" {
+		t.Fatalf("first write: %v", err)
+	}
+	boom := errors.New("boom")
+	if err := write("half", boom); !errors.Is(err, boom) || read() != "first" {
+		t.Fatalf("failed write: %v, dir holds %q", err, read())
+	}
+	if err := write("second", nil); err != nil || read() != "second" {
+		t.Fatalf("second write: %v", err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}

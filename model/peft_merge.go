@@ -1,0 +1,87 @@
+package model
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/umad-dev/umad/internal/atomicfile"
+)
+
+// MergePEFT writes into outDir the Hugging Face checkpoint hfDir with the adapter merged into
+// its weights (W + scale * B @ A, as PEFT's merge_and_unload), each merged weight in its
+// original dtype, with hfDir's config and tokenizer files. One tensor is in memory at a time;
+// outDir is replaced atomically.
+func MergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
+	if err := mergePEFT(hfDir, a, outDir); err != nil {
+		return fmt.Errorf("merge lora adapter into %s: %w", hfDir, err)
+	}
+	return nil
+}
+
+func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
+	cfg, err := LoadHFConfig(hfDir)
+	if err != nil {
+		return err
+	}
+	s, err := cfg.Shape()
+	if err != nil {
+		return err
+	}
+	if err := a.CheckBase(s); err != nil {
+		return err
+	}
+	side, err := ReadFiles(hfDir, append([]string{"config.json"}, TokenizerFiles...))
+	if err != nil {
+		return err
+	}
+	st, err := OpenSafetensors(hfDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := checkHFTensors(st, tinyTensors(s, 0), s); err != nil {
+		return err
+	}
+	merged := map[string]LoRAPair{}
+	for k, p := range a.Pairs {
+		merged[loraModuleName(k.Layer, k.Target)+".weight"] = p
+	}
+	var ts []NamedTensor
+	for _, name := range st.Names() {
+		e := st.entries[name]
+		p, adapted := merged[name]
+		ts = append(ts, NamedTensor{Name: name, DType: e.dtype, Shape: e.shape, Write: func(w io.Writer) error {
+			t, err := st.Tensor(name)
+			if err != nil {
+				return err
+			}
+			if !adapted {
+				_, err = w.Write(t.Data)
+				return err
+			}
+			v, err := t.F32()
+			if err != nil {
+				return err
+			}
+			if err := MergeLoRA(v, p, a.Scale()); err != nil {
+				return err
+			}
+			typ, err := ggmlTypeOfDType(e.dtype)
+			if err != nil {
+				return err
+			}
+			b, err := EncodeTensor(typ, v)
+			if err == nil {
+				_, err = w.Write(b)
+			}
+			return err
+		}})
+	}
+	return atomicfile.WriteDir(outDir, func(tmp string) error {
+		if err := WriteFiles(tmp, side); err != nil {
+			return err
+		}
+		return WriteSafetensors(filepath.Join(tmp, stSingleName), ts, map[string]string{"format": "pt"})
+	})
+}
