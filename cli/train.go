@@ -41,7 +41,15 @@ func init() {
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
-			"command with --resume continues where it stopped.",
+			"command with --resume continues where it stopped.\n\n" +
+			"--lora-rank R trains PEFT-style LoRA adapters (A [R, in], B [out, R], scale alpha/R) on the\n" +
+			"projections --lora-targets names, with the base frozen: no gradient and no AdamW state for\n" +
+			"it, so a 3B model trains in the memory full fine-tuning needs for its weights alone. The\n" +
+			"base with the adapters left out is the KL reference (no second copy is loaded). LoRA\n" +
+			"usually wants a higher --lr than full fine-tuning (1e-5 to 1e-4 on real models). An agent's\n" +
+			"checkpoint is then a PEFT directory (adapter_config.json naming the base directory,\n" +
+			"adapter_model.safetensors, the adapters' optimizer.safetensors) beside config.json and\n" +
+			"the tokenizer; its model.gguf, like every weight sync, holds the merged weights.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
@@ -87,7 +95,8 @@ func init() {
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
-		}, append(samplingFlags(), llamaFlags()...)...), append(syntheticFlags(), torchFlags()...)...),
+		}, append(samplingFlags(), llamaFlags()...)...), append(append(syntheticFlags(), torchFlags()...),
+			loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update")...)...),
 		Action: trainCmd,
 	})
 }
@@ -138,8 +147,12 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		}
 		mode = reward.Robust
 	}
+	lora, err := loraSettings(c)
+	if err != nil {
+		return rc, err
+	}
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
-	rc.Trainer = trainer.Config{Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
+	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
 		Agg: torch.AggMode(c.String("loss-agg")), Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
 		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol"),
@@ -215,6 +228,9 @@ func trainCmd(c *ucli.Context) error {
 			continue // the trainer says what is wrong with the directory
 		}
 		if err := checkContext("--max-tokens", a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
+			return err
+		}
+		if err := checkLoRARank(cfg.LoRA, hc.HiddenSize, a.Model); err != nil {
 			return err
 		}
 		if err := checkContext("--ctx", cfg.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {

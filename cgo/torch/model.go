@@ -94,16 +94,17 @@ type ModelOptions struct {
 // W x + Alpha/Rank B A dropout(x), with A [Rank, in] kaiming-uniform from Seed and B
 // [out, Rank] zeros, so a new adapter changes nothing. Only A and B train.
 type LoRA struct {
-	Rank  int
-	Alpha float64
+	Rank  int     `json:"rank"`
+	Alpha float64 `json:"alpha"`
 	// Targets are short names from LoRATargets.
-	Targets []string
+	Targets []string `json:"targets"`
 	// Dropout on the adapter input during training passes, in [0, 1).
-	Dropout float64
-	Seed    uint64
+	Dropout float64 `json:"dropout"`
+	// Seed draws the adapters' initialisation and dropout masks.
+	Seed uint64 `json:"seed,omitempty"`
 	// BaseBF16 keeps the frozen base in bf16 (half the memory of fp32; exact when the
 	// checkpoint is bf16). Computation stays in the parameter dtype.
-	BaseBF16 bool
+	BaseBF16 bool `json:"bf16_base,omitempty"`
 }
 
 // LoRATargets are the projections an adapter may target, in layer order; HF names them
