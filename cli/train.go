@@ -167,6 +167,11 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		rc.Agents = append(rc.Agents, a)
 		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens,
 			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
+		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
+			if err := checkLoRARank(lora, hc.HiddenSize, a.Model); err != nil {
+				return rc, err
+			}
+		}
 	}
 	return rc, nil
 }
@@ -228,9 +233,6 @@ func trainCmd(c *ucli.Context) error {
 			continue // the trainer says what is wrong with the directory
 		}
 		if err := checkContext("--max-tokens", a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
-			return err
-		}
-		if err := checkLoRARank(cfg.LoRA, hc.HiddenSize, a.Model); err != nil {
 			return err
 		}
 		if err := checkContext("--ctx", cfg.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {
