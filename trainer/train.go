@@ -172,6 +172,9 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 		if t.cfg.LoRA.Rank > 0 {
 			continue
 		}
+		if st.actor.Options().LoRA.Rank > 0 {
+			return fmt.Errorf("agent %d (%s): %s is a LoRA adapter; train it with its --lora-rank, or start from a merged model (umad sft writes one to hf/)", i, a.Name, dir)
+		}
 		refOpts := t.cfg.Torch
 		refOpts.Trainable = false
 		if st.ref, err = hfmodel.Load(rt, a.Dir, refOpts); err != nil {
