@@ -45,7 +45,15 @@ func init() {
 			"Before loading anything it prints the memory plan (per agent: trainer weights, gradients,\n" +
 			"AdamW moments, reference model, one micro-batch's activations, llama.cpp weights, KV cache,\n" +
 			"and the copies of the sync and the checkpoints) against MemAvailable, and refuses a run that\n" +
-			"cannot fit with the changes that help most; --dry-run prints the plan and exits.",
+			"cannot fit with the changes that help most; --dry-run prints the plan and exits.\n\n" +
+			"--lora-rank R trains PEFT-style LoRA adapters (A [R, in], B [out, R], scale alpha/R) on the\n" +
+			"projections --lora-targets names, with the base frozen: no gradient and no AdamW state for\n" +
+			"it, so a 3B model trains in the memory full fine-tuning needs for its weights alone. The\n" +
+			"base with the adapters left out is the KL reference (no second copy is loaded). LoRA\n" +
+			"usually wants a higher --lr than full fine-tuning (1e-5 to 1e-4 on real models). An agent's\n" +
+			"checkpoint is then a PEFT directory (adapter_config.json naming the base directory,\n" +
+			"adapter_model.safetensors, the adapters' optimizer.safetensors) beside config.json and\n" +
+			"the tokenizer; its model.gguf, like every weight sync, holds the merged weights.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
@@ -92,7 +100,8 @@ func init() {
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
-		}, append(samplingFlags(), llamaFlags()...)...), append(append(syntheticFlags(), torchFlags()...), memoryFlags()...)...),
+		}, append(samplingFlags(), llamaFlags()...)...), append(append(append(syntheticFlags(), torchFlags()...), memoryFlags()...),
+			loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update")...)...),
 		Action: trainCmd,
 	})
 }
@@ -147,8 +156,12 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, fmt.Errorf("--sync: %w", err)
 	}
+	lora, err := loraSettings(c)
+	if err != nil {
+		return rc, err
+	}
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
-	rc.Trainer = trainer.Config{Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
+	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
 		Agg: torch.AggMode(c.String("loss-agg")), Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
 		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol"), Sync: sync,
@@ -163,6 +176,11 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		rc.Agents = append(rc.Agents, a)
 		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens,
 			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
+		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
+			if err := checkLoRARank(lora, hc.HiddenSize, a.Model); err != nil {
+				return rc, err
+			}
+		}
 	}
 	return rc, nil
 }

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
 // rawBytes is a tensor as Save would write it.
 func rawBytes(t *testing.T, m *torch.Model, ti torch.TensorInfo, kind torch.Kind) []byte {
 	t.Helper()
-	v, err := exported(m, ti, kind)
+	v, err := readTensor(m, ti, kind)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,11 @@ type Config struct {
 	TISCap float64 `json:"tis_cap"`
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
+	// LoRA trains low-rank adapters on a frozen base instead of every weight (Rank 0: full
+	// fine-tuning). The base with the adapters left out is the KL reference, and syncs and
+	// checkpoints give llama.cpp the merged weights. Each agent's adapter seed derives from
+	// Seed and its index.
+	LoRA      torch.LoRA         `json:"lora"`
 	Engine    engine.Options     `json:"-"`
 	Placement engine.Placement   `json:"-"` // of the rollout models
 	Torch     torch.ModelOptions `json:"-"`
@@ -145,6 +150,9 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: %w", err)
 	}
 	if err := c.Schedule.check(); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := c.LoRA.Check(0); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	for i, a := range c.Agents {
