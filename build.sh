@@ -45,7 +45,8 @@ cgo_env() {
 	local march=$1 dir
 	dir=$(go list -m -f '{{.Dir}}' github.com/ollama/ollama)
 	export CGO_ENABLED=1
-	export CGO_CPPFLAGS="-I$dir/llama/llama.cpp/include -I$dir/ml/backend/ggml/ggml/include"
+	# llama.cpp's src/ too: cgo/llama's weight writer reads llama_model's tensor list.
+	export CGO_CPPFLAGS="-I$dir/llama/llama.cpp/include -I$dir/llama/llama.cpp/src -I$dir/ml/backend/ggml/ggml/include"
 	export CGO_CFLAGS="-O3 -march=$march -g0"
 	export CGO_CXXFLAGS="-O3 -march=$march -g0 -Wno-stringop-overflow"
 }

@@ -124,6 +124,7 @@ func torchFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "torch-threads", Usage: "libtorch threads; 0 = all CPUs"},
 		&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
 		&ucli.BoolFlag{Name: "cuda", Usage: "train on GPU 0 (bf16 compute, fp32 master weights)"},
+		&ucli.BoolFlag{Name: "grad-checkpoint", Usage: "keep only each layer's input for the backward and recompute the layer (less memory, about a third more compute)"},
 	}
 }
 
@@ -135,7 +136,7 @@ func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
 	if err != nil {
 		return nil, torch.ModelOptions{}, err
 	}
-	return rt, torch.ModelOptions{CUDA: c.Bool("cuda")}, nil
+	return rt, torch.ModelOptions{CUDA: c.Bool("cuda"), GradCheckpoint: c.Bool("grad-checkpoint")}, nil
 }
 
 // syntheticFlags set the difficulty of the built-in problems.
@@ -231,4 +232,54 @@ func setFloat(c *ucli.Context, name string) *float64 {
 	}
 	v := c.Float64(name)
 	return &v
+}
+
+// loraFlags are the LoRA settings of train and sft; dropout's default differs (see
+// loraDropoutHelp).
+func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "lora-rank", Usage: "train rank-R LoRA adapters on a frozen base instead of every weight (0 = full fine-tuning); 8-64 is usual, 32 for a 3B model"},
+		&ucli.Float64Flag{Name: "lora-alpha", Usage: "LoRA scale numerator: adapters add alpha/rank * B A x (default: 2 x rank)"},
+		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(torch.LoRATargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
+		&ucli.Float64Flag{Name: "lora-dropout", Value: dropout, Usage: dropoutHelp},
+		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway"},
+	}
+}
+
+// loraSettings reads the LoRA flags; rank 0 gives the zero value (full fine-tuning), and
+// then no other LoRA flag may be set.
+func loraSettings(c *ucli.Context) (torch.LoRA, error) {
+	rank := c.Int("lora-rank")
+	if rank == 0 {
+		for _, f := range []string{"lora-alpha", "lora-targets", "lora-dropout", "lora-bf16-base"} {
+			if c.IsSet(f) {
+				return torch.LoRA{}, fmt.Errorf("--%s needs --lora-rank (LoRA is off at rank 0)", f)
+			}
+		}
+		return torch.LoRA{}, nil
+	}
+	if rank < 0 {
+		return torch.LoRA{}, fmt.Errorf("--lora-rank must be at least 0 (0 = full fine-tuning), got %d", rank)
+	}
+	targets, err := torch.ParseLoRATargets(c.String("lora-targets"))
+	if err != nil {
+		return torch.LoRA{}, fmt.Errorf("--lora-targets: %w", err)
+	}
+	l := torch.LoRA{Rank: rank, Alpha: 2 * float64(rank), Targets: targets, Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
+	if c.IsSet("lora-alpha") {
+		l.Alpha = c.Float64("lora-alpha")
+	}
+	if err := l.Check(0); err != nil {
+		return torch.LoRA{}, fmt.Errorf("--lora-*: %w", err)
+	}
+	return l, nil
+}
+
+// checkLoRARank refuses a rank above the hidden size of the model at path: such an adapter
+// costs more than full fine-tuning.
+func checkLoRARank(l torch.LoRA, hidden int, path string) error {
+	if err := l.Check(hidden); err != nil {
+		return fmt.Errorf("--lora-rank with %s: %w", path, err)
+	}
+	return nil
 }

@@ -26,7 +26,10 @@ func init() {
 			"builds N pairs from the built-in arithmetic problems: the turn-0 debate message answered with\n" +
 			"\"The answer is \\boxed{X}.\". Prompts are rendered with the model's chat format and every\n" +
 			"response ends with the end-of-turn token. DIR gets hf/ (an HF checkpoint) and model.gguf,\n" +
-			"together, atomically.",
+			"together, atomically.\n\n" +
+			"--lora-rank R trains LoRA adapters on the frozen model instead (see umad train --help;\n" +
+			"use a higher --lr, ~1e-4). hf/ then holds the merged weights, a plain checkpoint every\n" +
+			"command takes, and DIR/adapter/ the adapters alone as a PEFT directory naming --model.",
 		Flags: append([]ucli.Flag{
 			&ucli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "Hugging Face model directory", Required: true},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "pairs JSONL"},
@@ -38,7 +41,8 @@ func init() {
 			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 			&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "shuffling seed"},
 			&ucli.StringFlag{Name: "chat-format", Usage: "override the chat format detected from the model's template"},
-		}, append(syntheticFlags(), torchFlags()...)...),
+		}, append(append(syntheticFlags(), torchFlags()...),
+			loraFlags(0.05, "dropout on the adapters' input while training, in [0, 1) (PEFT's usual 0.05 for supervised tuning)")...)...),
 		Action: sftCmd,
 	})
 }
@@ -60,6 +64,16 @@ func sftCmd(c *ucli.Context) (err error) {
 	if err := checkSynthetic(c); err != nil {
 		return err
 	}
+	lora, err := loraSettings(c)
+	if err != nil {
+		return err
+	}
+	if hc, err := model.LoadHFConfig(src); err == nil {
+		if err := checkLoRARank(lora, hc.HiddenSize, src); err != nil {
+			return err
+		}
+	}
+	lora.Seed = c.Uint64("seed")
 	var pairs []trainer.TextPair
 	switch {
 	case c.String("data") != "" && c.Int("synthetic") > 0:
@@ -117,7 +131,7 @@ func sftCmd(c *ucli.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	opts.Trainable = true
+	opts.Trainable, opts.LoRA = true, lora
 	m, err := hfmodel.Load(rt, src, opts)
 	if err != nil {
 		return err
@@ -136,15 +150,15 @@ func sftCmd(c *ucli.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	// The warm start is a starting point, not a paused run: save weights without the
-	// optimizer state, so training starts with fresh AdamW moments.
-	frozen, err := m.Clone(torch.ModelOptions{})
-	if err != nil {
+	// The warm start is a starting point, not a paused run: save weights (LoRA: merged)
+	// without the optimizer state, so training starts with fresh AdamW moments.
+	if err := m.SaveMerged(filepath.Join(tmp, "hf")); err != nil {
 		return err
 	}
-	defer frozen.Free()
-	if err := frozen.Save(filepath.Join(tmp, "hf")); err != nil {
-		return err
+	if lora.Rank > 0 {
+		if err := m.SaveAdapter(filepath.Join(tmp, "adapter")); err != nil {
+			return err
+		}
 	}
 	if err := model.HFToGGUF(filepath.Join(tmp, "hf"), tokGGUF, model.HFToGGUFOptions{}); err != nil {
 		return err

@@ -133,3 +133,41 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// `umad sft --lora-rank` trains adapters: hf/ is the merged model (a plain checkpoint, no
+// optimizer state), adapter/ the PEFT adapter naming the source model, and the loss falls.
+func TestSFTLoRA(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sft")
+	src := filepath.Join(testmodel.Tiny(t, "llama"), "hf")
+	stdout, stderr, err := runApp(t, "sft", "--model", src, "--synthetic", "16", "--batch", "4", "--epochs", "4",
+		"--lr", "1e-2", "--lora-rank", "8", "--torch-threads", "1", "--out", out)
+	if err != nil {
+		t.Fatalf("sft: %v\n%s", err, stderr)
+	}
+	var pairs, steps int
+	var first, last float64
+	if _, err := fmt.Sscanf(stdout[strings.Index(stdout, "sft:"):], "sft: %d pairs, %d steps, loss %g -> %g", &pairs, &steps, &first, &last); err != nil {
+		t.Fatalf("summary line %q: %v", stdout, err)
+	}
+	// Measured: 6.14 -> 5.42. Slow next to full fine-tuning because the tiny model's frozen
+	// tied embeddings (std 0.02) bound every logit to about +-1 after the final norm: only
+	// training them would go further. With --lr 0 both epoch means are 6.44.
+	if !(last < first-0.3) {
+		t.Errorf("loss %g -> %g: the adapters did not learn", first, last)
+	}
+	for _, f := range []string{"hf/model.safetensors", "hf/config.json", "adapter/" + model.PEFTConfigFile, "adapter/" + model.PEFTWeightsFile, "model.gguf"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("out/ lacks %s", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "hf", hfmodel.OptimizerFile)); err == nil {
+		t.Error("hf/ has optimizer state")
+	}
+	a, err := model.ReadPEFT(filepath.Join(out, "adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if abs, _ := filepath.Abs(src); a.BaseModel != abs || a.Rank != 8 || a.Alpha != 16 || a.Dropout != 0.05 {
+		t.Errorf("adapter %+v, want rank 8, alpha 16, dropout 0.05 on %s", a.LoRAConfig, abs)
+	}
+}

@@ -42,6 +42,18 @@ func init() {
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
 			"command with --resume continues where it stopped.\n\n" +
+			"Before loading anything it prints the memory plan (per agent: trainer weights, gradients,\n" +
+			"AdamW moments, reference model, one micro-batch's activations, llama.cpp weights, KV cache,\n" +
+			"and the copies of the sync and the checkpoints) against MemAvailable, and refuses a run that\n" +
+			"cannot fit with the changes that help most; --dry-run prints the plan and exits.\n\n" +
+			"--lora-rank R trains PEFT-style LoRA adapters (A [R, in], B [out, R], scale alpha/R) on the\n" +
+			"projections --lora-targets names, with the base frozen: no gradient and no AdamW state for\n" +
+			"it, so a 3B model trains in the memory full fine-tuning needs for its weights alone. The\n" +
+			"base with the adapters left out is the KL reference (no second copy is loaded). LoRA\n" +
+			"usually wants a higher --lr than full fine-tuning (1e-5 to 1e-4 on real models). An agent's\n" +
+			"checkpoint is then a PEFT directory (adapter_config.json naming the base directory,\n" +
+			"adapter_model.safetensors, the adapters' optimizer.safetensors) beside config.json and\n" +
+			"the tokenizer; its model.gguf, like every weight sync, holds the merged weights.\n\n" +
 			"--nproc N trains data-parallel over N processes (torchrun's conventions; --nnodes,\n" +
 			"--node-rank and --master-addr for several machines): each rank debates and learns a share\n" +
 			"of every step's problems and the gradients are summed, so the run means what one process's\n" +
@@ -86,12 +98,14 @@ func init() {
 			&ucli.IntFlag{Name: "save-every", Value: 40, Usage: "checkpoint every N steps (also at the end)"},
 			&ucli.IntFlag{Name: "keep", Value: 2, Usage: "checkpoints to keep"},
 			&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
+			&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file) or file (a GGUF written and reloaded each step; slower, for comparison)"},
 			&ucli.Float64Flag{Name: "probe-tol", Value: 1e-4, Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
-		}, append(samplingFlags(), llamaFlags()...)...), append(syntheticFlags(), append(torchFlags(), distFlags()...)...)...),
+		}, append(samplingFlags(), llamaFlags()...)...), append(append(append(append(syntheticFlags(), torchFlags()...), memoryFlags()...), distFlags()...),
+			loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update")...)...),
 		Action: trainCmd,
 	})
 }
@@ -142,11 +156,19 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		}
 		mode = reward.Robust
 	}
+	sync, err := trainer.ParseSyncMode(c.String("sync"))
+	if err != nil {
+		return rc, fmt.Errorf("--sync: %w", err)
+	}
+	lora, err := loraSettings(c)
+	if err != nil {
+		return rc, err
+	}
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
-	rc.Trainer = trainer.Config{Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
+	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
 		Agg: torch.AggMode(c.String("loss-agg")), Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
-		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol"),
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol"), Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
@@ -158,6 +180,11 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		rc.Agents = append(rc.Agents, a)
 		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens,
 			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
+		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
+			if err := checkLoRARank(lora, hc.HiddenSize, a.Model); err != nil {
+				return rc, err
+			}
+		}
 	}
 	return rc, nil
 }
@@ -197,25 +224,6 @@ func trainCmd(c *ucli.Context) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	save, exists := func() error { return nil }, true
-	if d.Rank == 0 { // the run directory is rank 0's; other ranks write only RUN/ranks/R/
-		lock, err := runlock.Dir(out)
-		if err != nil {
-			return err
-		}
-		defer lock.Release()
-		_, statErr := os.Stat(filepath.Join(out, "config.json"))
-		exists = statErr == nil
-		switch {
-		case exists && !c.Bool("resume"):
-			return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
-		case !exists && c.Bool("resume"):
-			return fmt.Errorf("--resume: %s holds no training run", out)
-		}
-		if save, err = claimTrainRun(out, rc); err != nil {
-			return err
-		}
-	}
 	if err := shareCores(c, d, len(rc.Agents), true); err != nil {
 		return err
 	}
@@ -250,13 +258,36 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	cfg.Torch = topts
+	// The plan comes before the run directory is touched: a dry run or a refusal leaves
+	// nothing behind.
+	if err := checkMemory(c, cfg, rt); err != nil || c.Bool("dry-run") {
+		return err
+	}
+	save, exists := func() error { return nil }, true
+	if d.Rank == 0 { // the run directory is rank 0's; other ranks write only RUN/ranks/R/
+		lock, err := runlock.Dir(out)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		_, statErr := os.Stat(filepath.Join(out, "config.json"))
+		exists = statErr == nil
+		switch {
+		case exists && !c.Bool("resume"):
+			return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
+		case !exists && c.Bool("resume"):
+			return fmt.Errorf("--resume: %s holds no training run", out)
+		}
+		if save, err = claimTrainRun(out, rc); err != nil {
+			return err
+		}
+	}
 	if d.multi() {
 		if cfg.Group, err = joinJob(rt, d, rc); err != nil {
 			return err
 		}
 		defer cfg.Group.Close()
 	}
-
 	if err := save(); err != nil {
 		return err
 	}

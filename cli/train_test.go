@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -108,6 +109,13 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"bad --agent key", []string{"--agent", hf + ",colour=red"}, false, []string{`unknown setting "colour"`}},
 		{"data without answers", []string{"--data", noAnswers}, false, []string{noAnswers, "no usable problems"}},
 		{"data of another layout", []string{"--data", noLayout}, false, []string{noLayout, "unknown data layout"}},
+		{"negative LoRA rank", []string{"--lora-rank", "-1"}, false, []string{"--lora-rank must be at least 0"}},
+		{"LoRA rank above the hidden size", []string{"--lora-rank", "65"}, false, []string{"--lora-rank", hf, "exceeds the model's hidden size 64"}},
+		{"unknown LoRA target", []string{"--lora-rank", "4", "--lora-targets", "q,lm_head"}, false, []string{"--lora-targets", `unknown LoRA target "lm_head"`, "q,k,v,o,gate,up,down"}},
+		{"NaN LoRA alpha", []string{"--lora-rank", "4", "--lora-alpha", "NaN"}, false, []string{"--lora-alpha NaN", "finite"}},
+		{"negative LoRA alpha", []string{"--lora-rank", "4", "--lora-alpha", "-2"}, false, []string{"alpha must be positive and finite, got -2"}},
+		{"LoRA dropout of 1", []string{"--lora-rank", "4", "--lora-dropout", "1"}, false, []string{"dropout must be in [0, 1)"}},
+		{"LoRA alpha without a rank", []string{"--lora-alpha", "16"}, false, []string{"--lora-alpha needs --lora-rank"}},
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
@@ -163,7 +171,8 @@ func TestResumeSurvivesPruning(t *testing.T) {
 }
 
 // A run directory whose config.json predates the named grading mode ("robust": false
-// instead of "reward": "strict") still resumes.
+// instead of "reward": "strict"), the sync mode (no "sync") and LoRA (no "lora" key) still
+// resumes.
 func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	args := func(steps string, extra ...string) []string {
@@ -181,6 +190,30 @@ func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 	if old == string(b) {
 		t.Fatalf("config.json has no reward mode to rewrite:\n%s", b)
 	}
+	noSync := strings.Replace(old, `"sync": "inplace",`, "", 1)
+	if noSync == old {
+		t.Fatalf("config.json has no sync mode to remove:\n%s", b)
+	}
+	old = noSync
+	var cfg map[string]json.RawMessage
+	var tr map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(old), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(cfg["trainer"], &tr); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr["lora"]; !ok {
+		t.Fatalf("config.json has no LoRA settings to remove:\n%s", b)
+	}
+	delete(tr, "lora")
+	if cfg["trainer"], err = json.Marshal(tr); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	old = string(b)
 	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -203,5 +236,54 @@ func TestTrainRewardMode(t *testing.T) {
 		if _, _, err := runApp(t, trainArgs(t, filepath.Join(t.TempDir(), "x"), "1", bad...)...); err == nil || !strings.Contains(err.Error(), "--r") {
 			t.Errorf("%v: %v, want an error naming the flag", bad, err)
 		}
+	}
+}
+
+// --sync picks how weights reach llama.cpp and is saved with the run; an unknown mode is
+// refused.
+func TestTrainSyncMode(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--sync", "file")...); err != nil {
+		t.Fatalf("train --sync file: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "config.json")); !strings.Contains(string(b), `"sync": "file"`) {
+		t.Errorf("config.json does not record the file sync:\n%s", b)
+	}
+	if _, _, err := runApp(t, trainArgs(t, filepath.Join(t.TempDir(), "x"), "1", "--sync", "mmap")...); err == nil || !strings.Contains(err.Error(), "--sync") {
+		t.Errorf("--sync mmap: %v, want an error naming the flag", err)
+	}
+}
+
+// `umad train --lora-rank` trains adapters: the checkpoint is a PEFT directory naming the
+// base (no copy of it) with a merged GGUF, config.json records the settings, and the run
+// resumes from it.
+func TestTrainLoRARunAndResume(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	args := func(steps string, extra ...string) []string {
+		return trainArgs(t, out, steps, append([]string{"--val-synthetic", "0", "--lora-rank", "4", "--lora-targets", "q,v,down", "--lr", "1e-2"}, extra...)...)
+	}
+	if _, stderr, err := runApp(t, args("1")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	agent := trainer.AgentCheckpointDir(filepath.Join(out, trainer.CheckpointsDir, "step-000001"), 0)
+	for _, f := range []string{"adapter_config.json", "adapter_model.safetensors", "optimizer.safetensors", "model.gguf", "config.json"} {
+		if _, err := os.Stat(filepath.Join(agent, f)); err != nil {
+			t.Errorf("the LoRA checkpoint lacks %s", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(agent, "model.safetensors")); err == nil {
+		t.Error("the LoRA checkpoint copied the base weights")
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "config.json")); !strings.Contains(string(b), `"rank": 4`) || !strings.Contains(string(b), `"alpha": 8`) {
+		t.Errorf("config.json does not record rank 4 and the default alpha 8:\n%s", b)
+	}
+	if _, _, err := runApp(t, trainArgs(t, out, "2", "--val-synthetic", "0", "--resume")...); err == nil || !strings.Contains(err.Error(), "other settings") {
+		t.Errorf("resuming a LoRA run without --lora-rank: %v", err)
+	}
+	if _, stderr, err := runApp(t, args("2", "--resume")...); err != nil {
+		t.Fatalf("resume: %v\n%s", err, stderr)
+	}
+	if ts, _ := stepsOf(readRun(t, out)); !reflect.DeepEqual(ts, []int{1, 2}) {
+		t.Errorf("training steps %v, want [1 2]", ts)
 	}
 }

@@ -100,15 +100,19 @@ type Server struct {
 
 	adapter     *llama.Adapter // the LoRA adapter applied (SetAdapter), nil for none
 	adapterPath string
-	shape       *model.Shape // the model's, read on the first SetAdapter
+	shape       *model.Shape     // the model's, read on the first SetAdapter
+	weights     *model.WeightMap // made by the first UpdateWeights
 }
 
 // OpenServer loads a GGUF file (checked by LoadModel first) and makes an engine for it.
+// The weights are read into memory, not mapped from the file, so that UpdateWeights can
+// write them.
 func OpenServer(path string, p Placement, opt Options) (*Server, error) {
-	m, err := OpenModel(path, p)
+	lm, err := LoadModel(path, llama.ModelParams{GPULayers: p.GPULayers, Devices: p.Devices, NoMmap: true})
 	if err != nil {
 		return nil, err
 	}
+	m := &Model{lm}
 	e, err := m.NewEngine(opt)
 	if err != nil {
 		m.Close()

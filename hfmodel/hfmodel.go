@@ -1,12 +1,13 @@
 // Package hfmodel moves Hugging Face checkpoints in and out of the libtorch plugin: Load
 // reads config.json and safetensors into a plugin model, Save writes the same layout back
 // (plus the AdamW state of a trainable model), so a trained agent loads in other tools.
-// It is pure Go above cgo/torch.
+// A LoRA model saves as a PEFT adapter directory (lora.go). It is pure Go above cgo/torch.
 package hfmodel
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,8 @@ type Model struct {
 	// side holds config.json and the tokenizer files, verbatim: keys the model package does
 	// not model survive the round trip.
 	side map[string][]byte
+	// base is the absolute directory of the base weights: a LoRA checkpoint names it.
+	base string
 }
 
 // pluginConfig converts the model package's architecture description.
@@ -66,7 +69,21 @@ func ignoredTensor(name string, cfg torch.Config) bool {
 // Load loads a Hugging Face model directory (config.json and one or sharded safetensors
 // files). A trainable model also restores optimizer.safetensors when the directory has one
 // (a checkpoint written by Save).
+//
+// With opts.LoRA.Rank > 0 the model gets fresh adapters on a frozen base, kept in bf16 when
+// opts.LoRA.BaseBF16 says so or when the checkpoint's weights are all bf16 anyway (exact). A
+// PEFT adapter directory (adapter_config.json) loads onto the base directory it names, with
+// its adapters and optimizer state (see loadAdapter).
 func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
+	if _, err := os.Stat(filepath.Join(dir, model.PEFTConfigFile)); err == nil {
+		return loadAdapter(rt, dir, opts)
+	}
+	return load(rt, dir, opts, nil, dir)
+}
+
+// load loads the base in dir, sets the adapter's tensors when there is one, and restores
+// the optimizer state found in directory state (dir itself, or a LoRA checkpoint).
+func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model.LoRAAdapter, state string) (*Model, error) {
 	hf, err := model.LoadHFConfig(dir)
 	if err != nil {
 		return nil, err
@@ -84,26 +101,48 @@ func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error
 		return nil, err
 	}
 	defer st.Close()
+	if opts.LoRA.Rank > 0 && allBF16(st) {
+		opts.LoRA.BaseBF16 = true // lossless, and half the memory of fp32
+	}
+	if adapter != nil {
+		if err := adapter.CheckBase(shape); err != nil {
+			return nil, fmt.Errorf("load %s onto %s: %w", state, dir, err)
+		}
+	}
 	tm, err := rt.NewModel(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	m := &Model{Model: tm}
+	if m.base, err = filepath.Abs(dir); err != nil {
+		m.Free()
+		return nil, err
+	}
 	if m.side, err = model.ReadFiles(dir, append([]string{"config.json"}, model.TokenizerFiles...)); err != nil {
 		m.Free()
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	if err := loadTensors(m.Model, dir, st); err != nil {
+	if err := loadTensors(m.Model, dir, st, adapter); err != nil {
 		m.Free()
 		return nil, err
 	}
 	if opts.Trainable {
-		if err := loadOptimizer(m.Model, filepath.Join(dir, OptimizerFile)); err != nil {
+		if err := loadOptimizer(m.Model, filepath.Join(state, OptimizerFile)); err != nil {
 			m.Free()
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// allBF16 reports whether every tensor of a checkpoint is stored in bf16.
+func allBF16(st *model.Safetensors) bool {
+	for _, name := range st.Names() {
+		if v, err := st.Tensor(name); err != nil || v.DType != model.BF16 {
+			return false
+		}
+	}
+	return len(st.Names()) > 0
 }
 
 // Clone copies the current weights into a new model (see torch.Model.Clone) that saves
@@ -113,10 +152,10 @@ func (m *Model) Clone(opts torch.ModelOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Model: c, side: m.side}, nil
+	return &Model{Model: c, side: m.side, base: m.base}, nil
 }
 
-func loadTensors(m *torch.Model, dir string, st *model.Safetensors) error {
+func loadTensors(m *torch.Model, dir string, st *model.Safetensors, adapter *model.LoRAAdapter) error {
 	infos, err := m.Tensors()
 	if err != nil {
 		return err
@@ -132,6 +171,14 @@ func loadTensors(m *torch.Model, dir string, st *model.Safetensors) error {
 		}
 	}
 	for _, ti := range infos {
+		if ti.Adapter {
+			if adapter != nil {
+				if err := setAdapterTensor(m, ti, adapter); err != nil {
+					return fmt.Errorf("load %s: %w", dir, err)
+				}
+			}
+			continue // a fresh adapter keeps its seeded initialisation
+		}
 		v, err := st.Tensor(ti.Name)
 		if err != nil {
 			return fmt.Errorf("load %s: missing or unreadable tensor %s: %w", dir, ti.Name, err)
@@ -169,6 +216,9 @@ func loadOptimizer(m *torch.Model, path string) error {
 		return err
 	}
 	for _, ti := range infos {
+		if !m.Trainable(ti) {
+			continue
+		}
 		for _, k := range moments {
 			v, err := st.Tensor(k.prefix + ti.Name)
 			if err != nil {
@@ -202,9 +252,9 @@ func writeRaw(m *torch.Model, ti torch.TensorInfo, kind torch.Kind, v model.Tens
 	return fmt.Errorf("tensor %s has dtype %s; want F32 or F64", v.Name, v.DType)
 }
 
-// exported reads one tensor as the little-endian bytes of the model's parameter dtype, so a
-// saved checkpoint reloads bit-exactly.
-func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.NamedTensor, error) {
+// readTensor reads one tensor as the little-endian bytes of the model's parameter dtype, so
+// a saved checkpoint reloads bit-exactly.
+func readTensor(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.TensorView, error) {
 	n := 1
 	for _, d := range ti.Shape {
 		n *= int(d)
@@ -214,42 +264,105 @@ func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.Named
 	if m.Options().DType == torch.Float64 {
 		buf := make([]float64, n)
 		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
-			return model.NamedTensor{}, err
+			return model.TensorView{}, err
 		}
 		raw, dt = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 8*n), model.F64
 	} else {
 		buf := make([]float32, n)
 		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
-			return model.NamedTensor{}, err
+			return model.TensorView{}, err
 		}
 		raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*n)
 	}
-	return model.NamedTensor{Name: ti.Name, DType: dt, Shape: ti.Shape, Write: model.Bytes(raw)}, nil
+	return model.TensorView{Name: ti.Name, DType: dt, Shape: ti.Shape, Data: raw}, nil
 }
 
-// Export copies the current weights out of the plugin, in checkpoint order, ready for
-// model.WriteSafetensors (or a GGUF writer).
-func Export(m *torch.Model) ([]model.NamedTensor, error) {
+// exported is one tensor ready for model.WriteSafetensors, read from the plugin when it is
+// written: exporting a large model holds one tensor at a time.
+func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) model.NamedTensor {
+	dt := model.F32
+	if m.Options().DType == torch.Float64 {
+		dt = model.F64
+	}
+	return model.NamedTensor{Name: ti.Name, DType: dt, Shape: ti.Shape, Write: func(w io.Writer) error {
+		v, err := readTensor(m, ti, kind)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(v.Data)
+		return err
+	}}
+}
+
+// weightTensors are the tensors of the plain model m's weights make, and the kind to read
+// them as: a LoRA model gives its merged weights, W + alpha/r B A, and no adapters, a model
+// that llama.cpp and other tools load.
+func weightTensors(m *torch.Model) ([]torch.TensorInfo, torch.Kind, error) {
 	infos, err := m.Tensors()
+	if err != nil {
+		return nil, 0, err
+	}
+	kind := torch.Weight
+	if m.Options().LoRA.Rank > 0 {
+		kind = torch.Merged
+	}
+	var out []torch.TensorInfo
+	for _, ti := range infos {
+		if !ti.Adapter {
+			out = append(out, ti)
+		}
+	}
+	return out, kind, nil
+}
+
+// Weights copies the current weights (see weightTensors) out of the plugin, in checkpoint
+// order, as raw tensors: what an in-place weight sync reads.
+func Weights(m *torch.Model) ([]model.TensorView, error) {
+	infos, kind, err := weightTensors(m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.TensorView, 0, len(infos))
+	for _, ti := range infos {
+		v, err := readTensor(m, ti, kind)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Export describes the current weights (see weightTensors) in checkpoint order, ready for
+// model.WriteSafetensors (or a GGUF writer); each tensor is read when written.
+func Export(m *torch.Model) ([]model.NamedTensor, error) {
+	infos, kind, err := weightTensors(m)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]model.NamedTensor, 0, len(infos))
 	for _, ti := range infos {
-		t, err := exported(m, ti, torch.Weight)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
+		out = append(out, exported(m, ti, kind))
 	}
 	return out, nil
 }
 
 // Save writes an HF-compatible checkpoint: config.json, model.safetensors, the tokenizer
-// files the model was loaded with and, for a trainable model, optimizer.safetensors. The
-// directory appears complete or not at all: everything is written to a sibling temporary
-// directory that then replaces dir.
-func (m *Model) Save(dir string) (err error) {
+// files the model was loaded with and, for a trainable model, optimizer.safetensors. A
+// LoRA model writes its adapters in PEFT's layout instead of model.safetensors (the base is
+// named, not copied), and only their optimizer state. The directory appears complete or not
+// at all: everything is written to a sibling temporary directory that then replaces dir.
+func (m *Model) Save(dir string) error {
+	return m.save(dir, m.Options().LoRA.Rank > 0, m.Options().Trainable)
+}
+
+// SaveMerged writes the merged weights (see Export) as a plain HF checkpoint: config.json,
+// model.safetensors and the tokenizer, no optimizer state.
+func (m *Model) SaveMerged(dir string) error {
+	return m.save(dir, false, false)
+}
+
+func (m *Model) save(dir string, adapters, optimizer bool) (err error) {
 	if m.side["config.json"] == nil {
 		return fmt.Errorf("save %s: model was not made by hfmodel.Load, so it has no config.json", dir)
 	}
@@ -269,14 +382,20 @@ func (m *Model) Save(dir string) (err error) {
 	if err := m.WriteSideFiles(tmp); err != nil {
 		return fmt.Errorf("save %s: %w", dir, err)
 	}
-	weights, err := Export(m.Model)
-	if err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
+	if adapters {
+		if err := m.writeAdapter(tmp); err != nil {
+			return fmt.Errorf("save %s: %w", dir, err)
+		}
+	} else {
+		weights, err := Export(m.Model)
+		if err != nil {
+			return fmt.Errorf("save %s: %w", dir, err)
+		}
+		if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
+			return err
+		}
 	}
-	if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
-		return err
-	}
-	if m.Options().Trainable {
+	if optimizer {
 		if err := saveOptimizer(m.Model, filepath.Join(tmp, OptimizerFile)); err != nil {
 			return fmt.Errorf("save %s: %w", dir, err)
 		}
@@ -298,10 +417,10 @@ func saveOptimizer(m *torch.Model, path string) error {
 	var ts []model.NamedTensor
 	for _, k := range moments {
 		for _, ti := range infos {
-			t, err := exported(m, ti, k.kind)
-			if err != nil {
-				return err
+			if !m.Trainable(ti) {
+				continue
 			}
+			t := exported(m, ti, k.kind)
 			t.Name = k.prefix + ti.Name
 			ts = append(ts, t)
 		}

@@ -18,15 +18,11 @@ func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
 // rawBytes is a tensor as Save would write it.
 func rawBytes(t *testing.T, m *torch.Model, ti torch.TensorInfo, kind torch.Kind) []byte {
 	t.Helper()
-	nt, err := exported(m, ti, kind)
+	v, err := readTensor(m, ti, kind)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := nt.Write(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return v.Data
 }
 
 // A checkpoint saved after training reloads bit-exactly, optimizer moments and counters

@@ -63,7 +63,8 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 
 // bucketed applies the in-place collective f to the tensors, packed into flat buffers of
 // about bucket_bytes (one tensor larger than that is a bucket of its own), and copies the
-// results back. All tensors share one dtype. It returns the bytes handed to f.
+// results back. All tensors share one dtype and are contiguous (their storage is written).
+// It returns the bytes handed to f.
 template <typename F>
 int64_t bucketed(const std::vector<torch::Tensor>& ts, int64_t bucket_bytes, const torch::Device& dev,
                  F&& f) {
@@ -168,9 +169,12 @@ UMAD_EXPORT int umad_dist_broadcast_model(umad_dist* dp, umad_model* m, int32_t 
     auto d = checked(dp);
     if (root < 0 || root >= d->world) throw std::invalid_argument("broadcast root outside the world");
     torch::NoGradGuard no_grad;
+    // As bytes: one bucket dtype for weights of any type (a LoRA model's base may be bf16,
+    // which Gloo does not move), and a broadcast copies bits anyway.
     std::vector<torch::Tensor> ws;
-    for (auto& p : umad::parameters(m)) ws.push_back(p.detach());
-    for (auto& s : umad::optimizer_state(m)) ws.push_back(s);
+    auto bytes = [](const torch::Tensor& t) { return t.detach().reshape({-1}).view(torch::kUInt8); };
+    for (auto& p : umad::parameters(m)) ws.push_back(bytes(p));
+    for (auto& s : umad::optimizer_state(m)) ws.push_back(bytes(s));
     c10d::BroadcastOptions o;
     o.rootRank = root;
     bucketed(ws, int64_t(64) << 20, d->device, [&](torch::Tensor& buf) {

@@ -20,7 +20,7 @@ int guard(char* err, size_t errlen, const std::function<void()>& f);
 std::vector<at::Tensor> parameters(umad_model* m);
 
 // optimizer_state returns a trainable model's AdamW moments (exp_avg and exp_avg_sq of each
-// parameter in checkpoint order); none for a frozen model.
+// trained parameter in checkpoint order): none for a frozen model, a LoRA model's adapters'.
 std::vector<at::Tensor> optimizer_state(umad_model* m);
 
 }  // namespace umad

@@ -6,6 +6,7 @@
 #include "umad_internal.h"
 #include "umad_torch.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -100,15 +101,48 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
 #endif
 }
 
+// splitmix64: derives independent seeds (adapter inits, dropout masks) from one.
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 // A packed micro-batch: all sequences in one row, positions restarting per sequence.
 struct Batch {
   Tensor tokens;                 // [T] int64
   std::vector<int64_t> lens;     // per-sequence total length
   Tensor cos, sin;               // [T, 1, hd] in compute dtype
+  bool adapters = false;         // apply the LoRA adapters
+  double drop_p = 0;             // LoRA dropout of this pass (0 outside training passes)
+  int64_t drop_seed = 0;         // seeds this pass's dropout masks
 };
+
+// LoRA targets in bit order of UMAD_LORA_*, as HF module paths under a layer.
+constexpr int kTargets = 7;
+const char* const kTargetModule[kTargets] = {"self_attn.q_proj", "self_attn.k_proj",
+                                             "self_attn.v_proj", "self_attn.o_proj",
+                                             "mlp.gate_proj",    "mlp.up_proj",
+                                             "mlp.down_proj"};
+enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN };
 
 struct Layer {
   Tensor ln1, q_w, q_b, k_w, k_b, v_w, v_b, o_w, q_norm, k_norm, ln2, gate, up, down;
+  Tensor lora_a[kTargets], lora_b[kTargets];  // undefined where a target has no adapter
+};
+
+// A frozen weight stored in another dtype than the compute (bf16 base of a LoRA model):
+// the backward keeps the stored weight and casts it again, never a compute-dtype copy.
+struct CastLinear : public torch::autograd::Function<CastLinear> {
+  static Tensor forward(AutogradContext* ctx, Tensor x, Tensor w) {
+    ctx->save_for_backward({w});
+    return torch::linear(x, w.to(x.scalar_type()));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto w = ctx->get_saved_variables()[0];
+    return {torch::matmul(g[0], w.to(g[0].scalar_type())), Tensor()};
+  }
 };
 
 struct Model;
@@ -126,6 +160,10 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(m);
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["lens"] = b->lens;
+    // The recompute must draw the same dropout masks.
+    ctx->saved_data["adapters"] = b->adapters;
+    ctx->saved_data["drop_p"] = b->drop_p;
+    ctx->saved_data["drop_seed"] = b->drop_seed;
     torch::NoGradGuard no_grad;
     return layer_forward(*m, layer, x, *b);
   }
@@ -137,6 +175,9 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     b.cos = saved[1];
     b.sin = saved[2];
     b.lens = ctx->saved_data["lens"].toIntVector();
+    b.adapters = ctx->saved_data["adapters"].toBool();
+    b.drop_p = ctx->saved_data["drop_p"].toDouble();
+    b.drop_seed = ctx->saved_data["drop_seed"].toInt();
     auto x = saved[0].detach().requires_grad_(true);
     {
       torch::AutoGradMode grad(true);
@@ -162,11 +203,12 @@ struct ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
     torch::NoGradGuard no_grad;
     const int64_t n = h.size(0);
     auto dt = math_dtype(h);
+    auto wc = w.to(h.scalar_type());  // a bf16-stored frozen lm_head, cast for this call only
     auto logp = torch::empty({n}, h.options().dtype(dt));
     auto ent = torch::empty({n}, h.options().dtype(dt));
     for (int64_t s = 0; s < n; s += chunk) {
       int64_t len = std::min(chunk, n - s);
-      auto z = torch::matmul(h.narrow(0, s, len), w.t()).to(dt) * inv_temp;
+      auto z = torch::matmul(h.narrow(0, s, len), wc.t()).to(dt) * inv_temp;
       auto lsm = torch::log_softmax(z, -1);
       logp.narrow(0, s, len).copy_(lsm.gather(1, targets.narrow(0, s, len).unsqueeze(1)).squeeze(1));
       ent.narrow(0, s, len).copy_(-(lsm.exp() * lsm).sum(-1));
@@ -181,12 +223,14 @@ struct ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
     auto g_logp = g[0], g_ent = g[1];
     const int64_t n = h.size(0);
     auto dt = math_dtype(h);
+    auto wc = w.to(h.scalar_type());
+    const bool want_w = ctx->needs_input_grad(1);  // a frozen lm_head needs no [V, H] gradient
     auto grad_h = torch::zeros_like(h);
-    auto grad_w = torch::zeros(w.sizes(), w.options().dtype(dt));
+    Tensor grad_w = want_w ? torch::zeros(w.sizes(), w.options().dtype(dt)) : Tensor();
     for (int64_t s = 0; s < n; s += chunk) {
       int64_t len = std::min(chunk, n - s);
       auto hc = h.narrow(0, s, len);
-      auto z = torch::matmul(hc, w.t()).to(dt) * inv_temp;
+      auto z = torch::matmul(hc, wc.t()).to(dt) * inv_temp;
       auto lsm = torch::log_softmax(z, -1);
       auto p = lsm.exp();
       // d logp_t / dz = onehot(t) - p;  d H / dz = -p (log p + H).
@@ -202,10 +246,10 @@ struct ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
         gz = gz - p * (lsm + H) * ge;
       }
       gz = gz * inv_temp;
-      grad_h.narrow(0, s, len).copy_(torch::matmul(gz.to(w.scalar_type()), w));
-      grad_w.add_(torch::matmul(gz.t(), hc.to(dt)));
+      grad_h.narrow(0, s, len).copy_(torch::matmul(gz.to(wc.scalar_type()), wc));
+      if (want_w) grad_w.add_(torch::matmul(gz.t(), hc.to(dt)));
     }
-    return {grad_h, grad_w.to(w.scalar_type()), Tensor(), Tensor(), Tensor()};
+    return {grad_h, want_w ? grad_w.to(w.scalar_type()) : Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -220,6 +264,11 @@ struct Model {
   std::map<std::string, Tensor> params;
   std::set<std::string> loaded;
   bool ready = false;
+  // LoRA: adapter tensor names; base weight name -> (layer, target) of its adapter.
+  std::set<std::string> adapters;
+  std::map<std::string, std::pair<int64_t, int>> adapted;
+  double lora_scale = 0;
+  mutable int64_t passes = 0;  // training passes since the last optimizer step (dropout seeds)
 
   Tensor embed, final_norm, lm_head;
   std::vector<Layer> layers;
@@ -248,6 +297,7 @@ struct Model {
       throw ArgError("parameter dtype must be f32 or f64 (bf16 compute is automatic on CUDA)");
     param_dtype = to_dtype(c.dtype);
     compute_dtype = param_dtype;
+    check_lora(c);
     if (c.device == UMAD_CUDA) {
       if (!torch::cuda::is_available()) throw ArgError("CUDA requested but not available");
       device = torch::Device(torch::kCUDA, 0);
@@ -279,11 +329,57 @@ struct Model {
     }
     expect("model.norm.weight", {H});
     if (!c.tie_embeddings) expect("lm_head.weight", {c.vocab_size, H});
+    // The frozen base of a LoRA model may live in bf16; adapters are in the parameter dtype.
+    auto base_dt = c.lora_rank > 0 && c.base_bf16 ? torch::kBFloat16 : param_dtype;
     for (auto& n : names)
-      params[n] = torch::zeros(shapes[n], torch::dtype(param_dtype).device(device));
+      params[n] = torch::zeros(shapes[n], torch::dtype(base_dt).device(device));
+    if (c.lora_rank > 0) add_adapters();
     bind();
     init_rope();
   }
+
+  static void check_lora(const umad_model_config& c) {
+    if (c.lora_rank == 0) return;
+    if (c.lora_rank < 0 || c.lora_rank > c.hidden_size)
+      throw ArgError("LoRA rank " + std::to_string(c.lora_rank) + " is outside 1.." +
+                     std::to_string(c.hidden_size) + " (the hidden size)");
+    if (c.lora_targets <= 0 || c.lora_targets >= (1 << kTargets))
+      throw ArgError("LoRA targets " + std::to_string(c.lora_targets) +
+                     " must be a non-empty set of the 7 projections");
+    if (!(c.lora_alpha > 0) || !std::isfinite(c.lora_alpha))
+      throw ArgError("LoRA alpha must be positive and finite");
+    if (!(c.lora_dropout >= 0 && c.lora_dropout < 1))
+      throw ArgError("LoRA dropout must be in [0, 1)");
+  }
+
+  // PEFT's adapters on every target of every layer: A kaiming-uniform(a=sqrt(5)), that is
+  // U(-1/sqrt(in), 1/sqrt(in)), from a generator seeded per (layer, target); B zeros.
+  void add_adapters() {
+    const auto& c = cfg;
+    const int64_t r = c.lora_rank, H = c.hidden_size, I = c.intermediate_size;
+    const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+    const int64_t in[kTargets] = {H, H, H, qd, H, H, I};
+    const int64_t out[kTargets] = {qd, kvd, kvd, H, I, I, H};
+    lora_scale = c.lora_alpha / double(r);
+    for (int64_t i = 0; i < c.num_layers; i++) {
+      for (int t = 0; t < kTargets; t++) {
+        if (!(c.lora_targets & (1 << t))) continue;
+        auto p = "model.layers." + std::to_string(i) + "." + kTargetModule[t];
+        auto a = p + ".lora_A.weight", b = p + ".lora_B.weight";
+        expect(a, {r, in[t]});
+        expect(b, {out[t], r});
+        adapters.insert(a);
+        adapters.insert(b);
+        adapted[p + ".weight"] = {i, t};
+        auto gen = at::detail::createCPUGenerator(mix(c.lora_seed, uint64_t(i * kTargets + t)));
+        auto bound = 1.0 / std::sqrt(double(in[t]));
+        params[a] = torch::empty({r, in[t]}, torch::dtype(param_dtype)).uniform_(-bound, bound, gen).to(device);
+        params[b] = torch::zeros({out[t], r}, torch::dtype(param_dtype).device(device));
+      }
+    }
+  }
+
+  bool lora() const { return cfg.lora_rank > 0; }
 
   void bind() {
     embed = params.at("model.embed_tokens.weight");
@@ -311,6 +407,10 @@ struct Model {
       L.gate = get(p + "mlp.gate_proj.weight");
       L.up = get(p + "mlp.up_proj.weight");
       L.down = get(p + "mlp.down_proj.weight");
+      for (int t = 0; t < kTargets; t++) {
+        L.lora_a[t] = get(p + kTargetModule[t] + ".lora_A.weight");
+        L.lora_b[t] = get(p + kTargetModule[t] + ".lora_B.weight");
+      }
     }
   }
 
@@ -337,8 +437,10 @@ struct Model {
     inv_freq = inv_freq.to(device);
   }
 
+  // Everything trains, or with LoRA the adapters only.
   void set_trainable() {
     for (auto& kv : params) {
+      if (lora() && !adapters.count(kv.first)) continue;
       kv.second.requires_grad_(true);
       exp_avg[kv.first] = torch::zeros_like(kv.second);
       exp_avg_sq[kv.first] = torch::zeros_like(kv.second);
@@ -359,7 +461,9 @@ struct Model {
       case UMAD_EXP_AVG_SQ: {
         auto& st = what == UMAD_EXP_AVG ? exp_avg : exp_avg_sq;
         auto s = st.find(name);
-        if (s == st.end()) throw ArgError("model is not trainable: no optimizer state for " + name);
+        if (s == st.end())
+          throw ArgError("no optimizer state for " + name +
+                         (lora() ? " (a LoRA model trains its adapters only)" : " (the model is not trainable)"));
         return s->second;
       }
     }
@@ -371,6 +475,36 @@ struct Model {
   Tensor W(const Tensor& t) const {
     if (!t.defined() || t.scalar_type() == compute_dtype) return t;
     return t.to(compute_dtype);
+  }
+
+  // A projection of layer `layer` with its LoRA adapter (target t) when the pass applies
+  // adapters: W x + b + scale B A dropout(x). Frozen weights go through CastLinear.
+  Tensor proj(int64_t layer, int t, const Tensor& x, const Tensor& w, const Tensor& bias,
+              const Batch& b) const {
+    Tensor y = w.requires_grad() ? torch::linear(x, W(w), W(bias)) : CastLinear::apply(x, w);
+    if (!w.requires_grad() && bias.defined()) y = y + W(bias);
+    const auto& L = layers[layer];
+    if (!b.adapters || !L.lora_a[t].defined()) return y;
+    auto xin = x;
+    if (b.drop_p > 0) {
+      // PEFT's dropout: an independent mask per adapter, scaled by 1/(1-p). Drawn on the CPU
+      // from a seed, so the checkpoint recompute and a resumed run draw the same one.
+      auto gen = at::detail::createCPUGenerator(mix(uint64_t(b.drop_seed), uint64_t(layer * kTargets + t)));
+      auto keep = torch::empty(x.sizes(), torch::kFloat32).bernoulli_(1 - b.drop_p, gen);
+      xin = x * (keep / (1 - b.drop_p)).to(x.options());
+    }
+    return y + torch::linear(torch::linear(xin, W(L.lora_a[t])), W(L.lora_b[t])) * lora_scale;
+  }
+
+  // A base weight with its adapter folded in, in the parameter dtype.
+  Tensor merged(const std::string& name) const {
+    torch::NoGradGuard no_grad;
+    auto w = params.at(name).detach().to(param_dtype);
+    auto it = adapted.find(name);
+    if (it == adapted.end()) return w;
+    const auto& L = layers[it->second.first];
+    int t = it->second.second;
+    return w + torch::matmul(L.lora_b[t], L.lora_a[t]) * lora_scale;
   }
 
   Tensor rms_norm(const Tensor& x, const Tensor& w) const {
@@ -415,8 +549,12 @@ struct Model {
 
   // Final hidden states [T, H] of a packed batch.
   Tensor hidden(const Batch& b) const {
-    auto x = torch::embedding(W(embed), b.tokens);
+    // Rows first, then the cast: a bf16-stored table is never copied whole.
+    auto x = torch::embedding(embed, b.tokens).to(compute_dtype);
     bool ckpt = cfg.grad_checkpoint && torch::GradMode::is_enabled() && cfg.trainable;
+    // A frozen embedding (LoRA) gives an input without grad; the checkpointed layers still
+    // need a graph to hang their recompute on.
+    if (ckpt && !x.requires_grad()) x = x.detach().requires_grad_(true);
     for (int64_t i = 0; i < cfg.num_layers; i++)
       x = ckpt ? CheckpointedLayer::apply(x, this, i, &b) : layer_forward(*this, i, x, b);
     return rms_norm(x, final_norm);
@@ -443,17 +581,26 @@ struct Model {
 
   // Response-token log-probs and entropies at temperature; chunk < 0 materialises all
   // logits with plain autograd ops (the reference the chunked path is tested against).
-  std::pair<Tensor, Tensor> logprobs(const umad_seqs& s, double temperature, int64_t chunk) const {
+  // base_only leaves the LoRA adapters out. A pass with a gradient on a trainable LoRA
+  // model applies dropout, seeded by (lora_seed, optimizer step, pass since that step).
+  std::pair<Tensor, Tensor> logprobs(const umad_seqs& s, double temperature, int64_t chunk,
+                                     bool base_only = false) const {
     if (!(temperature > 0) || !std::isfinite(temperature))
       throw ArgError("temperature must be positive and finite, got " + std::to_string(temperature));
     auto b = make_batch(s);
+    b.adapters = lora() && !base_only;
+    if (b.adapters && cfg.lora_dropout > 0 && cfg.trainable && torch::GradMode::is_enabled()) {
+      b.drop_p = cfg.lora_dropout;
+      b.drop_seed = int64_t(mix(mix(cfg.lora_seed, uint64_t(step + skipped_total)), uint64_t(passes++)));
+    }
     auto h = hidden(b);
     auto [rows, targets] = response_rows(s, b);
     auto hr = h.index_select(0, rows);
-    auto w = W(lm_head);
+    // A frozen lm_head in another dtype is cast inside ChunkedLogProbs, per call.
+    auto w = lm_head.requires_grad() ? W(lm_head) : lm_head;
     if (chunk < 0) {
       auto dt = h.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
-      auto lsm = torch::log_softmax(torch::matmul(hr, w.t()).to(dt) / temperature, -1);
+      auto lsm = torch::log_softmax(torch::matmul(hr, w.to(hr.scalar_type()).t()).to(dt) / temperature, -1);
       auto logp = lsm.gather(1, targets.unsqueeze(1)).squeeze(1);
       return {logp, -(lsm.exp() * lsm).sum(-1)};
     }
@@ -467,9 +614,9 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
   const auto& c = m.cfg;
   const int64_t T = x.size(0), hd = c.head_dim;
   auto h = m.rms_norm(x, L.ln1);
-  auto q = torch::linear(h, m.W(L.q_w), m.W(L.q_b)).view({T, c.num_heads, hd});
-  auto k = torch::linear(h, m.W(L.k_w), m.W(L.k_b)).view({T, c.num_kv_heads, hd});
-  auto v = torch::linear(h, m.W(L.v_w), m.W(L.v_b)).view({T, c.num_kv_heads, hd});
+  auto q = m.proj(i, T_Q, h, L.q_w, L.q_b, b).view({T, c.num_heads, hd});
+  auto k = m.proj(i, T_K, h, L.k_w, L.k_b, b).view({T, c.num_kv_heads, hd});
+  auto v = m.proj(i, T_V, h, L.v_w, L.v_b, b).view({T, c.num_kv_heads, hd});
   if (c.qk_norm) {
     q = m.rms_norm(q, L.q_norm);
     k = m.rms_norm(k, L.k_norm);
@@ -493,11 +640,10 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
     off += len;
   }
   auto attn = outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
-  auto x1 = x + torch::linear(attn, m.W(L.o_w));
+  auto x1 = x + m.proj(i, T_O, attn, L.o_w, Tensor(), b);
   auto h2 = m.rms_norm(x1, L.ln2);
-  auto mlp = torch::linear(torch::silu(torch::linear(h2, m.W(L.gate))) * torch::linear(h2, m.W(L.up)),
-                           m.W(L.down));
-  return x1 + mlp;
+  auto act = torch::silu(m.proj(i, T_GATE, h2, L.gate, Tensor(), b)) * m.proj(i, T_UP, h2, L.up, Tensor(), b);
+  return x1 + m.proj(i, T_DOWN, act, L.down, Tensor(), b);
 }
 
 Model* checked(umad_model* m) {
@@ -627,8 +773,8 @@ UMAD_EXPORT int umad_model_finalize(umad_model* mp, char* err, size_t errlen) {
     auto m = checked(mp);
     if (m->ready) return;
     std::string missing;
-    for (auto& n : m->names)
-      if (!m->loaded.count(n)) missing += (missing.empty() ? "" : ", ") + n;
+    for (auto& n : m->names)  // adapters start from their initialisation unless set
+      if (!m->loaded.count(n) && !m->adapters.count(n)) missing += (missing.empty() ? "" : ", ") + n;
     if (!missing.empty()) throw ArgError("missing tensors: " + missing);
     if (m->cfg.trainable) m->set_trainable();
     m->ready = true;
@@ -661,15 +807,23 @@ UMAD_EXPORT int umad_model_tensor_count(const umad_model* mp) {
 }
 
 UMAD_EXPORT int umad_model_tensor_info(const umad_model* mp, int32_t i, char* name,
-                                       size_t namelen, int64_t* shape, int32_t* ndim) {
+                                       size_t namelen, int64_t* shape, int32_t* ndim,
+                                       int32_t* dtype, int32_t* adapter) {
   auto m = reinterpret_cast<const Model*>(mp);
-  if (!m || i < 0 || size_t(i) >= m->names.size() || !name || !shape || !ndim) return UMAD_ERR_ARG;
+  if (!m || i < 0 || size_t(i) >= m->names.size() || !name || !shape || !ndim || !dtype || !adapter)
+    return UMAD_ERR_ARG;
   const auto& n = m->names[i];
   const auto& s = m->shapes.at(n);
   if (n.size() + 1 > namelen || s.size() > 4) return UMAD_ERR_ARG;
   std::memcpy(name, n.c_str(), n.size() + 1);
   *ndim = int32_t(s.size());
   for (size_t d = 0; d < s.size(); d++) shape[d] = s[d];
+  switch (m->params.at(n).scalar_type()) {
+    case torch::kFloat64: *dtype = UMAD_F64; break;
+    case torch::kBFloat16: *dtype = UMAD_BF16; break;
+    default: *dtype = UMAD_F32;
+  }
+  *adapter = m->adapters.count(n) ? 1 : 0;
   return UMAD_OK;
 }
 
@@ -679,9 +833,15 @@ UMAD_EXPORT int umad_model_read(const umad_model* mp, const char* name, int32_t 
   return guarded(err, errlen, [&] {
     auto m = checked(const_cast<umad_model*>(mp));
     if (!name || !dst) throw ArgError("read: NULL name or buffer");
-    auto& t = m->lookup(name, what);
-    auto shape = m->shapes.at(name);
-    auto out = t.defined() ? t.detach() : torch::zeros(shape, torch::dtype(m->param_dtype));
+    Tensor out;
+    if (what == UMAD_MERGED) {
+      m->lookup(name, UMAD_WEIGHT);  // names an unknown tensor
+      if (m->adapters.count(name)) throw ArgError(std::string(name) + " is an adapter, not a base weight");
+      out = m->merged(name);
+    } else {
+      auto& t = m->lookup(name, what);
+      out = t.defined() ? t.detach() : torch::zeros(m->shapes.at(name), torch::dtype(m->param_dtype));
+    }
     out = out.to(torch::kCPU, to_dtype(dtype)).contiguous();
     if (int64_t(out.nbytes()) != nbytes)
       throw ArgError("read " + std::string(name) + ": buffer has " + std::to_string(nbytes) +
@@ -695,6 +855,9 @@ UMAD_EXPORT int umad_model_write(umad_model* mp, const char* name, int32_t what,
   return guarded(err, errlen, [&] {
     auto m = checked(mp);
     if (!name || !src) throw ArgError("write: NULL name or buffer");
+    if (what == UMAD_MERGED) throw ArgError("a merged weight is read-only; write the weight or its adapters");
+    if (what == UMAD_GRAD && m->lora() && !m->adapters.count(name))
+      throw ArgError(std::string(name) + " is a frozen base weight of a LoRA model: it has no gradient");
     auto& t = m->lookup(name, what);
     auto shape = m->shapes.at(name);
     auto in = torch::from_blob(const_cast<void*>(src), shape, to_dtype(dtype));
@@ -724,13 +887,13 @@ UMAD_EXPORT int umad_optim_set(umad_model* mp, int64_t step, int64_t skipped_tot
 }
 
 UMAD_EXPORT int umad_logprobs(umad_model* mp, const umad_seqs* seqs, double temperature,
-                              int64_t logit_chunk, float* logp, float* entropy, char* err,
-                              size_t errlen) {
+                              int64_t logit_chunk, int32_t base_only, float* logp, float* entropy,
+                              char* err, size_t errlen) {
   return guarded(err, errlen, [&] {
     auto m = ready(mp);
     if (!seqs) throw ArgError("NULL batch");
     torch::NoGradGuard no_grad;
-    auto [lp, ent] = m->logprobs(*seqs, temperature, logit_chunk);
+    auto [lp, ent] = m->logprobs(*seqs, temperature, logit_chunk, base_only != 0);
     copy_out(lp, logp);
     copy_out(ent, entropy);
   });
@@ -849,8 +1012,10 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
       throw ArgError("AdamW needs lr >= 0, betas in [0,1) and eps > 0");
     torch::NoGradGuard no_grad;
     // Global norm in float64 so a large model's sum of squares does not overflow fp32.
+    m->passes = 0;  // the next step's dropout masks start afresh
     double sq = 0;
     for (auto& kv : m->params) {
+      if (!kv.second.requires_grad()) continue;  // frozen: never a gradient, never updated
       auto& g = kv.second.grad();
       if (g.defined()) sq += g.to(torch::kDouble).pow(2).sum().item<double>();
     }
@@ -873,6 +1038,7 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
     const double bc2 = 1 - std::pow(opt->beta2, double(m->step));
     for (auto& kv : m->params) {
       auto& p = kv.second;
+      if (!p.requires_grad()) continue;
       auto g = p.grad();
       if (!g.defined()) continue;
       if (coef < 1.0) g = g * coef;
@@ -906,9 +1072,10 @@ std::vector<Tensor> parameters(umad_model* mp) {
 std::vector<Tensor> optimizer_state(umad_model* mp) {
   auto m = ready(mp);
   std::vector<Tensor> out;
-  if (!m->cfg.trainable) return out;
   for (auto& n : m->names) {
-    out.push_back(m->exp_avg.at(n));
+    auto it = m->exp_avg.find(n);  // none for a frozen model or a LoRA model's base
+    if (it == m->exp_avg.end()) continue;
+    out.push_back(it->second);
     out.push_back(m->exp_avg_sq.at(n));
   }
   return out;

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 2
+#define UMAD_TORCH_ABI_VERSION 3
 
 enum {
   UMAD_OK = 0,
@@ -31,8 +31,20 @@ enum { UMAD_ARCH_QWEN2 = 0, UMAD_ARCH_QWEN3 = 1, UMAD_ARCH_LLAMA = 2 };
 enum { UMAD_F32 = 0, UMAD_F64 = 1, UMAD_BF16 = 2, UMAD_F16 = 3 };
 enum { UMAD_CPU = 0, UMAD_CUDA = 1 };
 
-/* What a tensor read/write addresses. */
-enum { UMAD_WEIGHT = 0, UMAD_GRAD = 1, UMAD_EXP_AVG = 2, UMAD_EXP_AVG_SQ = 3 };
+/* What a tensor read/write addresses. UMAD_MERGED reads a base weight with its LoRA
+ * adapter folded in, W + alpha/r B A (the weight itself where there is no adapter). */
+enum { UMAD_WEIGHT = 0, UMAD_GRAD = 1, UMAD_EXP_AVG = 2, UMAD_EXP_AVG_SQ = 3, UMAD_MERGED = 4 };
+
+/* LoRA target projections, bits of umad_model_config.lora_targets (HF q_proj ... down_proj). */
+enum {
+  UMAD_LORA_Q = 1,
+  UMAD_LORA_K = 2,
+  UMAD_LORA_V = 4,
+  UMAD_LORA_O = 8,
+  UMAD_LORA_GATE = 16,
+  UMAD_LORA_UP = 32,
+  UMAD_LORA_DOWN = 64
+};
 
 enum {
   UMAD_AGG_TOKEN_MEAN = 0,
@@ -59,6 +71,15 @@ typedef struct umad_model_config {
   int32_t dtype, device;
   int32_t trainable;       /* parameters require grad; an optimizer state exists */
   int32_t grad_checkpoint; /* recompute each layer in backward instead of storing it */
+  /* LoRA (0 rank: none). Each target projection y = W x gets + alpha/rank B A dropout(x),
+   * A [rank, in] kaiming-uniform from lora_seed, B [out, rank] zeros, in the parameter dtype.
+   * The base is frozen: only the adapters train and have optimizer state. Dropout (PEFT's,
+   * on the adapter input) runs only in passes with a gradient; its masks derive from
+   * lora_seed, the optimizer step and the pass within it, so a resumed run repeats them. */
+  int32_t lora_rank, lora_targets;
+  double lora_alpha, lora_dropout;
+  uint64_t lora_seed;
+  int32_t base_bf16; /* with LoRA: frozen base weights stored in bf16, cast per use */
 } umad_model_config;
 
 typedef struct umad_model umad_model;
@@ -148,11 +169,13 @@ typedef struct umad_step_stats {
     (const umad_model* m, int32_t dtype, int32_t trainable, char* err, size_t errlen),           \
     (m, dtype, trainable, err, errlen))                                                          \
                                                                                                  \
-  /* Tensor i in checkpoint order: name and shape (at most 4 dims). */                           \
+  /* Tensor i in checkpoint order (base, then LoRA adapters): name, shape (at most 4 dims),   \
+   * storage dtype and whether it is a LoRA adapter (PEFT names, ...q_proj.lora_A.weight). */  \
   X(int, model_tensor_count, (const umad_model* m), (m))                                         \
   X(int, model_tensor_info,                                                                      \
-    (const umad_model* m, int32_t i, char* name, size_t namelen, int64_t* shape, int32_t* ndim), \
-    (m, i, name, namelen, shape, ndim))                                                          \
+    (const umad_model* m, int32_t i, char* name, size_t namelen, int64_t* shape, int32_t* ndim, \
+     int32_t* dtype, int32_t* adapter),                                                          \
+    (m, i, name, namelen, shape, ndim, dtype, adapter))                                          \
   /* Copy a tensor (what: UMAD_WEIGHT, ...) out to dst as dtype; nbytes must match. A            \
    * missing gradient reads as zeros. */                                                         \
   X(int, model_read,                                                                             \
@@ -168,11 +191,12 @@ typedef struct umad_step_stats {
   X(int, optim_set, (umad_model* m, int64_t step, int64_t skipped_total),                        \
     (m, step, skipped_total))                                                                    \
                                                                                                  \
-  /* Log-probs and entropies of the response tokens under softmax(logits/temperature). */        \
+  /* Log-probs and entropies of the response tokens under softmax(logits/temperature); with    \
+   * base_only, of the base without its LoRA adapters (the KL reference of a LoRA run). */     \
   X(int, logprobs,                                                                               \
     (umad_model* m, const umad_seqs* seqs, double temperature, int64_t logit_chunk,              \
-     float* logp, float* entropy, char* err, size_t errlen),                                     \
-    (m, seqs, temperature, logit_chunk, logp, entropy, err, errlen))                             \
+     int32_t base_only, float* logp, float* entropy, char* err, size_t errlen),                  \
+    (m, seqs, temperature, logit_chunk, base_only, logp, entropy, err, errlen))                  \
   /* The policy loss of one micro-batch; with backward != 0, adds scale * d loss / d params      \
    * to the gradients. logp_out (optional) receives the current log-probs. */                    \
   X(int, policy_loss,                                                                            \

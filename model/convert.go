@@ -75,8 +75,11 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 		return err
 	}
 	defer st.Close()
-	layout := tinyTensors(s, 0)
-	if err := checkHFTensors(st, layout, s); err != nil {
+	wm, err := NewWeightMap(s, opt.Type)
+	if err != nil {
+		return err
+	}
+	if err := checkHFTensors(st, wm, s); err != nil {
 		return err
 	}
 	w, err := CreateGGUF(out)
@@ -92,10 +95,14 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 			return err
 		}
 	}
-	for i, t := range layout {
-		dst := matrixType(opt.Type, t.shape)
-		write := reporting(opt.Progress, i, len(layout), t.ggufName, hfTensorWriter(st, t, dst))
-		if err := w.AddTensorFunc(t.ggufName, dst, ggmlDims(t.shape), write); err != nil {
+	for i, name := range wm.HFNames() {
+		e := st.entries[name]
+		to, err := wm.Target(name, e.shape)
+		if err != nil {
+			return err
+		}
+		write := reporting(opt.Progress, i, len(wm.layout), to.Name, hfTensorWriter(st, wm, name))
+		if err := w.AddTensorFunc(to.Name, to.Type, to.Dims, write); err != nil {
 			return err
 		}
 		if i == 0 {
@@ -134,10 +141,8 @@ func (t *HFTokenizer) fitConfig(cfg *HFConfig, vocabSize int) error {
 
 // checkHFTensors requires every tensor the architecture needs, with its shape and a float
 // dtype, and refuses tensors the conversion would silently drop.
-func checkHFTensors(st *Safetensors, layout []tinyTensor, s Shape) error {
-	want := map[string]bool{}
-	for _, t := range layout {
-		want[t.hfName] = true
+func checkHFTensors(st *Safetensors, wm *WeightMap, s Shape) error {
+	for _, t := range wm.layout {
 		e, ok := st.entries[t.hfName]
 		if !ok {
 			return fmt.Errorf("safetensors: tensor %q is missing", t.hfName)
@@ -150,11 +155,7 @@ func checkHFTensors(st *Safetensors, layout []tinyTensor, s Shape) error {
 		}
 	}
 	for _, name := range st.Names() {
-		switch {
-		case want[name]:
-		case strings.HasSuffix(name, ".rotary_emb.inv_freq"): // recomputed from rope_theta
-		case name == "lm_head.weight" && s.TiedEmbeddings: // tied: the embedding is the head
-		default:
+		if _, ok := wm.byHF[name]; !ok && !wm.Ignored(name) {
 			return fmt.Errorf("safetensors: tensor %q is not part of a %s model", name, s.Arch)
 		}
 	}
@@ -243,17 +244,15 @@ func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error)
 	return kvs, nil
 }
 
-// hfTensorWriter streams one safetensors tensor into the GGUF as type dst, putting Llama's
-// q/k rows into llama.cpp's rotary order.
-func hfTensorWriter(st *Safetensors, t tinyTensor, dst GGMLType) WriteFunc {
+// hfTensorWriter streams one safetensors tensor into the GGUF through the weight map.
+func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) WriteFunc {
 	return func(w io.Writer) error {
-		e := st.entries[t.hfName]
+		e := st.entries[name]
 		src, err := ggmlTypeOfDType(e.dtype)
 		if err != nil {
 			return err
 		}
-		r := io.NewSectionReader(e.file.r, e.file.dataStart+e.begin, e.end-e.begin)
-		return convertRows(w, r, src, dst, t.shape, t.permuteHeads, interleaveRows)
+		return wm.Convert(w, name, src, io.NewSectionReader(e.file.r, e.file.dataStart+e.begin, e.end-e.begin))
 	}
 }
 

@@ -40,7 +40,11 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 		return err
 	}
 	defer st.Close()
-	if err := checkHFTensors(st, tinyTensors(s, 0), s); err != nil {
+	wm, err := NewWeightMap(s, TypeF32) // any type: only the layout is checked
+	if err != nil {
+		return err
+	}
+	if err := checkHFTensors(st, wm, s); err != nil {
 		return err
 	}
 	merged := map[string]LoRAPair{}

@@ -19,14 +19,7 @@ func TestPresetsMatchPublishedParameterCounts(t *testing.T) {
 		if err := s.Validate(); err != nil {
 			t.Errorf("preset %s: %v", name, err)
 		}
-		var n int64
-		for _, ts := range tinyTensors(s, 0) {
-			e := int64(1)
-			for _, d := range ts.shape {
-				e *= d
-			}
-			n += e
-		}
+		n := s.Params()
 		if n != want {
 			t.Errorf("preset %s has %d parameters, the published model %d", name, n, want)
 		}

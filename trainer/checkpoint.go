@@ -94,8 +94,8 @@ func newestCheckpoint(root string) (*checkpointInfo, error) {
 	return latestCheckpoint(filepath.Dir(root))
 }
 
-// checkpoint saves every agent (weights, optimizer state, config, tokenizer and a GGUF)
-// under checkpoints/step-N, built in a temporary directory and renamed into place, then
+// checkpoint saves every agent (weights or LoRA adapters, optimizer state, config,
+// tokenizer and a GGUF) under checkpoints/step-N, built in a temporary directory and renamed into place, then
 // points latest at it and removes all but the newest KeepLast.
 func (t *Trainer) checkpoint() (err error) {
 	if !t.lead() {
@@ -124,7 +124,20 @@ func (t *Trainer) checkpoint() (err error) {
 		if err := a.actor.Save(dir); err != nil {
 			return err
 		}
-		if err := model.HFToGGUF(dir, filepath.Join(dir, "model.gguf"), model.HFToGGUFOptions{}); err != nil {
+		gguf := filepath.Join(dir, "model.gguf")
+		if t.cfg.LoRA.Rank == 0 {
+			if err := model.HFToGGUF(dir, gguf, model.HFToGGUFOptions{}); err != nil {
+				return err
+			}
+			continue
+		}
+		// A LoRA checkpoint names its base and holds the adapters; llama.cpp gets the merged
+		// weights, converted from a staging directory.
+		staging := filepath.Join(tmp, fmt.Sprintf(".merged-%d", i))
+		if err := writeGGUF(a.actor, staging, gguf); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(staging); err != nil {
 			return err
 		}
 	}

@@ -57,6 +57,8 @@ type Config struct {
 	SaveEvery   int         `json:"save_every"` // 0: at the end only
 	KeepLast    int         `json:"keep_last"`
 	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// Sync is how updated weights reach llama.cpp: in place (the default) or by file.
+	Sync SyncMode `json:"sync"`
 	// KeepRollouts is how many problems' training debates each step keeps in
 	// RUN/rollouts/step-N.jsonl.zst, for inspection (0: none).
 	KeepRollouts int `json:"keep_rollouts"`
@@ -75,6 +77,11 @@ type Config struct {
 	TISCap float64 `json:"tis_cap"`
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
+	// LoRA trains low-rank adapters on a frozen base instead of every weight (Rank 0: full
+	// fine-tuning). The base with the adapters left out is the KL reference, and syncs and
+	// checkpoints give llama.cpp the merged weights. Each agent's adapter seed derives from
+	// Seed and its index.
+	LoRA      torch.LoRA         `json:"lora"`
 	Engine    engine.Options     `json:"-"`
 	Placement engine.Placement   `json:"-"` // of the rollout models
 	Torch     torch.ModelOptions `json:"-"`
@@ -93,7 +100,8 @@ type testHooks struct {
 }
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
-// "robust": true|false becomes Reward, so runs from then still resume.
+// "robust": true|false becomes Reward, or before the sync mode had one (then in place,
+// the default), so runs from then still resume.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
 	old := struct {
@@ -108,6 +116,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		if *old.Robust {
 			c.Reward = reward.Robust
 		}
+	}
+	if c.Sync == "" {
+		c.Sync = SyncInPlace
 	}
 	return nil
 }
@@ -136,10 +147,21 @@ func (c *Config) Check() error {
 	if c.Reward == "" {
 		c.Reward = reward.Strict // the paper's
 	}
+	if c.Sync == "" {
+		c.Sync = SyncInPlace
+	}
+	mode, err := ParseSyncMode(string(c.Sync))
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	c.Sync = mode
 	if _, err := reward.ParseMode(string(c.Reward)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	if err := c.Schedule.check(); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := c.LoRA.Check(0); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	for i, a := range c.Agents {

@@ -182,6 +182,9 @@ func (t *Trainer) broadcastModels() error {
 		if err := g.BroadcastModel(a.actor.Model, 0); err != nil {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
+		if a.ref == nil {
+			continue // a LoRA actor's base is its reference
+		}
 		if err := g.BroadcastModel(a.ref.Model, 0); err != nil {
 			return fmt.Errorf("agent %d reference: %w", i, err)
 		}

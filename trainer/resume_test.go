@@ -14,9 +14,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/model"
 )
 
 // A run stopped after step 2 and resumed to step 3 writes each step's metrics once and
@@ -389,5 +391,60 @@ func TestResumeWithMissingState(t *testing.T) {
 	cfg.Steps = 4
 	if err := Run(context.Background(), rt, cfg); err == nil || !strings.Contains(err.Error(), "no optimizer state") {
 		t.Errorf("resume without optimizer state: %v, want an error naming it", err)
+	}
+}
+
+// A LoRA run resumes exactly too: adapters, their AdamW moments, the step counters and the
+// dropout masks (seeded by step) carry over, so steps 3 and 4 log the same and the step-4
+// checkpoint's adapter, optimizer state and merged GGUF are byte-identical.
+func TestLoRAResumeIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 8 tiny steps")
+	}
+	rt := torchtest.Open(t)
+	start := warmStart(t, rt, "qwen2")
+	config := func(steps int) Config {
+		cfg := demoConfig(t, "grpo", []string{start}, steps)
+		cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:8], 0
+		cfg.Opt.LR = 5e-3
+		cfg.LoRA = torch.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, Dropout: 0.1}
+		return cfg
+	}
+	whole := config(4)
+	if err := Run(context.Background(), rt, whole); err != nil {
+		t.Fatal(err)
+	}
+	stopped := config(2)
+	if err := Run(context.Background(), rt, stopped); err != nil {
+		t.Fatal(err)
+	}
+	stopped.Steps = 4
+	if err := Run(context.Background(), rt, stopped); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := readMetrics(t, whole.Out)
+	got, _ := readMetrics(t, stopped.Out)
+	if len(got) != len(want) {
+		t.Fatalf("%d training lines, want %d", len(got), len(want))
+	}
+	trained := 0
+	for i := range want {
+		if want[i].Step <= 2 {
+			continue
+		}
+		trained += want[i].OptimSteps
+		for _, d := range metricsDiff(t, want[i], got[i]) {
+			t.Errorf("step %d: %s", want[i].Step, d)
+		}
+	}
+	if trained == 0 {
+		t.Fatal("steps 3 and 4 took no optimizer step: the comparison proves nothing")
+	}
+	for _, f := range []string{model.PEFTWeightsFile, hfmodel.OptimizerFile, "model.gguf"} {
+		a := filepath.Join(AgentCheckpointDir(filepath.Join(whole.Out, CheckpointsDir, "step-000004"), 0), f)
+		b := filepath.Join(AgentCheckpointDir(filepath.Join(stopped.Out, CheckpointsDir, "step-000004"), 0), f)
+		if !sameBytes(t, a, b) {
+			t.Errorf("the step-4 checkpoint's %s differs from the uninterrupted run's", f)
+		}
 	}
 }

@@ -1,13 +1,15 @@
 package trainer
 
-// The weight-sync phase: the actor's weights go to llama.cpp as a GGUF, the agent's server
-// reloads it, and a fixed probe checks that llama.cpp and the plugin agree.
+// The weight-sync phase: the actor's weights go to llama.cpp, written into the loaded
+// model (in place) or as a GGUF file that the agent's server reloads, and a fixed probe
+// checks that llama.cpp and the plugin agree.
 
 import (
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/umad-dev/umad/chat"
@@ -15,6 +17,30 @@ import (
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
 )
+
+// SyncGGUFType is the type of the matrices of the GGUF the sync writes for llama.cpp.
+const SyncGGUFType = model.TypeF32
+
+// SyncMode is how the trainer's weights reach llama.cpp after an update.
+type SyncMode string
+
+// Weight-sync modes.
+const (
+	// SyncInPlace writes the weights into the loaded model (engine.Server.UpdateWeights),
+	// converted as the GGUF converter would: no file, no reload.
+	SyncInPlace SyncMode = "inplace"
+	// SyncFile writes a GGUF file and reloads it: what umad did first, kept for comparison.
+	SyncFile SyncMode = "file"
+)
+
+// ParseSyncMode parses inplace or file.
+func ParseSyncMode(s string) (SyncMode, error) {
+	switch m := SyncMode(strings.ToLower(s)); m {
+	case SyncInPlace, SyncFile:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown weight-sync mode %q (want inplace or file)", s)
+}
 
 // writeGGUF writes the model's current weights as a GGUF file for llama.cpp: the weights
 // and the model's config and tokenizer files go to an HF directory (staging, reused
@@ -34,11 +60,12 @@ func writeGGUF(m *hfmodel.Model, staging, out string) error {
 	if err := model.WriteSafetensors(filepath.Join(staging, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	return model.HFToGGUF(staging, out, model.HFToGGUFOptions{})
+	return model.HFToGGUF(staging, out, model.HFToGGUFOptions{Type: SyncGGUFType})
 }
 
-// syncAll writes every agent's current weights for llama.cpp, reloads its server and checks
-// llama.cpp's log-probs of a fixed probe against the plugin's.
+// syncAll gives every agent's current weights to llama.cpp (the first time, or in file
+// mode, through a GGUF its server loads) and checks llama.cpp's log-probs of a fixed probe
+// against the plugin's.
 func (t *Trainer) syncAll() error {
 	for i := range t.agents {
 		if _, _, err := t.sync(i); err != nil {
@@ -52,9 +79,37 @@ func (t *Trainer) syncAll() error {
 func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	start := time.Now()
 	a, st := t.cfg.Agents[i], t.agents[i]
+	if st.server != nil && t.cfg.Sync == SyncInPlace {
+		weights, err := hfmodel.Weights(st.actor.Model)
+		if err != nil {
+			return 0, 0, fmt.Errorf("sync: %w", err)
+		}
+		if err := st.server.UpdateWeights(weights); err != nil {
+			return 0, 0, fmt.Errorf("sync: %w", err)
+		}
+	} else if err := t.reload(i); err != nil {
+		return 0, 0, err
+	}
+	if st.probe.Prompt == nil {
+		var err error
+		if st.format, err = st.server.Format(a.ChatFormat); err != nil {
+			return 0, 0, err
+		}
+		if st.probe, err = t.makeProbe(st.server, st.format); err != nil {
+			return 0, 0, err
+		}
+	}
+	took := time.Since(start)
+	gap, err := t.checkProbe(i)
+	return took, gap, err
+}
+
+// reload writes agent i's weights as a GGUF and replaces its server with one on that file.
+func (t *Trainer) reload(i int) error {
+	a, st := t.cfg.Agents[i], t.agents[i]
 	staging := filepath.Join(filepath.Dir(st.gguf), "hf")
 	if err := writeGGUF(st.actor, staging, st.gguf); err != nil {
-		return 0, 0, err
+		return err
 	}
 	opt := t.cfg.Engine
 	if opt.SeqContext == 0 {
@@ -62,21 +117,11 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	}
 	srv, err := engine.OpenServer(st.gguf, t.cfg.Placement, opt)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sync: %w", err)
+		return fmt.Errorf("sync: %w", err)
 	}
 	st.server.Close()
 	st.server = srv
-	if st.probe.Prompt == nil {
-		if st.format, err = srv.Format(a.ChatFormat); err != nil {
-			return 0, 0, err
-		}
-		if st.probe, err = t.makeProbe(srv, st.format); err != nil {
-			return 0, 0, err
-		}
-	}
-	took := time.Since(start)
-	gap, err := t.checkProbe(i)
-	return took, gap, err
+	return nil
 }
 
 // makeProbe is a fixed prompt and response: the first training problem answered in the
@@ -108,7 +153,7 @@ func (t *Trainer) checkProbe(i int) (float64, error) {
 		return gap, fmt.Errorf("sync check: the probe's log-probs are %v: the weights diverged (lower the learning rate?)", gap)
 	}
 	if t.cfg.ProbeTol > 0 && !(gap <= t.cfg.ProbeTol) {
-		return gap, fmt.Errorf("sync check: llama.cpp and the trainer disagree on the probe's log-probs by %.3g (mean |delta|), more than %.3g: the synced GGUF does not hold the trained weights", gap, t.cfg.ProbeTol)
+		return gap, fmt.Errorf("sync check: llama.cpp and the trainer disagree on the probe's log-probs by %.3g (mean |delta|), more than %.3g: llama.cpp does not hold the trained weights", gap, t.cfg.ProbeTol)
 	}
 	return gap, nil
 }

@@ -28,11 +28,12 @@ import (
 
 // agentState is one agent's trainer and sampler.
 type agentState struct {
+	// ref is nil in a LoRA run: the actor's base is the reference.
 	actor, ref *hfmodel.Model
 	server     *engine.Server
 	format     chat.Format
 	probe      Pair
-	gguf       string // the synced GGUF the server runs
+	gguf       string // the GGUF the server was loaded from: the current weights only with --sync file
 }
 
 // Trainer is a run in progress.
@@ -159,11 +160,16 @@ func (t *Trainer) close() {
 }
 
 // open loads every agent's actor (from the checkpoint when resuming, optimizer state
-// included) and its frozen reference (always the starting weights).
+// included) and its frozen reference (always the starting weights). A LoRA actor's base is
+// its reference: no second copy is loaded.
 func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 	actorOpts := t.cfg.Torch
 	actorOpts.Trainable = true
 	for i, a := range t.cfg.Agents {
+		if t.cfg.LoRA.Rank > 0 {
+			actorOpts.LoRA = t.cfg.LoRA
+			actorOpts.LoRA.Seed = t.cfg.Seed + uint64(i)
+		}
 		st := &agentState{gguf: filepath.Join(t.rankDir(), "sync", fmt.Sprintf("agent-%d", i), "model.gguf")}
 		t.agents = append(t.agents, st)
 		dir := a.Dir
@@ -177,6 +183,12 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 		var err error
 		if st.actor, err = hfmodel.Load(rt, dir, actorOpts); err != nil {
 			return fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
+		}
+		if t.cfg.LoRA.Rank > 0 {
+			continue
+		}
+		if st.actor.Options().LoRA.Rank > 0 {
+			return fmt.Errorf("agent %d (%s): %s is a LoRA adapter; train it with its --lora-rank, or start from a merged model (umad sft writes one to hf/)", i, a.Name, dir)
 		}
 		refOpts := t.cfg.Torch
 		refOpts.Trainable = false

@@ -91,21 +91,28 @@ func (t *Trainer) score(b *turnBatch, agent int, m *trainlog.StepMetrics) error 
 	st, temp := t.agents[agent], t.cfg.Agents[agent].Params.Temperature
 	t0 := time.Now()
 	var err error
-	if b.old, b.ent, err = scoreAll(st.actor.Model, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+	if b.old, b.ent, err = scoreAll(st.actor.LogProbs, b.prompts, b.responses, temp, t.cfg.G); err != nil {
 		return fmt.Errorf("old log-probs: %w", err)
 	}
 	m.Times.LogProbs = time.Since(t0).Seconds()
 	t0 = time.Now()
-	if b.ref, _, err = scoreAll(st.ref.Model, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+	ref := st.actor.BaseLogProbs // LoRA: the base, adapters left out
+	if st.ref != nil {
+		ref = st.ref.LogProbs
+	}
+	if b.ref, _, err = scoreAll(ref, b.prompts, b.responses, temp, t.cfg.G); err != nil {
 		return fmt.Errorf("reference log-probs: %w", err)
 	}
 	m.Times.Reference = time.Since(t0).Seconds()
 	return nil
 }
 
+// scorer is a model's LogProbs (or BaseLogProbs).
+type scorer func(prompts, responses [][]int32, temp float64) (logp, ent [][]float32, err error)
+
 // scoreAll computes log-probs and entropies in chunks of about chunk sequences, sending
 // empty responses nowhere (they have nothing to score).
-func scoreAll(m *torch.Model, prompts, responses [][]int32, temp float64, chunk int) ([][]float32, [][]float32, error) {
+func scoreAll(score scorer, prompts, responses [][]int32, temp float64, chunk int) ([][]float32, [][]float32, error) {
 	logp := make([][]float32, len(prompts))
 	ent := make([][]float32, len(prompts))
 	var idx []int
@@ -117,7 +124,7 @@ func scoreAll(m *torch.Model, prompts, responses [][]int32, temp float64, chunk 
 		for _, i := range idx {
 			ps, rs = append(ps, prompts[i]), append(rs, responses[i])
 		}
-		lp, en, err := m.LogProbs(ps, rs, temp)
+		lp, en, err := score(ps, rs, temp)
 		if err != nil {
 			return err
 		}

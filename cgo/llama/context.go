@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/umad-dev/umad/internal/sysmem"
 )
 
 // KVType is the storage type of the KV cache. F32 is exact; F16 (llama.cpp's default)
@@ -100,21 +102,17 @@ func (m *Model) checkKVMemory(p ContextParams) error {
 	if m.gpuLayers > 0 {
 		return nil
 	}
-	elem := map[KVType]float64{KVF32: 4, KVF16: 2, KVQ8_0: 34.0 / 32}[p.KVType]
-	nHead, nHeadKV := int64(C.llama_model_n_head(m.m)), int64(C.llama_model_n_head_kv(m.m))
+	nHead := int64(C.llama_model_n_head(m.m))
 	if nHead < 1 {
 		return nil
 	}
 	arch := m.architectureLocked()
 	headK := metaInt(m, arch+".attention.key_length", int64(C.llama_model_n_embd(m.m))/nHead)
-	headV := metaInt(m, arch+".attention.value_length", headK)
-	// Each sequence's stream is padded to a multiple of 256 cells (unless unified).
-	cells := int64(p.NCtx)
-	if !p.KVUnified {
-		cells = (int64(p.NCtx)/int64(p.NSeqMax) + 255) / 256 * 256 * int64(p.NSeqMax)
-	}
-	need := float64(cells) * float64(int64(C.llama_model_n_layer(m.m))*nHeadKV*(headK+headV)) * elem
-	if avail, ok := memAvailable(); ok && need > float64(avail) {
+	kv := sysmem.KVCache{Layers: int(C.llama_model_n_layer(m.m)), KVHeads: int(C.llama_model_n_head_kv(m.m)),
+		HeadK: int(headK), HeadV: int(metaInt(m, arch+".attention.value_length", headK)),
+		NCtx: p.NCtx, Seqs: p.NSeqMax, Unified: p.KVUnified, Type: string(p.KVType)}
+	need, cells := kv.Bytes(), kv.Cells()
+	if avail, ok := sysmem.Available(); ok && need > float64(avail) {
 		return fmt.Errorf("new context: a KV cache of %d cells needs %.1f GiB, more than the %.1f GiB available: %w",
 			cells, need/(1<<30), float64(avail)/(1<<30), ErrNoMemory)
 	}
@@ -197,8 +195,9 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 	if c == nil {
 		return nil, fmt.Errorf("new context: llama.cpp: %s", takeLastError())
 	}
-	m.contexts++
-	return &Context{c: c, model: m, nVocab: int(C.llama_vocab_n_tokens(m.vocab)), p: p}, nil
+	ctx := &Context{c: c, model: m, nVocab: int(C.llama_vocab_n_tokens(m.vocab)), p: p}
+	m.contexts[ctx] = true
+	return ctx, nil
 }
 
 // Params are the context's resolved parameters.
@@ -210,14 +209,16 @@ func (c *Context) Model() *Model { return c.model }
 // Close frees the context.
 func (c *Context) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.c == nil {
+		c.mu.Unlock()
 		return ErrClosed
 	}
 	C.llama_free(c.c)
 	c.c = nil
+	// Released first: SetWeights holds the model's lock while it takes the contexts'.
+	c.mu.Unlock()
 	c.model.mu.Lock()
-	c.model.contexts--
+	delete(c.model.contexts, c)
 	c.releaseAdapters()
 	c.model.mu.Unlock()
 	return nil

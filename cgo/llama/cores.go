@@ -1,11 +1,9 @@
 package llama
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 )
 
@@ -28,22 +26,4 @@ func PhysicalCores() int {
 		n = runtime.NumCPU()
 	}
 	return n
-}
-
-// memAvailable is MemAvailable from /proc/meminfo in bytes: the memory new allocations
-// can take without swapping.
-func memAvailable() (int64, bool) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10, err == nil
-		}
-	}
-	return 0, false
 }

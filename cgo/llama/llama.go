@@ -1,8 +1,8 @@
 // Package llama is umad's one binding to llama.cpp, compiled from the pinned
 // github.com/ollama/ollama module (see ARCHITECTURE.md section 3).
 //
-// The build entry point sets CGO_CPPFLAGS to the module's llama.cpp and ggml include
-// directories; `make` does this. Every object (Model, Context, Batch, Adapter) is safe
+// The build entry point (build.sh) sets CGO_CPPFLAGS to the module's llama.cpp and ggml
+// include directories, and to llama.cpp's src/ for weights.cpp. Every object (Model, Context, Batch, Adapter) is safe
 // against double Close and use after Close: both return ErrClosed instead of crashing.
 // Inputs that would make llama.cpp abort (token ids out of range, unknown sequence ids,
 // positions past the context) are rejected in Go before the call.

@@ -39,8 +39,9 @@ type Model struct {
 	m         *C.struct_llama_model
 	vocab     *C.struct_llama_vocab
 	path      string
-	contexts  int // open contexts; the model outlives them
+	contexts  map[*Context]bool // open contexts; the model outlives them
 	gpuLayers int
+	mmap      bool // CPU weights are the file's read-only pages
 	adapters  []*Adapter
 }
 
@@ -74,7 +75,8 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 		}
 		return nil, fmt.Errorf("load model %s: llama.cpp could not load it", path)
 	}
-	return &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path, gpuLayers: p.GPULayers}, nil
+	return &Model{m: m, vocab: C.llama_model_get_vocab(m), path: path, contexts: map[*Context]bool{},
+		gpuLayers: p.GPULayers, mmap: !p.NoMmap}, nil
 }
 
 // Close frees the model. It fails while contexts made from it are open.
@@ -84,8 +86,8 @@ func (m *Model) Close() error {
 	if m.m == nil {
 		return ErrClosed
 	}
-	if m.contexts > 0 {
-		return fmt.Errorf("close model %s: %d contexts still open", m.path, m.contexts)
+	if len(m.contexts) > 0 {
+		return fmt.Errorf("close model %s: %d contexts still open", m.path, len(m.contexts))
 	}
 	for _, a := range m.adapters {
 		a.free()

@@ -7,7 +7,11 @@ package torch
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"unsafe"
 )
 
@@ -49,6 +53,8 @@ const (
 	Grad     Kind = C.UMAD_GRAD
 	ExpAvg   Kind = C.UMAD_EXP_AVG    // AdamW first moment
 	ExpAvgSq Kind = C.UMAD_EXP_AVG_SQ // AdamW second moment
+	// Merged reads a base weight with its LoRA adapter folded in (W + alpha/r B A).
+	Merged Kind = C.UMAD_MERGED
 )
 
 // Config is the architecture of a model, in Hugging Face config.json terms.
@@ -80,6 +86,83 @@ type ModelOptions struct {
 	// LogitChunk is the number of rows per lm_head chunk: 0 picks one that holds about 8M
 	// logits, a negative value materialises all logits at once (for comparisons).
 	LogitChunk int
+	// LoRA adds low-rank adapters and freezes the base (Rank 0: none).
+	LoRA LoRA
+}
+
+// LoRA configures low-rank adapters, PEFT's: each target projection W x becomes
+// W x + Alpha/Rank B A dropout(x), with A [Rank, in] kaiming-uniform from Seed and B
+// [out, Rank] zeros, so a new adapter changes nothing. Only A and B train.
+type LoRA struct {
+	Rank  int     `json:"rank"`
+	Alpha float64 `json:"alpha"`
+	// Targets are short names from LoRATargets.
+	Targets []string `json:"targets"`
+	// Dropout on the adapter input during training passes, in [0, 1).
+	Dropout float64 `json:"dropout"`
+	// Seed draws the adapters' initialisation and dropout masks.
+	Seed uint64 `json:"seed,omitempty"`
+	// BaseBF16 keeps the frozen base in bf16 (half the memory of fp32; exact when the
+	// checkpoint is bf16). Computation stays in the parameter dtype.
+	BaseBF16 bool `json:"bf16_base,omitempty"`
+}
+
+// LoRATargets are the projections an adapter may target, in layer order; HF names them
+// q_proj ... down_proj.
+var LoRATargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
+
+// LoRAModule is a target's HF module name (q -> q_proj).
+func LoRAModule(target string) string { return target + "_proj" }
+
+// ParseLoRATargets reads a comma-separated target list: short names (q,k,v,o,gate,up,down)
+// or HF module names (q_proj, ...), or "all".
+func ParseLoRATargets(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "all" {
+		return slices.Clone(LoRATargets), nil
+	}
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		t := strings.TrimSuffix(strings.TrimSpace(f), "_proj")
+		if !slices.Contains(LoRATargets, t) {
+			return nil, fmt.Errorf("unknown LoRA target %q: choose from %s (or all)", strings.TrimSpace(f), strings.Join(LoRATargets, ","))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Check validates the settings against a model's hidden size (hidden 0: not known yet).
+func (l LoRA) Check(hidden int) error {
+	switch {
+	case l.Rank == 0:
+		return nil
+	case l.Rank < 0:
+		return fmt.Errorf("LoRA rank must be at least 0 (0 = full fine-tuning), got %d", l.Rank)
+	case hidden > 0 && l.Rank > hidden:
+		return fmt.Errorf("LoRA rank %d exceeds the model's hidden size %d (a rank that large is full fine-tuning at more cost)", l.Rank, hidden)
+	case math.IsNaN(l.Alpha) || math.IsInf(l.Alpha, 0) || !(l.Alpha > 0):
+		return fmt.Errorf("LoRA alpha must be positive and finite, got %v", l.Alpha)
+	case !(l.Dropout >= 0 && l.Dropout < 1):
+		return fmt.Errorf("LoRA dropout must be in [0, 1), got %v", l.Dropout)
+	case len(l.Targets) == 0:
+		return errors.New("LoRA needs at least one target projection")
+	}
+	_, err := l.mask()
+	return err
+}
+
+func (l LoRA) mask() (C.int32_t, error) {
+	var m C.int32_t
+	for _, t := range l.Targets {
+		i := slices.Index(LoRATargets, t)
+		if i < 0 {
+			return 0, fmt.Errorf("unknown LoRA target %q: choose from %s", t, strings.Join(LoRATargets, ","))
+		}
+		m |= 1 << i
+	}
+	return m, nil
 }
 
 // Model is a transformer inside the plugin. Its methods are safe for concurrent use; they
@@ -91,10 +174,19 @@ type Model struct {
 	opts ModelOptions
 }
 
-// TensorInfo names one checkpoint tensor and its shape.
+// TensorInfo names one checkpoint tensor, its shape and storage dtype, and says whether
+// it is a LoRA adapter (PEFT names: ...q_proj.lora_A.weight).
 type TensorInfo struct {
-	Name  string
-	Shape []int64
+	Name    string
+	Shape   []int64
+	DType   DType
+	Adapter bool
+}
+
+// Trainable reports whether the model trains tensor ti: every tensor, or with LoRA the
+// adapters only.
+func (m *Model) Trainable(ti TensorInfo) bool {
+	return m.opts.Trainable && (m.opts.LoRA.Rank == 0 || ti.Adapter)
 }
 
 func b2i(b bool) C.int32_t {
@@ -110,6 +202,10 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 	if opts.DType != Float32 && opts.DType != Float64 {
 		return nil, fmt.Errorf("new model: parameter dtype must be Float32 or Float64, got %d", opts.DType)
 	}
+	if err := opts.LoRA.Check(cfg.HiddenSize); err != nil {
+		return nil, fmt.Errorf("new model: %w", err)
+	}
+	targets, _ := opts.LoRA.mask()
 	cc := C.umad_model_config{
 		arch:              C.int32_t(cfg.Arch),
 		vocab_size:        C.int64_t(cfg.VocabSize),
@@ -128,6 +224,12 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		device:            C.UMAD_CPU,
 		trainable:         b2i(opts.Trainable),
 		grad_checkpoint:   b2i(opts.GradCheckpoint),
+		lora_rank:         C.int32_t(opts.LoRA.Rank),
+		lora_targets:      targets,
+		lora_alpha:        C.double(opts.LoRA.Alpha),
+		lora_dropout:      C.double(opts.LoRA.Dropout),
+		lora_seed:         C.uint64_t(opts.LoRA.Seed),
+		base_bf16:         b2i(opts.LoRA.BaseBF16),
 	}
 	if opts.CUDA {
 		cc.device = C.UMAD_CUDA
@@ -214,12 +316,12 @@ func (m *Model) Finalize() error {
 }
 
 // Clone copies the current weights into a new model with the given options (DType and
-// Trainable are honoured; device and checkpointing follow m).
+// Trainable are honoured; device, checkpointing and LoRA adapters follow m).
 func (m *Model) Clone(opts ModelOptions) (*Model, error) {
 	if err := m.live("clone"); err != nil {
 		return nil, err
 	}
-	opts.CUDA, opts.GradCheckpoint = m.opts.CUDA, m.opts.GradCheckpoint
+	opts.CUDA, opts.GradCheckpoint, opts.LoRA = m.opts.CUDA, m.opts.GradCheckpoint, m.opts.LoRA
 	if opts.DType != Float32 && opts.DType != Float64 {
 		return nil, fmt.Errorf("clone: parameter dtype must be Float32 or Float64, got %d", opts.DType)
 	}
@@ -254,13 +356,13 @@ func (m *Model) Tensors() ([]TensorInfo, error) {
 		name := (*C.char)(C.malloc(1024))
 		defer C.free(unsafe.Pointer(name))
 		var shape [4]C.int64_t
-		var ndim C.int32_t
+		var ndim, dtype, adapter C.int32_t
 		for i := 0; i < n; i++ {
-			if C.plugin_model_tensor_info(m.ptr, C.int32_t(i), name, 1024, &shape[0], &ndim) != C.UMAD_OK {
+			if C.plugin_model_tensor_info(m.ptr, C.int32_t(i), name, 1024, &shape[0], &ndim, &dtype, &adapter) != C.UMAD_OK {
 				err = fmt.Errorf("tensor info %d: plugin refused", i)
 				return
 			}
-			ti := TensorInfo{Name: C.GoString(name)}
+			ti := TensorInfo{Name: C.GoString(name), DType: DType(dtype), Adapter: adapter != 0}
 			for d := 0; d < int(ndim); d++ {
 				ti.Shape = append(ti.Shape, int64(shape[d]))
 			}

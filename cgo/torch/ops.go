@@ -110,6 +110,16 @@ func pinnedF(pin *runtime.Pinner, s []float32) *C.float { return (*C.float)(pinn
 // given the prompt and the preceding response tokens, and the entropy of that distribution.
 // All sequences run as one packed batch with per-sequence causal attention.
 func (m *Model) LogProbs(prompts, responses [][]int32, temperature float64) (logp, ent [][]float32, err error) {
+	return m.logProbs(prompts, responses, temperature, false)
+}
+
+// BaseLogProbs is LogProbs of the base model, LoRA adapters left out: a LoRA run's KL
+// reference, with no second copy of the weights. Without adapters it equals LogProbs.
+func (m *Model) BaseLogProbs(prompts, responses [][]int32, temperature float64) (logp, ent [][]float32, err error) {
+	return m.logProbs(prompts, responses, temperature, true)
+}
+
+func (m *Model) logProbs(prompts, responses [][]int32, temperature float64, baseOnly bool) (logp, ent [][]float32, err error) {
 	if err := m.live("log-probs"); err != nil {
 		return nil, nil, err
 	}
@@ -123,7 +133,7 @@ func (m *Model) LogProbs(prompts, responses [][]int32, temperature float64) (log
 		var pin runtime.Pinner
 		defer pin.Unpin()
 		seqs := p.seqs(&pin)
-		rc := C.plugin_logprobs(m.ptr, &seqs, C.double(temperature), C.int64_t(m.opts.LogitChunk),
+		rc := C.plugin_logprobs(m.ptr, &seqs, C.double(temperature), C.int64_t(m.opts.LogitChunk), b2i(baseOnly),
 			fptr(lp), fptr(en), m.rt.errBuf, errBufLen)
 		err = m.rt.check(rc, "log-probs")
 	})

@@ -27,9 +27,24 @@ func Tiny(t testing.TB, arch string) string {
 // TinyVocab is Tiny with the vocabulary padded to vocab tokens (0 = the tokenizer's own).
 func TinyVocab(t testing.TB, arch string, vocab int) string {
 	t.Helper()
+	return tiny(t, arch, vocab, 7)
+}
+
+// TinySeed is Tiny with other random weights: same shape and tokenizer, weights drawn
+// from seed (Tiny's is 7).
+func TinySeed(t testing.TB, arch string, seed uint64) string {
+	t.Helper()
+	return tiny(t, arch, 0, seed)
+}
+
+func tiny(t testing.TB, arch string, vocab int, seed uint64) string {
+	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
 	key := arch + "-" + strconv.Itoa(vocab)
+	if seed != 7 {
+		key += "-seed" + strconv.FormatUint(seed, 10)
+	}
 	if d, ok := built[key]; ok {
 		return d
 	}
@@ -49,7 +64,7 @@ func TinyVocab(t testing.TB, arch string, vocab int) string {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, key)
-	if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Seed: 7, ChatTemplate: tmpl, VocabSize: vocab}); err != nil {
+	if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Seed: seed, ChatTemplate: tmpl, VocabSize: vocab}); err != nil {
 		t.Fatalf("tiny %s model: %v", arch, err)
 	}
 	built[key] = out

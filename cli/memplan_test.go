@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/memplan"
+)
+
+// --dry-run prints the plan on stdout and leaves --out alone.
+func TestTrainDryRun(t *testing.T) {
+	torchtest.Open(t)
+	out := filepath.Join(t.TempDir(), "run")
+	stdout, stderr, err := runApp(t, trainArgs(t, out, "1", "--dry-run")...)
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"memory plan", "trainer weights (f32)", "reference model", "activations (4 seqs x 520 tokens)",
+		"KV cache (4 x 520, f32)", "process (Go, libtorch, llama.cpp)", "peak host:", "MemAvailable"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the dry run touched %s (%v)", out, err)
+	}
+}
+
+// A run that does not fit is refused with the table and one line of advice, before
+// anything is loaded or written; --no-memory-check starts it anyway.
+func TestTrainRefusedWhenTooBig(t *testing.T) {
+	torchtest.Open(t)
+	out := filepath.Join(t.TempDir(), "run")
+	_, stderr, err := runApp(t, trainArgs(t, out, "1", "--memory-budget", "300MiB")...)
+	if err == nil || !strings.HasPrefix(err.Error(), "memory plan: the run needs") || !strings.Contains(err.Error(), "--no-memory-check") ||
+		strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a plan over a 300 MiB budget: %v; want one line of advice", err)
+	}
+	if !strings.Contains(stderr, "does not fit") || !strings.Contains(stderr, "trainer weights") {
+		t.Errorf("the refusal does not show the plan:\n%s", stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the refused run touched %s (%v)", out, err)
+	}
+
+	// The qwen2.5-3b shape with 512 slots per agent: only config.json is read before the
+	// refusal, so no 3B weights need to exist.
+	dir := t.TempDir()
+	cfg := `{"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 11008,
+		"num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+		"rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true}`
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"train", "--agent", dir, "--agent", dir, "--algo", "ippo", "--turns", "1", "--synthetic", "16", "--batch", "4",
+		"--slots", "512", "--grad-checkpoint", "--out", out}
+	_, stderr, err = runApp(t, args...)
+	if err == nil || !strings.Contains(err.Error(), "largest saving first: --slots 256") {
+		t.Fatalf("two 3B agents with 512 slots: %v\n%s; want fewer slots advised first", err, stderr)
+	}
+	if strings.Count(stderr, "agent 1") != 1 || !strings.Contains(stderr, "KV cache (512 x 7168, f16)") {
+		t.Errorf("the table does not plan both agents:\n%s", stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the refused run touched %s (%v)", out, err)
+	}
+	if _, _, err := runApp(t, trainArgs(t, out, "1", "--dry-run", "--memory-budget", "300MiB", "--no-memory-check")...); err != nil {
+		t.Errorf("a dry run that does not fit should still exit 0: %v", err)
+	}
+}
+
+var peakLine = regexp.MustCompile(`peak host: ([0-9.]+ [KMG]iB)`)
+
+// The plan against a real run: the peak RSS of `umad train --steps 1` on a tiny model with
+// Qwen's 151,936-token vocabulary (9.8M parameters, so the model's lines are most of what
+// is above the process baseline). The tolerance is 0.8-1.25x the plan: the
+// baseline (Go, libtorch with its BLAS and OpenMP, llama.cpp) is a constant measured on
+// one machine and one libtorch build; glibc's malloc and Go's collector keep freed memory
+// for a while, which at this size is a visible share (five runs here measured 1.03-1.16x the
+// plan); and the activations are planned for sequences at the prompt limit and the token
+// limit, which real ones do not reach. So this checks the plan as a whole and the baseline
+// constant (38% of this plan); memplan's unit tests check each line by hand.
+func TestPlanMatchesPeakRSS(t *testing.T) {
+	torchtest.Open(t)
+	out := filepath.Join(t.TempDir(), "run")
+	args := trainArgs(t, out, "1")
+	args[2] = filepath.Join(testmodel.TinyVocab(t, "qwen2", 151936), "hf")
+	cmd := umadProcess(t, 0, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr.String())
+	}
+	m := peakLine.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("the run did not print its memory plan:\n%s", stderr.String())
+	}
+	plan, err := memplan.ParseSize(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	t.Logf("planned %s, peak RSS %s (%.2fx)", memplan.Size(plan), memplan.Size(peak), float64(peak)/float64(plan))
+	if float64(peak) > 1.25*float64(plan) || float64(peak) < 0.8*float64(plan) {
+		t.Errorf("peak RSS %s is not within 0.8-1.25x the planned %s", memplan.Size(peak), memplan.Size(plan))
+	}
+}

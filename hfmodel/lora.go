@@ -1,0 +1,162 @@
+package hfmodel
+
+// LoRA checkpoints: a LoRA model saves as a PEFT adapter directory (model/peft.go's layout:
+// adapter_config.json naming the base directory, adapter_model.safetensors) beside
+// config.json, the tokenizer files and the adapters' optimizer state. The base is named,
+// not copied: it never changes during training.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/model"
+)
+
+// loadAdapter loads a PEFT adapter directory onto the base directory its config names. The
+// adapter's rank, alpha and targets must agree with opts.LoRA when that is set (a resumed
+// run); dropout and seed come from opts when set, the seed from opts always.
+func loadAdapter(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
+	a, err := model.ReadPEFT(dir)
+	if err != nil {
+		return nil, err
+	}
+	if a.RSLoRA {
+		return nil, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
+	}
+	if a.BaseModel == "" {
+		return nil, fmt.Errorf("load %s: %s names no base_model_name_or_path to load the adapter onto", dir, model.PEFTConfigFile)
+	}
+	if st, err := os.Stat(a.BaseModel); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("load %s: its base model %s is not a local directory (%v)", dir, a.BaseModel, err)
+	}
+	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: a.Dropout, Seed: opts.LoRA.Seed, BaseBF16: opts.LoRA.BaseBF16}
+	for _, t := range a.Targets {
+		l.Targets = append(l.Targets, strings.TrimSuffix(t, "_proj"))
+	}
+	if want := opts.LoRA; want.Rank > 0 {
+		if want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets) {
+			return nil, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
+				dir, l.Rank, l.Alpha, strings.Join(l.Targets, ","), want.Rank, want.Alpha, strings.Join(want.Targets, ","))
+		}
+		l.Dropout = want.Dropout
+	}
+	opts.LoRA = l
+	return load(rt, a.BaseModel, opts, a, dir)
+}
+
+func sameTargets(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// adapterKey parses a plugin adapter name, model.layers.L.GROUP.TARGET.lora_X.weight, into
+// PEFT's key and "A" or "B".
+func adapterKey(name string) (model.LoRAKey, string, error) {
+	parts := strings.Split(strings.TrimPrefix(name, "model.layers."), ".")
+	if len(parts) == 5 {
+		if l, err := strconv.Atoi(parts[0]); err == nil {
+			k, ab := model.LoRAKey{Layer: l, Target: parts[2]}, strings.TrimPrefix(parts[3], "lora_")
+			// PEFT's names are the plugin's under its prefix: check the round trip.
+			if strings.HasSuffix(model.PEFTTensorName(k, ab), "."+name) {
+				return k, ab, nil
+			}
+		}
+	}
+	return model.LoRAKey{}, "", fmt.Errorf("tensor %s is not a LoRA adapter name", name)
+}
+
+func setAdapterTensor(m *torch.Model, ti torch.TensorInfo, a *model.LoRAAdapter) error {
+	k, ab, err := adapterKey(ti.Name)
+	if err != nil {
+		return err
+	}
+	p, ok := a.Pairs[k]
+	if !ok {
+		return fmt.Errorf("the adapter has no %s", ti.Name)
+	}
+	v := p.A
+	if ab == "B" {
+		v = p.B
+	}
+	if len(v) == 0 {
+		return fmt.Errorf("the adapter's %s is empty", ti.Name)
+	}
+	return m.SetTensor(ti.Name, torch.Float32, ti.Shape, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)))
+}
+
+// Adapter copies a LoRA model's adapters out of the plugin, in PEFT's terms, naming the
+// base directory the model was loaded from.
+func (m *Model) Adapter() (*model.LoRAAdapter, error) {
+	l := m.Options().LoRA
+	if l.Rank == 0 {
+		return nil, errors.New("the model has no LoRA adapters")
+	}
+	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: l.Rank, Alpha: l.Alpha, Dropout: l.Dropout, BaseModel: m.base},
+		Pairs: map[model.LoRAKey]model.LoRAPair{}}
+	for _, t := range l.Targets {
+		a.Targets = append(a.Targets, torch.LoRAModule(t))
+	}
+	infos, err := m.Tensors()
+	if err != nil {
+		return nil, err
+	}
+	for _, ti := range infos {
+		if !ti.Adapter {
+			continue
+		}
+		k, ab, err := adapterKey(ti.Name)
+		if err != nil {
+			return nil, err
+		}
+		v := make([]float32, ti.Shape[0]*ti.Shape[1])
+		if err := torch.Read(m.Model, ti.Name, torch.Weight, v); err != nil {
+			return nil, err
+		}
+		p := a.Pairs[k]
+		if ab == "A" {
+			p.A, p.In = v, int(ti.Shape[1])
+		} else {
+			p.B, p.Out = v, int(ti.Shape[0])
+		}
+		a.Pairs[k] = p
+	}
+	return a, nil
+}
+
+// writeAdapter writes the PEFT files into dir, beside the checkpoint's other files.
+func (m *Model) writeAdapter(dir string) error {
+	a, err := m.Adapter()
+	if err != nil {
+		return err
+	}
+	// WritePEFT makes a whole directory; its two files then join the checkpoint's.
+	sub := filepath.Join(dir, ".peft")
+	if err := a.WritePEFT(sub); err != nil {
+		return err
+	}
+	for _, f := range []string{model.PEFTConfigFile, model.PEFTWeightsFile} {
+		if err := os.Rename(filepath.Join(sub, f), filepath.Join(dir, f)); err != nil {
+			return err
+		}
+	}
+	return os.Remove(sub)
+}
+
+// SaveAdapter writes the adapters alone as a PEFT directory (for PEFT and llama.cpp's
+// LoRA conversion), replacing dir atomically.
+func (m *Model) SaveAdapter(dir string) error {
+	a, err := m.Adapter()
+	if err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	return a.WritePEFT(dir)
+}

@@ -1,0 +1,161 @@
+package memplan
+
+// The trainer's memory: what kernels/umad_torch.cpp and the trainer package allocate.
+
+import (
+	"fmt"
+
+	"github.com/umad-dev/umad/model"
+)
+
+func (a Agent) lora() bool { return a.LoRA.Rank > 0 }
+
+func (a Agent) targets() []string {
+	if len(a.LoRA.Targets) == 0 {
+		return Projections
+	}
+	return a.LoRA.Targets
+}
+
+// projection is a projection's input and output widths.
+func (a Agent) projection(name string) (in, out int64) {
+	s := a.Shape
+	H, I := int64(s.Hidden), int64(s.FFN)
+	q, kv := int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim)
+	switch name {
+	case "q":
+		return H, q
+	case "k", "v":
+		return H, kv
+	case "o":
+		return q, H
+	case "down":
+		return I, H
+	}
+	return H, I // gate, up
+}
+
+// trainable is the trained parameter count and the largest trained tensor's.
+func (a Agent) trainable() (n, largest int64) {
+	if a.lora() {
+		r := int64(a.LoRA.Rank)
+		for _, t := range a.targets() {
+			in, out := a.projection(t)
+			n += r * (in + out) * int64(a.Shape.Layers)
+			largest = max(largest, r*max(in, out))
+		}
+		return n, largest
+	}
+	for _, t := range a.Shape.Tensors() {
+		n += t.Elems()
+		largest = max(largest, t.Elems())
+	}
+	return n, largest
+}
+
+func (a Agent) trainerLines() []Line {
+	P := a.Shape.Params()
+	n, largest := a.trainable()
+	var lines []Line
+	add := func(device bool, bytes int64, name string, phases ...string) {
+		lines = append(lines, Line{Name: name, Bytes: bytes, Phases: phases, Device: device})
+	}
+	dev := a.CUDA
+	grad := int64(4)
+	if a.lora() {
+		base := a.LoRA.BaseDType
+		if base == "" {
+			base = a.DType
+		}
+		add(dev, P*base.bytes(), fmt.Sprintf("base weights (%s, frozen)", base))
+		add(dev, 4*n, fmt.Sprintf("LoRA adapters (rank %d, f32)", a.LoRA.Rank))
+	} else {
+		add(dev, P*a.DType.bytes(), fmt.Sprintf("trainer weights (%s)", a.DType))
+		if a.DType == BF16 {
+			add(dev, 4*P, "master weights (f32)")
+			grad = 2
+		}
+	}
+	add(dev, 8*n, "AdamW moments (2 x f32)")
+	if !a.lora() {
+		// A second model loaded from the starting weights; with LoRA the base is the reference.
+		add(dev, P*a.DType.bytes(), fmt.Sprintf("reference model (%s)", a.DType))
+	}
+	add(dev, grad*n, "gradients", PhaseTrain, PhaseStep)
+	ckpt := ""
+	if a.GradCheckpoint {
+		ckpt = ", checkpointed"
+	}
+	add(dev, a.activations(), fmt.Sprintf("activations (%d seqs x %d tokens%s)", a.MicroBatchSeqs, a.PromptTokens+a.ResponseTokens, ckpt), PhaseTrain)
+	// The global gradient norm converts each gradient to f64 and squares it.
+	add(dev, 16*largest, "optimizer step (f64 grad norm)", PhaseStep)
+	// The sync and the checkpoints read the trained tensors into Go as f32: the sync the
+	// weights, a checkpoint the weights and then both moments, all held until written.
+	add(false, 4*n, "sync export (Go copy)", PhaseSync)
+	add(false, 12*n, "checkpoint (Go copies)", PhaseCheckpoint)
+	return lines
+}
+
+// activations is the peak of one micro-batch's forward and backward: what every layer keeps
+// for the backward (layer_forward in kernels/umad_torch.cpp, op by op), or with
+// checkpointing the layer inputs plus one layer recomputed, then the chunked log-probs'
+// head, the RoPE tables and the backward's working set.
+func (a Agent) activations() int64 {
+	s := a.Shape
+	H, I, V, hd := int64(s.Hidden), int64(s.FFN), int64(s.Vocab), int64(s.HeadDim)
+	nh := int64(s.Heads)
+	q, kv := nh*hd, int64(s.KVHeads)*hd
+	G, L := int64(a.MicroBatchSeqs), int64(a.PromptTokens+a.ResponseTokens)
+	T, R := G*L, G*int64(a.ResponseTokens) // tokens packed, response rows scored
+	e := int64(4)
+	if a.CUDA {
+		e = 2 // bf16 compute
+	}
+	// Per token: the layer input, two RMS norms' normalised and scaled outputs and the
+	// residual sum (6H); q's projection, rotate-half and RoPE output, the expanded k and v,
+	// the attention output (6q); k's projection and rotate-half (2kv); the MLP's gate, SiLU,
+	// up and product (4I).
+	perToken := 6*H + 6*q + 2*kv + 4*I
+	if s.Arch == model.ArchQwen3 {
+		perToken += 2*q + 2*kv // QK-norm's normalised and scaled q and k
+	}
+	if a.lora() {
+		perToken += int64(a.LoRA.Rank * len(a.targets())) // each adapter's rank-r middle
+	}
+	var attn, attnWork int64
+	if a.FusedAttention {
+		perToken += q     // SDPA keeps its output besides the reshaped copy
+		attn = T * nh * 4 // and the f32 log-sum-exp
+	} else {
+		attn = G * L * L * (4*nh + 1) // f32 softmax of every head and the causal mask
+		attnWork = 2 * 4 * nh * L * L // scores and scaled scores while one is built
+	}
+	layer := T*perToken*e + attn
+	kept := int64(s.Layers) * layer
+	if a.GradCheckpoint {
+		kept = int64(s.Layers)*T*H*e + layer
+	}
+	rope := 2 * T * hd * e
+	// The final norm (input, normalised, scaled), the response rows and their gradient.
+	head := 3*T*H*e + 2*R*H*e
+	// Chunks of about 2M logits: z, log-softmax, probabilities, their gradient and temporaries.
+	rows := min(max(1, (1<<21)/V), max(R, 1))
+	head += 6 * rows * V * 4
+	// The lm_head gradient is built in f32 whole; a trained embedding adds its dense gradient.
+	head += V * H * 4
+	if !a.lora() {
+		head += V * H * 4
+	}
+	work := attnWork + 4*T*max(I, q, H)*e
+	copies := int64(0)
+	if a.CUDA {
+		// bf16 copies of the f32 masters that autograd keeps: every layer's, or one layer's
+		// when checkpointed, and the embedding's.
+		perLayer := (s.Params() - V*H) / int64(s.Layers)
+		copies = 2 * (V*H + perLayer)
+		if !a.GradCheckpoint {
+			copies = 2 * s.Params()
+		}
+	}
+	return kept + rope + head + work + copies
+}

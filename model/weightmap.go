@@ -1,0 +1,146 @@
+package model
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// WeightMap maps the Hugging Face tensors of one model to the tensors of its GGUF: name,
+// ggml dims and type, and bytes, with Llama's q/k rows in llama.cpp's rotary order. The
+// file converter (HFToGGUF) and in-place weight updates of a loaded model both go through
+// it, so a weight sent either way arrives as the same bytes.
+type WeightMap struct {
+	layout []tinyTensor
+	byHF   map[string]int
+	typ    GGMLType
+	tied   bool
+}
+
+// GGUFWeight is where one Hugging Face tensor goes in a GGUF.
+type GGUFWeight struct {
+	Name  string
+	Type  GGMLType
+	Dims  []int64 // ggml order, innermost first
+	Bytes int64
+}
+
+// NewWeightMap maps the tensors of a model of shape s to a GGUF whose matrices are typ
+// (F32, F16, BF16 or Q8_0; vectors stay F32).
+func NewWeightMap(s Shape, typ GGMLType) (*WeightMap, error) {
+	if _, ok := fileTypeOf[typ]; !ok {
+		return nil, fmt.Errorf("output type %v is not supported (want F32, F16, BF16 or Q8_0)", typ)
+	}
+	m := &WeightMap{layout: tinyTensors(s, 0), byHF: map[string]int{}, typ: typ, tied: s.TiedEmbeddings}
+	for i, t := range m.layout {
+		m.byHF[t.hfName] = i
+	}
+	return m, nil
+}
+
+// WeightMapOf is the map of a GGUF file's model: its shape from the metadata, its matrix
+// type from general.file_type.
+func WeightMapOf(g *GGUF) (*WeightMap, error) {
+	s, err := ggufShape(g)
+	if err != nil {
+		return nil, err
+	}
+	ft, err := g.Uint("general.file_type")
+	if err != nil {
+		return nil, err
+	}
+	for typ, v := range fileTypeOf {
+		if uint64(v) == ft {
+			return NewWeightMap(s, typ)
+		}
+	}
+	return nil, fmt.Errorf("general.file_type %d is not one umad writes (F32, F16, BF16 or Q8_0)", ft)
+}
+
+// HFNames lists the Hugging Face tensors the model has, in GGUF order.
+func (m *WeightMap) HFNames() []string {
+	out := make([]string, len(m.layout))
+	for i, t := range m.layout {
+		out[i] = t.hfName
+	}
+	return out
+}
+
+// Ignored reports Hugging Face tensors a GGUF does not hold: rotary inverse frequencies
+// (llama.cpp computes them from rope_theta) and a tied model's lm_head (the embedding).
+func (m *WeightMap) Ignored(hfName string) bool {
+	return strings.HasSuffix(hfName, ".rotary_emb.inv_freq") || (m.tied && hfName == "lm_head.weight")
+}
+
+// Target is where the Hugging Face tensor of that name and PyTorch shape goes.
+func (m *WeightMap) Target(hfName string, shape []int64) (GGUFWeight, error) {
+	i, ok := m.byHF[hfName]
+	if !ok {
+		return GGUFWeight{}, fmt.Errorf("tensor %q is not part of this model", hfName)
+	}
+	t := m.layout[i]
+	if !slices.Equal(shape, t.shape) {
+		return GGUFWeight{}, fmt.Errorf("tensor %q has shape %v, the model's is %v", hfName, shape, t.shape)
+	}
+	w := GGUFWeight{Name: t.ggufName, Type: matrixType(m.typ, t.shape), Dims: ggmlDims(t.shape)}
+	n, err := ggmlTensorBytes(w.Type, w.Dims)
+	if err != nil {
+		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", hfName, err)
+	}
+	w.Bytes = n
+	return w, nil
+}
+
+// Convert writes the GGUF bytes of a Hugging Face tensor whose data, of type src (F32,
+// F16 or BF16), r streams in PyTorch row order.
+func (m *WeightMap) Convert(w io.Writer, hfName string, src GGMLType, r io.Reader) error {
+	i, ok := m.byHF[hfName]
+	if !ok {
+		return fmt.Errorf("tensor %q is not part of this model", hfName)
+	}
+	if src != TypeF32 && src != TypeF16 && src != TypeBF16 {
+		return fmt.Errorf("tensor %q is %v; only F32, F16 and BF16 convert", hfName, src)
+	}
+	t := m.layout[i]
+	return convertRows(w, r, src, matrixType(m.typ, t.shape), t.shape, t.permuteHeads, interleaveRows)
+}
+
+// Check is where a tensor in memory goes, after checking its name, shape, dtype and size.
+func (m *WeightMap) Check(v TensorView) (GGUFWeight, error) {
+	w, err := m.Target(v.Name, v.Shape)
+	if err != nil {
+		return GGUFWeight{}, err
+	}
+	src, err := ggmlTypeOfDType(v.DType)
+	if err != nil {
+		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", v.Name, err)
+	}
+	n, err := ggmlTensorBytes(src, w.Dims)
+	if err != nil {
+		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", v.Name, err)
+	}
+	if int64(len(v.Data)) != n {
+		return GGUFWeight{}, fmt.Errorf("tensor %q of shape %v and dtype %s has %d bytes, want %d", v.Name, v.Shape, v.DType, len(v.Data), n)
+	}
+	return w, nil
+}
+
+// Bytes is Convert for a tensor in memory, checked first. When the GGUF holds the data as
+// it is (same type, no rows to reorder), v.Data itself comes back.
+func (m *WeightMap) Bytes(v TensorView) ([]byte, error) {
+	w, err := m.Check(v)
+	if err != nil {
+		return nil, err
+	}
+	src, _ := ggmlTypeOfDType(v.DType) // checked
+	if src == w.Type && m.layout[m.byHF[v.Name]].permuteHeads == 0 {
+		return v.Data, nil
+	}
+	out := bytes.NewBuffer(make([]byte, 0, w.Bytes))
+	if err := m.Convert(out, v.Name, src, bytes.NewReader(v.Data)); err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", v.Name, err)
+	}
+	return out.Bytes(), nil
+}
