@@ -29,10 +29,16 @@ type observed struct {
 // distConfig is a short grpo run whose first mini-batch straddles the two ranks (groups
 // 0-2 on rank 0, 3-5 on rank 1; mini-batches of 4), every problem's debate
 // kept on disk.
-func distConfig(t *testing.T, start string) Config {
+// With lora, the actor trains rank-4 adapters on a bf16 base (no dropout: its masks follow
+// each process's count of training passes).
+func distConfig(t *testing.T, start string, lora bool) Config {
 	cfg := demoConfig(t, "grpo", []string{start}, 3)
 	cfg.BatchSize, cfg.MiniBatch, cfg.KeepRollouts = 6, 4, 6
 	cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:6], 0
+	if lora {
+		cfg.Opt.LR = 5e-3
+		cfg.LoRA = torch.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, BaseBF16: true}
+	}
 	return cfg
 }
 
@@ -79,7 +85,13 @@ func readAll(m *torch.Model, kind torch.Kind) (map[string][]float32, error) {
 func TestDataParallelMatchesOneProcess(t *testing.T) {
 	rt := torchtest.Open(t)
 	start := warmStart(t, rt, "qwen2") // a fresh model is never right: no advantages, no gradients
-	one := distConfig(t, start)
+	for _, lora := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lora=%v", lora), func(t *testing.T) { matchOneProcess(t, rt, start, lora) })
+	}
+}
+
+func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, lora bool) {
+	one := distConfig(t, start, lora)
 	var want observed
 	observe(t, &one, &want)
 	if err := Run(context.Background(), rt, one); err != nil {
@@ -87,7 +99,7 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 	}
 	out, dump := t.TempDir(), filepath.Join(t.TempDir(), "observed.json")
 	for r, res := range disttest.Spawn(t, "TestDataParallelRank", 2, 5*time.Minute, "UMAD_TEST_START="+start,
-		"UMAD_TEST_OUT="+out, "UMAD_TEST_DUMP="+dump) {
+		"UMAD_TEST_OUT="+out, "UMAD_TEST_DUMP="+dump, fmt.Sprintf("UMAD_TEST_LORA=%v", lora)) {
 		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestDataParallelRank") {
 			t.Fatalf("rank %d: %v\n%s", r, res.Err, res.Output)
 		}
@@ -163,22 +175,29 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 		t.Errorf("step 1's summed gradients differ from one process's by %.3g relative", worst)
 	}
 	t.Logf("gradients of step 1: %.3g relative to one process's", worst)
-	final := func(run string) map[string][]float32 {
-		m, err := hfmodel.Load(rt, AgentCheckpointDir(filepath.Join(run, CheckpointsDir, "step-000003"), 0), torch.ModelOptions{})
-		if err != nil {
-			t.Fatal(err)
+	agentDir := func(run string) string { return AgentCheckpointDir(filepath.Join(run, CheckpointsDir, "step-000003"), 0) }
+	if lora { // a PEFT directory; two ranks' sums are exact (distNoise), so are the adapters
+		if !sameBytes(t, filepath.Join(agentDir(one.Out), "adapter_model.safetensors"), filepath.Join(agentDir(out), "adapter_model.safetensors")) {
+			t.Error("adapters after 3 steps differ from one process's")
 		}
-		defer m.Free()
-		w, err := readAll(m.Model, torch.Weight)
-		if err != nil {
-			t.Fatal(err)
+	} else {
+		final := func(run string) map[string][]float32 {
+			m, err := hfmodel.Load(rt, agentDir(run), torch.ModelOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Free()
+			w, err := readAll(m.Model, torch.Weight)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
 		}
-		return w
+		if worst = relGap(final(one.Out), final(out)); !(worst <= 1e-5) {
+			t.Errorf("weights after 3 steps differ from one process's by %.3g relative", worst)
+		}
+		t.Logf("weights after 3 steps: %.3g relative to one process's", worst)
 	}
-	if worst = relGap(final(one.Out), final(out)); !(worst <= 1e-5) {
-		t.Errorf("weights after 3 steps differ from one process's by %.3g relative", worst)
-	}
-	t.Logf("weights after 3 steps: %.3g relative to one process's", worst)
 	a, av := readMetrics(t, one.Out)
 	b2, bv := readMetrics(t, out)
 	if len(a) != len(b2) || len(av) != len(bv) {
@@ -249,7 +268,7 @@ func TestDataParallelRank(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"))
+	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"), os.Getenv("UMAD_TEST_LORA") == "true")
 	cfg.Out, cfg.Group = os.Getenv("UMAD_TEST_OUT"), g
 	var o observed
 	observe(t, &cfg, &o)

@@ -91,6 +91,33 @@ func TestGroupRank(t *testing.T) {
 		}
 	}
 
+	// A LoRA model: its bf16 base travels as bytes, its adapters and their moments as they are.
+	lopts := ModelOptions{Trainable: true, LoRA: LoRA{Rank: 2, Alpha: 4, Targets: []string{"q", "down"}, Seed: uint64(r), BaseBF16: true}}
+	lm := randomModel(t, rt, cfg, lopts, uint64(20+r))
+	if err := g.BroadcastModel(lm, 0); err != nil {
+		t.Fatal(err)
+	}
+	lopts.LoRA.Seed = 0
+	lwant := randomModel(t, rt, cfg, lopts, 20)
+	linfos, err := lm.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range linfos {
+		a, b := make([]float32, numel(ti.Shape)), make([]float32, numel(ti.Shape))
+		if err := Read(lm, ti.Name, Weight, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := Read(lwant, ti.Name, Weight, b); err != nil {
+			t.Fatal(err)
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("LoRA model's %s[%d] after broadcast: %v, rank 0 has %v", ti.Name, i, a[i], b[i])
+			}
+		}
+	}
+
 	// Each rank's gradient of its own batch, summed by the all-reduce, against both
 	// batches accumulated on one model.
 	batch := func(seed uint64) ([][]int32, [][]int32) {
@@ -230,4 +257,12 @@ func TestAllReduceBenchRank(t *testing.T) {
 	sec := g.CommTime.Seconds() / reps
 	bytes := float64(g.CommBytes) / reps
 	t.Logf("all-reduce: %d layers, %.0f MB per all-reduce, %.3f s, %.2f GB/s of gradient per rank", layers, bytes/1e6, sec, bytes/sec/1e9)
+}
+
+func numel(shape []int64) int {
+	n := 1
+	for _, d := range shape {
+		n *= int(d)
+	}
+	return n
 }
