@@ -205,7 +205,8 @@ func TestGroupPeerFailureRank(t *testing.T) {
 // BenchmarkAllReduceGrads times the gradient all-reduce of two Gloo ranks on this machine
 // at the Qwen2.5-0.5B shape with UMAD_BENCH_LAYERS of its 24 layers (default 2: the whole
 // model's gradients, weights and AdamW state in two processes would not fit beside other
-// jobs); the bytes per step scale with the parameters, and the time with the bytes:
+// jobs; UMAD_BENCH_BUCKET_MB sets the bucket, default 25); the bytes per step scale with the
+// parameters, and the time with the bytes:
 //
 //	go test ./cgo/torch/ -run '^$' -bench AllReduceGrads -benchtime 1x
 func BenchmarkAllReduceGrads(b *testing.B) {
@@ -230,9 +231,13 @@ func TestAllReduceBenchRank(t *testing.T) {
 	if os.Getenv("UMAD_BENCH_ALLREDUCE") == "" {
 		t.Skip("a rank of BenchmarkAllReduceGrads")
 	}
-	layers := 2
+	layers, bucket := 2, int64(25<<20)
 	if v := os.Getenv("UMAD_BENCH_LAYERS"); v != "" {
 		layers, _ = strconv.Atoi(v)
+	}
+	if v := os.Getenv("UMAD_BENCH_BUCKET_MB"); v != "" {
+		mb, _ := strconv.Atoi(v)
+		bucket = int64(mb) << 20
 	}
 	rt := openForTest(t)
 	g := joinForTest(t, rt, 5*time.Minute)
@@ -244,19 +249,20 @@ func TestAllReduceBenchRank(t *testing.T) {
 	if _, err := m.SFTLoss(p, q, true, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.AllReduceGrads(m, 25<<20); err != nil { // warm-up: connections, buffers
+	if err := g.AllReduceGrads(m, bucket); err != nil { // warm-up: connections, buffers
 		t.Fatal(err)
 	}
 	g.CommTime, g.CommBytes = 0, 0
 	const reps = 3
 	for i := 0; i < reps; i++ {
-		if err := g.AllReduceGrads(m, 25<<20); err != nil {
+		if err := g.AllReduceGrads(m, bucket); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sec := g.CommTime.Seconds() / reps
 	bytes := float64(g.CommBytes) / reps
-	t.Logf("all-reduce: %d layers, %.0f MB per all-reduce, %.3f s, %.2f GB/s of gradient per rank", layers, bytes/1e6, sec, bytes/sec/1e9)
+	t.Logf("all-reduce: %d layers, %d MB buckets, %.0f MB per all-reduce, %.3f s, %.2f GB/s of gradient per rank",
+		layers, bucket>>20, bytes/1e6, sec, bytes/sec/1e9)
 }
 
 func numel(shape []int64) int {
