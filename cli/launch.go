@@ -8,6 +8,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -294,9 +295,10 @@ func exitCode(err error) int {
 	return -1
 }
 
-// prefixOutput passes rank 0's standard output through unchanged (progress lines, the
-// final summary) and prefixes every other line with its rank. It returns the pipes' write
-// ends, which the launcher closes once the child started.
+// prefixOutput passes rank 0's output through unchanged (progress, the final summary) and
+// prefixes every other rank's lines with the rank, leaving out their progress lines
+// (rewritten in place with \r, which ranks cannot share). It returns the pipes' write ends,
+// which the launcher closes once the child started.
 func prefixOutput(cmd *exec.Cmd, rank int, stdout, stderr io.Writer, wg *sync.WaitGroup) ([]*os.File, error) {
 	var ends []*os.File
 	pipe := func(dst io.Writer, raw bool) (io.Writer, error) {
@@ -314,17 +316,35 @@ func prefixOutput(cmd *exec.Cmd, rank int, stdout, stderr io.Writer, wg *sync.Wa
 			defer r.Close()
 			sc := bufio.NewScanner(r)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			sc.Split(linesOrProgress)
 			for sc.Scan() {
-				fmt.Fprintf(dst, "[rank %d] %s\n", rank, sc.Text())
+				if line := sc.Text(); !strings.HasSuffix(line, "\r") {
+					fmt.Fprintf(dst, "[rank %d] %s\n", rank, line)
+				}
 			}
 		}()
 		return w, nil
 	}
 	var err error
 	if cmd.Stdout, err = pipe(stdout, rank == 0); err == nil {
-		cmd.Stderr, err = pipe(stderr, false)
+		cmd.Stderr, err = pipe(stderr, rank == 0)
 	}
 	return ends, err
+}
+
+// linesOrProgress splits output into lines without their \n and progress updates with
+// their \r kept.
+func linesOrProgress(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexAny(data, "\r\n"); i >= 0 {
+		if data[i] == '\r' {
+			return i + 1, data[:i+1], nil
+		}
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // joinJob joins this rank's process group and checks, before any work, that every rank
