@@ -194,9 +194,12 @@ func trainCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, launched, err := launchRanks(c, rc.Trainer.CheckWorld)
-	if launched || err != nil {
-		return err
+	d := distSpec{World: 1, LocalWorld: 1}
+	if !c.Bool("dry-run") { // a dry run prints one process's plan
+		var launched bool
+		if d, launched, err = launchRanks(c, rc.Trainer.CheckWorld); launched || err != nil {
+			return err
+		}
 	}
 	cfg := rc.Trainer
 	if rc.Data != "" {
