@@ -148,11 +148,9 @@ func freePort() (int, error) {
 }
 
 // launchRanks starts this machine's ranks of a multi-process job when this process is
-// the launcher, and waits for them; done says it did (the command's work happened in the
-// ranks). Otherwise it returns this process's place: a rank's, or rank 0 of 1. A rank that fails stops the others at once and the error names it. The first
-// Ctrl-C (or SIGTERM) is passed to every rank, which finish the step, checkpoint and stop;
-// a second one kills them. The ranks die with the launcher (no orphans).
-// check, when not nil, refuses a world size before any rank starts.
+// the launcher (check, when not nil, refuses a world size first), and waits for them;
+// done says it did (the command's work happened in the ranks). Otherwise it returns this
+// process's place: a rank's, or rank 0 of 1.
 func launchRanks(c *ucli.Context, check func(world int) error) (d distSpec, done bool, err error) {
 	d, isRank, err := resolveDist(c, true)
 	if err != nil || isRank || !d.multi() {
@@ -166,12 +164,18 @@ func launchRanks(c *ucli.Context, check func(world int) error) (d distSpec, done
 	return d, true, startRanks(c, d)
 }
 
-// startRanks runs this machine's ranks of d and waits for them.
+// startRanks runs this machine's ranks of d and waits for them. A rank that fails stops
+// the others at once and the error names it. The first Ctrl-C (or SIGTERM) is passed to
+// every rank (a training rank finishes the step, checkpoints and stops); a second one kills
+// them. The ranks die with the launcher (no orphans).
 func startRanks(c *ucli.Context, d distSpec) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	// Pdeathsig is sent when the thread that started a child exits: keep this one.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -208,9 +212,6 @@ func startRanks(c *ucli.Context, d distSpec) error {
 		procs = append(procs, cmd)
 		go func(rank int, cmd *exec.Cmd) { exits <- exit{rank, cmd.Wait()} }(rank, cmd)
 	}
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	signalAll := func(s os.Signal) {
 		for _, p := range procs {
 			p.Process.Signal(s)
@@ -231,7 +232,7 @@ func startRanks(c *ucli.Context, d distSpec) error {
 				continue
 			}
 			interrupted = true
-			fmt.Fprintln(c.App.ErrWriter, "umad: interrupt: every rank finishes the step and checkpoints (again to kill them)")
+			fmt.Fprintln(c.App.ErrWriter, "umad: interrupt: passed to every rank (again to kill them)")
 			signalAll(s)
 		case e := <-exits:
 			delete(running, e.rank)
@@ -246,8 +247,8 @@ func startRanks(c *ucli.Context, d distSpec) error {
 			for _, r := range slices.Sorted(maps.Keys(running)) {
 				still = append(still, strconv.Itoa(r))
 			}
-			failed = fmt.Errorf("rank %d failed (%v); stopped the other ranks", e.rank, e.err)
-			if len(still) > 0 && !interrupted {
+			failed = fmt.Errorf("rank %d failed (%v)", e.rank, e.err)
+			if len(still) > 0 {
 				failed = fmt.Errorf("rank %d failed (%v); stopped ranks %s, which were still running (a rank that hangs shows as the others' timeout)",
 					e.rank, e.err, strings.Join(still, ", "))
 			}
