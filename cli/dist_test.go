@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -255,5 +256,31 @@ func TestTrainDistFlagErrors(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%v: the refused run left %s", tc.args, out)
 		}
+	}
+}
+
+// Ctrl-C on the launcher reaches every rank: they stop after the same step, rank 0
+// checkpoints it, the job exits as interrupted and no rank outlives the launcher.
+func TestTrainNprocInterrupt(t *testing.T) {
+	start := warmStarted(t)
+	out := filepath.Join(t.TempDir(), "run")
+	cmd, stderr := startUntilStep(t, distTrainArgs(start, out, "--steps", "40"), out, 1)
+	ranks := []int{rankPID(t, cmd.Process.Pid, 0), rankPID(t, cmd.Process.Pid, 1)}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Fatalf("interrupted launcher: %v, want exit 130\n%s", err, stderr)
+	}
+	for _, pid := range ranks {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("rank process %d outlived the launcher (%v)", pid, err)
+		}
+	}
+	lines, _ := readRun(t, out)
+	ck, err := trainer.LatestCheckpoint(out)
+	if err != nil || len(lines) == 0 || filepath.Base(ck) != fmt.Sprintf("step-%06d", lines[len(lines)-1].Step) {
+		t.Fatalf("latest checkpoint %q (%v) is not the last logged step\n%s", ck, err, stderr)
 	}
 }
