@@ -167,6 +167,7 @@ func syntheticSet(c *ucli.Context) data.SyntheticConfig {
 type agentSpec struct {
 	Name       string         `json:"name"`
 	Model      string         `json:"model"`
+	Adapter    string         `json:"adapter,omitempty"` // umad train: a PEFT adapter to start from, on Model
 	ChatFormat string         `json:"chat_format,omitempty"`
 	Params     sampler.Params `json:"params"`
 	MaxTokens  int            `json:"max_tokens"`
@@ -205,8 +206,10 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 			a.Params.TopK, err = strconv.Atoi(v)
 		case "max-tokens":
 			a.MaxTokens, err = strconv.Atoi(v)
+		case "adapter":
+			a.Adapter, err = filepath.Abs(v)
 		default:
-			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format)", spec, k)
+			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format, adapter)", spec, k)
 		}
 		if err != nil {
 			return a, fmt.Errorf("--agent %q: %s: %w", spec, k, err)

@@ -174,10 +174,15 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			return rc, err
 		}
 		rc.Agents = append(rc.Agents, a)
-		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens,
+	}
+	if rc.Trainer.LoRA, err = importAdapters(rc.Agents, lora); err != nil {
+		return rc, err
+	}
+	for _, a := range rc.Agents {
+		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,
 			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
 		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
-			if err := checkLoRARank(lora, hc.HiddenSize, a.Model); err != nil {
+			if err := checkLoRARank(rc.Trainer.LoRA, hc.HiddenSize, a.Model); err != nil {
 				return rc, err
 			}
 		}

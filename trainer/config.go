@@ -18,7 +18,10 @@ type Agent struct {
 	Name string `json:"name"`
 	// Dir is the Hugging Face directory the agent starts from; it is also its frozen
 	// reference model.
-	Dir        string         `json:"dir"`
+	Dir string `json:"dir"`
+	// Adapter, when set, is a PEFT adapter directory loaded onto Dir as the starting LoRA
+	// adapters (a LoRA run only); Dir is then the frozen base.
+	Adapter    string         `json:"adapter,omitempty"`
 	Params     sampler.Params `json:"params"`
 	MaxTokens  int            `json:"max_tokens"`
 	SeedOffset uint64         `json:"seed_offset"`
@@ -156,6 +159,9 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: %w", err)
 	}
 	for i, a := range c.Agents {
+		if a.Adapter != "" && c.LoRA.Rank == 0 {
+			return fmt.Errorf("train: agent %d starts from the LoRA adapter %s, which needs a LoRA run (a LoRA rank)", i, a.Adapter)
+		}
 		if !(a.Params.Temperature > 0) {
 			return fmt.Errorf("train: agent %d: training needs a positive sampling temperature (log-probs are taken at it)", i)
 		}

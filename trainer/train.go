@@ -168,7 +168,12 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 			}
 		}
 		var err error
-		if st.actor, err = hfmodel.Load(rt, dir, actorOpts); err != nil {
+		if ck == nil && a.Adapter != "" {
+			st.actor, err = hfmodel.LoadAdapter(rt, a.Adapter, a.Dir, actorOpts)
+		} else {
+			st.actor, err = hfmodel.Load(rt, dir, actorOpts)
+		}
+		if err != nil {
 			return fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
 		}
 		if t.cfg.LoRA.Rank > 0 {
