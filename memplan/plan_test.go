@@ -100,6 +100,28 @@ func TestSyncModes(t *testing.T) {
 	if got := lineOf(t, p, 0, "sync: next llama.cpp model"); got.Bytes != llama || len(got.Phases) != 1 || got.Phases[0] != PhaseSync {
 		t.Errorf("file sync line %+v, want %d bytes in the sync phase", got, llama)
 	}
+
+	// A LoRA run syncs adapters in place; by file it reloads the merged model, no adapters.
+	a.LoRA = LoRA{Rank: 4}
+	for _, file := range []bool{false, true} {
+		a.FileSync = file
+		if p, err = New([]Agent{a}); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, l := range p.Agents[0].Lines {
+			if strings.HasPrefix(l.Name, "sync: next") {
+				names = append(names, l.Name)
+			}
+		}
+		want := "sync: next adapters"
+		if file {
+			want = "sync: next llama.cpp model"
+		}
+		if len(names) != 1 || names[0] != want {
+			t.Errorf("LoRA, file sync %v: sync lines %q, want %q", file, names, want)
+		}
+	}
 }
 
 func TestQwen25_3BByHand(t *testing.T) {
