@@ -53,9 +53,14 @@ func init() {
 			"usually wants a higher --lr than full fine-tuning (1e-5 to 1e-4 on real models). An agent's\n" +
 			"checkpoint is then a PEFT directory (adapter_config.json naming the base directory,\n" +
 			"adapter_model.safetensors, the adapters' optimizer.safetensors) beside config.json and\n" +
-			"the tokenizer; its model.gguf, like every weight sync, holds the merged weights.",
+			"the tokenizer (itself the adapter export; `umad convert lora2hf` merges it); its model.gguf\n" +
+			"holds the merged weights for `umad debate`. The in-place sync then sends only the adapters:\n" +
+			"llama.cpp keeps the base and swaps in a LoRA GGUF each step; --sync file reloads the\n" +
+			"merged model. A run can start from a PEFT adapter: --agent PEFT_DIR (its config names the\n" +
+			"base) or --agent BASE_DIR,adapter=PEFT_DIR; without --lora-rank the adapter's rank, alpha,\n" +
+			"targets and dropout are the run's; a base, shape or setting that does not match is refused.",
 		Flags: append(append([]ucli.Flag{
-			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
@@ -94,7 +99,7 @@ func init() {
 			&ucli.IntFlag{Name: "save-every", Value: 40, Usage: "checkpoint every N steps (also at the end)"},
 			&ucli.IntFlag{Name: "keep", Value: 2, Usage: "checkpoints to keep"},
 			&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
-			&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file) or file (a GGUF written and reloaded each step; slower, for comparison)"},
+			&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file; with LoRA, the adapters swapped onto the loaded base) or file (a GGUF written and reloaded each step; slower, for comparison)"},
 			&ucli.Float64Flag{Name: "probe-tol", Value: 1e-4, Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
