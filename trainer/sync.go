@@ -130,6 +130,10 @@ func (t *Trainer) syncAdapter(i int) error {
 		if err := t.reload(i, true); err != nil {
 			return err
 		}
+		// The base is written once: its staging copy would only take disk.
+		if err := os.RemoveAll(stagingDir(st)); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
 		sh, err := model.ReadGGUFShape(st.gguf)
 		if err != nil {
 			return fmt.Errorf("sync: %w", err)
@@ -157,8 +161,7 @@ const AdapterGGUF = "adapter.gguf"
 // its server with one on that file.
 func (t *Trainer) reload(i int, base bool) error {
 	a, st := t.cfg.Agents[i], t.agents[i]
-	staging := filepath.Join(filepath.Dir(st.gguf), "hf")
-	if err := writeGGUF(st.actor, staging, st.gguf, base); err != nil {
+	if err := writeGGUF(st.actor, stagingDir(st), st.gguf, base); err != nil {
 		return err
 	}
 	opt := t.cfg.Engine
@@ -173,6 +176,9 @@ func (t *Trainer) reload(i int, base bool) error {
 	st.server = srv
 	return nil
 }
+
+// stagingDir is where agent st's weights are written as an HF directory for the converter.
+func stagingDir(st *agentState) string { return filepath.Join(filepath.Dir(st.gguf), "hf") }
 
 // makeProbe is a fixed prompt and response: the first training problem answered in the
 // boxed format.
