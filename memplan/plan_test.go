@@ -144,14 +144,14 @@ func TestQwen25_3BByHand(t *testing.T) {
 		}
 	}
 
-	// bf16 weights: an f32 master copy, bf16 gradients and reference, f32 moments.
+	// --dtype bf16: f32 masters, gradients and moments; the frozen reference in bf16.
 	bf := a
 	bf.DType = BF16
 	if p, err = New([]Agent{bf}); err != nil {
 		t.Fatal(err)
 	}
-	checkLines(t, p, map[string]int64{"trainer weights (bf16)": 2 * P, "master weights (f32)": 4 * P,
-		"AdamW moments": 8 * P, "gradients": 2 * P, "reference model (bf16)": 2 * P})
+	checkLines(t, p, map[string]int64{"trainer weights (f32 masters, bf16 compute)": 4 * P,
+		"AdamW moments": 8 * P, "gradients": 4 * P, "reference model (bf16)": 2 * P})
 }
 
 // The peak is every agent's steady memory plus the largest phase of any one agent.
