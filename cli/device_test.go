@@ -70,7 +70,7 @@ func TestTrainDeviceErrors(t *testing.T) {
 
 // --dtype bf16 reaches the memory plan (f32 masters, bf16 reference and activations) and
 // config.json (with the bf16 probe tolerance); the run trains on the CPU with bf16 compute
-// and resumes.
+// and resumes, at bf16 only. sft takes the same flags.
 func TestTrainBF16(t *testing.T) {
 	torchtest.Open(t)
 	out := filepath.Join(t.TempDir(), "run")
@@ -105,5 +105,13 @@ func TestTrainBF16(t *testing.T) {
 	}
 	if ck, _ := trainer.LatestCheckpoint(out); filepath.Base(ck) != "step-000002" {
 		t.Errorf("latest checkpoint %q, want step-000002", ck)
+	}
+	sft := filepath.Join(t.TempDir(), "sft")
+	if _, stderr, err := runApp(t, "sft", "--model", filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"), "--synthetic", "4",
+		"--epochs", "1", "--batch", "2", "--dtype", "bf16", "--train-device", "cpu", "--torch-threads", "1", "--out", sft); err != nil {
+		t.Fatalf("sft --dtype bf16: %v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(sft, "model.gguf")); err != nil {
+		t.Errorf("sft --dtype bf16 wrote no model: %v", err)
 	}
 }

@@ -237,3 +237,77 @@ func TestDevices(t *testing.T) {
 		t.Errorf("ResolveDevice(%v) accepted a GPU this libtorch does not have", beyond)
 	}
 }
+
+// The GPU runs bf16 with checkpointing and LoRA: on the CPU, a checkpointed bf16 backward
+// gives the stored one's gradients, and a bf16 LoRA step with dropout trains the f32
+// adapters and leaves the bf16 base alone.
+func TestBF16CheckpointAndLoRA(t *testing.T) {
+	rt := openForTest(t)
+	cfg := tinyConfigs[1].cfg
+	prompts, responses := randomSeqs(rand.New(rand.NewPCG(3, 3)), cfg.VocabSize, 5)
+	const name = "model.layers.1.self_attn.o_proj.weight"
+	grad := func(ckpt bool) []float32 {
+		m := randomModel(t, rt, cfg, ModelOptions{Precision: PrecisionBF16, Trainable: true, GradCheckpoint: ckpt}, 8)
+		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
+			t.Fatal(err)
+		}
+		g := make([]float32, cfg.HiddenSize*cfg.NumHeads*cfg.HeadDim)
+		if err := Read(m, name, Grad, g); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	stored, ckpt := grad(false), grad(true)
+	nonzero := 0
+	for i := range stored {
+		if stored[i] != ckpt[i] {
+			t.Fatalf("gradient %d: %g checkpointed, %g stored", i, ckpt[i], stored[i])
+		}
+		if stored[i] != 0 {
+			nonzero++
+		}
+	}
+	if nonzero == 0 {
+		t.Fatal("zero gradient: the comparison proves nothing")
+	}
+
+	m := randomModel(t, rt, cfg, ModelOptions{Precision: PrecisionBF16, Trainable: true,
+		LoRA: LoRA{Rank: 2, Alpha: 4, Targets: []string{"o", "up"}, Dropout: 0.1, Seed: 5}}, 8)
+	before := map[string][]float32{}
+	infos, err := m.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(ti TensorInfo) int {
+		n := 1
+		for _, d := range ti.Shape {
+			n *= int(d)
+		}
+		return n
+	}
+	for _, ti := range infos {
+		before[ti.Name] = make([]float32, size(ti))
+		if err := Read(m, ti.Name, Weight, before[ti.Name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B starts at zero, so the first step moves B only; the second moves A as well.
+	for s := 0; s < 2; s++ {
+		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Step(AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ti := range infos {
+		w := make([]float32, size(ti))
+		if err := Read(m, ti.Name, Weight, w); err != nil {
+			t.Fatal(err)
+		}
+		changed := maxRelDiff([][]float32{w}, [][]float32{before[ti.Name]}) != 0
+		if changed != ti.Adapter {
+			t.Errorf("%s (adapter %v) changed: %v", ti.Name, ti.Adapter, changed)
+		}
+	}
+}
