@@ -68,7 +68,8 @@ func TestTrainDeviceErrors(t *testing.T) {
 	}
 }
 
-// --dtype bf16 reaches the memory plan (f32 masters, bf16 reference and activations) and
+// --dtype bf16 reaches the memory plan (f32 masters, bf16 reference, LoRA base and
+// activations) and
 // config.json (with the bf16 probe tolerance); the run trains on the CPU with bf16 compute
 // and resumes, at bf16 only. sft takes the same flags.
 func TestTrainBF16(t *testing.T) {
@@ -81,6 +82,16 @@ func TestTrainBF16(t *testing.T) {
 	for _, w := range []string{"trainer weights (f32 masters, bf16 compute)", "reference model (bf16)"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("the bf16 plan lacks %q:\n%s", w, stdout)
+		}
+	}
+	// With LoRA the base is frozen, so held in bf16 whatever the checkpoint's dtype.
+	stdout, stderr, err = runApp(t, trainArgs(t, out, "1", "--dtype", "bf16", "--lora-rank", "4", "--dry-run")...)
+	if err != nil {
+		t.Fatalf("LoRA dry run: %v\n%s", err, stderr)
+	}
+	for _, w := range []string{"base weights (bf16, frozen)", "LoRA adapters (rank 4, f32)"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("the bf16 LoRA plan lacks %q:\n%s", w, stdout)
 		}
 	}
 	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--dtype", "bf16", "--val-synthetic", "0")...); err != nil {
