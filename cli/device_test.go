@@ -69,9 +69,8 @@ func TestTrainDeviceErrors(t *testing.T) {
 }
 
 // --dtype bf16 reaches the memory plan (f32 masters, bf16 reference, LoRA base and
-// activations) and
-// config.json (with the bf16 probe tolerance); the run trains on the CPU with bf16 compute
-// and resumes, at bf16 only. sft takes the same flags.
+// activations) and config.json (with the bf16 probe tolerance); the run trains on the CPU
+// with bf16 compute and resumes, at bf16 only. sft takes the same flags.
 func TestTrainBF16(t *testing.T) {
 	torchtest.Open(t)
 	out := filepath.Join(t.TempDir(), "run")

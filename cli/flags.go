@@ -262,7 +262,7 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 		&ucli.Float64Flag{Name: "lora-alpha", Usage: "LoRA scale numerator: adapters add alpha/rank * B A x (default: 2 x rank)"},
 		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(torch.LoRATargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
 		&ucli.Float64Flag{Name: "lora-dropout", Value: dropout, Usage: dropoutHelp},
-		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway"},
+		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway, and so does any base under --dtype bf16"},
 	}
 }
 
