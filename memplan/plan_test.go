@@ -77,6 +77,19 @@ func TestTinyShapeByHand(t *testing.T) {
 	}
 	// Layer inputs of both layers, then one layer recomputed.
 	checkLines(t, p, map[string]int64{"activations": 2*128*64*4 + layer + 2*128*16*4 + head + work})
+
+	// --dtype bf16 halves what the layers keep (the attention softmax and the logits stay
+	// f32) and adds the bf16 copies of one layer's and the lm_head's masters.
+	a.DType = BF16
+	if p, err = New([]Agent{a}); err != nil {
+		t.Fatal(err)
+	}
+	layer16 := 128*perToken*2 + 4*32*32*(4*4+1)
+	head16 := int64(3*128*64*2 + 2*32*64*2 + 6*32*512*4 + 2*512*64*4)
+	work16 := int64(2*4*4*32*32 + 4*128*128*2)
+	copies := int64(2 * (512*64 + (P-512*64)/2))
+	checkLines(t, p, map[string]int64{"trainer weights (f32 masters, bf16 compute)": 4 * P, "gradients": 4 * P,
+		"reference model (bf16)": 2 * P, "activations": 2*128*64*2 + layer16 + 2*128*16*2 + head16 + work16 + copies})
 }
 
 // TestSyncModes: the in-place sync writes into the loaded model, so only --sync file holds a
@@ -166,14 +179,14 @@ func TestQwen25_3BByHand(t *testing.T) {
 		}
 	}
 
-	// bf16 weights: an f32 master copy, bf16 gradients and reference, f32 moments.
+	// --dtype bf16: f32 masters, gradients and moments; the frozen reference in bf16.
 	bf := a
 	bf.DType = BF16
 	if p, err = New([]Agent{bf}); err != nil {
 		t.Fatal(err)
 	}
-	checkLines(t, p, map[string]int64{"trainer weights (bf16)": 2 * P, "master weights (f32)": 4 * P,
-		"AdamW moments": 8 * P, "gradients": 2 * P, "reference model (bf16)": 2 * P})
+	checkLines(t, p, map[string]int64{"trainer weights (f32 masters, bf16 compute)": 4 * P,
+		"AdamW moments": 8 * P, "gradients": 4 * P, "reference model (bf16)": 2 * P})
 }
 
 // The peak is every agent's steady memory plus the largest phase of any one agent.

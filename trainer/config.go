@@ -60,6 +60,9 @@ type Config struct {
 	SaveEvery   int         `json:"save_every"` // 0: at the end only
 	KeepLast    int         `json:"keep_last"`
 	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// DType is the trainer's precision: f32, or bf16 compute over f32 master weights. A
+	// config.json written before it existed reads as f32.
+	DType torch.Precision `json:"dtype"`
 	// Sync is how updated weights reach llama.cpp: in place (the default) or by file.
 	Sync SyncMode `json:"sync"`
 	// KeepRollouts is how many problems' training debates each step keeps in
@@ -87,15 +90,15 @@ type Config struct {
 	LoRA      torch.LoRA         `json:"lora"`
 	Engine    engine.Options     `json:"-"`
 	Placement engine.Placement   `json:"-"` // of the rollout models
-	Torch     torch.ModelOptions `json:"-"`
+	Torch     torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision
 	Out       string             `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.
 	Progress io.Writer `json:"-"`
 }
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
-// "robust": true|false becomes Reward, or before the sync mode had one (then in place,
-// the default), so runs from then still resume.
+// "robust": true|false becomes Reward, before the sync mode had one (then in place, the
+// default), or before the dtype had one (then f32), so runs from then still resume.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
 	old := struct {
@@ -113,6 +116,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	if c.Sync == "" {
 		c.Sync = SyncInPlace
+	}
+	if c.DType == "" {
+		c.DType = torch.PrecisionF32
 	}
 	return nil
 }
@@ -149,6 +155,9 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: %w", err)
 	}
 	c.Sync = mode
+	if c.DType, err = torch.ParsePrecision(string(c.DType)); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
 	if _, err := reward.ParseMode(string(c.Reward)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}

@@ -41,6 +41,7 @@ type agentState struct {
 // Trainer is a run in progress.
 type Trainer struct {
 	cfg     Config
+	rt      *torch.Runtime
 	agents  []*agentState
 	step    int // last completed step
 	metrics *trainlog.Log
@@ -58,7 +59,7 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	t := &Trainer{cfg: cfg}
+	t := &Trainer{cfg: cfg, rt: rt}
 	defer t.close()
 	ck, err := latestCheckpoint(cfg.Out)
 	if err != nil {
@@ -150,7 +151,9 @@ func (t *Trainer) close() {
 // included) and its frozen reference (always the starting weights). A LoRA actor's base is
 // its reference: no second copy is loaded.
 func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
-	actorOpts := t.cfg.Torch
+	base := t.cfg.Torch
+	base.Precision = t.cfg.DType
+	actorOpts := base
 	actorOpts.Trainable = true
 	for i, a := range t.cfg.Agents {
 		if t.cfg.LoRA.Rank > 0 {
@@ -182,7 +185,7 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 		if st.actor.Options().LoRA.Rank > 0 {
 			return fmt.Errorf("agent %d (%s): %s is a LoRA adapter; train it with its --lora-rank, or start from a merged model (umad sft writes one to hf/)", i, a.Name, dir)
 		}
-		refOpts := t.cfg.Torch
+		refOpts := base
 		refOpts.Trainable = false
 		if st.ref, err = hfmodel.Load(rt, a.Dir, refOpts); err != nil {
 			return fmt.Errorf("agent %d (%s) reference: %w", i, a.Name, err)
@@ -218,6 +221,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	t.step = step
+	// The training peak goes back to the GPU's driver before the sync and the next rollout
+	// (llama.cpp may share the GPU); nothing on the CPU.
+	t.rt.ReleaseCache()
 	var syncTime float64
 	for a := range t.agents {
 		took, gap, err := t.sync(a)
