@@ -12,8 +12,9 @@
 #     vs bare llama.cpp, and the ratio to the HBM roofline (bytes of weights plus KV cache
 #     read per decode step over the device's memory bandwidth);
 #   - a two-agent debate (3B + 4B shapes) on the GPU: wall time and tokens/s;
-#   - a few `umad train` steps of one 3B-shape agent, LoRA and full fine-tuning: seconds by
-#     phase, MFU of the update, peak device memory.
+#   - a few `umad train --train-device cuda:0 --dtype bf16` steps of one 3B-shape agent, LoRA
+#     and full fine-tuning, rollouts on the same GPU: seconds by phase, MFU of the update, peak
+#     device memory (skipped when the plugin's libtorch sees no GPU).
 # Needs: nvidia-smi, a CUDA toolkit (nvcc), python3 with a CUDA build of PyTorch for the
 # plugin (pip install torch), cmake, Go.
 set -euo pipefail
@@ -31,16 +32,20 @@ log "GPU: $gpu"
 # --- build ---------------------------------------------------------------------------------
 ./build.sh build
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-	# The plugin against pip PyTorch (CUDA): CMakeLists.txt takes its prefix path.
+	# The plugin against pip PyTorch (CUDA). build/ was just configured for Debian's libtorch,
+	# whose Torch_DIR and Caffe2_DIR CMake keeps in its cache: name pip's explicitly.
 	prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+		-DTorch_DIR="$prefix/Torch" -DCaffe2_DIR="$prefix/Caffe2" >/dev/null
 	cmake --build build -j"$(nproc)"
 else
-	log "python3 has no CUDA PyTorch: training runs on the CPU plugin (pip install torch for the GPU plugin)"
+	log "python3 has no CUDA PyTorch: the plugin stays CPU-only and the training figures are skipped (pip install torch for the GPU plugin)"
 fi
 ./build.sh cuda
 ./umad env | tee "$work/env.txt"
 grep -q "loaded" "$work/env.txt" || { log "the CUDA backend is not loaded (see umad env above)"; exit 1; }
+torch_gpu=1
+grep -q "^libtorch .*CUDA, [0-9]* GPU" "$work/env.txt" || { torch_gpu=0; log "the torch plugin sees no GPU (see umad env above): no training figures"; }
 
 # Memory bandwidth (bytes/s) by device name, for the roofline; 0 leaves the ratio out.
 bandwidth() {
@@ -131,7 +136,7 @@ train() { # train NAME EXTRA-FLAGS...
 	rm -rf "$work/train-$name"
 	exec 3>"$work/train-$name.mem"
 	peak_mem ./umad train --agent "$work/qwen2.5-3b/hf" --algo grpo --synthetic 64 --val-synthetic 0 \
-		--steps 3 --batch 4 -g 4 --mini-batch 2 --max-tokens 128 --gpu-layers 99 --cuda "$@" \
+		--steps 3 --batch 4 -g 4 --mini-batch 2 --max-tokens 128 --gpu-layers 99 --train-device cuda:0 "$@" \
 		--out "$work/train-$name"
 	exec 3>&-
 	python3 - "$work/train-$name/metrics.jsonl" "$work/qwen2.5-3b/hf/config.json" "$peak" "$name" \
@@ -157,9 +162,11 @@ print("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f%% | %s |" % (
     tokens, 100 * mfu, mem))
 EOF
 }
-rows="$(train lora --lora-rank 32 --dtype bf16)\n$(train full --dtype bf16)\n"
-section+="\n### Training (one qwen2.5-3b-shape agent, grpo, 3 steps of 4 problems x G 4, 128 tokens; means after step 1)\n\n"
-section+="| run | step s | rollout s | log-probs + ref s | update s | sync s | tokens/step | update MFU | peak GPU MiB |\n|---|---|---|---|---|---|---|---|---|\n$rows"
+if [ "$torch_gpu" = 1 ]; then
+	rows="$(train lora --lora-rank 32 --dtype bf16)\n$(train full --dtype bf16)\n"
+	section+="\n### Training (one qwen2.5-3b-shape agent, grpo, 3 steps of 4 problems x G 4, 128 tokens; means after step 1)\n\n"
+	section+="| run | step s | rollout s | log-probs + ref s | update s | sync s | tokens/step | update MFU | peak GPU MiB |\n|---|---|---|---|---|---|---|---|---|\n$rows"
+fi
 
 printf '%b' "$section" >"$work/section.md"
 # The section between its markers is replaced; the rest of the file stays as it was.

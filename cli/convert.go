@@ -124,7 +124,7 @@ func init() {
 				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())
 				return nil
 			},
-		}},
+		}, lora2hfCommand},
 	})
 }
 

@@ -117,6 +117,9 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		if err != nil {
 			return cfg, err
 		}
+		if a.Adapter != "" {
+			return cfg, fmt.Errorf("--agent %q: adapter= is for umad train; debate a merged model (umad convert lora2hf, then hf2gguf)", spec)
+		}
 		cfg.Agents = append(cfg.Agents, a)
 	}
 	if !c.IsSet("ctx") {

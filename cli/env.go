@@ -56,7 +56,9 @@ type envReport struct {
 	Torch       struct {
 		Plugin  string `json:"plugin,omitempty"`
 		Version string `json:"version,omitempty"`
-		CUDA    bool   `json:"cuda"`
+		CUDA    bool   `json:"cuda"`       // a GPU the trainer can use (--train-device auto picks cuda:0)
+		GPUs    int    `json:"gpus"`       // GPUs libtorch sees
+		Built   bool   `json:"cuda_built"` // the plugin's libtorch has CUDA (Debian's has not)
 		Error   string `json:"error,omitempty"`
 	} `json:"torch"`
 	Threads struct {
@@ -95,7 +97,9 @@ func collectEnv(plugin string) envReport {
 	if rt, err := torch.Open(torch.Options{Plugin: plugin}); err != nil {
 		r.Torch.Error = err.Error()
 	} else {
-		r.Torch.Plugin, r.Torch.Version, r.Torch.CUDA = rt.Path(), rt.TorchVersion(), rt.CUDAAvailable()
+		r.Torch.Plugin, r.Torch.Version = rt.Path(), rt.TorchVersion()
+		r.Torch.GPUs, r.Torch.Built = rt.CUDADevices()
+		r.Torch.CUDA = r.Torch.GPUs > 0
 	}
 	r.Threads.LogicalCPUs = runtime.NumCPU()
 	r.Threads.GOMAXPROCS = runtime.GOMAXPROCS(0)
@@ -142,9 +146,12 @@ func (r envReport) write(w io.Writer) {
 	if r.Torch.Error != "" {
 		fmt.Fprintf(w, "libtorch  not available: %s\n", r.Torch.Error)
 	} else {
-		gpu := "no GPU"
-		if r.Torch.CUDA {
-			gpu = "CUDA available"
+		gpu := "CPU only (built without CUDA: see kernels/README.md for a CUDA build)"
+		switch {
+		case r.Torch.CUDA:
+			gpu = fmt.Sprintf("CUDA, %d GPU(s): --train-device cuda:0 to cuda:%d", r.Torch.GPUs, r.Torch.GPUs-1)
+		case r.Torch.Built:
+			gpu = "CUDA build, but no GPU visible"
 		}
 		fmt.Fprintf(w, "libtorch  %s, %s (%s)\n", r.Torch.Version, gpu, r.Torch.Plugin)
 	}

@@ -32,6 +32,9 @@ func TestEnvReport(t *testing.T) {
 	if r.Torch.Error != "" || r.Torch.Version == "" {
 		t.Errorf("libtorch: %+v", r.Torch)
 	}
+	if _, err := os.Stat("/dev/nvidia0"); (err != nil && r.Torch.GPUs != 0) || r.Torch.CUDA != (r.Torch.GPUs > 0) || (r.Torch.GPUs > 0 && !r.Torch.Built) {
+		t.Errorf("libtorch's GPUs: %+v", r.Torch)
+	}
 	if r.Threads.LogicalCPUs < 1 || r.Threads.LlamaDefault < 1 {
 		t.Errorf("threads %+v", r.Threads)
 	}

@@ -24,7 +24,7 @@ func llamaFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads (n_threads and n_threads_batch); 0 = physical cores"},
 		&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU (0 = CPU only; umad env shows the GPUs)"},
-		&ucli.StringFlag{Name: "devices", Aliases: []string{"device"}, DefaultText: "all GPUs", Usage: "GPUs the offloaded layers run on, by the names umad env lists, comma-separated (CUDA0,CUDA1)"},
+		&ucli.StringFlag{Name: "devices", Aliases: []string{"device"}, DefaultText: "all GPUs", Usage: "GPUs llama.cpp's offloaded layers (the rollouts) run on, by the names umad env lists, comma-separated (CUDA0,CUDA1); the trainer's GPU is --train-device"},
 		&ucli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
 		&ucli.StringFlag{Name: "flash-attn", Value: "auto", Usage: "flash attention: auto, on or off (off for exact log-probs)"},
 		&ucli.IntFlag{Name: "ctx", Value: 4096, Usage: "most tokens per sequence, prompt plus generation"},
@@ -118,25 +118,45 @@ func newEngine(m *engine.Model, opt engine.Options, what string) (*engine.Engine
 	return e, err
 }
 
+// trainDeviceFlag is where libtorch (the trainer, or score --model) runs. llama.cpp's GPUs
+// are --gpu-layers and --devices; the two may share one GPU.
+func trainDeviceFlag(what string) ucli.Flag {
+	return &ucli.StringFlag{Name: "train-device", Aliases: []string{"torch-device"}, Value: torch.DeviceAuto,
+		Usage: "where libtorch " + what + ": cpu, cuda (GPU 0), cuda:N, or auto (cuda:0 when the plugin's libtorch sees a GPU, else cpu; umad env shows what it sees). " +
+			"Not the rollout GPUs: llama.cpp's are --gpu-layers and --devices"}
+}
+
 // torchFlags are the libtorch settings of the commands that train.
 func torchFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "torch-threads", Usage: "libtorch threads; 0 = all CPUs"},
 		&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
-		&ucli.BoolFlag{Name: "cuda", Usage: "train on GPU 0 (bf16 compute, fp32 master weights)"},
+		trainDeviceFlag("trains"),
+		&ucli.StringFlag{Name: "dtype", Value: string(torch.PrecisionF32), Usage: "trainer precision: f32, or bf16 (mixed precision on any device: f32 master weights, gradients and AdamW state, weights cast to bf16 where used, norms and softmax in f32; frozen weights such as the reference model or a LoRA base held in bf16)"},
 		&ucli.BoolFlag{Name: "grad-checkpoint", Usage: "keep only each layer's input for the backward and recompute the layer (less memory, about a third more compute)"},
 	}
 }
 
+// openTorch loads the plugin and resolves --train-device and --dtype into model options; a
+// GPU the plugin cannot use is refused here, before anything loads.
 func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
+	var opts torch.ModelOptions
 	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
-		return nil, torch.ModelOptions{}, err
+		return nil, opts, err
+	}
+	prec, err := torch.ParsePrecision(c.String("dtype"))
+	if err != nil {
+		return nil, opts, fmt.Errorf("--dtype: %w", err)
 	}
 	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
 	if err != nil {
-		return nil, torch.ModelOptions{}, err
+		return nil, opts, err
 	}
-	return rt, torch.ModelOptions{CUDA: c.Bool("cuda"), GradCheckpoint: c.Bool("grad-checkpoint")}, nil
+	dev, err := rt.ResolveDevice(c.String("train-device"))
+	if err != nil {
+		return nil, opts, fmt.Errorf("--train-device: %w", err)
+	}
+	return rt, torch.ModelOptions{Device: dev, Precision: prec, GradCheckpoint: c.Bool("grad-checkpoint")}, nil
 }
 
 // syntheticFlags set the difficulty of the built-in problems.
@@ -167,6 +187,7 @@ func syntheticSet(c *ucli.Context) data.SyntheticConfig {
 type agentSpec struct {
 	Name       string         `json:"name"`
 	Model      string         `json:"model"`
+	Adapter    string         `json:"adapter,omitempty"` // umad train: a PEFT adapter to start from, on Model
 	ChatFormat string         `json:"chat_format,omitempty"`
 	Params     sampler.Params `json:"params"`
 	MaxTokens  int            `json:"max_tokens"`
@@ -205,8 +226,10 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 			a.Params.TopK, err = strconv.Atoi(v)
 		case "max-tokens":
 			a.MaxTokens, err = strconv.Atoi(v)
+		case "adapter":
+			a.Adapter, err = filepath.Abs(v)
 		default:
-			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format)", spec, k)
+			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format, adapter)", spec, k)
 		}
 		if err != nil {
 			return a, fmt.Errorf("--agent %q: %s: %w", spec, k, err)
@@ -242,7 +265,7 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 		&ucli.Float64Flag{Name: "lora-alpha", Usage: "LoRA scale numerator: adapters add alpha/rank * B A x (default: 2 x rank)"},
 		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(torch.LoRATargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
 		&ucli.Float64Flag{Name: "lora-dropout", Value: dropout, Usage: dropoutHelp},
-		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway"},
+		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway, and so does any base under --dtype bf16"},
 	}
 }
 

@@ -44,8 +44,12 @@ func planTrain(cfg trainer.Config, rt *torch.Runtime) ([]memplan.Agent, error) {
 		if seqCtx == 0 {
 			seqCtx = cfg.PromptLimit + a.MaxTokens // as the trainer's sync sets it
 		}
-		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s,
-			GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.CUDA, FusedAttention: fused >= 2,
+		lora := memplan.LoRA{Rank: cfg.LoRA.Rank, Targets: cfg.LoRA.Targets}
+		if cfg.LoRA.BaseBF16 {
+			lora.BaseDType = memplan.BF16
+		}
+		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s, LoRA: lora,
+			DType: memplan.DType(cfg.DType), GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.Device.CUDA, FusedAttention: fused >= 2,
 			MicroBatchSeqs: cfg.G, PromptTokens: cfg.PromptLimit, ResponseTokens: a.MaxTokens,
 			RolloutType: trainer.SyncGGUFType, FileSync: cfg.Sync == trainer.SyncFile, Slots: cfg.Engine.Slots, SeqContext: seqCtx,
 			KVType: string(cfg.Engine.KVType), GPULayers: cfg.Placement.GPULayers})

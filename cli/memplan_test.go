@@ -85,11 +85,18 @@ var peakLine = regexp.MustCompile(`peak host: ([0-9.]+ [KMG]iB)`)
 // for a while, which at this size is a visible share (five runs here measured 1.03-1.16x the
 // plan); and the activations are planned for sequences at the prompt limit and the token
 // limit, which real ones do not reach. So this checks the plan as a whole and the baseline
-// constant (38% of this plan); memplan's unit tests check each line by hand.
+// constant (38% of this plan); memplan's unit tests check each line by hand. --dtype bf16
+// is checked the same way: its masters, bf16 reference and halved activations.
 func TestPlanMatchesPeakRSS(t *testing.T) {
 	torchtest.Open(t)
+	for _, dtype := range []string{"f32", "bf16"} {
+		t.Run(dtype, func(t *testing.T) { checkPlanAgainstRSS(t, "--dtype", dtype) })
+	}
+}
+
+func checkPlanAgainstRSS(t *testing.T, extra ...string) {
 	out := filepath.Join(t.TempDir(), "run")
-	args := trainArgs(t, out, "1")
+	args := trainArgs(t, out, "1", extra...)
 	args[2] = filepath.Join(testmodel.TinyVocab(t, "qwen2", 151936), "hf")
 	cmd := umadProcess(t, 0, args...)
 	var stderr strings.Builder

@@ -41,6 +41,7 @@ func init() {
 			&ucli.IntFlag{Name: "batch", Value: 16, Usage: "sequences scored together (one packed batch)"},
 			&ucli.IntFlag{Name: "threads", Usage: "libtorch threads; 0 = all CPUs"},
 			&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
+			trainDeviceFlag("scores --model"),
 		},
 		Action: score,
 	})
@@ -72,7 +73,11 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return hfmodel.Load(rt, dir, torch.ModelOptions{})
+		dev, err := rt.ResolveDevice(c.String("train-device"))
+		if err != nil {
+			return nil, fmt.Errorf("--train-device: %w", err)
+		}
+		return hfmodel.Load(rt, dir, torch.ModelOptions{Device: dev})
 	}
 	return nil, fmt.Errorf("score: --model or --gguf is required")
 }

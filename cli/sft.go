@@ -74,6 +74,12 @@ func sftCmd(c *ucli.Context) (err error) {
 		}
 	}
 	lora.Seed = c.Uint64("seed")
+	// The plugin, --train-device and --dtype before any work: a GPU it cannot use is refused
+	// at once.
+	rt, opts, err := openTorch(c)
+	if err != nil {
+		return err
+	}
 	var pairs []trainer.TextPair
 	switch {
 	case c.String("data") != "" && c.Int("synthetic") > 0:
@@ -124,10 +130,6 @@ func sftCmd(c *ucli.Context) (err error) {
 	}
 	ids, err := trainer.TokenizePairs(tok, format, tok.EndOfTurn(), pairs)
 	tok.Close()
-	if err != nil {
-		return err
-	}
-	rt, opts, err := openTorch(c)
 	if err != nil {
 		return err
 	}

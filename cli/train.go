@@ -53,13 +53,18 @@ func init() {
 			"usually wants a higher --lr than full fine-tuning (1e-5 to 1e-4 on real models). An agent's\n" +
 			"checkpoint is then a PEFT directory (adapter_config.json naming the base directory,\n" +
 			"adapter_model.safetensors, the adapters' optimizer.safetensors) beside config.json and\n" +
-			"the tokenizer; its model.gguf, like every weight sync, holds the merged weights.\n\n" +
+			"the tokenizer (itself the adapter export; `umad convert lora2hf` merges it); its model.gguf\n" +
+			"holds the merged weights for `umad debate`. The in-place sync then sends only the adapters:\n" +
+			"llama.cpp keeps the base and swaps in a LoRA GGUF each step; --sync file reloads the\n" +
+			"merged model. A run can start from a PEFT adapter: --agent PEFT_DIR (its config names the\n" +
+			"base) or --agent BASE_DIR,adapter=PEFT_DIR; without --lora-rank the adapter's rank, alpha,\n" +
+			"targets and dropout are the run's; a base, shape or setting that does not match is refused.\n\n" +
 			"--nproc N trains data-parallel over N processes (torchrun's conventions; --nnodes,\n" +
 			"--node-rank and --master-addr for several machines): each rank debates and learns a share\n" +
 			"of every step's problems and the gradients are summed, so the run means what one process's\n" +
 			"does (README \"Several processes\").",
 		Flags: append(append([]ucli.Flag{
-			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory[,key=value...] (repeat per agent)", Required: true},
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
@@ -98,8 +103,8 @@ func init() {
 			&ucli.IntFlag{Name: "save-every", Value: 40, Usage: "checkpoint every N steps (also at the end)"},
 			&ucli.IntFlag{Name: "keep", Value: 2, Usage: "checkpoints to keep"},
 			&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
-			&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file) or file (a GGUF written and reloaded each step; slower, for comparison)"},
-			&ucli.Float64Flag{Name: "probe-tol", Value: 1e-4, Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
+			&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file; with LoRA, the adapters swapped onto the loaded base) or file (a GGUF written and reloaded each step; slower, for comparison)"},
+			&ucli.Float64Flag{Name: "probe-tol", Value: probeTolF32, DefaultText: fmt.Sprintf("%g, %g with --dtype bf16", probeTolF32, probeTolBF16), Usage: "largest mean |delta log-prob| between llama.cpp (f32) and the trainer after a sync (0 = no check)"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
@@ -122,6 +127,13 @@ type trainRunConfig struct {
 	KVType      string               `json:"kv_type"`
 	FlashAttn   string               `json:"flash_attn"`
 }
+
+// The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
+// weights: they agree to ~1e-6 (f32) but differ by bf16 rounding at --dtype bf16.
+const (
+	probeTolF32  = 1e-4
+	probeTolBF16 = 5e-2
+)
 
 // valSeed keeps the validation problems apart from the training ones.
 const valSeed = 1_000_003
@@ -164,11 +176,19 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
+	dtype, err := torch.ParsePrecision(c.String("dtype"))
+	if err != nil {
+		return rc, fmt.Errorf("--dtype: %w", err)
+	}
+	probeTol := c.Float64("probe-tol")
+	if dtype == torch.PrecisionBF16 && !c.IsSet("probe-tol") {
+		probeTol = probeTolBF16
+	}
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
 		Agg: torch.AggMode(c.String("loss-agg")), Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
-		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: c.Float64("probe-tol"), Sync: sync,
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
@@ -178,10 +198,15 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			return rc, err
 		}
 		rc.Agents = append(rc.Agents, a)
-		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Params: a.Params, MaxTokens: a.MaxTokens,
+	}
+	if rc.Trainer.LoRA, err = importAdapters(rc.Agents, lora); err != nil {
+		return rc, err
+	}
+	for _, a := range rc.Agents {
+		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,
 			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
 		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
-			if err := checkLoRARank(lora, hc.HiddenSize, a.Model); err != nil {
+			if err := checkLoRARank(rc.Trainer.LoRA, hc.HiddenSize, a.Model); err != nil {
 				return rc, err
 			}
 		}

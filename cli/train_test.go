@@ -171,8 +171,8 @@ func TestResumeSurvivesPruning(t *testing.T) {
 }
 
 // A run directory whose config.json predates the named grading mode ("robust": false
-// instead of "reward": "strict"), the sync mode (no "sync") and LoRA (no "lora" key) still
-// resumes.
+// instead of "reward": "strict"), the sync mode (no "sync"), LoRA (no "lora" key) and the
+// trainer's dtype (no "dtype": f32) still resumes.
 func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	args := func(steps string, extra ...string) []string {
@@ -207,6 +207,10 @@ func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 		t.Fatalf("config.json has no LoRA settings to remove:\n%s", b)
 	}
 	delete(tr, "lora")
+	if string(tr["dtype"]) != `"f32"` {
+		t.Fatalf("config.json has no f32 dtype to remove:\n%s", b)
+	}
+	delete(tr, "dtype")
 	if cfg["trainer"], err = json.Marshal(tr); err != nil {
 		t.Fatal(err)
 	}

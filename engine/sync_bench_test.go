@@ -24,6 +24,15 @@ import (
 //	export   copying the weights out of the libtorch plugin (hfmodel.Weights), which
 //	         both modes do first
 //
+// and a LoRA run's sync (rank 32, alpha 64, all seven targets, the base fp32):
+//
+//	lora-adapter  the trainer's in-place LoRA sync: the adapters out of the plugin
+//	              (hfmodel.Model.Adapter), written as a LoRA GGUF, swapped in with
+//	              Server.SetAdapter (the base stays loaded)
+//	lora-merged   the merged-weight in-place sync it replaces: the merged weights out of
+//	              the plugin (hfmodel.Weights, W + s B A per target) and UpdateWeights
+//	lora-export   the merged read alone; --sync file costs lora-export + file
+//
 //	UMAD_SYNC_MODEL=DIR go test ./engine/ -run '^$' -bench Sync -benchtime 3x
 func BenchmarkSync(b *testing.B) {
 	dir := os.Getenv("UMAD_SYNC_MODEL")
@@ -127,6 +136,67 @@ func BenchmarkSync(b *testing.B) {
 		defer m.Free()
 		b.SetBytes(total)
 		b.ResetTimer()
+		for range b.N {
+			if _, err := hfmodel.Weights(m.Model); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	weights, dst = nil, nil // free the full-weight copies for the plugin's LoRA model
+	benchLoRASync(b, dir, open)
+}
+
+// benchLoRASync times a LoRA run's syncs (see BenchmarkSync) on the model in dir.
+func benchLoRASync(b *testing.B, dir string, open func(*testing.B, string) *Server) {
+	rt := torchtest.Open(b)
+	m, err := hfmodel.Load(rt, filepath.Join(dir, "hf"), torch.ModelOptions{Trainable: true,
+		LoRA: torch.LoRA{Rank: 32, Alpha: 64, Targets: torch.LoRATargets}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Free()
+	base := filepath.Join(dir, "model.gguf")
+	shape, err := model.ReadGGUFShape(base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := filepath.Join(b.TempDir(), "adapter.gguf")
+	adapterSync := func(s *Server) error {
+		a, err := m.Adapter()
+		if err == nil {
+			err = a.WriteGGUF(out, shape)
+		}
+		if err == nil {
+			err = s.SetAdapter(out)
+		}
+		return err
+	}
+	mergedSync := func(s *Server) error {
+		w, err := hfmodel.Weights(m.Model)
+		if err == nil {
+			err = s.UpdateWeights(w)
+		}
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		sync func(*Server) error
+	}{{"lora-adapter", adapterSync}, {"lora-merged", mergedSync}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := open(b, base)
+			defer s.Close()
+			if err := c.sync(s); err != nil { // the first reads the GGUF's metadata once
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if err := c.sync(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("lora-export", func(b *testing.B) {
 		for range b.N {
 			if _, err := hfmodel.Weights(m.Model); err != nil {
 				b.Fatal(err)

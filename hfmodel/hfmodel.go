@@ -295,15 +295,15 @@ func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) model.NamedT
 }
 
 // weightTensors are the tensors of the plain model m's weights make, and the kind to read
-// them as: a LoRA model gives its merged weights, W + alpha/r B A, and no adapters, a model
-// that llama.cpp and other tools load.
-func weightTensors(m *torch.Model) ([]torch.TensorInfo, torch.Kind, error) {
+// them as: a LoRA model gives its merged weights, W + alpha/r B A (its base weights alone
+// when base is set), and no adapters, a model that llama.cpp and other tools load.
+func weightTensors(m *torch.Model, base bool) ([]torch.TensorInfo, torch.Kind, error) {
 	infos, err := m.Tensors()
 	if err != nil {
 		return nil, 0, err
 	}
 	kind := torch.Weight
-	if m.Options().LoRA.Rank > 0 {
+	if m.Options().LoRA.Rank > 0 && !base {
 		kind = torch.Merged
 	}
 	var out []torch.TensorInfo
@@ -318,7 +318,7 @@ func weightTensors(m *torch.Model) ([]torch.TensorInfo, torch.Kind, error) {
 // Weights copies the current weights (see weightTensors) out of the plugin, in checkpoint
 // order, as raw tensors: what an in-place weight sync reads.
 func Weights(m *torch.Model) ([]model.TensorView, error) {
-	infos, kind, err := weightTensors(m)
+	infos, kind, err := weightTensors(m, false)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +336,18 @@ func Weights(m *torch.Model) ([]model.TensorView, error) {
 // Export describes the current weights (see weightTensors) in checkpoint order, ready for
 // model.WriteSafetensors (or a GGUF writer); each tensor is read when written.
 func Export(m *torch.Model) ([]model.NamedTensor, error) {
-	infos, kind, err := weightTensors(m)
+	return export(m, false)
+}
+
+// ExportBase is Export of a LoRA model's frozen base, adapters left out, as the plugin holds
+// it (bf16-rounded with torch.LoRA.BaseBF16): the weights llama.cpp runs under a LoRA
+// adapter GGUF, so that both sides compute with the same base. Without LoRA it is Export.
+func ExportBase(m *torch.Model) ([]model.NamedTensor, error) {
+	return export(m, true)
+}
+
+func export(m *torch.Model, base bool) ([]model.NamedTensor, error) {
+	infos, kind, err := weightTensors(m, base)
 	if err != nil {
 		return nil, err
 	}

@@ -23,32 +23,59 @@ import (
 // adapter's rank, alpha and targets must agree with opts.LoRA when that is set (a resumed
 // run); dropout and seed come from opts when set, the seed from opts always.
 func loadAdapter(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
+	return LoadAdapter(rt, dir, "", opts)
+}
+
+// LoadAdapter is Load of the PEFT adapter directory dir onto the HF checkpoint base ("": the
+// directory the adapter's config names), a LoRA model whose checkpoints then name base.
+func LoadAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions) (*Model, error) {
 	a, err := model.ReadPEFT(dir)
 	if err != nil {
 		return nil, err
 	}
-	if a.RSLoRA {
-		return nil, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
+	if base == "" {
+		if base, err = AdapterBase(dir, a); err != nil {
+			return nil, err
+		}
 	}
+	l, err := AdapterSettings(dir, a, opts.LoRA)
+	if err != nil {
+		return nil, err
+	}
+	opts.LoRA = l
+	return load(rt, base, opts, a, dir)
+}
+
+// AdapterBase is the base directory the adapter a (read from dir) names, which must exist.
+func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 	if a.BaseModel == "" {
-		return nil, fmt.Errorf("load %s: %s names no base_model_name_or_path to load the adapter onto", dir, model.PEFTConfigFile)
+		return "", fmt.Errorf("load %s: %s names no base_model_name_or_path to load the adapter onto", dir, model.PEFTConfigFile)
 	}
 	if st, err := os.Stat(a.BaseModel); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("load %s: its base model %s is not a local directory (%v)", dir, a.BaseModel, err)
+		return "", fmt.Errorf("load %s: its base model %s is not a local directory (%v)", dir, a.BaseModel, err)
 	}
-	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: a.Dropout, Seed: opts.LoRA.Seed, BaseBF16: opts.LoRA.BaseBF16}
+	return a.BaseModel, nil
+}
+
+// AdapterSettings are the LoRA settings the plugin trains the adapter a (read from dir)
+// with. When want.Rank > 0 (a resumed run, or flags given) the adapter's rank, alpha and
+// targets must be want's, and want's dropout is kept; the seed and BaseBF16 are want's.
+func AdapterSettings(dir string, a *model.LoRAAdapter, want torch.LoRA) (torch.LoRA, error) {
+	if a.RSLoRA {
+		return torch.LoRA{}, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
+	}
+	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: a.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
 	for _, t := range a.Targets {
 		l.Targets = append(l.Targets, strings.TrimSuffix(t, "_proj"))
 	}
-	if want := opts.LoRA; want.Rank > 0 {
+	if want.Rank > 0 {
 		if want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets) {
-			return nil, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
+			return torch.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
 				dir, l.Rank, l.Alpha, strings.Join(l.Targets, ","), want.Rank, want.Alpha, strings.Join(want.Targets, ","))
 		}
 		l.Dropout = want.Dropout
 	}
-	opts.LoRA = l
-	return load(rt, a.BaseModel, opts, a, dir)
+	return l, nil
 }
 
 func sameTargets(a, b []string) bool {

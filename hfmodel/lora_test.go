@@ -143,3 +143,89 @@ func TestLoRAMergedExportMatches(t *testing.T) {
 		t.Errorf("two steps moved the log-probs by only %g: the comparison proves nothing", moved)
 	}
 }
+
+// ExportBase gives the base the plugin computes with: the checkpoint's fp32 values rounded
+// to bf16 under BaseBF16 (what a LoRA run's rollout server must load to agree with the
+// plugin), the adapters left out even after training; Export gives the merged weights.
+func TestExportBaseIsThePluginsBase(t *testing.T) {
+	rt := torchtest.Open(t)
+	src := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	orig, err := model.OpenSafetensors(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	for _, bf16 := range []bool{false, true} {
+		opts := loraOpts
+		opts.LoRA.BaseBF16 = bf16
+		m, err := Load(rt, src, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.SFTLoss([][]int32{{1, 2, 3}}, [][]int32{{7, 8}}, true, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Step(torch.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1}); err != nil {
+			t.Fatal(err)
+		}
+		base, err := ExportBase(m.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged, err := Export(m.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		for name, ts := range map[string][]model.NamedTensor{"base": base, "merged": merged} {
+			if err := model.WriteSafetensors(filepath.Join(dir, name+".safetensors"), ts, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := model.OpenSafetensors(filepath.Join(dir, "base.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mg, err := model.OpenSafetensors(filepath.Join(dir, "merged.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rounded, mergedDiffers := 0, 0
+		for _, name := range orig.Names() {
+			want, g, mv := f32Tensor(t, orig, name), f32Tensor(t, got, name), f32Tensor(t, mg, name)
+			for i, w := range want {
+				if bf16 {
+					w = model.BF16ToF32(model.F32ToBF16(w))
+				}
+				if g[i] != w {
+					t.Fatalf("bf16 base %v: %s[%d] is %g, want %g", bf16, name, i, g[i], w)
+				}
+				if w != want[i] {
+					rounded++
+				}
+				if mv[i] != g[i] {
+					mergedDiffers++
+				}
+			}
+		}
+		got.Close()
+		mg.Close()
+		m.Free()
+		if bf16 != (rounded > 0) || mergedDiffers == 0 {
+			t.Errorf("bf16 base %v: %d values rounded, %d merged values differ from the base", bf16, rounded, mergedDiffers)
+		}
+	}
+}
+
+func f32Tensor(t *testing.T, st *model.Safetensors, name string) []float32 {
+	t.Helper()
+	v, err := st.Tensor(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.F32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

@@ -8,7 +8,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
-#if defined(UMAD_NCCL)
+#if defined(UMAD_TORCH_CUDA)  // a CUDA libtorch (CMakeLists.txt): its c10d has NCCL
+#define USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -122,7 +123,7 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
       opts->devices.push_back(gloo_device(host));
       d->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, rank, world, opts);
     } else if (backend == UMAD_BACKEND_NCCL) {
-#if defined(UMAD_NCCL)
+#if defined(UMAD_TORCH_CUDA)
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
       d->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->store, rank, world, opts);

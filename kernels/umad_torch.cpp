@@ -9,6 +9,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <torch/version.h>
+// UMAD_TORCH_CUDA: built against a CUDA libtorch (CMakeLists.txt defines it when the Torch
+// libraries include c10_cuda). Only releasing the cache needs it; the device code is generic.
+#ifdef UMAD_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <cmath>
 #include <cstdio>
@@ -16,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -78,6 +84,38 @@ torch::Dtype to_dtype(int32_t d) {
     case UMAD_F16: return torch::kFloat16;
   }
   throw ArgError("unknown dtype code " + std::to_string(d));
+}
+
+// GPUs libtorch sees, -1 when this plugin's libtorch has no CUDA at all (Debian's CPU build).
+int cuda_devices() {
+  int n = int(torch::cuda::device_count());
+#ifdef UMAD_TORCH_CUDA
+  return n;
+#else
+  return n > 0 ? n : -1;
+#endif
+}
+
+bool cuda_used = false;  // a model was placed on a GPU: there is a cache to release
+
+// device_of is where a model asked for (device, index) lives, or one line saying why not.
+torch::Device device_of(int32_t device, int32_t index) {
+  if (device == UMAD_CPU) {
+    if (index != 0) throw ArgError("the CPU device has no index (got " + std::to_string(index) + ")");
+    return torch::kCPU;
+  }
+  if (device != UMAD_CUDA) throw ArgError("unknown device code " + std::to_string(device));
+  const std::string name = "cuda:" + std::to_string(index);
+  const int n = cuda_devices();
+  if (n < 0)
+    throw ArgError(name + " requested, but the torch plugin was built against libtorch " TORCH_VERSION
+                   " without CUDA: build it against a CUDA PyTorch (see kernels/README.md)");
+  if (n == 0)
+    throw ArgError(name + " requested, but libtorch sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
+  if (index < 0 || index >= n)
+    throw ArgError(name + " requested, but libtorch sees " + std::to_string(n) + " GPU(s): cuda:0 to cuda:" +
+                   std::to_string(n - 1));
+  return torch::Device(torch::kCUDA, c10::DeviceIndex(index));
 }
 
 // Causal attention of one sequence. q: [nh, L, hd]; k, v: [nkv, L, hd].
@@ -294,17 +332,14 @@ struct Model {
       throw ArgError("num_heads " + std::to_string(c.num_heads) +
                      " is not a multiple of num_kv_heads " + std::to_string(c.num_kv_heads));
     if (c.dtype != UMAD_F32 && c.dtype != UMAD_F64)
-      throw ArgError("parameter dtype must be f32 or f64 (bf16 compute is automatic on CUDA)");
+      throw ArgError("parameter dtype must be f32 or f64");
+    if (c.compute_dtype != c.dtype && !(c.compute_dtype == UMAD_BF16 && c.dtype == UMAD_F32))
+      throw ArgError("compute dtype must be the parameter dtype, or bf16 over f32 parameters");
     param_dtype = to_dtype(c.dtype);
-    compute_dtype = param_dtype;
+    compute_dtype = to_dtype(c.compute_dtype);
     check_lora(c);
-    if (c.device == UMAD_CUDA) {
-      if (!torch::cuda::is_available()) throw ArgError("CUDA requested but not available");
-      device = torch::Device(torch::kCUDA, 0);
-      compute_dtype = torch::kBFloat16;
-    } else if (c.device != UMAD_CPU) {
-      throw ArgError("unknown device code " + std::to_string(c.device));
-    }
+    device = device_of(c.device, c.device_index);
+    if (device.is_cuda()) cuda_used = true;
     const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
     const int64_t qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
     expect("model.embed_tokens.weight", {c.vocab_size, H});
@@ -329,8 +364,11 @@ struct Model {
     }
     expect("model.norm.weight", {H});
     if (!c.tie_embeddings) expect("lm_head.weight", {c.vocab_size, H});
-    // The frozen base of a LoRA model may live in bf16; adapters are in the parameter dtype.
-    auto base_dt = c.lora_rank > 0 && c.base_bf16 ? torch::kBFloat16 : param_dtype;
+    // The frozen base of a LoRA model may live in bf16, and does under bf16 compute, as does
+    // a frozen model; adapters are in the parameter dtype.
+    const bool bf16 = compute_dtype == torch::kBFloat16;
+    const bool frozen_base = c.lora_rank > 0 || !c.trainable;
+    auto base_dt = (c.lora_rank > 0 && c.base_bf16) || (bf16 && frozen_base) ? torch::kBFloat16 : param_dtype;
     for (auto& n : names)
       params[n] = torch::zeros(shapes[n], torch::dtype(base_dt).device(device));
     if (c.lora_rank > 0) add_adapters();
@@ -478,20 +516,29 @@ struct Model {
   }
 
   // A projection of layer `layer` with its LoRA adapter (target t) when the pass applies
-  // adapters: W x + b + scale B A dropout(x). Frozen weights go through CastLinear.
+  // adapters: W x + b + scale B A dropout(x). Frozen weights stored in another dtype than
+  // the compute go through CastLinear; a frozen bf16 weight under bf16 compute takes the
+  // trained path's exact op, so a bf16 reference computes what its source does.
   Tensor proj(int64_t layer, int t, const Tensor& x, const Tensor& w, const Tensor& bias,
               const Batch& b) const {
-    Tensor y = w.requires_grad() ? torch::linear(x, W(w), W(bias)) : CastLinear::apply(x, w);
-    if (!w.requires_grad() && bias.defined()) y = y + W(bias);
+    const bool cast = !w.requires_grad() && w.scalar_type() != x.scalar_type();
+    Tensor y = cast ? CastLinear::apply(x, w) : torch::linear(x, W(w), W(bias));
+    if (cast && bias.defined()) y = y + W(bias);
     const auto& L = layers[layer];
     if (!b.adapters || !L.lora_a[t].defined()) return y;
     auto xin = x;
     if (b.drop_p > 0) {
-      // PEFT's dropout: an independent mask per adapter, scaled by 1/(1-p). Drawn on the CPU
-      // from a seed, so the checkpoint recompute and a resumed run draw the same one.
-      auto gen = at::detail::createCPUGenerator(mix(uint64_t(b.drop_seed), uint64_t(layer * kTargets + t)));
-      auto keep = torch::empty(x.sizes(), torch::kFloat32).bernoulli_(1 - b.drop_p, gen);
-      xin = x * (keep / (1 - b.drop_p)).to(x.options());
+      // PEFT's dropout: an independent mask per adapter, scaled by 1/(1-p). Drawn on the
+      // model's device by its default generator, reseeded per mask, so the checkpoint
+      // recompute and a resumed run draw the same one (the plugin's calls are serial; nothing
+      // else in the process draws from libtorch's generators).
+      auto gen = at::globalContext().defaultGenerator(x.device());
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());  // the draw below takes it itself
+        gen.set_current_seed(mix(uint64_t(b.drop_seed), uint64_t(layer * kTargets + t)));
+      }
+      auto keep = torch::empty(x.sizes(), x.options().dtype(torch::kFloat32)).bernoulli_(1 - b.drop_p, gen);
+      xin = x * (keep / (1 - b.drop_p)).to(x.scalar_type());
     }
     return y + torch::linear(torch::linear(xin, W(L.lora_a[t])), W(L.lora_b[t])) * lora_scale;
   }
@@ -532,14 +579,14 @@ struct Model {
         throw ArgError("token id " + std::to_string(s.tokens[t]) + " at position " +
                        std::to_string(t) + " is outside the vocabulary of " +
                        std::to_string(cfg.vocab_size));
+    // Host arrays cross to the device once per micro-batch: the tokens and the positions.
     b.tokens = torch::from_blob(const_cast<int32_t*>(s.tokens), {total}, torch::kInt32)
-                   .to(torch::kInt64)
-                   .to(device);
+                   .to(device, torch::kInt64);
     std::vector<int64_t> pos;
     pos.reserve(total);
     for (auto L : b.lens)
       for (int64_t p = 0; p < L; p++) pos.push_back(p);
-    auto positions = torch::tensor(pos, torch::kInt64).to(device).to(inv_freq.scalar_type());
+    auto positions = torch::tensor(pos, torch::kInt64).to(device, inv_freq.scalar_type());
     auto freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // [T, hd/2]
     auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);         // [T, 1, hd]
     b.cos = emb.cos().to(compute_dtype);
@@ -722,12 +769,25 @@ UMAD_EXPORT int umad_set_threads(int32_t n, char* err, size_t errlen) {
   });
 }
 
-UMAD_EXPORT int umad_cuda_available(void) {
+UMAD_EXPORT int umad_cuda_device_count(void) {
   try {
-    return torch::cuda::is_available() ? 1 : 0;
+    return cuda_devices();
   } catch (...) {
     return 0;
   }
+}
+
+UMAD_EXPORT int umad_check_device(int32_t device, int32_t index, char* err, size_t errlen) {
+  return guarded(err, errlen, [&] { device_of(device, index); });
+}
+
+UMAD_EXPORT void umad_release_cache(void) {
+#ifdef UMAD_TORCH_CUDA
+  try {
+    if (cuda_used) c10::cuda::CUDACachingAllocator::emptyCache();
+  } catch (...) {
+  }
+#endif
 }
 
 UMAD_EXPORT umad_model* umad_model_create(const umad_model_config* cfg, char* err, size_t errlen) {
@@ -788,6 +848,7 @@ UMAD_EXPORT umad_model* umad_model_clone(const umad_model* mp, int32_t dtype, in
     auto src = ready(const_cast<umad_model*>(mp));
     auto cfg = src->cfg;
     cfg.dtype = dtype;
+    if (cfg.compute_dtype != UMAD_BF16 || dtype != UMAD_F32) cfg.compute_dtype = dtype;
     cfg.trainable = trainable;
     auto m = std::make_unique<Model>(cfg);
     torch::NoGradGuard no_grad;
@@ -956,14 +1017,20 @@ UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
       if (cfg->kl_coef != 0) loss = loss + cfg->kl_coef * agg(kld);
     }
     if (backward) (loss * scale).backward();
-    stats->loss = loss.item<double>();
-    stats->pg_loss = pg_loss.item<double>();
-    stats->kl = kl_mean.item<double>();
-    stats->entropy = masked_mean(ent.detach()).item<double>();
-    stats->clipfrac = masked_mean((l2 > l1).to(logp.scalar_type())).item<double>();
-    stats->clipfrac_lower = clip_lower_frac.item<double>();
-    stats->ppo_kl = masked_mean(-log_ratio.detach()).item<double>();
-    stats->tokens = int64_t(mask.sum().item<double>());
+    // Every statistic crosses to the host in one transfer (one sync on a GPU).
+    auto st = torch::stack({loss.detach(), pg_loss.detach(), kl_mean, masked_mean(ent.detach()),
+                            masked_mean((l2 > l1).to(logp.scalar_type())).detach(),
+                            clip_lower_frac.detach(), masked_mean(-log_ratio.detach()), mask.sum()})
+                  .to(torch::kCPU, torch::kDouble);
+    auto v = st.accessor<double, 1>();
+    stats->loss = v[0];
+    stats->pg_loss = v[1];
+    stats->kl = v[2];
+    stats->entropy = v[3];
+    stats->clipfrac = v[4];
+    stats->clipfrac_lower = v[5];
+    stats->ppo_kl = v[6];
+    stats->tokens = int64_t(v[7]);
     copy_out(logp, logp_out);
   });
 }
@@ -1013,13 +1080,14 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
     torch::NoGradGuard no_grad;
     // Global norm in float64 so a large model's sum of squares does not overflow fp32.
     m->passes = 0;  // the next step's dropout masks start afresh
-    double sq = 0;
+    // Summed on the device; one transfer.
+    auto sq = torch::zeros({}, torch::dtype(torch::kDouble).device(m->device));
     for (auto& kv : m->params) {
       if (!kv.second.requires_grad()) continue;  // frozen: never a gradient, never updated
       auto& g = kv.second.grad();
-      if (g.defined()) sq += g.to(torch::kDouble).pow(2).sum().item<double>();
+      if (g.defined()) sq += g.to(torch::kDouble).pow(2).sum();
     }
-    double norm = std::sqrt(sq);
+    double norm = std::sqrt(sq.item<double>());
     stats->grad_norm = norm;
     stats->skipped = 0;
     if (!std::isfinite(norm)) {

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 3
+#define UMAD_TORCH_ABI_VERSION 4
 
 enum {
   UMAD_OK = 0,
@@ -66,9 +66,16 @@ typedef struct umad_model_config {
   /* llama3 RoPE scaling; rope_scaling_factor 0 means none. */
   double rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor;
   int64_t rope_original_max_positions;
-  /* Parameter dtype (UMAD_F32 or UMAD_F64) and device. On CUDA, parameters are fp32
-   * masters and compute runs in bf16. */
-  int32_t dtype, device;
+  /* Parameter dtype (UMAD_F32 or UMAD_F64) and compute dtype: the parameter dtype, or
+   * UMAD_BF16 over UMAD_F32 parameters (mixed precision: the parameters are fp32 masters with
+   * fp32 gradients and AdamW state, each weight is cast to bf16 where it is used, norms and
+   * softmax run in fp32). Under bf16 compute, frozen tensors (every tensor of a model that is
+   * not trainable, a LoRA base) are stored in bf16: they are only ever used cast to bf16, so
+   * that is exact and halves them. The compute dtype does not depend on the device. */
+  int32_t dtype, compute_dtype;
+  /* UMAD_CPU (index 0) or UMAD_CUDA with device_index N (cuda:N). Every tensor of the model
+   * lives there; see umad_check_device for what may be asked. */
+  int32_t device, device_index;
   int32_t trainable;       /* parameters require grad; an optimizer state exists */
   int32_t grad_checkpoint; /* recompute each layer in backward instead of storing it */
   /* LoRA (0 rank: none). Each target projection y = W x gets + alpha/rank B A dropout(x),
@@ -151,8 +158,14 @@ typedef struct umad_step_stats {
   /* libtorch version the plugin was built against, e.g. "1.13.0". */                            \
   X(const char*, torch_version, (void), ())                                                      \
   X(int, set_threads, (int32_t n, char* err, size_t errlen), (n, err, errlen))                   \
-  /* 1 when CUDA is usable. */                                                                   \
-  X(int, cuda_available, (void), ())                                                             \
+  /* GPUs libtorch sees; -1 when the plugin was built against a libtorch without CUDA. */      \
+  X(int, cuda_device_count, (void), ())                                                          \
+  /* 0 when a model may live on (device, index); else the one-line reason it may not. */       \
+  X(int, check_device, (int32_t device, int32_t index, char* err, size_t errlen),                \
+    (device, index, err, errlen))                                                                \
+  /* Returns libtorch's cached, unused GPU memory to the driver (between phases, so that        \
+   * llama.cpp on the same GPU can have it); a no-op without CUDA. */                            \
+  V(release_cache, (void), ())                                                                   \
                                                                                                  \
   X(umad_model*, model_create, (const umad_model_config* cfg, char* err, size_t errlen),         \
     (cfg, err, errlen))                                                                          \

@@ -23,9 +23,14 @@ var changes = []change{
 		a.LoRA = LoRA{Rank: 16, BaseDType: BF16}
 		return true
 	}},
-	{func(Agent) string { return "bf16 weights" }, func(a *Agent) bool {
+	{func(a Agent) string {
+		if a.lora() {
+			return "--lora-bf16-base"
+		}
+		return "--dtype bf16"
+	}, func(a *Agent) bool {
 		switch {
-		case a.lora() && a.LoRA.BaseDType != BF16:
+		case a.lora() && a.baseDType() != BF16:
 			a.LoRA.BaseDType = BF16
 		case !a.lora() && a.DType != BF16:
 			a.DType = BF16

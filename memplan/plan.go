@@ -6,8 +6,7 @@
 //
 // The formulas follow what the code allocates today (kernels/umad_torch.cpp, trainer,
 // cgo/llama); the KV cache uses the formula cgo/llama checks against (internal/sysmem).
-// Inputs whose zero value is today's behaviour (LoRA, a bf16 trainer) are modelled ahead of
-// their flags. It is pure Go.
+// It is pure Go.
 package memplan
 
 import (
@@ -25,7 +24,8 @@ type DType string
 // Trainer weight types; "" means F32.
 const (
 	F32 DType = "f32"
-	// BF16 keeps bf16 weights with an fp32 master copy and fp32 AdamW state.
+	// BF16 is --dtype bf16: f32 master weights, gradients and AdamW state, each weight cast to
+	// bf16 where used (activations in bf16); frozen weights (reference, LoRA base) in bf16.
 	BF16 DType = "bf16"
 )
 
@@ -52,7 +52,7 @@ var Projections = []string{"q", "k", "v", "o", "gate", "up", "down"}
 type LoRA struct {
 	Rank      int
 	Targets   []string // of Projections; empty means all of them
-	BaseDType DType    // "" means the trainer's DType
+	BaseDType DType    // "" means the trainer's DType; bf16 whenever the trainer's is
 }
 
 // Agent is what one agent's run needs from memory.
@@ -63,7 +63,7 @@ type Agent struct {
 	DType          DType
 	LoRA           LoRA
 	GradCheckpoint bool // per-layer activation checkpointing
-	CUDA           bool // the trainer on GPU 0: device memory, bf16 compute
+	CUDA           bool // the trainer on a GPU (--train-device cuda:N): device memory
 	// FusedAttention is libtorch 2.x's scaled_dot_product_attention, which keeps no L x L
 	// scores; libtorch 1.x materialises them.
 	FusedAttention bool

@@ -77,6 +77,19 @@ func TestTinyShapeByHand(t *testing.T) {
 	}
 	// Layer inputs of both layers, then one layer recomputed.
 	checkLines(t, p, map[string]int64{"activations": 2*128*64*4 + layer + 2*128*16*4 + head + work})
+
+	// --dtype bf16 halves what the layers keep (the attention softmax and the logits stay
+	// f32) and adds the bf16 copies of one layer's and the lm_head's masters.
+	a.DType = BF16
+	if p, err = New([]Agent{a}); err != nil {
+		t.Fatal(err)
+	}
+	layer16 := 128*perToken*2 + 4*32*32*(4*4+1)
+	head16 := int64(3*128*64*2 + 2*32*64*2 + 6*32*512*4 + 2*512*64*4)
+	work16 := int64(2*4*4*32*32 + 4*128*128*2)
+	copies := int64(2 * (512*64 + (P-512*64)/2))
+	checkLines(t, p, map[string]int64{"trainer weights (f32 masters, bf16 compute)": 4 * P, "gradients": 4 * P,
+		"reference model (bf16)": 2 * P, "activations": 2*128*64*2 + layer16 + 2*128*16*2 + head16 + work16 + copies})
 }
 
 // TestSyncModes: the in-place sync writes into the loaded model, so only --sync file holds a
@@ -99,6 +112,28 @@ func TestSyncModes(t *testing.T) {
 	llama := lineOf(t, p, 0, "llama.cpp weights").Bytes + lineOf(t, p, 0, "KV cache").Bytes + lineOf(t, p, 0, "llama.cpp compute").Bytes
 	if got := lineOf(t, p, 0, "sync: next llama.cpp model"); got.Bytes != llama || len(got.Phases) != 1 || got.Phases[0] != PhaseSync {
 		t.Errorf("file sync line %+v, want %d bytes in the sync phase", got, llama)
+	}
+
+	// A LoRA run syncs adapters in place; by file it reloads the merged model, no adapters.
+	a.LoRA = LoRA{Rank: 4}
+	for _, file := range []bool{false, true} {
+		a.FileSync = file
+		if p, err = New([]Agent{a}); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, l := range p.Agents[0].Lines {
+			if strings.HasPrefix(l.Name, "sync: next") {
+				names = append(names, l.Name)
+			}
+		}
+		want := "sync: next adapters"
+		if file {
+			want = "sync: next llama.cpp model"
+		}
+		if len(names) != 1 || names[0] != want {
+			t.Errorf("LoRA, file sync %v: sync lines %q, want %q", file, names, want)
+		}
 	}
 }
 
@@ -144,14 +179,14 @@ func TestQwen25_3BByHand(t *testing.T) {
 		}
 	}
 
-	// bf16 weights: an f32 master copy, bf16 gradients and reference, f32 moments.
+	// --dtype bf16: f32 masters, gradients and moments; the frozen reference in bf16.
 	bf := a
 	bf.DType = BF16
 	if p, err = New([]Agent{bf}); err != nil {
 		t.Fatal(err)
 	}
-	checkLines(t, p, map[string]int64{"trainer weights (bf16)": 2 * P, "master weights (f32)": 4 * P,
-		"AdamW moments": 8 * P, "gradients": 2 * P, "reference model (bf16)": 2 * P})
+	checkLines(t, p, map[string]int64{"trainer weights (f32 masters, bf16 compute)": 4 * P,
+		"AdamW moments": 8 * P, "gradients": 4 * P, "reference model (bf16)": 2 * P})
 }
 
 // The peak is every agent's steady memory plus the largest phase of any one agent.

@@ -36,14 +36,15 @@ func (a Agent) rolloutLines() ([]Line, error) {
 		{Name: "llama.cpp compute", Bytes: compute, Device: dev},
 	}
 	switch {
+	case a.FileSync:
+		// A synced model (a LoRA run's merged weights too) is loaded before the previous one
+		// is closed (trainer/sync.go).
+		lines = append(lines, Line{Name: "sync: next llama.cpp model", Bytes: weights + kv + compute, Phases: []string{PhaseSync}, Device: dev})
 	case a.lora():
 		n, _ := a.trainable()
-		lines[0].Bytes += 4 * n // the adapters, applied by llama.cpp
-		// The next adapters are loaded before the previous ones are freed.
+		lines[0].Bytes += 4 * n // the adapters (F32 LoRA GGUF) on the base, applied by llama.cpp
+		// The next adapters are loaded before the previous ones are freed (Server.SetAdapter).
 		lines = append(lines, Line{Name: "sync: next adapters", Bytes: 4 * n, Phases: []string{PhaseSync}, Device: dev})
-	case a.FileSync:
-		// A synced model is loaded before the previous one is closed (trainer/sync.go).
-		lines = append(lines, Line{Name: "sync: next llama.cpp model", Bytes: weights + kv + compute, Phases: []string{PhaseSync}, Device: dev})
 	}
 	return lines, nil
 }

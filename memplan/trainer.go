@@ -61,27 +61,22 @@ func (a Agent) trainerLines() []Line {
 		lines = append(lines, Line{Name: name, Bytes: bytes, Phases: phases, Device: device})
 	}
 	dev := a.CUDA
-	grad := int64(4)
 	if a.lora() {
-		base := a.LoRA.BaseDType
-		if base == "" {
-			base = a.DType
-		}
-		add(dev, P*base.bytes(), fmt.Sprintf("base weights (%s, frozen)", base))
+		add(dev, P*a.baseDType().bytes(), fmt.Sprintf("base weights (%s, frozen)", a.baseDType()))
 		add(dev, 4*n, fmt.Sprintf("LoRA adapters (rank %d, f32)", a.LoRA.Rank))
+	} else if a.DType == BF16 {
+		add(dev, 4*P, "trainer weights (f32 masters, bf16 compute)")
 	} else {
-		add(dev, P*a.DType.bytes(), fmt.Sprintf("trainer weights (%s)", a.DType))
-		if a.DType == BF16 {
-			add(dev, 4*P, "master weights (f32)")
-			grad = 2
-		}
+		add(dev, 4*P, "trainer weights (f32)")
 	}
 	add(dev, 8*n, "AdamW moments (2 x f32)")
 	if !a.lora() {
-		// A second model loaded from the starting weights; with LoRA the base is the reference.
+		// A second model loaded from the starting weights, frozen, so in the compute dtype;
+		// with LoRA the base is the reference.
 		add(dev, P*a.DType.bytes(), fmt.Sprintf("reference model (%s)", a.DType))
 	}
-	add(dev, grad*n, "gradients", PhaseTrain, PhaseStep)
+	// Gradients accumulate into the f32 parameters (masters) at either dtype.
+	add(dev, 4*n, "gradients", PhaseTrain, PhaseStep)
 	ckpt := ""
 	if a.GradCheckpoint {
 		ckpt = ", checkpointed"
@@ -96,6 +91,15 @@ func (a Agent) trainerLines() []Line {
 	return lines
 }
 
+// baseDType is what a LoRA base is stored in: bf16 under bf16 compute (it is only ever used
+// cast), else --lora-bf16-base's choice.
+func (a Agent) baseDType() DType {
+	if a.DType == BF16 || a.LoRA.BaseDType == BF16 {
+		return BF16
+	}
+	return F32
+}
+
 // activations is the peak of one micro-batch's forward and backward: what every layer keeps
 // for the backward (layer_forward in kernels/umad_torch.cpp, op by op), or with
 // checkpointing the layer inputs plus one layer recomputed, then the chunked log-probs'
@@ -108,7 +112,7 @@ func (a Agent) activations() int64 {
 	G, L := int64(a.MicroBatchSeqs), int64(a.PromptTokens+a.ResponseTokens)
 	T, R := G*L, G*int64(a.ResponseTokens) // tokens packed, response rows scored
 	e := int64(4)
-	if a.CUDA {
+	if a.DType == BF16 {
 		e = 2 // bf16 compute
 	}
 	// Per token: the layer input, two RMS norms' normalised and scaled outputs and the
@@ -148,9 +152,9 @@ func (a Agent) activations() int64 {
 	}
 	work := attnWork + 4*T*max(I, q, H)*e
 	copies := int64(0)
-	if a.CUDA {
+	if a.DType == BF16 && !a.lora() {
 		// bf16 copies of the f32 masters that autograd keeps: every layer's, or one layer's
-		// when checkpointed, and the embedding's.
+		// when checkpointed, and the lm_head's. A LoRA base is stored in bf16: no copies.
 		perLayer := (s.Params() - V*H) / int64(s.Layers)
 		copies = 2 * (V*H + perLayer)
 		if !a.GradCheckpoint {

@@ -18,7 +18,10 @@ type Agent struct {
 	Name string `json:"name"`
 	// Dir is the Hugging Face directory the agent starts from; it is also its frozen
 	// reference model.
-	Dir        string         `json:"dir"`
+	Dir string `json:"dir"`
+	// Adapter, when set, is a PEFT adapter directory loaded onto Dir as the starting LoRA
+	// adapters (a LoRA run only); Dir is then the frozen base.
+	Adapter    string         `json:"adapter,omitempty"`
 	Params     sampler.Params `json:"params"`
 	MaxTokens  int            `json:"max_tokens"`
 	SeedOffset uint64         `json:"seed_offset"`
@@ -57,6 +60,9 @@ type Config struct {
 	SaveEvery   int         `json:"save_every"` // 0: at the end only
 	KeepLast    int         `json:"keep_last"`
 	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// DType is the trainer's precision: f32, or bf16 compute over f32 master weights. A
+	// config.json written before it existed reads as f32.
+	DType torch.Precision `json:"dtype"`
 	// Sync is how updated weights reach llama.cpp: in place (the default) or by file.
 	Sync SyncMode `json:"sync"`
 	// KeepRollouts is how many problems' training debates each step keeps in
@@ -84,7 +90,7 @@ type Config struct {
 	LoRA      torch.LoRA         `json:"lora"`
 	Engine    engine.Options     `json:"-"`
 	Placement engine.Placement   `json:"-"` // of the rollout models
-	Torch     torch.ModelOptions `json:"-"`
+	Torch     torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision
 	Out       string             `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.
 	Progress io.Writer `json:"-"`
@@ -100,8 +106,8 @@ type testHooks struct {
 }
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
-// "robust": true|false becomes Reward, or before the sync mode had one (then in place,
-// the default), so runs from then still resume.
+// "robust": true|false becomes Reward, before the sync mode had one (then in place, the
+// default), or before the dtype had one (then f32), so runs from then still resume.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
 	old := struct {
@@ -119,6 +125,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	if c.Sync == "" {
 		c.Sync = SyncInPlace
+	}
+	if c.DType == "" {
+		c.DType = torch.PrecisionF32
 	}
 	return nil
 }
@@ -155,6 +164,9 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: %w", err)
 	}
 	c.Sync = mode
+	if c.DType, err = torch.ParsePrecision(string(c.DType)); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
 	if _, err := reward.ParseMode(string(c.Reward)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
@@ -165,6 +177,9 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: %w", err)
 	}
 	for i, a := range c.Agents {
+		if a.Adapter != "" && c.LoRA.Rank == 0 {
+			return fmt.Errorf("train: agent %d starts from the LoRA adapter %s, which needs a LoRA run (a LoRA rank)", i, a.Adapter)
+		}
 		if !(a.Params.Temperature > 0) {
 			return fmt.Errorf("train: agent %d: training needs a positive sampling temperature (log-probs are taken at it)", i)
 		}

@@ -440,6 +440,22 @@ func TestLoRAResumeIsExact(t *testing.T) {
 	if trained == 0 {
 		t.Fatal("steps 3 and 4 took no optimizer step: the comparison proves nothing")
 	}
+	// Both ran the adapter sync (the in-place default), the resumed one from a base GGUF
+	// and the trained adapters: llama.cpp agrees with the plugin to F32 rounding.
+	for _, l := range got {
+		if !(l.ProbeGap <= 1e-5) {
+			t.Errorf("resumed run, step %d: probe gap %g after the adapter sync, want <= 1e-5", l.Step, l.ProbeGap)
+		}
+	}
+	for _, run := range []string{whole.Out, stopped.Out} {
+		sync := filepath.Join(run, "sync", "agent-0")
+		if _, err := os.Stat(filepath.Join(sync, AdapterGGUF)); err != nil {
+			t.Errorf("no adapter sync: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(sync, "hf")); err == nil {
+			t.Errorf("%s keeps the base's staging copy", sync)
+		}
+	}
 	for _, f := range []string{model.PEFTWeightsFile, hfmodel.OptimizerFile, "model.gguf"} {
 		a := filepath.Join(AgentCheckpointDir(filepath.Join(whole.Out, CheckpointsDir, "step-000004"), 0), f)
 		b := filepath.Join(AgentCheckpointDir(filepath.Join(stopped.Out, CheckpointsDir, "step-000004"), 0), f)

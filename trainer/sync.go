@@ -2,7 +2,8 @@ package trainer
 
 // The weight-sync phase: the actor's weights go to llama.cpp, written into the loaded
 // model (in place) or as a GGUF file that the agent's server reloads, and a fixed probe
-// checks that llama.cpp and the plugin agree.
+// checks that llama.cpp and the plugin agree. A LoRA run's in-place sync sends the adapters
+// alone: llama.cpp holds the frozen base and applies them as a LoRA GGUF.
 
 import (
 	"fmt"
@@ -27,9 +28,11 @@ type SyncMode string
 // Weight-sync modes.
 const (
 	// SyncInPlace writes the weights into the loaded model (engine.Server.UpdateWeights),
-	// converted as the GGUF converter would: no file, no reload.
+	// converted as the GGUF converter would: no file, no reload. A LoRA run's server holds
+	// the base and each sync swaps in the adapters as a LoRA GGUF (engine.Server.SetAdapter).
 	SyncInPlace SyncMode = "inplace"
-	// SyncFile writes a GGUF file and reloads it: what umad did first, kept for comparison.
+	// SyncFile writes a GGUF file (a LoRA run's merged weights) and reloads it: what umad did
+	// first, kept for comparison.
 	SyncFile SyncMode = "file"
 )
 
@@ -42,10 +45,11 @@ func ParseSyncMode(s string) (SyncMode, error) {
 	return "", fmt.Errorf("unknown weight-sync mode %q (want inplace or file)", s)
 }
 
-// writeGGUF writes the model's current weights as a GGUF file for llama.cpp: the weights
-// and the model's config and tokenizer files go to an HF directory (staging, reused
-// between calls), which is then converted. The GGUF is replaced atomically.
-func writeGGUF(m *hfmodel.Model, staging, out string) error {
+// writeGGUF writes the model's current weights (a LoRA model's merged weights, or its base
+// alone when base is set) as a GGUF file for llama.cpp: the weights and the model's config
+// and tokenizer files go to an HF directory (staging, reused between calls), which is then
+// converted. The GGUF is replaced atomically.
+func writeGGUF(m *hfmodel.Model, staging, out string, base bool) error {
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -53,7 +57,11 @@ func writeGGUF(m *hfmodel.Model, staging, out string) error {
 	if err := m.WriteSideFiles(staging); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	weights, err := hfmodel.Export(m.Model)
+	export := hfmodel.Export
+	if base {
+		export = hfmodel.ExportBase
+	}
+	weights, err := export(m.Model)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -79,7 +87,11 @@ func (t *Trainer) syncAll() error {
 func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	start := time.Now()
 	a, st := t.cfg.Agents[i], t.agents[i]
-	if st.server != nil && t.cfg.Sync == SyncInPlace {
+	if t.adapterSync() {
+		if err := t.syncAdapter(i); err != nil {
+			return 0, 0, err
+		}
+	} else if st.server != nil && t.cfg.Sync == SyncInPlace {
 		weights, err := hfmodel.Weights(st.actor.Model)
 		if err != nil {
 			return 0, 0, fmt.Errorf("sync: %w", err)
@@ -87,7 +99,7 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 		if err := st.server.UpdateWeights(weights); err != nil {
 			return 0, 0, fmt.Errorf("sync: %w", err)
 		}
-	} else if err := t.reload(i); err != nil {
+	} else if err := t.reload(i, false); err != nil {
 		return 0, 0, err
 	}
 	if st.probe.Prompt == nil {
@@ -104,11 +116,52 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 	return took, gap, err
 }
 
-// reload writes agent i's weights as a GGUF and replaces its server with one on that file.
-func (t *Trainer) reload(i int) error {
+// adapterSync reports whether syncs send LoRA adapters to a server holding the base.
+func (t *Trainer) adapterSync() bool {
+	return t.cfg.LoRA.Rank > 0 && t.cfg.Sync == SyncInPlace
+}
+
+// syncAdapter writes agent i's adapters as a LoRA GGUF beside its base GGUF and swaps them
+// into its server; the first call loads the server on the base weights (even when resuming:
+// the trained adapters come in as the adapter, never merged).
+func (t *Trainer) syncAdapter(i int) error {
+	st := t.agents[i]
+	if st.server == nil {
+		if err := t.reload(i, true); err != nil {
+			return err
+		}
+		// The base is written once: its staging copy would only take disk.
+		if err := os.RemoveAll(stagingDir(st)); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		sh, err := model.ReadGGUFShape(st.gguf)
+		if err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		st.shape = &sh
+	}
+	a, err := st.actor.Adapter()
+	if err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	path := filepath.Join(filepath.Dir(st.gguf), AdapterGGUF)
+	if err := a.WriteGGUF(path, *st.shape); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	if err := st.server.SetAdapter(path); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}
+
+// AdapterGGUF is the LoRA GGUF an adapter sync writes beside the agent's base model.gguf.
+const AdapterGGUF = "adapter.gguf"
+
+// reload writes agent i's weights (its base alone when base is set) as a GGUF and replaces
+// its server with one on that file.
+func (t *Trainer) reload(i int, base bool) error {
 	a, st := t.cfg.Agents[i], t.agents[i]
-	staging := filepath.Join(filepath.Dir(st.gguf), "hf")
-	if err := writeGGUF(st.actor, staging, st.gguf); err != nil {
+	if err := writeGGUF(st.actor, stagingDir(st), st.gguf, base); err != nil {
 		return err
 	}
 	opt := t.cfg.Engine
@@ -123,6 +176,9 @@ func (t *Trainer) reload(i int) error {
 	st.server = srv
 	return nil
 }
+
+// stagingDir is where agent st's weights are written as an HF directory for the converter.
+func stagingDir(st *agentState) string { return filepath.Join(filepath.Dir(st.gguf), "hf") }
 
 // makeProbe is a fixed prompt and response: the first training problem answered in the
 // boxed format.

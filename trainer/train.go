@@ -23,6 +23,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
 )
 
@@ -33,12 +34,14 @@ type agentState struct {
 	server     *engine.Server
 	format     chat.Format
 	probe      Pair
-	gguf       string // the GGUF the server was loaded from: the current weights only with --sync file
+	gguf       string       // the GGUF the server was loaded from: the current weights only with --sync file, the base in an adapter sync
+	shape      *model.Shape // the base GGUF's shape, for the adapter GGUF writer (adapter sync)
 }
 
 // Trainer is a run in progress.
 type Trainer struct {
 	cfg     Config
+	rt      *torch.Runtime
 	agents  []*agentState
 	step    int // last completed step
 	metrics *trainlog.Log
@@ -56,7 +59,7 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	t := &Trainer{cfg: cfg}
+	t := &Trainer{cfg: cfg, rt: rt}
 	defer t.close()
 	var ck *checkpointInfo
 	if t.lead() { // other ranks get rank 0's state by broadcast (dist.go)
@@ -163,7 +166,9 @@ func (t *Trainer) close() {
 // included) and its frozen reference (always the starting weights). A LoRA actor's base is
 // its reference: no second copy is loaded.
 func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
-	actorOpts := t.cfg.Torch
+	base := t.cfg.Torch
+	base.Precision = t.cfg.DType
+	actorOpts := base
 	actorOpts.Trainable = true
 	for i, a := range t.cfg.Agents {
 		if t.cfg.LoRA.Rank > 0 {
@@ -181,7 +186,12 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 			}
 		}
 		var err error
-		if st.actor, err = hfmodel.Load(rt, dir, actorOpts); err != nil {
+		if ck == nil && a.Adapter != "" {
+			st.actor, err = hfmodel.LoadAdapter(rt, a.Adapter, a.Dir, actorOpts)
+		} else {
+			st.actor, err = hfmodel.Load(rt, dir, actorOpts)
+		}
+		if err != nil {
 			return fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
 		}
 		if t.cfg.LoRA.Rank > 0 {
@@ -190,7 +200,7 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 		if st.actor.Options().LoRA.Rank > 0 {
 			return fmt.Errorf("agent %d (%s): %s is a LoRA adapter; train it with its --lora-rank, or start from a merged model (umad sft writes one to hf/)", i, a.Name, dir)
 		}
-		refOpts := t.cfg.Torch
+		refOpts := base
 		refOpts.Trainable = false
 		if st.ref, err = hfmodel.Load(rt, a.Dir, refOpts); err != nil {
 			return fmt.Errorf("agent %d (%s) reference: %w", i, a.Name, err)
@@ -226,6 +236,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	t.step = step
+	// The training peak goes back to the GPU's driver before the sync and the next rollout
+	// (llama.cpp may share the GPU); nothing on the CPU.
+	t.rt.ReleaseCache()
 	var syncTime float64
 	for a := range t.agents {
 		took, gap, err := t.sync(a)

@@ -30,9 +30,20 @@ func benchBatch(vocab, seqs, prompt, response int) (prompts, responses [][]int32
 	return prompts, responses
 }
 
-func BenchmarkPluginLogProbs(b *testing.B) {
+func BenchmarkPluginLogProbs(b *testing.B) { benchLogProbs(b, ModelOptions{}) }
+func BenchmarkPluginUpdate(b *testing.B)   { benchUpdate(b, ModelOptions{Trainable: true}) }
+
+// The bf16 path on the CPU: the GPU's code, for the cost of bf16 arithmetic on this CPU.
+func BenchmarkPluginBF16LogProbs(b *testing.B) {
+	benchLogProbs(b, ModelOptions{Precision: PrecisionBF16})
+}
+func BenchmarkPluginBF16Update(b *testing.B) {
+	benchUpdate(b, ModelOptions{Precision: PrecisionBF16, Trainable: true})
+}
+
+func benchLogProbs(b *testing.B, opts ModelOptions) {
 	rt := openForTest(b)
-	m := randomModel(b, rt, benchConfig, ModelOptions{}, 1)
+	m := randomModel(b, rt, benchConfig, opts, 1)
 	p, r := benchBatch(benchConfig.VocabSize, 8, 64, 64)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -43,9 +54,9 @@ func BenchmarkPluginLogProbs(b *testing.B) {
 	b.ReportMetric(float64(b.N*8*128)/b.Elapsed().Seconds(), "tokens/s")
 }
 
-func BenchmarkPluginUpdate(b *testing.B) {
+func benchUpdate(b *testing.B, opts ModelOptions) {
 	rt := openForTest(b)
-	m := randomModel(b, rt, benchConfig, ModelOptions{Trainable: true}, 1)
+	m := randomModel(b, rt, benchConfig, opts, 1)
 	p, r := benchBatch(benchConfig.VocabSize, 8, 64, 64)
 	opt := AdamW{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
 	b.ResetTimer()

@@ -77,8 +77,11 @@ type Llama3RopeScaling struct {
 type ModelOptions struct {
 	// DType of the parameters: Float32 (default) or Float64 (gradient checks).
 	DType DType
-	// CUDA puts the model on GPU 0 with fp32 master weights and bf16 compute.
-	CUDA bool
+	// Precision is the compute type: the parameter dtype ("" or PrecisionF32), or
+	// PrecisionBF16 over Float32 parameters (f32 masters, bf16 compute), on any device.
+	Precision Precision
+	// Device holds every tensor of the model (the zero value is the CPU).
+	Device Device
 	// Trainable models keep gradients and AdamW state.
 	Trainable bool
 	// GradCheckpoint recomputes each layer in the backward pass instead of storing it.
@@ -199,8 +202,9 @@ func b2i(b bool) C.int32_t {
 // NewModel creates a model with zero weights; set every tensor with SetTensor, then call
 // Finalize. hfmodel.Load does all of that from a Hugging Face directory.
 func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
-	if opts.DType != Float32 && opts.DType != Float64 {
-		return nil, fmt.Errorf("new model: parameter dtype must be Float32 or Float64, got %d", opts.DType)
+	compute, err := opts.computeDType()
+	if err != nil {
+		return nil, fmt.Errorf("new model: %w", err)
 	}
 	if err := opts.LoRA.Check(cfg.HiddenSize); err != nil {
 		return nil, fmt.Errorf("new model: %w", err)
@@ -221,7 +225,7 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		attention_bias:    b2i(cfg.AttentionBias),
 		qk_norm:           b2i(cfg.QKNorm),
 		dtype:             C.int32_t(opts.DType),
-		device:            C.UMAD_CPU,
+		compute_dtype:     C.int32_t(compute),
 		trainable:         b2i(opts.Trainable),
 		grad_checkpoint:   b2i(opts.GradCheckpoint),
 		lora_rank:         C.int32_t(opts.LoRA.Rank),
@@ -231,9 +235,7 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		lora_seed:         C.uint64_t(opts.LoRA.Seed),
 		base_bf16:         b2i(opts.LoRA.BaseBF16),
 	}
-	if opts.CUDA {
-		cc.device = C.UMAD_CUDA
-	}
+	cc.device, cc.device_index = opts.Device.codes()
 	if s := cfg.RopeScaling; s != nil {
 		cc.rope_scaling_factor = C.double(s.Factor)
 		cc.rope_low_freq_factor = C.double(s.LowFreqFactor)
@@ -241,7 +243,6 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		cc.rope_original_max_positions = C.int64_t(s.OriginalMaxPositions)
 	}
 	m := &Model{rt: r, cfg: cfg, opts: opts}
-	var err error
 	r.do(func() {
 		m.ptr = C.plugin_model_create(&cc, r.errBuf, errBufLen)
 		if m.ptr == nil {
@@ -316,14 +317,19 @@ func (m *Model) Finalize() error {
 }
 
 // Clone copies the current weights into a new model with the given options (DType and
-// Trainable are honoured; device, checkpointing and LoRA adapters follow m).
+// Trainable are honoured; device, checkpointing and LoRA adapters follow m, and so does bf16
+// compute over Float32 parameters).
 func (m *Model) Clone(opts ModelOptions) (*Model, error) {
 	if err := m.live("clone"); err != nil {
 		return nil, err
 	}
-	opts.CUDA, opts.GradCheckpoint, opts.LoRA = m.opts.CUDA, m.opts.GradCheckpoint, m.opts.LoRA
-	if opts.DType != Float32 && opts.DType != Float64 {
-		return nil, fmt.Errorf("clone: parameter dtype must be Float32 or Float64, got %d", opts.DType)
+	opts.Device, opts.GradCheckpoint, opts.LoRA = m.opts.Device, m.opts.GradCheckpoint, m.opts.LoRA
+	opts.Precision = ""
+	if opts.DType == Float32 {
+		opts.Precision = m.opts.Precision
+	}
+	if _, err := opts.computeDType(); err != nil {
+		return nil, fmt.Errorf("clone: %w", err)
 	}
 	c := &Model{rt: m.rt, cfg: m.cfg, opts: opts}
 	var err error
@@ -337,6 +343,24 @@ func (m *Model) Clone(opts ModelOptions) (*Model, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// computeDType is the compute dtype the options ask for, checked against the parameters'.
+func (o ModelOptions) computeDType() (DType, error) {
+	if o.DType != Float32 && o.DType != Float64 {
+		return 0, fmt.Errorf("parameter dtype must be Float32 or Float64, got %d", o.DType)
+	}
+	p, err := ParsePrecision(string(o.Precision))
+	if err != nil {
+		return 0, err
+	}
+	if p == PrecisionF32 {
+		return o.DType, nil
+	}
+	if o.DType != Float32 {
+		return 0, fmt.Errorf("bf16 compute needs Float32 master weights, got dtype %d", o.DType)
+	}
+	return BFloat16, nil
 }
 
 // Reference is a frozen copy of the current weights: the KL anchor of a training run.

@@ -224,10 +224,3 @@ func (r *Runtime) Path() string { return r.path }
 
 // TorchVersion is the libtorch version the plugin was built against.
 func (r *Runtime) TorchVersion() string { return r.torchVersion }
-
-// CUDAAvailable reports whether the plugin's libtorch sees a usable GPU.
-func (r *Runtime) CUDAAvailable() bool {
-	var ok bool
-	r.do(func() { ok = C.plugin_cuda_available() == 1 })
-	return ok
-}
