@@ -44,8 +44,75 @@ func init() {
 				&ucli.StringFlag{Name: "section", Value: "rollout", Usage: "name of the section --results rewrites (bench/gpu.sh keeps one per GPU setting)"},
 			},
 			Action: benchRollout,
+		}, {
+			Name:      "debate",
+			Usage:     "a whole debate's wall time against a bare llama.cpp loop's time for the same tokens, and prompt sharing",
+			UsageText: "umad bench debate [--agent M.gguf --agent M.gguf] [--synthetic 24] [-k 4] [--turns 3] [--results bench/RESULTS.md]",
+			Description: "Debates the built-in synthetic problems (twice by default), then times a bare llama.cpp\n" +
+				"loop on each model with the same threads and slots: prefill of --slots prompts of the\n" +
+				"debate's mean prompt length, and decode of --slots sequences. Efficiency is the time\n" +
+				"the bare loop needs for the prompt tokens the engines decoded and the tokens they\n" +
+				"generated, over the best debate wall time; the last column counts every sample's whole\n" +
+				"prompt instead (what prompt sharing saves). Also prints the cost of one KV stream copy.\n" +
+				"Without --agent both agents run on one generated tiny qwen2 model (--two-models: a\n" +
+				"second one for the second agent).",
+			Flags: []ucli.Flag{
+				&ucli.StringSliceFlag{Name: "agent", Usage: "GGUF model of an agent, once per agent (the same path twice: one engine)"},
+				&ucli.BoolFlag{Name: "two-models", Usage: "without --agent: the second agent gets its own generated model"},
+				&ucli.IntFlag{Name: "synthetic", Value: 24, Usage: "synthetic problems"},
+				&ucli.IntFlag{Name: "k", Aliases: []string{"K"}, Value: 4, Usage: "trajectories per problem"},
+				&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns, turn 0 included"},
+				&ucli.IntFlag{Name: "max-tokens", Value: 64, Usage: "most tokens per response"},
+				&ucli.IntFlag{Name: "prompt-limit", Value: 512, Usage: "most prompt tokens"},
+				&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per engine"},
+				&ucli.IntFlag{Name: "repeats", Value: 2, Usage: "debate runs; bare rates are the best of as many"},
+				&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads per engine; 0 = physical cores shared among the engines"},
+				&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU"},
+				&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
+				&ucli.StringFlag{Name: "section", Value: "debate", Usage: "name of the section --results rewrites"},
+			},
+			Action: benchDebate,
 		}},
 	})
+}
+
+func benchDebate(c *ucli.Context) error {
+	agents, labels := c.StringSlice("agent"), c.StringSlice("agent")
+	if len(agents) == 0 {
+		dir, err := os.MkdirTemp("", "umad-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		tmpl, _ := chat.Template(chat.Qwen25)
+		for i := range 2 {
+			if i == 1 && !c.Bool("two-models") {
+				agents, labels = append(agents, agents[0]), append(labels, labels[0])
+				break
+			}
+			p := filepath.Join(dir, fmt.Sprint(i))
+			if err := model.WriteTiny(p, model.TinyOptions{Arch: "qwen2", Seed: uint64(i + 1), ChatTemplate: tmpl}); err != nil {
+				return err
+			}
+			agents, labels = append(agents, filepath.Join(p, "model.gguf")), append(labels, fmt.Sprintf("tiny qwen2 (seed %d)", i+1))
+		}
+	}
+	layers, err := gpuLayers(c)
+	if err != nil {
+		return err
+	}
+	f, err := bench.Debate(bench.DebateConfig{Agents: agents, Labels: labels, Problems: c.Int("synthetic"), K: c.Int("k"),
+		Turns: c.Int("turns"), MaxTokens: c.Int("max-tokens"), PromptLimit: c.Int("prompt-limit"), Slots: c.Int("slots"),
+		Threads: c.Int("threads"), GPULayers: layers, Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats")})
+	if err != nil {
+		return err
+	}
+	body := bench.DebateSection(strings.Join(os.Args[1:], " "), f)
+	fmt.Print(body)
+	if p := c.String("results"); p != "" {
+		return bench.UpdateSection(p, c.String("section"), body)
+	}
+	return nil
 }
 
 func benchRollout(c *ucli.Context) error {

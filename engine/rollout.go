@@ -2,9 +2,10 @@
 //
 // The rollout engine (this file) takes requests of the form "K samples of this prompt",
 // keeps every slot of a llama.cpp context busy (continuous batching), decodes each prompt
-// once for all its samples (prefix sharing by copying KV streams), and returns for every
-// generated token its id, its log-probability under softmax(logits/T) over the full
-// vocabulary, and the entropy of that distribution.
+// once for all its samples and the common prefix of different prompts once (prefix
+// sharing by copying KV streams), and returns for every generated token its id, its
+// log-probability under softmax(logits/T) over the full vocabulary, and the entropy of
+// that distribution.
 //
 // Each slot is one llama.cpp sequence with its own KV stream (kv_unified off), so a token
 // attends only to its own sequence's cells; with one unified cache every token would
@@ -89,8 +90,8 @@ type Stats struct {
 	Steps        int64 // llama.cpp decode calls
 	PromptTokens int64 // prompt tokens sent to llama.cpp
 	// NaivePromptTokens is what decoding every sample's prompt on its own would send:
-	// PromptTokens over it is what sharing prompts (a request's K samples, and requests
-	// with identical prompts) leaves to decode.
+	// PromptTokens over it is what sharing prompts (a request's K samples, requests with
+	// identical prompts, and common prefixes of different prompts) leaves to decode.
 	NaivePromptTokens int64
 	GeneratedTokens   int64         // tokens drawn
 	Moves             int64         // sequences moved to a lower slot (a KV stream copy each)
@@ -117,15 +118,17 @@ type slotState uint8
 const (
 	idle     slotState = iota
 	prefill            // decodes its job's prompt, for itself and the slots waiting for it
-	waiting            // waits for a prefill of its prompt, then copies the prefill slot's stream
+	waiting            // waits for another slot's prefill to reach a prefix, then copies its stream
 	decoding           // feeds one token per step
 )
 
 type slot struct {
 	job *job
 	// source is the job whose prefill a waiting slot copies: its own job, or another job
-	// with the identical prompt (debate agents on one model get the same message).
+	// with the identical prompt (debate agents on one model get the same message), or one
+	// whose prompt shares want tokens with this slot's (the template and question).
 	source    *job
+	want      int // prompt tokens a waiting slot takes: its whole prompt, or a prefix to prefill after
 	k         int
 	state     slotState
 	pos       int // position of the next token to feed
@@ -140,13 +143,15 @@ type slot struct {
 
 // job is a request in flight.
 type job struct {
-	req         *Request
-	next        int // next sample index to start
-	done        int
-	samples     []Sample
-	prefillSlot int // the slot decoding the prompt, -1 if none
-	prefillN    int // prompt tokens sent so far by that slot
-	stop        map[int32]bool
+	req     *Request
+	next    int // next sample index to start
+	done    int
+	samples []Sample
+	// prefilling says a slot decodes the prompt (state prefill), or waits for another
+	// job's prefill to reach a prefix it then decodes the rest from (waiting, want < len).
+	prefilling bool
+	prefillN   int // prompt tokens that slot holds or has sent so far
+	stop       map[int32]bool
 }
 
 // New makes an engine for the model.
@@ -339,7 +344,7 @@ func (e *Engine) take(q *Queue, emit func(Result)) *job {
 			emit(Result{Request: r, Err: err})
 			continue
 		}
-		j := &job{req: r, samples: make([]Sample, r.K), prefillSlot: -1, stop: map[int32]bool{}}
+		j := &job{req: r, samples: make([]Sample, r.K), stop: map[int32]bool{}}
 		for _, t := range r.Stop {
 			j.stop[t] = true
 		}
@@ -348,8 +353,8 @@ func (e *Engine) take(q *Queue, emit func(Result)) *job {
 }
 
 // step builds one batch (one token per decoding slot, prompt chunks in the room left),
-// decodes it, hands finished prompts to their waiting slots, samples every slot that has
-// logits, and retires finished samples.
+// decodes it, hands decoded prompts and prefixes to the slots waiting for them, samples
+// every slot that has logits, and retires finished samples.
 //
 // Tokens go into the batch in slot order: llama.cpp splits a batch over separate KV
 // streams into micro-batches of consecutive sequence ids with equally many tokens each
@@ -405,24 +410,8 @@ func (e *Engine) step(emit func(Result)) error {
 	e.stats.DecodeTime += time.Since(t0)
 	e.stats.Steps++
 
-	// Prompts decoded in full: their waiting slots copy the stream and share the logits row.
-	for i := range e.slots {
-		sl := &e.slots[i]
-		if sl.state != prefill || sl.row < 0 {
-			continue
-		}
-		j := sl.job
-		n := len(j.req.Prompt)
-		sl.state, sl.pos = decoding, n
-		j.prefillSlot = -1
-		for w := range e.slots {
-			if o := &e.slots[w]; o.source == j && o.state == waiting {
-				if err := e.copyStream(i, w); err != nil {
-					return err
-				}
-				o.state, o.pos, o.row = decoding, n, sl.row
-			}
-		}
+	if err := e.share(); err != nil {
+		return err
 	}
 
 	// Sample every slot with a logits row; siblings fresh from one prefill share a row.
