@@ -135,14 +135,26 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 	return m, nil
 }
 
-// allBF16 reports whether every tensor of a checkpoint is stored in bf16.
+// allBF16 reports whether every tensor of a checkpoint is stored in bf16 (from the
+// headers alone).
 func allBF16(st *model.Safetensors) bool {
 	for _, name := range st.Names() {
-		if v, err := st.Tensor(name); err != nil || v.DType != model.BF16 {
+		if dt, _ := st.DType(name); dt != model.BF16 {
 			return false
 		}
 	}
 	return len(st.Names()) > 0
+}
+
+// BF16Checkpoint reports whether every tensor of the checkpoint in dir is bf16: a LoRA run
+// then keeps its frozen base in bf16 (Load decides the same way).
+func BF16Checkpoint(dir string) (bool, error) {
+	st, err := model.OpenSafetensors(dir)
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	return allBF16(st), nil
 }
 
 // Clone copies the current weights into a new model (see torch.Model.Clone) that saves
