@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -86,4 +87,87 @@ func TestAdapterLifetime(t *testing.T) {
 		t.Fatalf("after the context closed: %v", err)
 	}
 	c.Close()
+}
+
+// Adapter changes on a context and SetWeights on its model take the same two locks: they
+// must take them in one order, or the two deadlock.
+func TestAdapterChangesDuringSetWeights(t *testing.T) {
+	path := testmodel.GGUF(t, "qwen2")
+	s, err := model.ReadGGUFShape(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 2, Alpha: 2, Targets: []string{"q_proj"}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "adapter.gguf")
+	if err := ad.WriteGGUF(file, s); err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.LoadModel(path, llama.ModelParams{NoMmap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed at the end, not deferred: after a deadlock Close would block too.
+	c, err := m.NewContext(llama.ContextParams{NCtx: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.LoadAdapter(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Weight("blk.0.attn_q.weight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeros := make([]byte, w.Bytes)
+	stop := time.Now().Add(time.Second)
+	errs := make(chan error, 2)
+	go func() {
+		for time.Now().Before(stop) {
+			if err := c.SetAdapter(a, 1); err != nil {
+				errs <- err
+				return
+			}
+			if err := c.RemoveAdapter(a); err != nil {
+				errs <- err
+				return
+			}
+			if err := c.SetAdapter(a, 1); err != nil {
+				errs <- err
+				return
+			}
+			if err := c.ClearAdapters(); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	go func() {
+		for time.Now().Before(stop) {
+			if err := m.SetWeights([]llama.Weight{w}, func(int) ([]byte, error) { return zeros, nil }); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("adapter changes and SetWeights deadlocked")
+		}
+	}
+	for _, close := range []func() error{c.Close, a.Close, m.Close} {
+		if err := close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

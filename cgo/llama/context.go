@@ -241,6 +241,22 @@ func (c *Context) lock() error {
 	return nil
 }
 
+// lockWithModel takes the model's lock, then the context's: SetWeights' order, so the two
+// cannot deadlock. The context is checked once both are held.
+func (c *Context) lockWithModel() error {
+	c.model.mu.Lock()
+	if err := c.lock(); err != nil {
+		c.model.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (c *Context) unlockWithModel() {
+	c.mu.Unlock()
+	c.model.mu.Unlock()
+}
+
 // Decode runs the model on a batch. Logits of tokens added with logits=true are then
 // available through Logits until the next Decode.
 func (c *Context) Decode(b *Batch) error {
@@ -368,16 +384,13 @@ func (c *Context) ClearMemory() error {
 // of the adapters already applied; 1 is the adapter's own alpha/rank scale). The KV cells
 // already computed are not recomputed: clear them when they must reflect the adapter.
 func (c *Context) SetAdapter(a *Adapter, scale float32) error {
-	if err := c.lock(); err != nil {
+	if err := c.lockWithModel(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlockWithModel()
 	if a.model != c.model {
 		return errors.New("set adapter: the adapter belongs to another model")
 	}
-	m := c.model
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if a.a == nil {
 		return ErrClosed
 	}
@@ -393,13 +406,10 @@ func (c *Context) SetAdapter(a *Adapter, scale float32) error {
 
 // RemoveAdapter stops applying a LoRA adapter.
 func (c *Context) RemoveAdapter(a *Adapter) error {
-	if err := c.lock(); err != nil {
+	if err := c.lockWithModel(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
-	m := c.model
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer c.unlockWithModel()
 	if a.a == nil {
 		return ErrClosed
 	}
@@ -414,14 +424,12 @@ func (c *Context) RemoveAdapter(a *Adapter) error {
 
 // ClearAdapters stops applying every LoRA adapter.
 func (c *Context) ClearAdapters() error {
-	if err := c.lock(); err != nil {
+	if err := c.lockWithModel(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlockWithModel()
 	C.llama_clear_adapter_lora(c.c)
-	c.model.mu.Lock()
 	c.releaseAdapters()
-	c.model.mu.Unlock()
 	return nil
 }
 
