@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -122,6 +123,13 @@ func (m *Model) checkKVMemory(p ContextParams) error {
 // ErrNoKVSlot is returned by Decode when the KV memory has no room for the batch.
 var ErrNoKVSlot = errors.New("llama: no room in the KV cache for this batch")
 
+// noGraphReuse turns off llama.cpp's reuse of the previous graph for a batch of the same
+// shape (read when a context is created). Its check compares the adapter set by address,
+// always the context's own map, so after SetAdapter, RemoveAdapter or ClearAdapters the
+// next decode would run the old adapters (freed ones too, a use after free). The price is a
+// graph build on the CPU at every decode.
+var noGraphReuse sync.Once
+
 // NewContext creates a context for the model.
 func (m *Model) NewContext(p ContextParams) (*Context, error) {
 	if err := m.lock(); err != nil {
@@ -191,6 +199,7 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
 	}
 	takeLastError()
+	noGraphReuse.Do(func() { os.Setenv("LLAMA_GRAPH_REUSE_DISABLE", "1") })
 	c := C.llama_init_from_model(m.m, cp)
 	if c == nil {
 		return nil, fmt.Errorf("new context: llama.cpp: %s", takeLastError())
