@@ -249,17 +249,23 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 	}
 }
 
-// loraSettings reads the LoRA flags; rank 0 gives the zero value (full fine-tuning), and
-// then no other LoRA flag may be set.
-func loraSettings(c *ucli.Context) (torch.LoRA, error) {
+// loraSettings reads the LoRA flags; rank 0 gives full fine-tuning, and then no other LoRA
+// flag may be set, except --lora-dropout and --lora-bf16-base when fromAdapter: a run that
+// starts from a PEFT adapter takes its rank, alpha and targets from it (importAdapters) but
+// dropout and the base's type from the flags (the caller refuses them if no adapter comes).
+func loraSettings(c *ucli.Context, fromAdapter bool) (torch.LoRA, error) {
 	rank := c.Int("lora-rank")
 	if rank == 0 {
 		for _, f := range []string{"lora-alpha", "lora-targets", "lora-dropout", "lora-bf16-base"} {
-			if c.IsSet(f) {
+			if c.IsSet(f) && !(fromAdapter && (f == "lora-dropout" || f == "lora-bf16-base")) {
 				return torch.LoRA{}, fmt.Errorf("--%s needs --lora-rank (LoRA is off at rank 0)", f)
 			}
 		}
-		return torch.LoRA{}, nil
+		l := torch.LoRA{Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
+		if !(l.Dropout >= 0 && l.Dropout < 1) {
+			return torch.LoRA{}, fmt.Errorf("--lora-dropout must be in [0, 1), got %v", l.Dropout)
+		}
+		return l, nil
 	}
 	if rank < 0 {
 		return torch.LoRA{}, fmt.Errorf("--lora-rank must be at least 0 (0 = full fine-tuning), got %d", rank)

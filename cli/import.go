@@ -17,8 +17,9 @@ import (
 // importAdapters resolves the agents that start from a PEFT adapter: each one's Model
 // becomes its base directory and Adapter the adapter directory, after checking the adapter
 // against the base's shapes and against the run's LoRA settings. Without --lora-rank
-// (lora.Rank 0) the first adapter's rank, alpha, targets and dropout become the run's, and
-// every further adapter must match them. It returns the run's LoRA settings.
+// (lora.Rank 0) the first adapter's rank, alpha and targets become the run's, and every
+// further adapter must match them; dropout and the base's type stay lora's (the flags').
+// It returns the run's LoRA settings.
 func importAdapters(agents []agentSpec, lora torch.LoRA) (torch.LoRA, error) {
 	for i := range agents {
 		a := &agents[i]

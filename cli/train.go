@@ -57,8 +57,11 @@ func init() {
 			"holds the merged weights for `umad debate`. The in-place sync then sends only the adapters:\n" +
 			"llama.cpp keeps the base and swaps in a LoRA GGUF each step; --sync file reloads the\n" +
 			"merged model. A run can start from a PEFT adapter: --agent PEFT_DIR (its config names the\n" +
-			"base) or --agent BASE_DIR,adapter=PEFT_DIR; without --lora-rank the adapter's rank, alpha,\n" +
-			"targets and dropout are the run's; a base, shape or setting that does not match is refused.",
+			"base) or --agent BASE_DIR,adapter=PEFT_DIR; without --lora-rank the adapter's rank, alpha\n" +
+			"and targets are the run's (--lora-dropout and --lora-bf16-base still come from the flags);\n" +
+			"a base, shape or setting that does not match is refused. The KL reference of a LoRA run,\n" +
+			"one started from an adapter too, is the bare base with the adapters off, not the starting\n" +
+			"adapter.",
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
@@ -161,7 +164,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, fmt.Errorf("--sync: %w", err)
 	}
-	lora, err := loraSettings(c)
+	lora, err := loraSettings(c, true)
 	if err != nil {
 		return rc, err
 	}
@@ -182,6 +185,14 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	}
 	if rc.Trainer.LoRA, err = importAdapters(rc.Agents, lora); err != nil {
 		return rc, err
+	}
+	if rc.Trainer.LoRA.Rank == 0 {
+		for _, f := range []string{"lora-dropout", "lora-bf16-base"} {
+			if c.IsSet(f) {
+				return rc, fmt.Errorf("--%s needs --lora-rank or an agent that starts from a PEFT adapter (LoRA is off at rank 0)", f)
+			}
+		}
+		rc.Trainer.LoRA = torch.LoRA{}
 	}
 	for _, a := range rc.Agents {
 		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,

@@ -82,7 +82,7 @@ func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error
 }
 
 // load loads the base in dir, sets the adapter's tensors when there is one, and restores
-// the optimizer state found in directory state (dir itself, or a LoRA checkpoint).
+// the optimizer state found in directory state (dir itself, a LoRA checkpoint, or "": none).
 func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model.LoRAAdapter, state string) (*Model, error) {
 	hf, err := model.LoadHFConfig(dir)
 	if err != nil {
@@ -106,7 +106,7 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 	}
 	if adapter != nil {
 		if err := adapter.CheckBase(shape); err != nil {
-			return nil, fmt.Errorf("load %s onto %s: %w", state, dir, err)
+			return nil, fmt.Errorf("load an adapter onto %s: %w", dir, err)
 		}
 	}
 	tm, err := rt.NewModel(cfg, opts)
@@ -126,7 +126,7 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 		m.Free()
 		return nil, err
 	}
-	if opts.Trainable {
+	if opts.Trainable && state != "" {
 		if err := loadOptimizer(m.Model, filepath.Join(state, OptimizerFile)); err != nil {
 			m.Free()
 			return nil, err

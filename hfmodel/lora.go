@@ -19,16 +19,24 @@ import (
 	"github.com/umad-dev/umad/model"
 )
 
-// loadAdapter loads a PEFT adapter directory onto the base directory its config names. The
-// adapter's rank, alpha and targets must agree with opts.LoRA when that is set (a resumed
-// run); dropout and seed come from opts when set, the seed from opts always.
+// loadAdapter loads a PEFT adapter directory onto the base directory its config names,
+// with the optimizer state saved beside it: a resumed LoRA checkpoint. The adapter's rank,
+// alpha and targets must agree with opts.LoRA when that is set (see AdapterSettings).
 func loadAdapter(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
-	return LoadAdapter(rt, dir, "", opts)
+	return openAdapter(rt, dir, "", opts, dir)
 }
 
 // LoadAdapter is Load of the PEFT adapter directory dir onto the HF checkpoint base ("": the
-// directory the adapter's config names), a LoRA model whose checkpoints then name base.
+// directory the adapter's config names), a LoRA model whose checkpoints then name base. It
+// starts a run: an optimizer.safetensors beside the adapter (another run's AdamW moments and
+// step count) is not restored.
 func LoadAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions) (*Model, error) {
+	return openAdapter(rt, dir, base, opts, "")
+}
+
+// openAdapter loads the adapter in dir onto base, restoring the optimizer state in
+// directory state ("": none).
+func openAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions, state string) (*Model, error) {
 	a, err := model.ReadPEFT(dir)
 	if err != nil {
 		return nil, err
@@ -43,7 +51,7 @@ func LoadAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions) (
 		return nil, err
 	}
 	opts.LoRA = l
-	return load(rt, base, opts, a, dir)
+	return load(rt, base, opts, a, state)
 }
 
 // AdapterBase is the base directory the adapter a (read from dir) names, which must exist.
@@ -58,22 +66,21 @@ func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 }
 
 // AdapterSettings are the LoRA settings the plugin trains the adapter a (read from dir)
-// with. When want.Rank > 0 (a resumed run, or flags given) the adapter's rank, alpha and
-// targets must be want's, and want's dropout is kept; the seed and BaseBF16 are want's.
+// with: rank, alpha and targets are the adapter's, and must be want's when want.Rank > 0 (a
+// resumed run, or flags given); dropout, seed and BaseBF16 are always want's. The dropout the
+// adapter was trained with (PEFT's lora_dropout) is not carried over: it is a choice of the
+// run, and PPO's ratio wants none (see train's --lora-dropout).
 func AdapterSettings(dir string, a *model.LoRAAdapter, want torch.LoRA) (torch.LoRA, error) {
 	if a.RSLoRA {
 		return torch.LoRA{}, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
 	}
-	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: a.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
+	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: want.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
 	for _, t := range a.Targets {
 		l.Targets = append(l.Targets, strings.TrimSuffix(t, "_proj"))
 	}
-	if want.Rank > 0 {
-		if want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets) {
-			return torch.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
-				dir, l.Rank, l.Alpha, strings.Join(l.Targets, ","), want.Rank, want.Alpha, strings.Join(want.Targets, ","))
-		}
-		l.Dropout = want.Dropout
+	if want.Rank > 0 && (want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets)) {
+		return torch.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
+			dir, l.Rank, l.Alpha, strings.Join(l.Targets, ","), want.Rank, want.Alpha, strings.Join(want.Targets, ","))
 	}
 	return l, nil
 }
