@@ -311,8 +311,10 @@ type peftConfigJSON struct {
 	LayersToTransform json.RawMessage `json:"layers_to_transform"`
 	LayersPattern     json.RawMessage `json:"layers_pattern"`
 	LayerReplication  json.RawMessage `json:"layer_replication"`
-	RankPattern       map[string]any  `json:"rank_pattern"`
-	AlphaPattern      map[string]any  `json:"alpha_pattern"`
+	// ALoRAInvocation makes an activated LoRA: the adapter applies only after these tokens.
+	ALoRAInvocation json.RawMessage `json:"alora_invocation_tokens"`
+	RankPattern     map[string]any  `json:"rank_pattern"`
+	AlphaPattern    map[string]any  `json:"alpha_pattern"`
 }
 
 // maxPEFTConfigBytes bounds adapter_config.json; real ones are about 1 KB.
@@ -351,6 +353,8 @@ func readPEFTConfig(path string) (LoRAConfig, error) {
 		return LoRAConfig{}, errors.New("layers_to_transform is not supported: adapt every layer")
 	case !isNull(j.LayerReplication):
 		return LoRAConfig{}, errors.New("layer_replication is not supported: it changes the base model's layers")
+	case !isNull(j.ALoRAInvocation):
+		return LoRAConfig{}, errors.New("activated LoRA (alora_invocation_tokens) is not supported: the adapter would apply to every token")
 	case len(j.RankPattern) > 0 || len(j.AlphaPattern) > 0:
 		return LoRAConfig{}, errors.New("rank_pattern and alpha_pattern are not supported: one rank and alpha for all layers")
 	case json.Unmarshal(j.TargetModules, &targets) != nil:

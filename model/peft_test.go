@@ -169,6 +169,7 @@ func TestReadPEFTRefuses(t *testing.T) {
 		{"rank pattern", map[string]any{"rank_pattern": map[string]int{"q_proj": 4}}, qv(), "rank_pattern"},
 		{"layers", map[string]any{"layers_to_transform": []int{0}}, qv(), "layers_to_transform"},
 		{"layer replication", map[string]any{"layer_replication": [][]int{{0, 1}, {0, 1}}}, qv(), "layer_replication"},
+		{"activated LoRA", map[string]any{"alora_invocation_tokens": []int{151644, 77091}}, qv(), "alora_invocation_tokens"},
 		{"not lora", map[string]any{"peft_type": "IA3"}, qv(), `peft_type "IA3" is not LORA`},
 		{"other rank", map[string]any{"r": 4}, qv(), "rank 4 needs [4, in] and [out, 4]"},
 		{"target without weights", map[string]any{"target_modules": []string{"q_proj", "v_proj", "o_proj"}}, qv(), "target module o_proj has no weights"},
