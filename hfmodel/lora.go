@@ -54,15 +54,24 @@ func openAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions, s
 	return load(rt, base, opts, a, state)
 }
 
-// AdapterBase is the base directory the adapter a (read from dir) names, which must exist.
+// AdapterBase is the base directory the adapter a (read from dir) names, which must exist,
+// as an absolute path (a run's config.json stores it, and may be resumed from elsewhere). A
+// relative base_model_name_or_path is taken relative to the adapter directory, else, as
+// transformers reads it, relative to the working directory; umad writes absolute paths.
 func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 	if a.BaseModel == "" {
 		return "", fmt.Errorf("load %s: %s names no base_model_name_or_path to load the adapter onto", dir, model.PEFTConfigFile)
 	}
-	if st, err := os.Stat(a.BaseModel); err != nil || !st.IsDir() {
+	base := a.BaseModel
+	if !filepath.IsAbs(base) {
+		if st, err := os.Stat(filepath.Join(dir, base)); err == nil && st.IsDir() {
+			base = filepath.Join(dir, base)
+		}
+	}
+	if st, err := os.Stat(base); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("load %s: its base model %s is not a local directory (%v)", dir, a.BaseModel, err)
 	}
-	return a.BaseModel, nil
+	return filepath.Abs(base)
 }
 
 // AdapterSettings are the LoRA settings the plugin trains the adapter a (read from dir)

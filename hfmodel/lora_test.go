@@ -264,3 +264,24 @@ func f32Tensor(t *testing.T, st *model.Safetensors, name string) []float32 {
 	}
 	return f
 }
+
+// A relative base_model_name_or_path is found from the adapter directory, whatever the
+// working directory, and comes back absolute (a run's config.json stores it).
+func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
+	root := t.TempDir()
+	base, adapter := filepath.Join(root, "base"), filepath.Join(root, "runs", "adapter")
+	for _, d := range []string{base, adapter} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, named := range []string{"../../base", base} {
+		got, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: named}})
+		if err != nil || got != base {
+			t.Errorf("base %q: %q, %v; want %s", named, got, err, base)
+		}
+	}
+	if _, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "../nowhere"}}); err == nil {
+		t.Error("a base that does not exist was accepted")
+	}
+}
