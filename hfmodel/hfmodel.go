@@ -385,45 +385,34 @@ func (m *Model) SaveMerged(dir string) error {
 	return m.save(dir, false, false)
 }
 
-func (m *Model) save(dir string, adapters, optimizer bool) (err error) {
+func (m *Model) save(dir string, adapters, optimizer bool) error {
 	if m.side["config.json"] == nil {
 		return fmt.Errorf("save %s: model was not made by hfmodel.Load, so it has no config.json", dir)
 	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
-		}
-	}()
-	if err := m.WriteSideFiles(tmp); err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	if adapters {
-		if err := m.writeAdapter(tmp); err != nil {
+	return atomicfile.WriteDir(dir, func(tmp string) error {
+		if err := m.WriteSideFiles(tmp); err != nil {
 			return fmt.Errorf("save %s: %w", dir, err)
 		}
-	} else {
-		weights, err := Export(m.Model)
-		if err != nil {
-			return fmt.Errorf("save %s: %w", dir, err)
+		if adapters {
+			if err := m.writeAdapter(tmp); err != nil {
+				return fmt.Errorf("save %s: %w", dir, err)
+			}
+		} else {
+			weights, err := Export(m.Model)
+			if err != nil {
+				return fmt.Errorf("save %s: %w", dir, err)
+			}
+			if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
+				return err
+			}
 		}
-		if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
-			return err
+		if optimizer {
+			if err := saveOptimizer(m.Model, filepath.Join(tmp, OptimizerFile)); err != nil {
+				return fmt.Errorf("save %s: %w", dir, err)
+			}
 		}
-	}
-	if optimizer {
-		if err := saveOptimizer(m.Model, filepath.Join(tmp, OptimizerFile)); err != nil {
-			return fmt.Errorf("save %s: %w", dir, err)
-		}
-	}
-	return atomicfile.ReplaceDir(tmp, dir)
+		return nil
+	})
 }
 
 // WriteSideFiles writes config.json and the tokenizer files the model was loaded with into
