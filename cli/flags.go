@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -243,7 +244,7 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "lora-rank", Usage: "train rank-R LoRA adapters on a frozen base instead of every weight (0 = full fine-tuning); 8-64 is usual, 32 for a 3B model"},
 		&ucli.Float64Flag{Name: "lora-alpha", Usage: "LoRA scale numerator: adapters add alpha/rank * B A x (default: 2 x rank)"},
-		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(torch.LoRATargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
+		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(model.LoRAShortTargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
 		&ucli.Float64Flag{Name: "lora-dropout", Value: dropout, Usage: dropoutHelp},
 		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway"},
 	}
@@ -270,7 +271,7 @@ func loraSettings(c *ucli.Context, fromAdapter bool) (torch.LoRA, error) {
 	if rank < 0 {
 		return torch.LoRA{}, fmt.Errorf("--lora-rank must be at least 0 (0 = full fine-tuning), got %d", rank)
 	}
-	targets, err := torch.ParseLoRATargets(c.String("lora-targets"))
+	targets, err := model.ParseLoRATargets(c.String("lora-targets"))
 	if err != nil {
 		return torch.LoRA{}, fmt.Errorf("--lora-targets: %w", err)
 	}

@@ -85,7 +85,7 @@ func AdapterSettings(dir string, a *model.LoRAAdapter, want torch.LoRA) (torch.L
 	}
 	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: want.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
 	for _, t := range a.Targets {
-		l.Targets = append(l.Targets, strings.TrimSuffix(t, "_proj"))
+		l.Targets = append(l.Targets, model.LoRAShort(t))
 	}
 	if want.Rank > 0 && (want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets)) {
 		return torch.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
@@ -146,7 +146,7 @@ func (m *Model) Adapter() (*model.LoRAAdapter, error) {
 	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: l.Rank, Alpha: l.Alpha, Dropout: l.Dropout, BaseModel: m.base},
 		Pairs: map[model.LoRAKey]model.LoRAPair{}}
 	for _, t := range l.Targets {
-		a.Targets = append(a.Targets, torch.LoRAModule(t))
+		a.Targets = append(a.Targets, model.LoRAModule(t))
 	}
 	infos, err := m.Tensors()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -283,5 +284,13 @@ func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
 	}
 	if _, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "../nowhere"}}); err == nil {
 		t.Error("a base that does not exist was accepted")
+	}
+}
+
+// The plugin's target list (its mask bits) is model's short names: cgo/torch may not import
+// model, so the two are kept apart and checked here.
+func TestPluginLoRATargetsAreModels(t *testing.T) {
+	if !slices.Equal(torch.LoRATargets, model.LoRAShortTargets) {
+		t.Errorf("torch.LoRATargets %v, model.LoRAShortTargets %v", torch.LoRATargets, model.LoRAShortTargets)
 	}
 }

@@ -28,6 +28,35 @@ const (
 // names, in the order a layer applies them.
 var LoRATargets = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 
+// LoRAShortTargets are LoRATargets by the short names umad's flags and the torch plugin use
+// (q for q_proj), in the same order.
+var LoRAShortTargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
+
+// LoRAShort is a target module's short name (q_proj -> q).
+func LoRAShort(module string) string { return strings.TrimSuffix(module, "_proj") }
+
+// LoRAModule is a short name's HF module name (q -> q_proj).
+func LoRAModule(short string) string { return short + "_proj" }
+
+// ParseLoRATargets reads a comma-separated target list of short names (q,k,v,o,gate,up,down)
+// or HF module names (q_proj, ...), or "all", into short names.
+func ParseLoRATargets(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "all" {
+		return slices.Clone(LoRAShortTargets), nil
+	}
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		t := LoRAShort(strings.TrimSpace(f))
+		if !slices.Contains(LoRAShortTargets, t) {
+			return nil, fmt.Errorf("unknown LoRA target %q: choose from %s (or all)", strings.TrimSpace(f), strings.Join(LoRAShortTargets, ","))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
 // loraGroup is the submodule of a decoder layer holding each target.
 var loraGroup = map[string]string{
 	"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",

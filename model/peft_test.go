@@ -322,3 +322,17 @@ func TestLoRATargetDims(t *testing.T) {
 		t.Errorf("embed_tokens: %v", err)
 	}
 }
+
+func TestParseLoRATargets(t *testing.T) {
+	if _, err := ParseLoRATargets("q,k_proj,mlp"); err == nil || !strings.Contains(err.Error(), `"mlp"`) {
+		t.Errorf("ParseLoRATargets: %v", err)
+	}
+	if ts, err := ParseLoRATargets("down_proj, q,q"); err != nil || strings.Join(ts, ",") != "down,q" {
+		t.Errorf("ParseLoRATargets: %v %v", ts, err)
+	}
+	for i, m := range LoRATargets {
+		if LoRAShort(m) != LoRAShortTargets[i] || LoRAModule(LoRAShortTargets[i]) != m {
+			t.Errorf("%s and %s do not name each other", m, LoRAShortTargets[i])
+		}
+	}
+}
