@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -101,20 +100,13 @@ func sameTargets(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// adapterKey parses a plugin adapter name, model.layers.L.GROUP.TARGET.lora_X.weight, into
-// PEFT's key and "A" or "B".
+// adapterKey parses a plugin adapter name into PEFT's key and "A" or "B".
 func adapterKey(name string) (model.LoRAKey, string, error) {
-	parts := strings.Split(strings.TrimPrefix(name, "model.layers."), ".")
-	if len(parts) == 5 {
-		if l, err := strconv.Atoi(parts[0]); err == nil {
-			k, ab := model.LoRAKey{Layer: l, Target: parts[2]}, strings.TrimPrefix(parts[3], "lora_")
-			// PEFT's names are the plugin's under its prefix: check the round trip.
-			if strings.HasSuffix(model.PEFTTensorName(k, ab), "."+name) {
-				return k, ab, nil
-			}
-		}
+	k, ab, ok := model.ParseLoRAName(name)
+	if !ok {
+		return model.LoRAKey{}, "", fmt.Errorf("tensor %s is not a LoRA adapter name", name)
 	}
-	return model.LoRAKey{}, "", fmt.Errorf("tensor %s is not a LoRA adapter name", name)
+	return k, ab, nil
 }
 
 func setAdapterTensor(m *torch.Model, ti torch.TensorInfo, a *model.LoRAAdapter) error {

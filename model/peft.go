@@ -186,6 +186,13 @@ func PEFTTensorName(k LoRAKey, ab string) string {
 	return peftPrefix + loraModuleName(k.Layer, k.Target) + ".lora_" + ab + ".weight"
 }
 
+// ParseLoRAName parses a pair's weight name without PEFT's prefix,
+// model.layers.L.GROUP.TARGET.lora_X.weight (the torch plugin's name), into its key and "A"
+// or "B".
+func ParseLoRAName(name string) (k LoRAKey, ab string, ok bool) {
+	return parsePEFTTensorName(peftPrefix + name)
+}
+
 // parsePEFTTensorName is PEFTTensorName's inverse.
 func parsePEFTTensorName(name string) (k LoRAKey, ab string, ok bool) {
 	rest, found := strings.CutPrefix(name, peftPrefix+"model.layers.")
