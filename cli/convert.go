@@ -105,7 +105,7 @@ func init() {
 				"blk.N.<weight>.lora_a/.lora_b with adapter.lora.alpha set so that llama.cpp's\n" +
 				"alpha/rank scale is PEFT's. Load it with the base: rollouts then run W + scale*B@A\n" +
 				"without merging the weights.\n\n" +
-				"Example:\n  umad convert lora2gguf runs/r1/adapter /tmp/adapter.gguf --base /tmp/qwen.gguf",
+				"Example:\n  umad convert lora2gguf runs/r1/checkpoints/step-000100/agent-0 /tmp/adapter.gguf --base /tmp/qwen.gguf",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "base", Usage: "the base model GGUF the adapter was trained on (required)"},
 			},

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -263,28 +264,34 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "lora-rank", Usage: "train rank-R LoRA adapters on a frozen base instead of every weight (0 = full fine-tuning); 8-64 is usual, 32 for a 3B model"},
 		&ucli.Float64Flag{Name: "lora-alpha", Usage: "LoRA scale numerator: adapters add alpha/rank * B A x (default: 2 x rank)"},
-		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(torch.LoRATargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
+		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(model.LoRAShortTargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
 		&ucli.Float64Flag{Name: "lora-dropout", Value: dropout, Usage: dropoutHelp},
 		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway, and so does any base under --dtype bf16"},
 	}
 }
 
-// loraSettings reads the LoRA flags; rank 0 gives the zero value (full fine-tuning), and
-// then no other LoRA flag may be set.
-func loraSettings(c *ucli.Context) (torch.LoRA, error) {
+// loraSettings reads the LoRA flags; rank 0 gives full fine-tuning, and then no other LoRA
+// flag may be set, except --lora-dropout and --lora-bf16-base when fromAdapter: a run that
+// starts from a PEFT adapter takes its rank, alpha and targets from it (importAdapters) but
+// dropout and the base's type from the flags (the caller refuses them if no adapter comes).
+func loraSettings(c *ucli.Context, fromAdapter bool) (torch.LoRA, error) {
 	rank := c.Int("lora-rank")
 	if rank == 0 {
 		for _, f := range []string{"lora-alpha", "lora-targets", "lora-dropout", "lora-bf16-base"} {
-			if c.IsSet(f) {
+			if c.IsSet(f) && !(fromAdapter && (f == "lora-dropout" || f == "lora-bf16-base")) {
 				return torch.LoRA{}, fmt.Errorf("--%s needs --lora-rank (LoRA is off at rank 0)", f)
 			}
 		}
-		return torch.LoRA{}, nil
+		l := torch.LoRA{Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
+		if !(l.Dropout >= 0 && l.Dropout < 1) {
+			return torch.LoRA{}, fmt.Errorf("--lora-dropout must be in [0, 1), got %v", l.Dropout)
+		}
+		return l, nil
 	}
 	if rank < 0 {
 		return torch.LoRA{}, fmt.Errorf("--lora-rank must be at least 0 (0 = full fine-tuning), got %d", rank)
 	}
-	targets, err := torch.ParseLoRATargets(c.String("lora-targets"))
+	targets, err := model.ParseLoRATargets(c.String("lora-targets"))
 	if err != nil {
 		return torch.LoRA{}, fmt.Errorf("--lora-targets: %w", err)
 	}

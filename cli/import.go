@@ -17,8 +17,9 @@ import (
 // importAdapters resolves the agents that start from a PEFT adapter: each one's Model
 // becomes its base directory and Adapter the adapter directory, after checking the adapter
 // against the base's shapes and against the run's LoRA settings. Without --lora-rank
-// (lora.Rank 0) the first adapter's rank, alpha, targets and dropout become the run's, and
-// every further adapter must match them. It returns the run's LoRA settings.
+// (lora.Rank 0) the first adapter's rank, alpha and targets become the run's, and every
+// further adapter must match them; dropout and the base's type stay lora's (the flags').
+// It returns the run's LoRA settings.
 func importAdapters(agents []agentSpec, lora torch.LoRA) (torch.LoRA, error) {
 	for i := range agents {
 		a := &agents[i]
@@ -50,10 +51,12 @@ func importAdapter(a *agentSpec, lora torch.LoRA) (torch.LoRA, error) {
 		if a.Model, err = hfmodel.AdapterBase(a.Adapter, p); err != nil {
 			return lora, fmt.Errorf("%w; give the base as --agent BASE_DIR,adapter=%s", err, a.Adapter)
 		}
-	} else if named, err := os.Stat(p.BaseModel); err == nil && named.IsDir() {
+	} else if base, err := hfmodel.AdapterBase(a.Adapter, p); err == nil {
 		// A local base the adapter names must be the base given: another is another model.
-		if given, err := os.Stat(a.Model); err != nil || !os.SameFile(named, given) {
-			return lora, fmt.Errorf("the adapter %s was trained on %s, not on %s", a.Adapter, p.BaseModel, a.Model)
+		named, err1 := os.Stat(base)
+		given, err2 := os.Stat(a.Model)
+		if err1 != nil || err2 != nil || !os.SameFile(named, given) {
+			return lora, fmt.Errorf("the adapter %s was trained on %s, not on %s", a.Adapter, base, a.Model)
 		}
 	}
 	hc, err := model.LoadHFConfig(a.Model)

@@ -140,4 +140,13 @@ func TestTrainFromAdapterRefusals(t *testing.T) {
 	if _, stderr, err := runApp(t, trainFrom(t, base+",adapter="+unnamed, filepath.Join(t.TempDir(), "run"), "--dry-run")...); err != nil {
 		t.Errorf("--agent BASE,adapter=PEFT: %v\n%s", err, stderr)
 	}
+	// Dropout and the base's type are the run's choice, also without --lora-rank; without
+	// an adapter either they have nothing to apply to.
+	if _, stderr, err := runApp(t, trainFrom(t, peft, filepath.Join(t.TempDir(), "run"), "--dry-run", "--lora-dropout", "0.1", "--lora-bf16-base")...); err != nil {
+		t.Errorf("--lora-dropout and --lora-bf16-base with an adapter: %v\n%s", err, stderr)
+	}
+	if _, _, err := runApp(t, trainFrom(t, base, filepath.Join(t.TempDir(), "run"), "--dry-run", "--lora-dropout", "0.1")...); err == nil ||
+		!strings.Contains(err.Error(), "--lora-dropout needs --lora-rank or an agent that starts from a PEFT adapter") {
+		t.Errorf("--lora-dropout on a full fine-tuning run: %v", err)
+	}
 }

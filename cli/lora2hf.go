@@ -13,7 +13,7 @@ import (
 // lora2hfCommand merges a PEFT adapter (a LoRA run's checkpoint is one) into its base.
 var lora2hfCommand = &ucli.Command{
 	Name:      "lora2hf",
-	Usage:     "merge a PEFT LoRA adapter into its base: a plain Hugging Face checkpoint (export --merge)",
+	Usage:     "merge a PEFT LoRA adapter into its base: a plain Hugging Face checkpoint",
 	UsageText: "umad convert lora2hf PEFT_DIR OUT_DIR [--base HF_DIR] [--force]",
 	Description: "PEFT_DIR holds adapter_config.json and adapter_model.safetensors. A LoRA run's checkpoint\n" +
 		"(runs/R/checkpoints/step-N/agent-I) is such a directory, naming the base it was trained on,\n" +

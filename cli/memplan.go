@@ -12,6 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/model"
@@ -44,9 +45,19 @@ func planTrain(cfg trainer.Config, rt *torch.Runtime) ([]memplan.Agent, error) {
 		if seqCtx == 0 {
 			seqCtx = cfg.PromptLimit + a.MaxTokens // as the trainer's sync sets it
 		}
-		lora := memplan.LoRA{Rank: cfg.LoRA.Rank, Targets: cfg.LoRA.Targets}
-		if cfg.LoRA.BaseBF16 {
-			lora.BaseDType = memplan.BF16
+		var lora memplan.LoRA
+		if cfg.LoRA.Rank > 0 {
+			lora = memplan.LoRA{Rank: cfg.LoRA.Rank, Targets: cfg.LoRA.Targets}
+			// The frozen base's type as hfmodel.Load picks it.
+			bf16 := cfg.LoRA.BaseBF16
+			if !bf16 {
+				if bf16, err = hfmodel.BF16Checkpoint(a.Dir); err != nil {
+					return nil, fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
+				}
+			}
+			if bf16 {
+				lora.BaseDType = memplan.BF16
+			}
 		}
 		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s, LoRA: lora,
 			DType: memplan.DType(cfg.DType), GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.Device.CUDA, FusedAttention: fused >= 2,

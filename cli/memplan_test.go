@@ -32,6 +32,29 @@ func TestTrainDryRun(t *testing.T) {
 	}
 }
 
+// A LoRA run is planned as one: a frozen base and adapters, no reference model, and
+// advice that never offers LoRA to it.
+func TestTrainDryRunLoRA(t *testing.T) {
+	torchtest.Open(t)
+	out := filepath.Join(t.TempDir(), "run")
+	args := trainArgs(t, out, "1", "--dry-run", "--lora-rank", "4", "--lora-targets", "q,v", "--lora-bf16-base",
+		"--memory-budget", "300MiB")
+	stdout, stderr, err := runApp(t, args...)
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"base weights (bf16, frozen)", "LoRA adapters (rank 4, f32)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the LoRA dry run lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, bad := range []string{"reference model", "trainer weights", "--lora-rank 16"} {
+		if strings.Contains(stdout, bad) {
+			t.Errorf("the LoRA dry run shows %q:\n%s", bad, stdout)
+		}
+	}
+}
+
 // A run that does not fit is refused with the table and one line of advice, before
 // anything is loaded or written; --no-memory-check starts it anyway.
 func TestTrainRefusedWhenTooBig(t *testing.T) {

@@ -64,7 +64,7 @@ func sftCmd(c *ucli.Context) (err error) {
 	if err := checkSynthetic(c); err != nil {
 		return err
 	}
-	lora, err := loraSettings(c)
+	lora, err := loraSettings(c, false)
 	if err != nil {
 		return err
 	}

@@ -57,8 +57,11 @@ func init() {
 			"holds the merged weights for `umad debate`. The in-place sync then sends only the adapters:\n" +
 			"llama.cpp keeps the base and swaps in a LoRA GGUF each step; --sync file reloads the\n" +
 			"merged model. A run can start from a PEFT adapter: --agent PEFT_DIR (its config names the\n" +
-			"base) or --agent BASE_DIR,adapter=PEFT_DIR; without --lora-rank the adapter's rank, alpha,\n" +
-			"targets and dropout are the run's; a base, shape or setting that does not match is refused.\n\n" +
+			"base) or --agent BASE_DIR,adapter=PEFT_DIR; without --lora-rank the adapter's rank, alpha\n" +
+			"and targets are the run's (--lora-dropout and --lora-bf16-base still come from the flags);\n" +
+			"a base, shape or setting that does not match is refused. The KL reference of a LoRA run,\n" +
+			"one started from an adapter too, is the bare base with the adapters off, not the starting\n" +
+			"adapter.\n\n" +
 			"--nproc N trains data-parallel over N processes (torchrun's conventions; --nnodes,\n" +
 			"--node-rank and --master-addr for several machines): each rank debates and learns a share\n" +
 			"of every step's problems and the gradients are summed, so the run means what one process's\n" +
@@ -172,7 +175,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, fmt.Errorf("--sync: %w", err)
 	}
-	lora, err := loraSettings(c)
+	lora, err := loraSettings(c, true)
 	if err != nil {
 		return rc, err
 	}
@@ -201,6 +204,14 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	}
 	if rc.Trainer.LoRA, err = importAdapters(rc.Agents, lora); err != nil {
 		return rc, err
+	}
+	if rc.Trainer.LoRA.Rank == 0 {
+		for _, f := range []string{"lora-dropout", "lora-bf16-base"} {
+			if c.IsSet(f) {
+				return rc, fmt.Errorf("--%s needs --lora-rank or an agent that starts from a PEFT adapter (LoRA is off at rank 0)", f)
+			}
+		}
+		rc.Trainer.LoRA = torch.LoRA{}
 	}
 	for _, a := range rc.Agents {
 		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,

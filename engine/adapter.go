@@ -26,10 +26,14 @@ func (s *Server) SetAdapter(path string) error {
 	if err != nil {
 		return fmt.Errorf("set adapter: %w", err)
 	}
-	if err := s.useAdapter(a); err != nil {
+	old, err := s.swapAdapter(a)
+	if err != nil {
 		return errors.Join(fmt.Errorf("set adapter %s: %w", path, err), a.Close())
 	}
 	s.adapterPath = path
+	if err := freeAdapter(old); err != nil {
+		return fmt.Errorf("set adapter %s: %w", path, err)
+	}
 	return nil
 }
 
@@ -39,10 +43,14 @@ func (s *Server) ClearAdapter() error {
 	if s.adapter == nil {
 		return nil
 	}
-	if err := s.useAdapter(nil); err != nil {
+	old, err := s.swapAdapter(nil)
+	if err != nil {
 		return fmt.Errorf("clear adapter: %w", err)
 	}
 	s.adapterPath = ""
+	if err := freeAdapter(old); err != nil {
+		return fmt.Errorf("clear adapter: %w", err)
+	}
 	return nil
 }
 
@@ -62,18 +70,27 @@ func (s *Server) checkAdapter(path string) error {
 	return model.CheckLoRAGGUF(path, *s.shape)
 }
 
-// useAdapter applies a (nil: none) to the engine in place of the current adapter, then frees
-// the current one. On failure the current one is applied again.
-func (s *Server) useAdapter(a *llama.Adapter) error {
+// swapAdapter applies a (nil: none) to the engine in place of the current adapter and
+// returns the previous one, for the caller to free once the swap is recorded; on an error
+// the previous one stays applied.
+func (s *Server) swapAdapter(a *llama.Adapter) (*llama.Adapter, error) {
 	if s.Engine != nil {
 		if err := s.Engine.setAdapter(a); err != nil {
-			return errors.Join(err, s.Engine.setAdapter(s.adapter))
+			return nil, errors.Join(err, s.Engine.setAdapter(s.adapter))
 		}
 	}
 	old := s.adapter
 	s.adapter = a
-	if old != nil {
-		return old.Close()
+	return old, nil
+}
+
+// freeAdapter frees an adapter swapped out (nil: none). The swap stands when this fails.
+func freeAdapter(old *llama.Adapter) error {
+	if old == nil {
+		return nil
+	}
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("the new adapter is applied, but freeing the previous one failed: %w", err)
 	}
 	return nil
 }

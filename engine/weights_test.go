@@ -183,7 +183,8 @@ func TestUpdateWeightsClearsKV(t *testing.T) {
 		return out
 	}
 	old := gen(s)
-	// Another context of the model, holding a decoded prompt.
+	// Generate empties the engine's context when it ends, so the prompt is decoded into it
+	// directly, as into another context of the model.
 	c, err := s.model.NewContext(llama.ContextParams{NCtx: 256})
 	if err != nil {
 		t.Fatal(err)
@@ -199,14 +200,22 @@ func TestUpdateWeightsClearsKV(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Decode(b); err != nil {
-		t.Fatal(err)
+	ctxs := map[string]*llama.Context{"the engine's context": s.Engine.ctx, "another context": c}
+	for name, ctx := range ctxs {
+		if err := ctx.Decode(b); err != nil {
+			t.Fatal(err)
+		}
+		if pos, err := ctx.SeqPosMax(0); err != nil || pos < 0 {
+			t.Fatalf("%s holds no KV before the update (%d, %v)", name, pos, err)
+		}
 	}
 	if err := s.UpdateWeights(hfWeights(t, next)); err != nil {
 		t.Fatal(err)
 	}
-	if pos, err := c.SeqPosMax(0); err != nil || pos != -1 {
-		t.Errorf("the other context still holds positions up to %d (%v) after the update", pos, err)
+	for name, ctx := range ctxs {
+		if pos, err := ctx.SeqPosMax(0); err != nil || pos != -1 {
+			t.Errorf("%s still holds positions up to %d (%v) after the update", name, pos, err)
+		}
 	}
 	got, want := gen(s), gen(openExact(t, convert(t, next, model.TypeF32)))
 	if !reflect.DeepEqual(got, want) {

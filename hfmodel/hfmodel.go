@@ -82,7 +82,7 @@ func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error
 }
 
 // load loads the base in dir, sets the adapter's tensors when there is one, and restores
-// the optimizer state found in directory state (dir itself, or a LoRA checkpoint).
+// the optimizer state found in directory state (dir itself, a LoRA checkpoint, or "": none).
 func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model.LoRAAdapter, state string) (*Model, error) {
 	hf, err := model.LoadHFConfig(dir)
 	if err != nil {
@@ -106,7 +106,7 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 	}
 	if adapter != nil {
 		if err := adapter.CheckBase(shape); err != nil {
-			return nil, fmt.Errorf("load %s onto %s: %w", state, dir, err)
+			return nil, fmt.Errorf("load an adapter onto %s: %w", dir, err)
 		}
 	}
 	tm, err := rt.NewModel(cfg, opts)
@@ -126,7 +126,7 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 		m.Free()
 		return nil, err
 	}
-	if opts.Trainable {
+	if opts.Trainable && state != "" {
 		if err := loadOptimizer(m.Model, filepath.Join(state, OptimizerFile)); err != nil {
 			m.Free()
 			return nil, err
@@ -135,14 +135,26 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 	return m, nil
 }
 
-// allBF16 reports whether every tensor of a checkpoint is stored in bf16.
+// allBF16 reports whether every tensor of a checkpoint is stored in bf16 (from the
+// headers alone).
 func allBF16(st *model.Safetensors) bool {
 	for _, name := range st.Names() {
-		if v, err := st.Tensor(name); err != nil || v.DType != model.BF16 {
+		if dt, _ := st.DType(name); dt != model.BF16 {
 			return false
 		}
 	}
 	return len(st.Names()) > 0
+}
+
+// BF16Checkpoint reports whether every tensor of the checkpoint in dir is bf16: a LoRA run
+// then keeps its frozen base in bf16 (Load decides the same way).
+func BF16Checkpoint(dir string) (bool, error) {
+	st, err := model.OpenSafetensors(dir)
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	return allBF16(st), nil
 }
 
 // Clone copies the current weights into a new model (see torch.Model.Clone) that saves
@@ -373,45 +385,34 @@ func (m *Model) SaveMerged(dir string) error {
 	return m.save(dir, false, false)
 }
 
-func (m *Model) save(dir string, adapters, optimizer bool) (err error) {
+func (m *Model) save(dir string, adapters, optimizer bool) error {
 	if m.side["config.json"] == nil {
 		return fmt.Errorf("save %s: model was not made by hfmodel.Load, so it has no config.json", dir)
 	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
-		}
-	}()
-	if err := m.WriteSideFiles(tmp); err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	if adapters {
-		if err := m.writeAdapter(tmp); err != nil {
+	return atomicfile.WriteDir(dir, func(tmp string) error {
+		if err := m.WriteSideFiles(tmp); err != nil {
 			return fmt.Errorf("save %s: %w", dir, err)
 		}
-	} else {
-		weights, err := Export(m.Model)
-		if err != nil {
-			return fmt.Errorf("save %s: %w", dir, err)
+		if adapters {
+			if err := m.writeAdapter(tmp); err != nil {
+				return fmt.Errorf("save %s: %w", dir, err)
+			}
+		} else {
+			weights, err := Export(m.Model)
+			if err != nil {
+				return fmt.Errorf("save %s: %w", dir, err)
+			}
+			if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
+				return err
+			}
 		}
-		if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
-			return err
+		if optimizer {
+			if err := saveOptimizer(m.Model, filepath.Join(tmp, OptimizerFile)); err != nil {
+				return fmt.Errorf("save %s: %w", dir, err)
+			}
 		}
-	}
-	if optimizer {
-		if err := saveOptimizer(m.Model, filepath.Join(tmp, OptimizerFile)); err != nil {
-			return fmt.Errorf("save %s: %w", dir, err)
-		}
-	}
-	return atomicfile.ReplaceDir(tmp, dir)
+		return nil
+	})
 }
 
 // WriteSideFiles writes config.json and the tokenizer files the model was loaded with into

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -19,16 +18,24 @@ import (
 	"github.com/umad-dev/umad/model"
 )
 
-// loadAdapter loads a PEFT adapter directory onto the base directory its config names. The
-// adapter's rank, alpha and targets must agree with opts.LoRA when that is set (a resumed
-// run); dropout and seed come from opts when set, the seed from opts always.
+// loadAdapter loads a PEFT adapter directory onto the base directory its config names,
+// with the optimizer state saved beside it: a resumed LoRA checkpoint. The adapter's rank,
+// alpha and targets must agree with opts.LoRA when that is set (see AdapterSettings).
 func loadAdapter(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
-	return LoadAdapter(rt, dir, "", opts)
+	return openAdapter(rt, dir, "", opts, dir)
 }
 
 // LoadAdapter is Load of the PEFT adapter directory dir onto the HF checkpoint base ("": the
-// directory the adapter's config names), a LoRA model whose checkpoints then name base.
+// directory the adapter's config names), a LoRA model whose checkpoints then name base. It
+// starts a run: an optimizer.safetensors beside the adapter (another run's AdamW moments and
+// step count) is not restored.
 func LoadAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions) (*Model, error) {
+	return openAdapter(rt, dir, base, opts, "")
+}
+
+// openAdapter loads the adapter in dir onto base, restoring the optimizer state in
+// directory state ("": none).
+func openAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions, state string) (*Model, error) {
 	a, err := model.ReadPEFT(dir)
 	if err != nil {
 		return nil, err
@@ -43,37 +50,45 @@ func LoadAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions) (
 		return nil, err
 	}
 	opts.LoRA = l
-	return load(rt, base, opts, a, dir)
+	return load(rt, base, opts, a, state)
 }
 
-// AdapterBase is the base directory the adapter a (read from dir) names, which must exist.
+// AdapterBase is the base directory the adapter a (read from dir) names, which must exist,
+// as an absolute path (a run's config.json stores it, and may be resumed from elsewhere). A
+// relative base_model_name_or_path is taken relative to the adapter directory, else, as
+// transformers reads it, relative to the working directory; umad writes absolute paths.
 func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 	if a.BaseModel == "" {
 		return "", fmt.Errorf("load %s: %s names no base_model_name_or_path to load the adapter onto", dir, model.PEFTConfigFile)
 	}
-	if st, err := os.Stat(a.BaseModel); err != nil || !st.IsDir() {
+	base := a.BaseModel
+	if !filepath.IsAbs(base) {
+		if st, err := os.Stat(filepath.Join(dir, base)); err == nil && st.IsDir() {
+			base = filepath.Join(dir, base)
+		}
+	}
+	if st, err := os.Stat(base); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("load %s: its base model %s is not a local directory (%v)", dir, a.BaseModel, err)
 	}
-	return a.BaseModel, nil
+	return filepath.Abs(base)
 }
 
 // AdapterSettings are the LoRA settings the plugin trains the adapter a (read from dir)
-// with. When want.Rank > 0 (a resumed run, or flags given) the adapter's rank, alpha and
-// targets must be want's, and want's dropout is kept; the seed and BaseBF16 are want's.
+// with: rank, alpha and targets are the adapter's, and must be want's when want.Rank > 0 (a
+// resumed run, or flags given); dropout, seed and BaseBF16 are always want's. The dropout the
+// adapter was trained with (PEFT's lora_dropout) is not carried over: it is a choice of the
+// run, and PPO's ratio wants none (see train's --lora-dropout).
 func AdapterSettings(dir string, a *model.LoRAAdapter, want torch.LoRA) (torch.LoRA, error) {
 	if a.RSLoRA {
 		return torch.LoRA{}, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
 	}
-	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: a.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
+	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: want.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
 	for _, t := range a.Targets {
-		l.Targets = append(l.Targets, strings.TrimSuffix(t, "_proj"))
+		l.Targets = append(l.Targets, model.LoRAShort(t))
 	}
-	if want.Rank > 0 {
-		if want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets) {
-			return torch.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
-				dir, l.Rank, l.Alpha, strings.Join(l.Targets, ","), want.Rank, want.Alpha, strings.Join(want.Targets, ","))
-		}
-		l.Dropout = want.Dropout
+	if want.Rank > 0 && (want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets)) {
+		return torch.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
+			dir, l.Rank, l.Alpha, strings.Join(l.Targets, ","), want.Rank, want.Alpha, strings.Join(want.Targets, ","))
 	}
 	return l, nil
 }
@@ -85,20 +100,13 @@ func sameTargets(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// adapterKey parses a plugin adapter name, model.layers.L.GROUP.TARGET.lora_X.weight, into
-// PEFT's key and "A" or "B".
+// adapterKey parses a plugin adapter name into PEFT's key and "A" or "B".
 func adapterKey(name string) (model.LoRAKey, string, error) {
-	parts := strings.Split(strings.TrimPrefix(name, "model.layers."), ".")
-	if len(parts) == 5 {
-		if l, err := strconv.Atoi(parts[0]); err == nil {
-			k, ab := model.LoRAKey{Layer: l, Target: parts[2]}, strings.TrimPrefix(parts[3], "lora_")
-			// PEFT's names are the plugin's under its prefix: check the round trip.
-			if strings.HasSuffix(model.PEFTTensorName(k, ab), "."+name) {
-				return k, ab, nil
-			}
-		}
+	k, ab, ok := model.ParseLoRAName(name)
+	if !ok {
+		return model.LoRAKey{}, "", fmt.Errorf("tensor %s is not a LoRA adapter name", name)
 	}
-	return model.LoRAKey{}, "", fmt.Errorf("tensor %s is not a LoRA adapter name", name)
+	return k, ab, nil
 }
 
 func setAdapterTensor(m *torch.Model, ti torch.TensorInfo, a *model.LoRAAdapter) error {
@@ -130,7 +138,7 @@ func (m *Model) Adapter() (*model.LoRAAdapter, error) {
 	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: l.Rank, Alpha: l.Alpha, Dropout: l.Dropout, BaseModel: m.base},
 		Pairs: map[model.LoRAKey]model.LoRAPair{}}
 	for _, t := range l.Targets {
-		a.Targets = append(a.Targets, torch.LoRAModule(t))
+		a.Targets = append(a.Targets, model.LoRAModule(t))
 	}
 	infos, err := m.Tensors()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,6 +81,28 @@ func TestLoRACheckpointRoundTripIsBitExact(t *testing.T) {
 	if step, _, _ := back.OptimizerState(); step != 2 {
 		t.Errorf("restored step %d, want 2", step)
 	}
+	// A fresh start from the checkpoint's adapter (train --agent CHECKPOINT/agent-I) takes
+	// its adapters, not the old run's AdamW moments and step count.
+	fresh, err := LoadAdapter(rt, ck, "", loraOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Free()
+	if step, _, _ := fresh.OptimizerState(); step != 0 {
+		t.Errorf("a fresh start from an adapter restored step %d, want 0", step)
+	}
+	for _, ti := range infos {
+		if !ti.Adapter {
+			continue
+		}
+		if !bytes.Equal(rawBytes(t, m.Model, ti, torch.Weight), rawBytes(t, fresh.Model, ti, torch.Weight)) {
+			t.Fatalf("%s: the fresh start's adapter differs from the saved one", ti.Name)
+		}
+		if b := rawBytes(t, fresh.Model, ti, torch.ExpAvg); !bytes.Equal(b, make([]byte, len(b))) {
+			t.Fatalf("%s: a fresh start carried the old run's AdamW moments", ti.Name)
+		}
+	}
+
 	// The next step (dropout masks included) is the same in both.
 	a, b := trainedStep(t, m), trainedStep(t, back)
 	if !bytes.Equal(a, b) {
@@ -110,6 +133,19 @@ func trainedStep(t *testing.T, m *Model) []byte {
 		}
 	}
 	return all
+}
+
+// An adapter's own lora_dropout is not the run's: dropout (like the seed and the base's
+// type) comes from the run's settings, rank, alpha and targets from the adapter.
+func TestAdapterSettingsTakeDropoutFromTheRun(t *testing.T) {
+	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj"}, Dropout: 0.05}}
+	l, err := AdapterSettings("adapter", a, torch.LoRA{Seed: 7, BaseBF16: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Rank != 4 || l.Alpha != 8 || strings.Join(l.Targets, ",") != "q,v" || l.Dropout != 0 || l.Seed != 7 || !l.BaseBF16 {
+		t.Errorf("settings %+v: want rank 4, alpha 8, targets q,v from the adapter; dropout 0, seed 7, bf16 base from the run", l)
+	}
 }
 
 // The merged export is a plain model with the adapted model's log-probs.
@@ -228,4 +264,33 @@ func f32Tensor(t *testing.T, st *model.Safetensors, name string) []float32 {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// A relative base_model_name_or_path is found from the adapter directory, whatever the
+// working directory, and comes back absolute (a run's config.json stores it).
+func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
+	root := t.TempDir()
+	base, adapter := filepath.Join(root, "base"), filepath.Join(root, "runs", "adapter")
+	for _, d := range []string{base, adapter} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, named := range []string{"../../base", base} {
+		got, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: named}})
+		if err != nil || got != base {
+			t.Errorf("base %q: %q, %v; want %s", named, got, err, base)
+		}
+	}
+	if _, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "../nowhere"}}); err == nil {
+		t.Error("a base that does not exist was accepted")
+	}
+}
+
+// The plugin's target list (its mask bits) is model's short names: cgo/torch may not import
+// model, so the two are kept apart and checked here.
+func TestPluginLoRATargetsAreModels(t *testing.T) {
+	if !slices.Equal(torch.LoRATargets, model.LoRAShortTargets) {
+		t.Errorf("torch.LoRATargets %v, model.LoRAShortTargets %v", torch.LoRATargets, model.LoRAShortTargets)
+	}
 }

@@ -873,13 +873,17 @@ UMAD_EXPORT int umad_model_tensor_info(const umad_model* mp, int32_t i, char* na
   auto m = reinterpret_cast<const Model*>(mp);
   if (!m || i < 0 || size_t(i) >= m->names.size() || !name || !shape || !ndim || !dtype || !adapter)
     return UMAD_ERR_ARG;
+  // find, not at: no exception may cross the C ABI (this function is not guarded).
   const auto& n = m->names[i];
-  const auto& s = m->shapes.at(n);
+  auto si = m->shapes.find(n);
+  auto pi = m->params.find(n);
+  if (si == m->shapes.end() || pi == m->params.end()) return UMAD_ERR_ARG;
+  const auto& s = si->second;
   if (n.size() + 1 > namelen || s.size() > 4) return UMAD_ERR_ARG;
   std::memcpy(name, n.c_str(), n.size() + 1);
   *ndim = int32_t(s.size());
   for (size_t d = 0; d < s.size(); d++) shape[d] = s[d];
-  switch (m->params.at(n).scalar_type()) {
+  switch (pi->second.scalar_type()) {
     case torch::kFloat64: *dtype = UMAD_F64; break;
     case torch::kBFloat16: *dtype = UMAD_BF16; break;
     default: *dtype = UMAD_F32;

@@ -14,9 +14,10 @@ type change struct {
 	apply func(*Agent) bool
 }
 
-// changes are the remedies the advice weighs, each applied to every agent.
+// changes are the remedies the advice weighs, each applied to every agent and labelled
+// with the flags of `umad train` that make it.
 var changes = []change{
-	{func(Agent) string { return "LoRA (rank 16)" }, func(a *Agent) bool {
+	{func(Agent) string { return "--lora-rank 16 --lora-bf16-base" }, func(a *Agent) bool {
 		if a.lora() {
 			return false
 		}
@@ -39,7 +40,7 @@ var changes = []change{
 		}
 		return true
 	}},
-	{func(a Agent) string { return fmt.Sprintf("smaller micro-batches -g %d", max(1, a.MicroBatchSeqs/2)) }, func(a *Agent) bool {
+	{func(a Agent) string { return fmt.Sprintf("-g %d", max(1, a.MicroBatchSeqs/2)) }, func(a *Agent) bool {
 		if a.MicroBatchSeqs < 2 {
 			return false
 		}

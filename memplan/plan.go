@@ -43,15 +43,12 @@ func (d DType) String() string {
 	return string(d)
 }
 
-// Projections LoRA can target, as LoRA.Targets names them.
-var Projections = []string{"q", "k", "v", "o", "gate", "up", "down"}
-
 // LoRA is low-rank fine-tuning: rank-Rank adapters (fp32, with fp32 AdamW state) on the
 // Targets projections of every layer; the base stays frozen, held in BaseDType, and is
 // also the reference model, which then costs nothing extra. Rank 0 is full fine-tuning.
 type LoRA struct {
 	Rank      int
-	Targets   []string // of Projections; empty means all of them
+	Targets   []string // of model.LoRAShortTargets; empty means all of them
 	BaseDType DType    // "" means the trainer's DType; bf16 whenever the trainer's is
 }
 
@@ -162,8 +159,8 @@ func (a Agent) check() error {
 		}
 	}
 	for _, t := range a.LoRA.Targets {
-		if !slices.Contains(Projections, t) {
-			return fmt.Errorf("LoRA target %q (want some of %v)", t, Projections)
+		if !slices.Contains(model.LoRAShortTargets, t) {
+			return fmt.Errorf("LoRA target %q (want some of %v)", t, model.LoRAShortTargets)
 		}
 	}
 	if _, err := a.Shape.GGUFBytes(a.RolloutType); err != nil {

@@ -237,8 +237,20 @@ func TestTableAndAdvice(t *testing.T) {
 	if !strings.HasPrefix(adv, "the run needs") || !strings.Contains(adv, "largest saving first: --slots 512") || strings.Contains(adv, "\n") {
 		t.Errorf("advice %q: want one line that puts --slots first", adv)
 	}
-	if strings.Contains(adv, "--grad-checkpoint") || strings.Contains(adv, "LoRA") || strings.Contains(adv, "bf16") {
+	if strings.Contains(adv, "--grad-checkpoint") || strings.Contains(adv, "--lora") || strings.Contains(adv, "bf16") {
 		t.Errorf("advice %q suggests what the run already does", adv)
+	}
+	// Full fine-tuning in f32 without checkpointing: every change, each named by its flags.
+	full := a
+	full.LoRA, full.GradCheckpoint, full.Slots = LoRA{}, false, 16
+	adv, err = Advice([]Agent{full, full}, Budget{Host: 16 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--lora-rank 16 --lora-bf16-base (-", "--dtype bf16 (-", "-g 2 (-", "--slots 8 (-", "--grad-checkpoint (-"} {
+		if !strings.Contains(adv, want) {
+			t.Errorf("advice %q lacks %q", adv, want)
+		}
 	}
 	if adv, err := Advice([]Agent{tinyAgent(t)}, b); adv != "" || err != nil {
 		t.Errorf("a tiny run gets advice %q (%v)", adv, err)

@@ -12,27 +12,15 @@ func (a Agent) lora() bool { return a.LoRA.Rank > 0 }
 
 func (a Agent) targets() []string {
 	if len(a.LoRA.Targets) == 0 {
-		return Projections
+		return model.LoRAShortTargets
 	}
 	return a.LoRA.Targets
 }
 
-// projection is a projection's input and output widths.
+// projection is a projection's input and output widths (a target checked by New).
 func (a Agent) projection(name string) (in, out int64) {
-	s := a.Shape
-	H, I := int64(s.Hidden), int64(s.FFN)
-	q, kv := int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim)
-	switch name {
-	case "q":
-		return H, q
-	case "k", "v":
-		return H, kv
-	case "o":
-		return q, H
-	case "down":
-		return I, H
-	}
-	return H, I // gate, up
+	i, o, _ := model.LoRATargetDims(a.Shape, model.LoRAModule(name))
+	return int64(i), int64(o)
 }
 
 // trainable is the trained parameter count and the largest trained tensor's.

@@ -28,6 +28,35 @@ const (
 // names, in the order a layer applies them.
 var LoRATargets = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 
+// LoRAShortTargets are LoRATargets by the short names umad's flags and the torch plugin use
+// (q for q_proj), in the same order.
+var LoRAShortTargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
+
+// LoRAShort is a target module's short name (q_proj -> q).
+func LoRAShort(module string) string { return strings.TrimSuffix(module, "_proj") }
+
+// LoRAModule is a short name's HF module name (q -> q_proj).
+func LoRAModule(short string) string { return short + "_proj" }
+
+// ParseLoRATargets reads a comma-separated target list of short names (q,k,v,o,gate,up,down)
+// or HF module names (q_proj, ...), or "all", into short names.
+func ParseLoRATargets(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "all" {
+		return slices.Clone(LoRAShortTargets), nil
+	}
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		t := LoRAShort(strings.TrimSpace(f))
+		if !slices.Contains(LoRAShortTargets, t) {
+			return nil, fmt.Errorf("unknown LoRA target %q: choose from %s (or all)", strings.TrimSpace(f), strings.Join(LoRAShortTargets, ","))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
 // loraGroup is the submodule of a decoder layer holding each target.
 var loraGroup = map[string]string{
 	"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
@@ -155,6 +184,13 @@ func loraModuleName(layer int, target string) string {
 // PEFTTensorName is the name PEFT saves a pair's A (ab "A") or B (ab "B") under.
 func PEFTTensorName(k LoRAKey, ab string) string {
 	return peftPrefix + loraModuleName(k.Layer, k.Target) + ".lora_" + ab + ".weight"
+}
+
+// ParseLoRAName parses a pair's weight name without PEFT's prefix,
+// model.layers.L.GROUP.TARGET.lora_X.weight (the torch plugin's name), into its key and "A"
+// or "B".
+func ParseLoRAName(name string) (k LoRAKey, ab string, ok bool) {
+	return parsePEFTTensorName(peftPrefix + name)
 }
 
 // parsePEFTTensorName is PEFTTensorName's inverse.
@@ -311,8 +347,10 @@ type peftConfigJSON struct {
 	LayersToTransform json.RawMessage `json:"layers_to_transform"`
 	LayersPattern     json.RawMessage `json:"layers_pattern"`
 	LayerReplication  json.RawMessage `json:"layer_replication"`
-	RankPattern       map[string]any  `json:"rank_pattern"`
-	AlphaPattern      map[string]any  `json:"alpha_pattern"`
+	// ALoRAInvocation makes an activated LoRA: the adapter applies only after these tokens.
+	ALoRAInvocation json.RawMessage `json:"alora_invocation_tokens"`
+	RankPattern     map[string]any  `json:"rank_pattern"`
+	AlphaPattern    map[string]any  `json:"alpha_pattern"`
 }
 
 // maxPEFTConfigBytes bounds adapter_config.json; real ones are about 1 KB.
@@ -351,6 +389,8 @@ func readPEFTConfig(path string) (LoRAConfig, error) {
 		return LoRAConfig{}, errors.New("layers_to_transform is not supported: adapt every layer")
 	case !isNull(j.LayerReplication):
 		return LoRAConfig{}, errors.New("layer_replication is not supported: it changes the base model's layers")
+	case !isNull(j.ALoRAInvocation):
+		return LoRAConfig{}, errors.New("activated LoRA (alora_invocation_tokens) is not supported: the adapter would apply to every token")
 	case len(j.RankPattern) > 0 || len(j.AlphaPattern) > 0:
 		return LoRAConfig{}, errors.New("rank_pattern and alpha_pattern are not supported: one rank and alpha for all layers")
 	case json.Unmarshal(j.TargetModules, &targets) != nil:

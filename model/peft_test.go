@@ -169,6 +169,7 @@ func TestReadPEFTRefuses(t *testing.T) {
 		{"rank pattern", map[string]any{"rank_pattern": map[string]int{"q_proj": 4}}, qv(), "rank_pattern"},
 		{"layers", map[string]any{"layers_to_transform": []int{0}}, qv(), "layers_to_transform"},
 		{"layer replication", map[string]any{"layer_replication": [][]int{{0, 1}, {0, 1}}}, qv(), "layer_replication"},
+		{"activated LoRA", map[string]any{"alora_invocation_tokens": []int{151644, 77091}}, qv(), "alora_invocation_tokens"},
 		{"not lora", map[string]any{"peft_type": "IA3"}, qv(), `peft_type "IA3" is not LORA`},
 		{"other rank", map[string]any{"r": 4}, qv(), "rank 4 needs [4, in] and [out, 4]"},
 		{"target without weights", map[string]any{"target_modules": []string{"q_proj", "v_proj", "o_proj"}}, qv(), "target module o_proj has no weights"},
@@ -319,5 +320,19 @@ func TestLoRATargetDims(t *testing.T) {
 	}
 	if _, _, err := LoRATargetDims(s, "embed_tokens"); err == nil || !strings.Contains(err.Error(), "unknown target module") {
 		t.Errorf("embed_tokens: %v", err)
+	}
+}
+
+func TestParseLoRATargets(t *testing.T) {
+	if _, err := ParseLoRATargets("q,k_proj,mlp"); err == nil || !strings.Contains(err.Error(), `"mlp"`) {
+		t.Errorf("ParseLoRATargets: %v", err)
+	}
+	if ts, err := ParseLoRATargets("down_proj, q,q"); err != nil || strings.Join(ts, ",") != "down,q" {
+		t.Errorf("ParseLoRATargets: %v %v", ts, err)
+	}
+	for i, m := range LoRATargets {
+		if LoRAShort(m) != LoRAShortTargets[i] || LoRAModule(LoRAShortTargets[i]) != m {
+			t.Errorf("%s and %s do not name each other", m, LoRAShortTargets[i])
+		}
 	}
 }

@@ -333,6 +333,12 @@ func (s *Safetensors) Names() []string {
 	return slices.Sorted(maps.Keys(s.entries))
 }
 
+// DType is the named tensor's dtype, read from the header (no data is read).
+func (s *Safetensors) DType(name string) (DType, bool) {
+	e, ok := s.entries[name]
+	return e.dtype, ok
+}
+
 // Tensor reads the named tensor.
 func (s *Safetensors) Tensor(name string) (TensorView, error) {
 	e, ok := s.entries[name]

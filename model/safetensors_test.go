@@ -48,6 +48,9 @@ func checkSTContents(t *testing.T, s *Safetensors, tensors []NamedTensor, vals m
 		if tv.DType != want.DType || !reflect.DeepEqual(tv.Shape, want.Shape) {
 			t.Errorf("%s: %s %v, want %s %v", want.Name, tv.DType, tv.Shape, want.DType, want.Shape)
 		}
+		if dt, ok := s.DType(want.Name); !ok || dt != want.DType {
+			t.Errorf("DType(%s) = %s %v, want %s", want.Name, dt, ok, want.DType)
+		}
 		got, err := tv.F32()
 		if err != nil {
 			t.Fatal(err)

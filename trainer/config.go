@@ -81,13 +81,14 @@ type Config struct {
 	// TISCap > 0 weights each token's loss by min(exp(trainer - rollout log-prob), TISCap):
 	// truncated importance sampling for the gap between llama.cpp and the trainer.
 	TISCap float64 `json:"tis_cap"`
+	// LoRA trains low-rank adapters on a frozen base instead of every weight (Rank 0: full
+	// fine-tuning). The base with the adapters left out is the KL reference, also for a run
+	// started from an adapter. The in-place sync sends llama.cpp the adapters (a LoRA GGUF
+	// on the loaded base); --sync file and checkpoints write the merged weights. Each
+	// agent's adapter seed derives from Seed and its index.
+	LoRA torch.LoRA `json:"lora"`
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
-	// LoRA trains low-rank adapters on a frozen base instead of every weight (Rank 0: full
-	// fine-tuning). The base with the adapters left out is the KL reference, and syncs and
-	// checkpoints give llama.cpp the merged weights. Each agent's adapter seed derives from
-	// Seed and its index.
-	LoRA      torch.LoRA         `json:"lora"`
 	Engine    engine.Options     `json:"-"`
 	Placement engine.Placement   `json:"-"` // of the rollout models
 	Torch     torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision

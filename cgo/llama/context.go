@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -122,6 +123,13 @@ func (m *Model) checkKVMemory(p ContextParams) error {
 // ErrNoKVSlot is returned by Decode when the KV memory has no room for the batch.
 var ErrNoKVSlot = errors.New("llama: no room in the KV cache for this batch")
 
+// noGraphReuse turns off llama.cpp's reuse of the previous graph for a batch of the same
+// shape (read when a context is created). Its check compares the adapter set by address,
+// always the context's own map, so after SetAdapter, RemoveAdapter or ClearAdapters the
+// next decode would run the old adapters (freed ones too, a use after free). The price is a
+// graph build on the CPU at every decode.
+var noGraphReuse sync.Once
+
 // NewContext creates a context for the model.
 func (m *Model) NewContext(p ContextParams) (*Context, error) {
 	if err := m.lock(); err != nil {
@@ -191,6 +199,7 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
 	}
 	takeLastError()
+	noGraphReuse.Do(func() { os.Setenv("LLAMA_GRAPH_REUSE_DISABLE", "1") })
 	c := C.llama_init_from_model(m.m, cp)
 	if c == nil {
 		return nil, fmt.Errorf("new context: llama.cpp: %s", takeLastError())
@@ -239,6 +248,22 @@ func (c *Context) lock() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// lockWithModel takes the model's lock, then the context's: SetWeights' order, so the two
+// cannot deadlock. The context is checked once both are held.
+func (c *Context) lockWithModel() error {
+	c.model.mu.Lock()
+	if err := c.lock(); err != nil {
+		c.model.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (c *Context) unlockWithModel() {
+	c.mu.Unlock()
+	c.model.mu.Unlock()
 }
 
 // Decode runs the model on a batch. Logits of tokens added with logits=true are then
@@ -368,16 +393,13 @@ func (c *Context) ClearMemory() error {
 // of the adapters already applied; 1 is the adapter's own alpha/rank scale). The KV cells
 // already computed are not recomputed: clear them when they must reflect the adapter.
 func (c *Context) SetAdapter(a *Adapter, scale float32) error {
-	if err := c.lock(); err != nil {
+	if err := c.lockWithModel(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlockWithModel()
 	if a.model != c.model {
 		return errors.New("set adapter: the adapter belongs to another model")
 	}
-	m := c.model
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if a.a == nil {
 		return ErrClosed
 	}
@@ -393,13 +415,10 @@ func (c *Context) SetAdapter(a *Adapter, scale float32) error {
 
 // RemoveAdapter stops applying a LoRA adapter.
 func (c *Context) RemoveAdapter(a *Adapter) error {
-	if err := c.lock(); err != nil {
+	if err := c.lockWithModel(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
-	m := c.model
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer c.unlockWithModel()
 	if a.a == nil {
 		return ErrClosed
 	}
@@ -414,14 +433,12 @@ func (c *Context) RemoveAdapter(a *Adapter) error {
 
 // ClearAdapters stops applying every LoRA adapter.
 func (c *Context) ClearAdapters() error {
-	if err := c.lock(); err != nil {
+	if err := c.lockWithModel(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlockWithModel()
 	C.llama_clear_adapter_lora(c.c)
-	c.model.mu.Lock()
 	c.releaseAdapters()
-	c.model.mu.Unlock()
 	return nil
 }
 

@@ -181,34 +181,7 @@ func TestLoRAGradientFiniteDifference(t *testing.T) {
 		{"model.layers.1.mlp.down_proj.lora_B.weight", 30},
 		{"model.layers.1.self_attn.k_proj.lora_A.weight", 9},
 	} {
-		grad, w := tensorBuf(t, f.m, p.name), tensorBuf(t, f.m, p.name)
-		if err := Read(f.m, p.name, Grad, grad); err != nil {
-			t.Fatal(err)
-		}
-		if err := Read(f.m, p.name, Weight, w); err != nil {
-			t.Fatal(err)
-		}
-		const h = 1e-5
-		loss := func(delta float64) float64 {
-			w2 := append([]float64(nil), w...)
-			w2[p.idx] += delta
-			if err := Write(f.m, p.name, Weight, w2); err != nil {
-				t.Fatal(err)
-			}
-			st, err := f.m.PolicyLoss(batch, cfg, false, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st.Loss
-		}
-		fd := (loss(h) - loss(-h)) / (2 * h)
-		if err := Write(f.m, p.name, Weight, w); err != nil {
-			t.Fatal(err)
-		}
-		an := grad[p.idx]
-		if math.Abs(fd-an) > 1e-7+1e-5*math.Abs(an) || an == 0 {
-			t.Errorf("%s[%d]: analytic %.10g, finite difference %.10g", p.name, p.idx, an, fd)
-		}
+		checkGradFD(t, f.m, p.name, p.idx, policyLoss(t, f.m, batch, cfg))
 	}
 	const frozen = "model.layers.0.self_attn.q_proj.weight"
 	g := tensorBuf(t, f.m, frozen)
@@ -410,11 +383,5 @@ func TestLoRARejectsBadSettings(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
-	}
-	if _, err := ParseLoRATargets("q,k_proj,mlp"); err == nil || !strings.Contains(err.Error(), `"mlp"`) {
-		t.Errorf("ParseLoRATargets: %v", err)
-	}
-	if ts, err := ParseLoRATargets("down_proj, q,q"); err != nil || strings.Join(ts, ",") != "down,q" {
-		t.Errorf("ParseLoRATargets: %v %v", ts, err)
 	}
 }

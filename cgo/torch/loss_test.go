@@ -3,6 +3,7 @@ package torch
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -186,43 +187,57 @@ func TestPolicyLossGradientFiniteDifference(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range probe {
-				grad := tensorBuf(t, f.m, p.name)
-				if err := Read(f.m, p.name, Grad, grad); err != nil {
-					t.Fatal(err)
-				}
-				w := tensorBuf(t, f.m, p.name)
-				if err := Read(f.m, p.name, Weight, w); err != nil {
-					t.Fatal(err)
-				}
-				const h = 1e-5
-				loss := func(delta float64) float64 {
-					w2 := append([]float64(nil), w...)
-					w2[p.idx] += delta
-					if err := Write(f.m, p.name, Weight, w2); err != nil {
-						t.Fatal(err)
-					}
-					st, err := f.m.PolicyLoss(batch, cfg, false, 1)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return st.Loss
-				}
-				fd := (loss(h) - loss(-h)) / (2 * h)
-				if err := Write(f.m, p.name, Weight, w); err != nil {
-					t.Fatal(err)
-				}
-				an := grad[p.idx]
-				if math.Abs(fd-an) > 1e-7+1e-5*math.Abs(an) {
-					t.Errorf("%s[%d]: analytic %.10g, finite difference %.10g", p.name, p.idx, an, fd)
-				}
-				if an == 0 {
-					t.Errorf("%s[%d]: zero gradient proves nothing", p.name, p.idx)
-				}
+				checkGradFD(t, f.m, p.name, p.idx, policyLoss(t, f.m, batch, cfg))
 			}
 			if err := f.m.ZeroGrad(); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// policyLoss is the loss of batch under cfg, computed without gradients.
+func policyLoss(t *testing.T, m *Model, batch PolicyBatch, cfg LossConfig) func() float64 {
+	return func() float64 {
+		st, err := m.PolicyLoss(batch, cfg, false, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Loss
+	}
+}
+
+// checkGradFD compares the gradient already computed for element idx of the weight name
+// with a central finite difference of loss (which must not accumulate gradients), then
+// restores the weight. A zero gradient proves nothing and fails too.
+func checkGradFD(t *testing.T, m *Model, name string, idx int, loss func() float64) {
+	t.Helper()
+	grad, w := tensorBuf(t, m, name), tensorBuf(t, m, name)
+	if err := Read(m, name, Grad, grad); err != nil {
+		t.Fatal(err)
+	}
+	if err := Read(m, name, Weight, w); err != nil {
+		t.Fatal(err)
+	}
+	const h = 1e-5
+	at := func(delta float64) float64 {
+		w2 := slices.Clone(w)
+		w2[idx] += delta
+		if err := Write(m, name, Weight, w2); err != nil {
+			t.Fatal(err)
+		}
+		return loss()
+	}
+	fd := (at(h) - at(-h)) / (2 * h)
+	if err := Write(m, name, Weight, w); err != nil {
+		t.Fatal(err)
+	}
+	an := grad[idx]
+	if math.Abs(fd-an) > 1e-7+1e-5*math.Abs(an) {
+		t.Errorf("%s[%d]: analytic %.10g, finite difference %.10g", name, idx, an, fd)
+	}
+	if an == 0 {
+		t.Errorf("%s[%d]: zero gradient proves nothing", name, idx)
 	}
 }
 

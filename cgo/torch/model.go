@@ -110,31 +110,10 @@ type LoRA struct {
 	BaseBF16 bool `json:"bf16_base,omitempty"`
 }
 
-// LoRATargets are the projections an adapter may target, in layer order; HF names them
-// q_proj ... down_proj.
+// LoRATargets are the projections an adapter may target, in the order of the plugin's
+// target mask bits (kernels/umad_torch.cpp): model.LoRAShortTargets, which cgo may not
+// import (hfmodel's tests check the two agree).
 var LoRATargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
-
-// LoRAModule is a target's HF module name (q -> q_proj).
-func LoRAModule(target string) string { return target + "_proj" }
-
-// ParseLoRATargets reads a comma-separated target list: short names (q,k,v,o,gate,up,down)
-// or HF module names (q_proj, ...), or "all".
-func ParseLoRATargets(list string) ([]string, error) {
-	if strings.TrimSpace(list) == "all" {
-		return slices.Clone(LoRATargets), nil
-	}
-	var out []string
-	for _, f := range strings.Split(list, ",") {
-		t := strings.TrimSuffix(strings.TrimSpace(f), "_proj")
-		if !slices.Contains(LoRATargets, t) {
-			return nil, fmt.Errorf("unknown LoRA target %q: choose from %s (or all)", strings.TrimSpace(f), strings.Join(LoRATargets, ","))
-		}
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
 
 // Check validates the settings against a model's hidden size (hidden 0: not known yet).
 func (l LoRA) Check(hidden int) error {
