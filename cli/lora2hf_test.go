@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -126,5 +127,26 @@ func TestLoRA2HFRefusesBadInput(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q: want exit 1 and one line containing %q", code, msg, c.want)
 			}
 		})
+	}
+}
+
+// `umad export --merge` writes what `umad convert lora2hf` writes, byte for byte, and
+// without --merge says what to give.
+func TestExportMerge(t *testing.T) {
+	_, adapter := trainedPEFT(t)
+	viaConvert, viaExport := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	if _, stderr, err := runApp(t, "convert", "lora2hf", adapter, viaConvert); err != nil {
+		t.Fatalf("convert lora2hf: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := runApp(t, "export", "--merge", adapter, viaExport); err != nil {
+		t.Fatalf("export --merge: %v\n%s", err, stderr)
+	}
+	a, errA := os.ReadFile(filepath.Join(viaConvert, "model.safetensors"))
+	b, errB := os.ReadFile(filepath.Join(viaExport, "model.safetensors"))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Errorf("export --merge differs from convert lora2hf (%v, %v)", errA, errB)
+	}
+	if _, _, err := runApp(t, "export", adapter, filepath.Join(t.TempDir(), "c")); err == nil || !strings.Contains(err.Error(), "--merge") {
+		t.Errorf("export without --merge: %v, want an error naming --merge", err)
 	}
 }
