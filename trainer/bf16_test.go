@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
@@ -27,18 +26,7 @@ func TestBF16ResumeIsExact(t *testing.T) {
 		cfg.DType, cfg.ProbeTol = torch.PrecisionBF16, 5e-2
 		return cfg
 	}
-	whole := config(4)
-	if err := Run(context.Background(), rt, whole); err != nil {
-		t.Fatal(err)
-	}
-	stopped := config(2)
-	if err := Run(context.Background(), rt, stopped); err != nil {
-		t.Fatal(err)
-	}
-	stopped.Steps = 4
-	if err := Run(context.Background(), rt, stopped); err != nil {
-		t.Fatal(err)
-	}
+	whole, stopped := wholeAndStopped(t, rt, config)
 	want, _ := readMetrics(t, whole.Out)
 	got, _ := readMetrics(t, stopped.Out)
 	if len(got) != len(want) {

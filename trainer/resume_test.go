@@ -117,20 +117,8 @@ func TestResumeIsExact(t *testing.T) {
 		cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:8], 0 // validate at step 0 and at the end
 		return cfg
 	}
-	whole := config(4)
-	if err := Run(context.Background(), rt, whole); err != nil {
-		t.Fatal(err)
-	}
+	whole, stopped := wholeAndStopped(t, rt, config)
 	want, wantVal := readMetrics(t, whole.Out)
-
-	stopped := config(2)
-	if err := Run(context.Background(), rt, stopped); err != nil {
-		t.Fatal(err)
-	}
-	stopped.Steps = 4
-	if err := Run(context.Background(), rt, stopped); err != nil {
-		t.Fatal(err)
-	}
 
 	cancelled := config(4)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -410,18 +398,7 @@ func TestLoRAResumeIsExact(t *testing.T) {
 		cfg.LoRA = torch.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, Dropout: 0.1}
 		return cfg
 	}
-	whole := config(4)
-	if err := Run(context.Background(), rt, whole); err != nil {
-		t.Fatal(err)
-	}
-	stopped := config(2)
-	if err := Run(context.Background(), rt, stopped); err != nil {
-		t.Fatal(err)
-	}
-	stopped.Steps = 4
-	if err := Run(context.Background(), rt, stopped); err != nil {
-		t.Fatal(err)
-	}
+	whole, stopped := wholeAndStopped(t, rt, config)
 	want, _ := readMetrics(t, whole.Out)
 	got, _ := readMetrics(t, stopped.Out)
 	if len(got) != len(want) {
@@ -463,4 +440,22 @@ func TestLoRAResumeIsExact(t *testing.T) {
 			t.Errorf("the step-4 checkpoint's %s differs from the uninterrupted run's", f)
 		}
 	}
+}
+
+// wholeAndStopped runs config(4) straight through, and config(2) stopped after step 2 and
+// resumed to step 4 (the same run while the learning rate does not depend on the step
+// count): the two runs the resume tests compare.
+func wholeAndStopped(t *testing.T, rt *torch.Runtime, config func(steps int) Config) (whole, stopped Config) {
+	t.Helper()
+	whole, stopped = config(4), config(2)
+	for _, run := range []func() error{
+		func() error { return Run(context.Background(), rt, whole) },
+		func() error { return Run(context.Background(), rt, stopped) },
+		func() error { stopped.Steps = 4; return Run(context.Background(), rt, stopped) },
+	} {
+		if err := run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return whole, stopped
 }
