@@ -57,17 +57,27 @@ func (s *Server) ClearAdapter() error {
 // AdapterPath is the file of the adapter applied, "" for none.
 func (s *Server) AdapterPath() string { return s.adapterPath }
 
-// checkAdapter checks the file against the model with umad's reader, whose errors name
-// what does not fit (llama.cpp's say "wrong base model?" at best).
-func (s *Server) checkAdapter(path string) error {
+// Shape is the architecture of the server's GGUF, read once: what adapters are checked
+// against and written for.
+func (s *Server) Shape() (model.Shape, error) {
 	if s.shape == nil {
 		sh, err := model.ReadGGUFShape(s.Path())
 		if err != nil {
-			return fmt.Errorf("base model: %w", err)
+			return model.Shape{}, fmt.Errorf("base model: %w", err)
 		}
 		s.shape = &sh
 	}
-	return model.CheckLoRAGGUF(path, *s.shape)
+	return *s.shape, nil
+}
+
+// checkAdapter checks the file against the model with umad's reader, whose errors name
+// what does not fit (llama.cpp's say "wrong base model?" at best).
+func (s *Server) checkAdapter(path string) error {
+	sh, err := s.Shape()
+	if err != nil {
+		return err
+	}
+	return model.CheckLoRAGGUF(path, sh)
 }
 
 // swapAdapter applies a (nil: none) to the engine in place of the current adapter and

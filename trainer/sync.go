@@ -134,18 +134,17 @@ func (t *Trainer) syncAdapter(i int) error {
 		if err := os.RemoveAll(stagingDir(st)); err != nil {
 			return fmt.Errorf("sync: %w", err)
 		}
-		sh, err := model.ReadGGUFShape(st.gguf)
-		if err != nil {
-			return fmt.Errorf("sync: %w", err)
-		}
-		st.shape = &sh
+	}
+	sh, err := st.server.Shape()
+	if err != nil {
+		return fmt.Errorf("sync: %w", err)
 	}
 	a, err := st.actor.Adapter()
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
 	path := filepath.Join(filepath.Dir(st.gguf), AdapterGGUF)
-	if err := a.WriteGGUF(path, *st.shape); err != nil {
+	if err := a.WriteGGUF(path, sh); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
 	if err := st.server.SetAdapter(path); err != nil {

@@ -23,7 +23,6 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
-	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
 )
 
@@ -34,8 +33,7 @@ type agentState struct {
 	server     *engine.Server
 	format     chat.Format
 	probe      Pair
-	gguf       string       // the GGUF the server was loaded from: the current weights only with --sync file, the base in an adapter sync
-	shape      *model.Shape // the base GGUF's shape, for the adapter GGUF writer (adapter sync)
+	gguf       string // the GGUF the server was loaded from: the current weights only with --sync file, the base in an adapter sync
 }
 
 // Trainer is a run in progress.
