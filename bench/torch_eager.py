@@ -6,7 +6,11 @@ python3-torch 1.13): a packed batch of sequences of one length, per-sequence cau
 attention, full-vocabulary log-softmax of the response rows. Prints tokens/s for log-probs
 (no grad) and for one SFT update (forward, backward, AdamW).
 
-    /usr/bin/python3 bench/torch_eager.py --threads 2
+    /usr/bin/python3 bench/torch_eager.py --threads 1
+    /usr/bin/python3 bench/torch_eager.py --threads 1 --preset qwen2.5-0.5b
+
+Each figure is the mean of --repeats timed calls after one untimed call, as the Go
+benchmarks' -benchtime Nx reports it.
 """
 import argparse, math, time
 import torch
@@ -62,24 +66,30 @@ class Model(torch.nn.Module):
         return rms(x, s.norm, s.eps)
 
 
+# The shapes of cgo/torch's benchShapes: (vocab, hidden, intermediate, layers, heads,
+# kv heads, head dim, sequences); every sequence is 64 prompt + 64 response tokens.
+PRESETS = {
+    "bench": (4096, 256, 512, 4, 8, 2, 32, 8),
+    "qwen2.5-0.5b": (151936, 896, 4864, 24, 14, 2, 64, 4),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--vocab", type=int, default=4096)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--seqs", type=int, default=8)
+    ap.add_argument("--preset", choices=PRESETS, default="bench")
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--response", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    m = Model(a.vocab, a.hidden, 2 * a.hidden, a.layers, 8, 2, a.hidden // 8)
+    V, H, I, L, nh, nkv, hd, seqs = PRESETS[a.preset]
+    m = Model(V, H, I, L, nh, nkv, hd)
     g = torch.Generator().manual_seed(2)
     n = a.prompt + a.response
-    tokens = torch.randint(0, a.vocab, (a.seqs * n,), generator=g)
-    lens = [n] * a.seqs
-    rows = torch.cat([torch.arange(i * n + a.prompt - 1, i * n + n - 1) for i in range(a.seqs)])
+    tokens = torch.randint(0, V, (seqs * n,), generator=g)
+    lens = [n] * seqs
+    rows = torch.cat([torch.arange(i * n + a.prompt - 1, i * n + n - 1) for i in range(seqs)])
     targets = tokens[rows + 1]
     opt = torch.optim.AdamW(m.parameters(), lr=1e-5, weight_decay=0.01)
 
@@ -92,7 +102,7 @@ def main():
         ts = []
         for _ in range(a.repeats):
             t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
-        return min(ts)
+        return sum(ts) / len(ts)
 
     with torch.no_grad():
         t_lp = best(logprobs)
@@ -104,9 +114,9 @@ def main():
         opt.step()
 
     t_up = best(update)
-    tok = a.seqs * n
-    print(f"torch {torch.__version__} threads {a.threads} V={a.vocab} H={a.hidden} L={a.layers} "
-          f"batch {a.seqs}x({a.prompt}+{a.response})")
+    tok = seqs * n
+    print(f"torch {torch.__version__} threads {a.threads} V={V} H={H} L={L} "
+          f"batch {seqs}x({a.prompt}+{a.response})")
     print(f"eager logprobs: {tok / t_lp:.0f} tokens/s   update: {tok / t_up:.0f} tokens/s")
 
 

@@ -23,6 +23,11 @@ std::vector<at::Tensor> parameters(umad_model* m);
 // trained parameter in checkpoint order): none for a frozen model, a LoRA model's adapters'.
 std::vector<at::Tensor> optimizer_state(umad_model* m);
 
+// install_cpu_allocator makes libtorch's CPU tensors allocate through the plugin's caching
+// allocator (kernels/umad_alloc.cpp); empty_cpu_cache frees the blocks it keeps.
+void install_cpu_allocator();
+void empty_cpu_cache();
+
 }  // namespace umad
 
 #endif

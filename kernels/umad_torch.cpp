@@ -227,67 +227,92 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
 };
 
 // Log-probs and entropies of targets under softmax(h w^T * inv_temp), computed over row
-// chunks so neither direction holds more than chunk x V logits. The backward recomputes
-// each chunk's logits instead of storing them.
+// chunks so neither direction holds more than chunk x V logits at a time. With `keep`, a
+// training pass keeps its chunks' log-softmax for the backward, which then skips the
+// lm_head GEMM it would otherwise repeat; without, the backward recomputes each chunk.
+
 struct ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
   static torch::Dtype math_dtype(const Tensor& h) {
     return h.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
   }
   static variable_list forward(AutogradContext* ctx, Tensor h, Tensor w, Tensor targets,
-                               double inv_temp, int64_t chunk) {
-    ctx->save_for_backward({h, w, targets});
+                               double inv_temp, int64_t chunk, bool keep) {
     ctx->saved_data["inv_temp"] = inv_temp;
     ctx->saved_data["chunk"] = chunk;
+    // An output the loss does not use (the entropy, mostly) arrives undefined in the
+    // backward, not as zeros: its V-wide gradient terms are skipped, not computed as zero.
+    ctx->set_materialize_grads(false);
     torch::NoGradGuard no_grad;
     const int64_t n = h.size(0);
     auto dt = math_dtype(h);
+    keep = keep && (h.requires_grad() || w.requires_grad());
+    auto kept = keep ? torch::empty({n, w.size(0)}, h.options().dtype(dt)) : Tensor();
+    ctx->save_for_backward({h, w, targets, kept});
     auto wc = w.to(h.scalar_type());  // a bf16-stored frozen lm_head, cast for this call only
     auto logp = torch::empty({n}, h.options().dtype(dt));
     auto ent = torch::empty({n}, h.options().dtype(dt));
     for (int64_t s = 0; s < n; s += chunk) {
       int64_t len = std::min(chunk, n - s);
-      auto z = torch::matmul(h.narrow(0, s, len), wc.t()).to(dt) * inv_temp;
-      auto lsm = torch::log_softmax(z, -1);
+      auto z = torch::matmul(h.narrow(0, s, len), wc.t()).to(dt).mul_(inv_temp);
+      Tensor lsm;
+      if (keep) {
+        lsm = kept.narrow(0, s, len);
+        at::_log_softmax_out(lsm, z, -1, false);
+      } else {
+        lsm = torch::log_softmax(z, -1);
+      }
       logp.narrow(0, s, len).copy_(lsm.gather(1, targets.narrow(0, s, len).unsqueeze(1)).squeeze(1));
-      ent.narrow(0, s, len).copy_(-(lsm.exp() * lsm).sum(-1));
+      auto ent_c = ent.narrow(0, s, len);
+      torch::sum_out(ent_c, lsm.exp().mul_(lsm), {-1}).neg_();
     }
     return {logp, ent};
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     auto saved = ctx->get_saved_variables();
-    auto h = saved[0], w = saved[1], targets = saved[2];
+    auto h = saved[0], w = saved[1], targets = saved[2], kept = saved[3];
     double inv_temp = ctx->saved_data["inv_temp"].toDouble();
     int64_t chunk = ctx->saved_data["chunk"].toInt();
-    auto g_logp = g[0], g_ent = g[1];
+    const bool want_logp = g[0].defined(), want_ent = g[1].defined();
     const int64_t n = h.size(0);
     auto dt = math_dtype(h);
-    auto wc = w.to(h.scalar_type());
     const bool want_w = ctx->needs_input_grad(1);  // a frozen lm_head needs no [V, H] gradient
-    auto grad_h = torch::zeros_like(h);
-    Tensor grad_w = want_w ? torch::zeros(w.sizes(), w.options().dtype(dt)) : Tensor();
+    if (!want_logp && !want_ent)
+      return {torch::zeros_like(h), want_w ? torch::zeros_like(w) : Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    // d logp_t / dz = onehot(t) - p;  d H / dz = -p (log p + H); z = inv_temp * h w^T. The
+    // per-row upstream gradients carry inv_temp, so the V-wide terms need no extra pass.
+    auto g_logp = want_logp ? g[0].to(dt) * inv_temp : Tensor();
+    auto g_ent = want_ent ? g[1].to(dt) * inv_temp : Tensor();
+    auto wc = w.to(h.scalar_type());
+    auto grad_h = torch::empty_like(h);
+    Tensor grad_w;
     for (int64_t s = 0; s < n; s += chunk) {
       int64_t len = std::min(chunk, n - s);
       auto hc = h.narrow(0, s, len);
-      auto z = torch::matmul(hc, wc.t()).to(dt) * inv_temp;
-      auto lsm = torch::log_softmax(z, -1);
+      auto lsm = kept.defined() ? kept.narrow(0, s, len)
+                                : torch::log_softmax(torch::matmul(hc, wc.t()).to(dt).mul_(inv_temp), -1);
       auto p = lsm.exp();
-      // d logp_t / dz = onehot(t) - p;  d H / dz = -p (log p + H).
-      Tensor gz = torch::zeros_like(z);
-      if (g_logp.defined()) {
-        auto gl = g_logp.narrow(0, s, len).to(dt).unsqueeze(1);
-        gz = -p * gl;
-        gz.scatter_add_(1, targets.narrow(0, s, len).unsqueeze(1), gl);
+      Tensor gz;
+      if (want_ent) {
+        // -g_ent p (lsm + H), with H = -sum(p lsm); a recomputed lsm becomes the gradient
+        // in place, a kept one stays as saved.
+        auto ge = g_ent.narrow(0, s, len).unsqueeze(1);
+        auto H = (p * lsm).sum(-1, true).neg_();
+        gz = (kept.defined() ? lsm + H : lsm.add_(H)).mul_(p).mul_(-ge);
+        if (want_logp) gz.addcmul_(p, g_logp.narrow(0, s, len).unsqueeze(1), -1);
+      } else {
+        gz = p.mul_(-g_logp.narrow(0, s, len).unsqueeze(1));
       }
-      if (g_ent.defined()) {
-        auto ge = g_ent.narrow(0, s, len).to(dt).unsqueeze(1);
-        auto H = -(p * lsm).sum(-1, true);
-        gz = gz - p * (lsm + H) * ge;
-      }
-      gz = gz * inv_temp;
-      grad_h.narrow(0, s, len).copy_(torch::matmul(gz.to(wc.scalar_type()), wc));
-      if (want_w) grad_w.add_(torch::matmul(gz.t(), hc.to(dt)));
+      if (want_logp) gz.scatter_add_(1, targets.narrow(0, s, len).unsqueeze(1), g_logp.narrow(0, s, len).unsqueeze(1));
+      auto grad_hc = grad_h.narrow(0, s, len);
+      torch::mm_out(grad_hc, gz.to(wc.scalar_type()), wc);
+      if (!want_w) continue;
+      if (grad_w.defined())
+        grad_w.addmm_(gz.t(), hc.to(dt));
+      else
+        grad_w = torch::mm(gz.t(), hc.to(dt));
     }
-    return {grad_h, want_w ? grad_w.to(w.scalar_type()) : Tensor(), Tensor(), Tensor(), Tensor()};
+    if (want_w && !grad_w.defined()) grad_w = torch::zeros(w.sizes(), w.options().dtype(dt));
+    return {grad_h, want_w ? grad_w.to(w.scalar_type()) : Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -619,10 +644,15 @@ struct Model {
     return {idx, b.tokens.index_select(0, idx + 1)};
   }
 
+  static constexpr int64_t kKeptLogits = int64_t(1) << 26;
+
   int64_t pick_chunk(int64_t chunk, int64_t n) const {
-    // About 2M logits per chunk: 13 rows (8 MiB per buffer) at a 151,936-token vocabulary,
-    // still wide enough for an efficient GEMM.
-    if (chunk == 0) chunk = std::max<int64_t>(1, (int64_t(1) << 21) / cfg.vocab_size);
+    // About 16M logits per chunk (memplan/trainer.go counts the same): 110 rows (64 MiB per
+    // f32 buffer) at a 151,936-token vocabulary. Every chunk streams the whole lm_head through
+    // the GEMM up to four times (forward; recompute, grad_h and grad_w in the backward), so
+    // narrower chunks turn the head memory-bound: 13-row chunks ran the 0.5B update at half
+    // PyTorch eager's speed.
+    if (chunk == 0) chunk = std::max<int64_t>(1, (int64_t(1) << 24) / cfg.vocab_size);
     return std::max<int64_t>(1, std::min(chunk, std::max<int64_t>(n, 1)));
   }
 
@@ -651,7 +681,11 @@ struct Model {
       auto logp = lsm.gather(1, targets.unsqueeze(1)).squeeze(1);
       return {logp, -(lsm.exp() * lsm).sum(-1)};
     }
-    auto out = ChunkedLogProbs::apply(hr, w, targets, 1.0 / temperature, pick_chunk(chunk, hr.size(0)));
+    // The default chunking keeps the log-softmax for the backward up to kKeptLogits values
+    // (256 MiB in f32; memplan/trainer.go counts them); a chunk size the caller chose
+    // bounds the training pass's logits to it too.
+    const bool keep = chunk == 0 && hr.size(0) * w.size(0) <= kKeptLogits;
+    auto out = ChunkedLogProbs::apply(hr, w, targets, 1.0 / temperature, pick_chunk(chunk, hr.size(0)), keep);
     return {out[0], out[1]};
   }
 };
@@ -744,6 +778,18 @@ Tensor aggregate(const Tensor& x, const Tensor& mask, const Tensor& seg, int64_t
   throw ArgError("unknown loss aggregation mode " + std::to_string(mode));
 }
 
+// A gradient's sum of squares in float64 without a float64 copy of it (which cost 0.9 s per
+// step at the 0.5B shape): float norms of 1,024-element blocks, exact to float rounding at
+// that length, squared and summed in float64, so a large model's total cannot overflow.
+Tensor sum_of_squares(const Tensor& g) {
+  auto f = g.reshape({-1});
+  const int64_t n = f.numel(), block = 1024, full = n / block * block;
+  auto sq = torch::zeros({}, f.options().dtype(torch::kDouble));
+  if (full > 0) sq += f.narrow(0, 0, full).view({-1, block}).norm(2, {1}).to(torch::kDouble).pow(2).sum();
+  if (full < n) sq += f.narrow(0, full, n - full).norm().to(torch::kDouble).pow(2);
+  return sq;
+}
+
 Tensor from_floats(const float* p, int64_t n, const Tensor& like) {
   return torch::from_blob(const_cast<float*>(p), {n}, torch::kFloat32).to(like.options());
 }
@@ -782,6 +828,7 @@ UMAD_EXPORT int umad_check_device(int32_t device, int32_t index, char* err, size
 }
 
 UMAD_EXPORT void umad_release_cache(void) {
+  umad::empty_cpu_cache();
 #ifdef UMAD_TORCH_CUDA
   try {
     if (cuda_used) c10::cuda::CUDACachingAllocator::emptyCache();
@@ -794,6 +841,7 @@ UMAD_EXPORT umad_model* umad_model_create(const umad_model_config* cfg, char* er
   Model* m = nullptr;
   int rc = guarded(err, errlen, [&] {
     if (cfg == nullptr) throw ArgError("NULL config");
+    umad::install_cpu_allocator();
     m = new Model(*cfg);
   });
   return rc == UMAD_OK ? reinterpret_cast<umad_model*>(m) : nullptr;
@@ -1082,14 +1130,13 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
         !(opt->eps > 0))
       throw ArgError("AdamW needs lr >= 0, betas in [0,1) and eps > 0");
     torch::NoGradGuard no_grad;
-    // Global norm in float64 so a large model's sum of squares does not overflow fp32.
     m->passes = 0;  // the next step's dropout masks start afresh
     // Summed on the device; one transfer.
     auto sq = torch::zeros({}, torch::dtype(torch::kDouble).device(m->device));
     for (auto& kv : m->params) {
       if (!kv.second.requires_grad()) continue;  // frozen: never a gradient, never updated
       auto& g = kv.second.grad();
-      if (g.defined()) sq += g.to(torch::kDouble).pow(2).sum();
+      if (g.defined()) sq += sum_of_squares(g);
     }
     double norm = std::sqrt(sq.item<double>());
     stats->grad_norm = norm;
@@ -1113,14 +1160,24 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
       if (!p.requires_grad()) continue;
       auto g = p.grad();
       if (!g.defined()) continue;
-      if (coef < 1.0) g = g * coef;
-      auto& ea = m->exp_avg.at(kv.first);
-      auto& eas = m->exp_avg_sq.at(kv.first);
-      p.mul_(1 - opt->lr * opt->weight_decay);
-      ea.mul_(opt->beta1).add_(g, 1 - opt->beta1);
-      eas.mul_(opt->beta2).addcmul_(g, g, 1 - opt->beta2);
-      auto denom = (eas.sqrt() / std::sqrt(bc2)).add_(opt->eps);
-      p.addcdiv_(ea, denom, -opt->lr / bc1);
+      // The update is elementwise: on the CPU it runs in slices of 256K values, so each
+      // slice's passes stay in cache and its temporary comes back from malloc's heap instead
+      // of a parameter-sized buffer mapped and page-faulted in every step (2 GB per step at
+      // the 0.5B shape). The same ops in the same order: bit-identical to the whole tensor.
+      const int64_t n = p.numel(), slice = p.is_cuda() ? n : int64_t(1) << 18;
+      auto pf = p.detach().view({-1}), gf = g.view({-1});
+      auto ef = m->exp_avg.at(kv.first).view({-1}), sf = m->exp_avg_sq.at(kv.first).view({-1});
+      for (int64_t s = 0; s < n; s += slice) {
+        const int64_t len = std::min(slice, n - s);
+        auto ps = pf.narrow(0, s, len), gs = gf.narrow(0, s, len);
+        auto ea = ef.narrow(0, s, len), eas = sf.narrow(0, s, len);
+        if (coef < 1.0) gs.mul_(coef);  // the gradient is dropped after the step
+        ps.mul_(1 - opt->lr * opt->weight_decay);
+        ea.mul_(opt->beta1).add_(gs, 1 - opt->beta1);
+        eas.mul_(opt->beta2).addcmul_(gs, gs, 1 - opt->beta2);
+        auto denom = eas.sqrt().div_(std::sqrt(bc2)).add_(opt->eps);
+        ps.addcdiv_(ea, denom, -opt->lr / bc1);
+      }
     }
     umad_zero_grad(mp);
     stats->step = m->step;

@@ -163,8 +163,8 @@ typedef struct umad_step_stats {
   /* 0 when a model may live on (device, index); else the one-line reason it may not. */       \
   X(int, check_device, (int32_t device, int32_t index, char* err, size_t errlen),                \
     (device, index, err, errlen))                                                                \
-  /* Returns libtorch's cached, unused GPU memory to the driver (between phases, so that        \
-   * llama.cpp on the same GPU can have it); a no-op without CUDA. */                            \
+  /* Returns libtorch's cached, unused GPU memory to the driver and the plugin's cached CPU     \
+   * blocks to the system (between phases, so that llama.cpp can have them). */                 \
   V(release_cache, (void), ())                                                                   \
                                                                                                  \
   X(umad_model*, model_create, (const umad_model_config* cfg, char* err, size_t errlen),         \

@@ -55,7 +55,8 @@ func TestTinyShapeByHand(t *testing.T) {
 	perToken := int64(6*64 + 6*64 + 2*32 + 4*128) // 1,344 values per token and layer
 	layer := 128*perToken*4 + 4*32*32*(4*4+1)     // plus each sequence's f32 softmax and mask
 	head := int64(3*128*64*4 + 2*32*64*4 +        // final norm; response rows and their gradient
-		6*32*512*4 + // six logit buffers of the 32 rows (fewer than the 4,096 of a 2M chunk)
+		6*32*512*4 + // six logit buffers of the 32 rows (fewer than the 32,768 of a 16M chunk)
+		32*512*4 + // their log-softmax, kept for the backward
 		2*512*64*4) // the lm_head's f32 gradient and the embedding's dense one
 	work := int64(2*4*4*32*32 + 4*128*128*4) // scores being built; the MLP-wide backward buffers
 	checkLines(t, p, map[string]int64{
@@ -64,7 +65,7 @@ func TestTinyShapeByHand(t *testing.T) {
 		"reference model (f32)":   4 * P,
 		"gradients":               4 * P,
 		"activations":             2*layer + 2*128*16*4 + head + work,
-		"optimizer step":          16 * 512 * 64, // the embedding, as f64 and squared
+		"optimizer step":          4 * 512 * 64, // AdamW's denominator of the embedding
 		"sync export":             4 * P,
 		"checkpoint":              12 * P,
 		"llama.cpp weights (F32)": 4 * P,
@@ -85,7 +86,7 @@ func TestTinyShapeByHand(t *testing.T) {
 		t.Fatal(err)
 	}
 	layer16 := 128*perToken*2 + 4*32*32*(4*4+1)
-	head16 := int64(3*128*64*2 + 2*32*64*2 + 6*32*512*4 + 2*512*64*4)
+	head16 := int64(3*128*64*2 + 2*32*64*2 + 6*32*512*4 + 32*512*4 + 2*512*64*4)
 	work16 := int64(2*4*4*32*32 + 4*128*128*2)
 	copies := int64(2 * (512*64 + (P-512*64)/2))
 	checkLines(t, p, map[string]int64{"trainer weights (f32 masters, bf16 compute)": 4 * P, "gradients": 4 * P,
@@ -150,7 +151,7 @@ func TestQwen25_3BByHand(t *testing.T) {
 		"AdamW moments":         8 * P,
 		"reference model":       4 * P,
 		"gradients":             4 * P,
-		"optimizer step":        16 * 151_936 * 2048, // the tied embedding
+		"optimizer step":        4 * 151_936 * 2048, // AdamW temporary of the tied embedding
 		"llama.cpp weights":     4 * P,
 		// 16 streams of 6,144 cells (a multiple of 256), 36 layers, 2 KV heads of 128 + 128, f16.
 		"KV cache": 16 * 6144 * 36 * 2 * 256 * 2, // 3.38 GiB
@@ -169,7 +170,7 @@ func TestQwen25_3BByHand(t *testing.T) {
 		"LoRA adapters":               4 * adapters,
 		"AdamW moments":               8 * adapters,
 		"gradients":                   4 * adapters,
-		"optimizer step":              16 * 16 * 11008, // the widest adapter matrix
+		"optimizer step":              4 * 16 * 11008, // the widest adapter matrix
 		"checkpoint":                  12 * adapters,
 		"llama.cpp weights":           4*P + 4*adapters,
 	})

@@ -70,8 +70,9 @@ func (a Agent) trainerLines() []Line {
 		ckpt = ", checkpointed"
 	}
 	add(dev, a.activations(), fmt.Sprintf("activations (%d seqs x %d tokens%s)", a.MicroBatchSeqs, a.PromptTokens+a.ResponseTokens, ckpt), PhaseTrain)
-	// The global gradient norm converts each gradient to f64 and squares it.
-	add(dev, 16*largest, "optimizer step (f64 grad norm)", PhaseStep)
+	// AdamW's denominator of the largest tensor (a GPU takes it whole, the CPU in slices);
+	// the gradient norm needs only one value per 1,024.
+	add(dev, 4*largest, "optimizer step (AdamW temporary)", PhaseStep)
 	// The sync and the checkpoints read the trained tensors into Go as f32: the sync the
 	// weights, a checkpoint the weights and then both moments, all held until written.
 	add(false, 4*n, "sync export (Go copy)", PhaseSync)
@@ -130,9 +131,15 @@ func (a Agent) activations() int64 {
 	rope := 2 * T * hd * e
 	// The final norm (input, normalised, scaled), the response rows and their gradient.
 	head := 3*T*H*e + 2*R*H*e
-	// Chunks of about 2M logits: z, log-softmax, probabilities, their gradient and temporaries.
-	rows := min(max(1, (1<<21)/V), max(R, 1))
+	// Chunks of about 16M logits (the plugin's pick_chunk): z, log-softmax, probabilities,
+	// their gradient and temporaries.
+	rows := min(max(1, (1<<24)/V), max(R, 1))
 	head += 6 * rows * V * 4
+	// The forward's log-softmax, kept for the backward when at most 2^26 values (the plugin's
+	// kKeptLogits); more are recomputed chunk by chunk.
+	if R*V <= 1<<26 {
+		head += R * V * 4
+	}
 	// The lm_head gradient is built in f32 whole; a trained embedding adds its dense gradient.
 	head += V * H * 4
 	if !a.lora() {

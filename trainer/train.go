@@ -234,8 +234,8 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	t.step = step
-	// The training peak goes back to the GPU's driver before the sync and the next rollout
-	// (llama.cpp may share the GPU); nothing on the CPU.
+	// The training peak goes back to the GPU's driver, or on the CPU to the system, before
+	// the sync and the next rollout (llama.cpp may share the device).
 	t.rt.ReleaseCache()
 	var syncTime float64
 	for a := range t.agents {

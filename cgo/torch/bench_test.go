@@ -5,15 +5,30 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
 // benchConfig matches bench/torch_eager.py's defaults, so tokens/s compare directly:
 //
-//	go test ./cgo/torch/ -run '^$' -bench Plugin -benchtime 5x
+//	go test ./cgo/torch/ -run '^$' -bench 'Plugin(LogProbs|Update)$/bench' -benchtime 5x
 //	/usr/bin/python3 bench/torch_eager.py --threads 1
 var benchConfig = Config{Arch: ArchQwen2, VocabSize: 4096, HiddenSize: 256, IntermediateSize: 512, NumLayers: 4,
 	NumHeads: 8, NumKVHeads: 2, HeadDim: 32, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, AttentionBias: true}
+
+// benchShapes are the shapes the plugin is compared with PyTorch eager at: the small one
+// above and Qwen2.5-0.5B's (bench/torch_eager.py --preset qwen2.5-0.5b; model/shape.go's
+// preset, repeated here because this package sits below model/).
+var benchShapes = []struct {
+	name                   string
+	cfg                    Config
+	seqs, prompt, response int
+}{
+	{"bench", benchConfig, 8, 64, 64},
+	{"qwen2.5-0.5b", Config{Arch: ArchQwen2, VocabSize: 151936, HiddenSize: 896, IntermediateSize: 4864,
+		NumLayers: 24, NumHeads: 14, NumKVHeads: 2, HeadDim: 64, RopeTheta: 1e6, RMSNormEps: 1e-6,
+		TieEmbeddings: true, AttentionBias: true}, 4, 64, 64},
+}
 
 func benchBatch(vocab, seqs, prompt, response int) (prompts, responses [][]int32) {
 	rng := rand.New(rand.NewPCG(2, 2))
@@ -30,45 +45,63 @@ func benchBatch(vocab, seqs, prompt, response int) (prompts, responses [][]int32
 	return prompts, responses
 }
 
-func BenchmarkPluginLogProbs(b *testing.B) { benchLogProbs(b, ModelOptions{}) }
-func BenchmarkPluginUpdate(b *testing.B)   { benchUpdate(b, ModelOptions{Trainable: true}) }
+func BenchmarkPluginLogProbs(b *testing.B) { benchShaped(b, benchLogProbs, ModelOptions{}) }
+func BenchmarkPluginUpdate(b *testing.B)   { benchShaped(b, benchUpdate, ModelOptions{Trainable: true}) }
 
 // The bf16 path on the CPU: the GPU's code, for the cost of bf16 arithmetic on this CPU.
 func BenchmarkPluginBF16LogProbs(b *testing.B) {
-	benchLogProbs(b, ModelOptions{Precision: PrecisionBF16})
+	benchShaped(b, benchLogProbs, ModelOptions{Precision: PrecisionBF16})
 }
 func BenchmarkPluginBF16Update(b *testing.B) {
-	benchUpdate(b, ModelOptions{Precision: PrecisionBF16, Trainable: true})
+	benchShaped(b, benchUpdate, ModelOptions{Precision: PrecisionBF16, Trainable: true})
 }
 
-func benchLogProbs(b *testing.B, opts ModelOptions) {
-	rt := openForTest(b)
-	m := randomModel(b, rt, benchConfig, opts, 1)
-	p, r := benchBatch(benchConfig.VocabSize, 8, 64, 64)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, _, err := m.LogProbs(p, r, 0.6); err != nil {
-			b.Fatal(err)
-		}
+// benchShaped runs one benchmark per shape of benchShapes, reporting tokens (prompt and
+// response) per second as bench/torch_eager.py does.
+func benchShaped(b *testing.B, run func(*testing.B, *Model, [][]int32, [][]int32), opts ModelOptions) {
+	for _, s := range benchShapes {
+		b.Run(s.name, func(b *testing.B) {
+			m := randomModel(b, openForTest(b), s.cfg, opts, 1)
+			p, r := benchBatch(s.cfg.VocabSize, s.seqs, s.prompt, s.response)
+			// One untimed call first, as torch_eager.py makes: the first update allocates
+			// the gradients and touches the AdamW state, which no later step repeats.
+			run(b, m, p, r)
+			faults := minorFaults()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run(b, m, p, r)
+			}
+			b.ReportMetric(float64(b.N*s.seqs*(s.prompt+s.response))/b.Elapsed().Seconds(), "tokens/s")
+			// Pages first touched per call: freshly mapped buffers, zeroed by the kernel.
+			b.ReportMetric(float64(minorFaults()-faults)/float64(b.N), "faults/op")
+		})
 	}
-	b.ReportMetric(float64(b.N*8*128)/b.Elapsed().Seconds(), "tokens/s")
 }
 
-func benchUpdate(b *testing.B, opts ModelOptions) {
-	rt := openForTest(b)
-	m := randomModel(b, rt, benchConfig, opts, 1)
-	p, r := benchBatch(benchConfig.VocabSize, 8, 64, 64)
+// minorFaults is the process's count of minor page faults so far.
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
+}
+
+func benchLogProbs(b *testing.B, m *Model, p, r [][]int32) {
+	if _, _, err := m.LogProbs(p, r, 0.6); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchUpdate is one SFT step, as torch_eager.py's update: loss, backward, clip, AdamW.
+func benchUpdate(b *testing.B, m *Model, p, r [][]int32) {
+	if _, err := m.SFTLoss(p, r, true, 1); err != nil {
+		b.Fatal(err)
+	}
 	opt := AdamW{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := m.SFTLoss(p, r, true, 1); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := m.Step(opt); err != nil {
-			b.Fatal(err)
-		}
+	if _, err := m.Step(opt); err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N*8*128)/b.Elapsed().Seconds(), "tokens/s")
 }
 
 // peakRSS resets the process's resident high-water mark, runs f, and returns the growth of

@@ -96,8 +96,8 @@ func (d Device) codes() (kind, index C.int32_t) {
 	return C.UMAD_CPU, 0
 }
 
-// ReleaseCache returns libtorch's cached, unused GPU memory to the driver, so that llama.cpp
-// on the same GPU can use it in the next phase; it does nothing on the CPU.
+// ReleaseCache returns libtorch's cached, unused GPU memory to the driver and the plugin's
+// cached CPU blocks to the system, so that llama.cpp can use them in the next phase.
 func (r *Runtime) ReleaseCache() {
 	r.do(func() { C.plugin_release_cache() })
 }

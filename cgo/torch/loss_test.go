@@ -147,10 +147,19 @@ func TestPolicyLossKLAndEntropyTerms(t *testing.T) {
 	}
 }
 
-// The analytic gradient of the policy loss (chunked lm_head backward, checkpointed layers,
-// every aggregation and KL estimator) matches central finite differences in float64.
+// The analytic gradient of the policy loss (chunked lm_head backward, recomputed or from the
+// kept log-softmax, checkpointed layers, every aggregation and KL estimator) matches central
+// finite differences in float64.
 func TestPolicyLossGradientFiniteDifference(t *testing.T) {
-	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2})
+	t.Run("recomputed", func(t *testing.T) {
+		policyLossFD(t, newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2}))
+	})
+	t.Run("kept", func(t *testing.T) {
+		policyLossFD(t, newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true}))
+	})
+}
+
+func policyLossFD(t *testing.T, f lossFixture) {
 	ratios := [][]float64{{1.05, 0.7, 1.5}, {4, 0.95, 1.2}} // away from the clip kinks
 	ref := make([][]float32, 2)
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -261,30 +270,37 @@ func tensorBuf(t *testing.T, m *Model, name string) []float64 {
 }
 
 // Checkpointing and chunking change memory, not results: gradients agree with the plain
-// path to float64 rounding.
+// path to float64 rounding, whether the chunks' log-softmax is recomputed or kept.
 func TestGradCheckpointAndChunkingKeepGradients(t *testing.T) {
 	rt := openForTest(t)
 	cfg := tinyConfigs[1].cfg // qwen3: q/k norms inside the recomputed layer
 	plain := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true, LogitChunk: -1}, 4)
 	ckpt := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true, GradCheckpoint: true, LogitChunk: 2}, 4)
+	kept := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true}, 4)
 	prompts, responses := randomSeqs(rand.New(rand.NewPCG(5, 5)), cfg.VocabSize, 4)
-	for _, m := range []*Model{plain, ckpt} {
+	for _, m := range []*Model{plain, ckpt, kept} {
 		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
 	infos, _ := plain.Tensors()
 	for _, ti := range infos {
-		a, b := tensorBuf(t, plain, ti.Name), tensorBuf(t, ckpt, ti.Name)
+		a := tensorBuf(t, plain, ti.Name)
 		if err := Read(plain, ti.Name, Grad, a); err != nil {
 			t.Fatal(err)
 		}
-		if err := Read(ckpt, ti.Name, Grad, b); err != nil {
-			t.Fatal(err)
-		}
-		for i := range a {
-			if math.Abs(a[i]-b[i]) > 1e-12+1e-9*math.Abs(a[i]) {
-				t.Fatalf("%s[%d]: plain %g, checkpointed+chunked %g", ti.Name, i, a[i], b[i])
+		for _, other := range []struct {
+			name string
+			m    *Model
+		}{{"checkpointed+chunked", ckpt}, {"kept log-softmax", kept}} {
+			b := tensorBuf(t, other.m, ti.Name)
+			if err := Read(other.m, ti.Name, Grad, b); err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if math.Abs(a[i]-b[i]) > 1e-12+1e-9*math.Abs(a[i]) {
+					t.Fatalf("%s[%d]: plain %g, %s %g", ti.Name, i, a[i], other.name, b[i])
+				}
 			}
 		}
 	}

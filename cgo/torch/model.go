@@ -86,8 +86,10 @@ type ModelOptions struct {
 	Trainable bool
 	// GradCheckpoint recomputes each layer in the backward pass instead of storing it.
 	GradCheckpoint bool
-	// LogitChunk is the number of rows per lm_head chunk: 0 picks one that holds about 8M
-	// logits, a negative value materialises all logits at once (for comparisons).
+	// LogitChunk is the number of rows per lm_head chunk. 0 picks one that holds about 16M
+	// logits and lets a training pass keep up to 64M for its backward; a positive value
+	// makes the backward recompute one chunk at a time; a negative value materialises all
+	// logits at once (for comparisons).
 	LogitChunk int
 	// LoRA adds low-rank adapters and freezes the base (Rank 0: none).
 	LoRA LoRA
