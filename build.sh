@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# umad's one build entry point. Usage: ./build.sh [deps|build|release|cuda|cuda-check|demo|test|bench|env]
+# umad's one build entry point. Usage: ./build.sh [deps|build|release|cuda|cuda-check|demo|test|bench|eager|env]
 #
 #   deps     install what the build needs: Debian packages (apt-get) and Go modules
 #   build    build ./umad for this machine (-march=native)                 [default]
@@ -14,6 +14,8 @@
 #   demo     build, then run the main job: two tiny models, warm start, debate, train, debate, report
 #   test     build, compile the CUDA sample (cuda-check), then run every test (what CI runs)
 #   bench    build, then run the benchmarks and update bench/RESULTS.md
+#   eager    install Debian's python3-torch (the plugin's libtorch), then run the PyTorch-eager
+#            baseline bench/torch_eager.py with the arguments that follow (e.g. --threads 1)
 #   env      print the cgo environment, for running `go test` by hand:  eval "$(./build.sh env)"
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -186,12 +188,17 @@ bench)
 	build
 	./umad bench rollout --results bench/RESULTS.md
 	;;
+eager)
+	APT_PACKAGES+=(python3-torch)
+	deps
+	/usr/bin/python3 bench/torch_eager.py "${@:2}"
+	;;
 env)
 	cgo_env native
 	for v in CGO_ENABLED CGO_CPPFLAGS CGO_CFLAGS CGO_CXXFLAGS; do printf 'export %s=%q\n' "$v" "${!v}"; done
 	;;
 *)
-	echo "usage: $0 [deps|build|release|cuda|cuda-check|demo|test|bench|env]" >&2
+	echo "usage: $0 [deps|build|release|cuda|cuda-check|demo|test|bench|eager|env]" >&2
 	exit 2
 	;;
 esac

@@ -6,8 +6,8 @@ python3-torch 1.13): a packed batch of sequences of one length, per-sequence cau
 attention, full-vocabulary log-softmax of the response rows. Prints tokens/s for log-probs
 (no grad) and for one SFT update (forward, backward, AdamW).
 
-    /usr/bin/python3 bench/torch_eager.py --threads 1
-    /usr/bin/python3 bench/torch_eager.py --threads 1 --preset qwen2.5-0.5b
+    ./build.sh eager --threads 1
+    ./build.sh eager --threads 1 --preset qwen2.5-0.5b
 
 Each figure is the mean of --repeats timed calls after one untimed call, as the Go
 benchmarks' -benchtime Nx reports it.

@@ -12,7 +12,7 @@ import (
 // benchConfig matches bench/torch_eager.py's defaults, so tokens/s compare directly:
 //
 //	go test ./cgo/torch/ -run '^$' -bench 'Plugin(LogProbs|Update)$/bench' -benchtime 5x
-//	/usr/bin/python3 bench/torch_eager.py --threads 1
+//	./build.sh eager --threads 1
 var benchConfig = Config{Arch: ArchQwen2, VocabSize: 4096, HiddenSize: 256, IntermediateSize: 512, NumLayers: 4,
 	NumHeads: 8, NumKVHeads: 2, HeadDim: 32, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, AttentionBias: true}
 
