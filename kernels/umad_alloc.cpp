@@ -42,9 +42,11 @@ class CachingCPUAllocator final : public c10::Allocator {
     cached_ = 0;
   }
 
+  // Never destroyed: tensors that libtorch's own statics hold are freed at exit, after
+  // every destructor of this library has run.
   static CachingCPUAllocator& self() {
-    static CachingCPUAllocator a;
-    return a;
+    static auto* a = new CachingCPUAllocator();
+    return *a;
   }
 
  private:
