@@ -97,7 +97,7 @@ def main():
         lsm = F.log_softmax((m(tokens, lens)[rows] @ m.emb.t()) / 0.6, -1)
         return lsm.gather(1, targets[:, None])[:, 0], -(lsm.exp() * lsm).sum(-1)
 
-    def best(f):
+    def mean_time(f):
         f()
         ts = []
         for _ in range(a.repeats):
@@ -105,7 +105,7 @@ def main():
         return sum(ts) / len(ts)
 
     with torch.no_grad():
-        t_lp = best(logprobs)
+        t_lp = mean_time(logprobs)
 
     def update():
         opt.zero_grad(set_to_none=True)
@@ -113,7 +113,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
 
-    t_up = best(update)
+    t_up = mean_time(update)
     tok = seqs * n
     print(f"torch {torch.__version__} threads {a.threads} V={V} H={H} L={L} "
           f"batch {seqs}x({a.prompt}+{a.response})")

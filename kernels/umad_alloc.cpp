@@ -27,11 +27,17 @@ class CachingCPUAllocator final : public c10::Allocator {
     cap_ = std::min(phys / 8, size_t(4) << 30);
   }
 
+  // A small block frees straight to malloc, without the lock: most tensors are small.
   c10::DataPtr allocate(size_t n) const override {
-    void* p = n >= kMinCached ? self().take(n) : c10::alloc_cpu(n);
+    if (n < kMinCached) {
+      void* p = c10::alloc_cpu(n);
+      return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};
+    }
+    void* p = self().take(n);
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
   }
 
+  // raw_allocate's blocks of every size share this one deleter.
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
   // empty frees every cached block.
@@ -75,7 +81,7 @@ class CachingCPUAllocator final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(a.mu_);
       auto it = a.live_.find(p);
-      if (it != a.live_.end()) {  // else a small block: malloc's
+      if (it != a.live_.end()) {  // else a small block from raw_allocate: malloc's
         const size_t n = it->second;
         a.live_.erase(it);
         if (a.cached_ + n <= a.cap_) {
