@@ -6,7 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -320,5 +324,82 @@ func TestBadFiles(t *testing.T) {
 func TestPhysicalCores(t *testing.T) {
 	if n := llama.PhysicalCores(); n < 1 {
 		t.Errorf("PhysicalCores() = %d", n)
+	}
+}
+
+// A context keeps its CPU worker threads for its life, asleep between decodes (so they
+// leave the cores to the sampler), and Close ends them.
+func TestThreadPool(t *testing.T) {
+	m := load(t, "qwen2")
+	threads := func() int {
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			t.Skip("no /proc/self/status:", err)
+		}
+		var n int
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+				n, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		return n
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b, _ := llama.NewBatch(64, 1)
+	defer b.Close()
+	decode := func(c *llama.Context) []float32 {
+		b.Clear()
+		for i := range 40 {
+			b.Add(int32(10+i), i, []int32{0}, i == 39)
+		}
+		if err := c.SeqRemove(0, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Decode(b); err != nil {
+			t.Fatal(err)
+		}
+		row, _ := c.Logits(39)
+		return slices.Clone(row)
+	}
+	one, err := m.NewContext(llama.ContextParams{NCtx: 256, Threads: 1, KVType: llama.KVF32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := decode(one)
+	one.Close()
+
+	before := threads()
+	for range 10 {
+		c, err := m.NewContext(llama.ContextParams{NCtx: 256, Threads: 2, KVType: llama.KVF32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			got := decode(c)
+			for v := range want {
+				if d := math.Abs(float64(got[v] - want[v])); d > 1e-4 {
+					t.Fatalf("logit %d with 2 threads differs from 1 thread by %g", v, d)
+				}
+			}
+		}
+		// Spinning workers would burn about a core each for the whole pause.
+		c0 := cpu()
+		time.Sleep(100 * time.Millisecond)
+		if used := cpu() - c0; used > 40*time.Millisecond {
+			t.Errorf("the process used %v of CPU in 100 ms idle after a decode: the workers did not sleep", used)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ten contexts of one worker each would leave 10 threads behind.
+	if after := threads(); after > before+5 {
+		t.Errorf("threads went from %d to %d over 10 contexts opened and closed", before, after)
 	}
 }
