@@ -392,10 +392,33 @@ func (s *scheduler) receive(r Result) error {
 	return s.admit()
 }
 
-// render renders a user message with an agent's chat format and tokenizes it.
-func (s *scheduler) render(agent int, msg string) ([]int32, error) {
+// render renders a user message with an agent's chat format and tokenizes it, through
+// memo: building a turn tokenizes the same prompt many times (FitMessage counts it, up to
+// a dozen times when it trims, the request then needs its ids, and agents on one model
+// and format get the same message), and llama.cpp's BPE tokenizer compiles its split
+// regex on every call (2 ms each on a 2-core machine, a fifth of a tiny debate's time).
+func (s *scheduler) render(agent int, msg string, memo tokenMemo) ([]int32, error) {
 	a := s.cfg.Agents[agent]
-	return UserPrompt(a.Format, msg, a.Generator.Tokenize)
+	return UserPrompt(a.Format, msg, func(text string) ([]int32, error) {
+		k := tokenKey{a.Generator, text}
+		if ids, ok := memo[k]; ok {
+			return ids, nil
+		}
+		ids, err := a.Generator.Tokenize(text)
+		if err == nil {
+			memo[k] = ids
+		}
+		return ids, err
+	})
+}
+
+// tokenMemo holds the tokenizations made while building one problem's turn; the requests
+// built from them share the ids (nothing writes to a prompt).
+type tokenMemo map[tokenKey][]int32
+
+type tokenKey struct {
+	g    Generator
+	text string
 }
 
 // UserPrompt renders one user message in a chat format and tokenizes it with tokenize (a
@@ -417,8 +440,9 @@ func UserPrompt(f chat.Format, msg string, tokenize func(text string) ([]int32, 
 func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
 	msg := Turn0Message(d.rec.Problem.Question)
 	var out []*pendingReq
+	memo := tokenMemo{}
 	for a := range s.cfg.Agents {
-		toks, err := s.render(a, msg)
+		toks, err := s.render(a, msg, memo)
 		if err != nil {
 			return nil, err
 		}
@@ -534,6 +558,7 @@ func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
 	// The reference recovers the question from the turn-0 message (remove_template).
 	question := RemoveTemplate(Turn0Message(d.rec.Problem.Question))
 	var out []*pendingReq
+	memo := tokenMemo{}
 	for k := range s.cfg.K {
 		if d.stopped[k] {
 			for a := range next {
@@ -548,7 +573,7 @@ func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
 		rounds := d.rounds(k)
 		for a := range s.cfg.Agents {
 			count := func(msg string) (int, error) {
-				toks, err := s.render(a, msg)
+				toks, err := s.render(a, msg, memo)
 				return len(toks), err
 			}
 			msg, trimmed, err := s.cfg.Prompt.FitMessage(question, rounds,
@@ -559,7 +584,7 @@ func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
 			if trimmed {
 				s.stats.Trimmed++
 			}
-			toks, err := s.render(a, msg)
+			toks, err := s.render(a, msg, memo)
 			if err != nil {
 				return nil, err
 			}

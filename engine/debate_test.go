@@ -27,8 +27,9 @@ type fakeGen struct {
 	// failOn makes tokenizing a text that contains it fail.
 	failOn string
 
-	mu       sync.Mutex
-	requests []Request
+	mu        sync.Mutex
+	requests  []Request
+	tokenized map[string]int // calls of Tokenize per text
 }
 
 // fakeFormat is the agents' chat format; userMessage undoes it.
@@ -88,6 +89,12 @@ func (f *fakeGen) generate(r *Request) Result {
 var errPoison = errors.New("fake tokenizer: poisoned text")
 
 func (f *fakeGen) Tokenize(text string) ([]int32, error) {
+	f.mu.Lock()
+	if f.tokenized == nil {
+		f.tokenized = map[string]int{}
+	}
+	f.tokenized[text]++
+	f.mu.Unlock()
 	if f.failOn != "" && strings.Contains(text, f.failOn) {
 		return nil, errPoison
 	}
@@ -453,6 +460,16 @@ func TestDebateTrimsPrompts(t *testing.T) {
 	}
 	if stats.Trimmed != 2*2 {
 		t.Errorf("%d prompts trimmed, want every turn-1 prompt (4)", stats.Trimmed)
+	}
+	// Trimming counts many candidate messages, and both agents (one model, one format)
+	// get the same ones: each text is tokenized once.
+	for text, n := range g.tokenized {
+		if n > 1 {
+			t.Errorf("tokenized %d times: %.80q...", n, text)
+		}
+	}
+	if len(g.tokenized) < 6 {
+		t.Errorf("%d texts tokenized; trimming two trajectories should have tried more", len(g.tokenized))
 	}
 	r := recs[0]
 	count := func(msg string) (int, error) { return len(rendered(t, msg)), nil }
