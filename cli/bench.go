@@ -49,11 +49,14 @@ func init() {
 			Usage:     "a whole debate's wall time against a bare llama.cpp loop's time for the same tokens, and prompt sharing",
 			UsageText: "umad bench debate [--agent M.gguf --agent M.gguf] [--synthetic 24] [-k 4] [--turns 3] [--results bench/RESULTS.md]",
 			Description: "Debates the built-in synthetic problems (twice by default), then times a bare llama.cpp\n" +
-				"loop on each model with the same threads and slots: prefill of --slots prompts of the\n" +
-				"debate's mean prompt length, and decode of --slots sequences. Efficiency is the time\n" +
-				"the bare loop needs for the prompt tokens the engines decoded and the tokens they\n" +
-				"generated, over the best debate wall time; the last column counts every sample's whole\n" +
-				"prompt instead (what prompt sharing saves). Also prints the cost of one KV stream copy.\n" +
+				"loop on each model with the same threads and slots, at two depths: prefill of --slots\n" +
+				"prompts of the debate's mean prompt length from position 0 and decode steps after them,\n" +
+				"then as many prompt tokens again and decode steps after those. A token costs more the\n" +
+				"deeper it sits (it attends over every cell before it), so each token is priced at its\n" +
+				"position by a line through those times. Efficiency is the bare loop's time for the\n" +
+				"prompt tokens the engines decoded and the tokens they generated, over the best debate\n" +
+				"wall time; \"naive prompts\" prices every sample's whole prompt from position 0 instead\n" +
+				"(what prompt sharing saves). Also prints the cost of one KV stream copy.\n" +
 				"Without --agent both agents run on one generated tiny qwen2 model (--two-models: a\n" +
 				"second one for the second agent).",
 			Flags: []ucli.Flag{

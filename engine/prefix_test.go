@@ -69,6 +69,18 @@ func TestCommonPrefixDecodedOnce(t *testing.T) {
 	if got, want := e.TokensDecoded(), st.PromptTokens+3*4; got != want {
 		t.Errorf("%d tokens sent to llama.cpp, want %d", got, want)
 	}
+	// Positions: the prefix's once, each suffix's; a sample of n prompt tokens draws its 5
+	// tokens from the rows at n-1 ... n+3; naively, every prompt from 0.
+	span := func(lo, hi int) int64 { return int64(hi*(hi-1)/2 - lo*(lo-1)/2) } // lo + ... + hi-1
+	if want := span(0, len(pre)) + span(len(pre), len(a)) + span(len(pre), len(b)); st.PromptPositions != want {
+		t.Errorf("prompt positions sum to %d, want %d", st.PromptPositions, want)
+	}
+	if want := span(0, len(a)) + 2*span(0, len(b)); st.NaivePromptPositions != want {
+		t.Errorf("naive prompt positions sum to %d, want %d", st.NaivePromptPositions, want)
+	}
+	if want := span(len(a)-1, len(a)+4) + 2*span(len(b)-1, len(b)+4); st.GeneratedPositions != want {
+		t.Errorf("generated positions sum to %d, want %d", st.GeneratedPositions, want)
+	}
 
 	// A common prefix below the minimum is decoded by each prompt.
 	short := []engine.Request{

@@ -93,10 +93,15 @@ type Stats struct {
 	// PromptTokens over it is what sharing prompts (a request's K samples, requests with
 	// identical prompts, and common prefixes of different prompts) leaves to decode.
 	NaivePromptTokens int64
-	GeneratedTokens   int64         // tokens drawn
-	Moves             int64         // sequences moved to a lower slot (a KV stream copy each)
-	DecodeTime        time.Duration // inside llama_decode
-	SampleTime        time.Duration // inside the sampler
+	GeneratedTokens   int64 // tokens drawn
+	// The positions summed over the same tokens: a token's cost in llama.cpp grows with
+	// its position (it attends over all before it), so bench debate prices the tokens at
+	// their positions. A drawn token's position is that of the row it was drawn from.
+	PromptPositions, NaivePromptPositions, GeneratedPositions int64
+
+	Moves      int64         // sequences moved to a lower slot (a KV stream copy each)
+	DecodeTime time.Duration // inside llama_decode
+	SampleTime time.Duration // inside the sampler
 }
 
 // Engine generates samples with one llama.cpp context.
@@ -135,6 +140,7 @@ type slot struct {
 	last      int32
 	rng       sampler.Stream
 	row       int // batch index of this slot's logits in the current step, -1 if none
+	rowPos    int // the position of that row's token
 	tokens    []int32
 	logprobs  []float32
 	keptMass  []float32
@@ -381,7 +387,7 @@ func (e *Engine) step(emit func(Result)) error {
 			if err != nil {
 				return err
 			}
-			sl.row = row
+			sl.row, sl.rowPos = row, sl.pos
 			sl.pos++
 		case prefill:
 			j := sl.job
@@ -393,10 +399,11 @@ func (e *Engine) step(emit func(Result)) error {
 					return err
 				}
 				e.stats.PromptTokens++
-				j.prefillN++
+				e.stats.PromptPositions += int64(j.prefillN)
 				if last {
-					sl.row = row
+					sl.row, sl.rowPos = row, j.prefillN
 				}
+				j.prefillN++
 			}
 		}
 	}
@@ -446,6 +453,7 @@ func (e *Engine) step(emit func(Result)) error {
 		sl := &e.slots[i]
 		d := draws[n]
 		e.stats.GeneratedTokens++
+		e.stats.GeneratedPositions += int64(sl.rowPos)
 		sl.tokens = append(sl.tokens, d.Token)
 		sl.logprobs = append(sl.logprobs, d.LogProb)
 		sl.keptMass = append(sl.keptMass, d.KeptMass)

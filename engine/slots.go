@@ -162,7 +162,7 @@ func (e *Engine) share() error {
 				if err := e.copyStream(i, w); err != nil {
 					return err
 				}
-				o.state, o.pos, o.row, o.source = decoding, n, sl.row, nil
+				o.state, o.pos, o.row, o.rowPos, o.source = decoding, n, sl.row, sl.rowPos, nil
 				continue
 			}
 			// A prefix: o is its job's prefill slot, and decodes the rest of its prompt
@@ -232,7 +232,9 @@ func (e *Engine) assign(j *job, s int) *slot {
 	if len(ids) == 0 {
 		ids = []uint64{r.ID}
 	}
-	e.stats.NaivePromptTokens += int64(len(r.Prompt))
+	n := int64(len(r.Prompt))
+	e.stats.NaivePromptTokens += n
+	e.stats.NaivePromptPositions += n * (n - 1) / 2
 	*sl = slot{job: j, k: j.next, row: -1,
 		rng:    sampler.NewStream(r.Seed, append(slices.Clone(ids), uint64(j.next))...),
 		tokens: sl.tokens[:0], logprobs: sl.logprobs[:0], keptMass: sl.keptMass[:0], entropies: sl.entropies[:0]}
