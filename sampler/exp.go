@@ -3,9 +3,14 @@ package sampler
 import "math"
 
 // expSteps is the number of table steps per octave: e^y = 2^(k/expSteps) e^r.
-const expSteps = 256
+// Sixteen entries fit in two AVX-512 registers, so the kernel looks them up
+// with one permute instead of a gather from memory.
+const (
+	expSteps     = 16
+	expStepShift = 4 // log2(expSteps)
+)
 
-// expTable[j] holds the bits of 2^(j/256), built with math.Exp2, so each
+// expTable[j] holds the bits of 2^(j/16), built with math.Exp2, so each
 // entry is within half an ulp of the true value.
 var expTable = func() (t [expSteps]uint64) {
 	for j := range t {
@@ -23,28 +28,29 @@ const (
 	roundMagic  = 0x1.8p52
 	stepsPerNat = expSteps * math.Log2E
 	natsPerStep = math.Ln2 / expSteps
-	// expUnbias turns (bits of roundMagic+k)>>8 into k>>8: it subtracts
-	// 0x4338000000000000>>8 modulo 2^64 (only the low 12 bits survive the
+	// expUnbias turns (bits of roundMagic+k)>>4 into k>>4: it subtracts
+	// 0x4338000000000000>>4 modulo 2^64 (only the low 12 bits survive the
 	// shift into the exponent field).
-	expUnbias = 1<<64 - 0x4338000000000000>>8
+	expUnbias = 1<<64 - 0x4338000000000000>>expStepShift
 )
 
 // expNeg returns e^y for y in [expFloor, 0] with a relative error below 1e-12
 // (TestExpNegAccuracy), several times faster than math.Exp. It splits
-// y = k ln2/256 + r with |r| <= ln2/512, so e^y = 2^(k>>8) * 2^((k&255)/256)
-// * e^r, and e^r is a cubic whose truncation error is r^4/24 < 1.5e-13. The
-// rounding of k*ln2/256 (|k| < 2^18) costs at most 6e-14 relative at y = -700.
-// Every product is rounded by an explicit conversion, which forbids the
-// compiler to fuse multiply-adds: the result is bit-identical on every
-// platform and build, so draws reproduce exactly.
+// y = k ln2/16 + r with |r| <= ln2/32, so e^y = 2^(k>>4) * 2^((k&15)/16) * e^r,
+// and e^r is a quintic whose truncation error is r^6/720 < 1.5e-13; the
+// rounding of k*ln2/16 (|k| < 2^14) costs at most 8e-14 relative at y = -700.
+// The multiply-adds are fused (math.FMA, one rounding each; the kernels use
+// the same fused instructions). Fused or not is fixed, never the compiler's
+// choice: the result is bit-identical on every platform and build, so draws
+// reproduce exactly.
 func expNeg(y float64) float64 {
-	t := float64(y*stepsPerNat) + roundMagic
-	r := y - float64((t-roundMagic)*natsPerStep)
-	p := float64(float64(float64(float64(float64(r*(1.0/6))+0.5)*r)+1)*r) + 1
-	// t's low mantissa bits hold k in two's complement; 2^(k>>8) is applied
-	// by adding k>>8 to the exponent field of the table entry 2^((k&255)/256).
+	t := math.FMA(y, stepsPerNat, roundMagic)
+	r := math.FMA(-(t - roundMagic), natsPerStep, y)
+	p := math.FMA(math.FMA(math.FMA(math.FMA(math.FMA(r, 1.0/120, 1.0/24), r, 1.0/6), r, 0.5), r, 1), r, 1)
+	// t's low mantissa bits hold k in two's complement; 2^(k>>4) is applied
+	// by adding k>>4 to the exponent field of the table entry 2^((k&15)/16).
 	k := math.Float64bits(t)
-	return float64(math.Float64frombits(expTable[uint8(k)]+(k>>8+expUnbias)<<52) * p)
+	return float64(math.Float64frombits(expTable[k&(expSteps-1)]+(k>>expStepShift+expUnbias)<<52) * p)
 }
 
 const (

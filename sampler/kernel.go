@@ -74,13 +74,14 @@ const histSlots = regularBuckets + lanes
 // expConsts are the constants of expNeg, bucketOf and quantise, for the
 // assembly kernels; the Go code uses the named constants directly.
 type expConstants struct {
-	stepsPerNat, roundMagic, natsPerStep, sixth, half, one, floor, unit float64
-	two52                                                               float64 // AVX2's float-to-integer trick
-	low8, unbias                                                        uint64
-	overflow                                                            uint32
+	stepsPerNat, roundMagic, natsPerStep, c120, c24, sixth, half, one, floor, unit float64
+	two52                                                                          float64 // AVX2's float-to-integer trick
+	stepMask, unbias                                                               uint64
+	overflow                                                                       uint32
 }
 
-var expConsts = expConstants{stepsPerNat, roundMagic, natsPerStep, 1.0 / 6, 0.5, 1, expFloor, 1 << weightBits, 0x1p52, 255, expUnbias, overflowBucket}
+var expConsts = expConstants{stepsPerNat, roundMagic, natsPerStep, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, expFloor,
+	1 << weightBits, 0x1p52, expSteps - 1, expUnbias, overflowBucket}
 
 // weighTokens weighs a block of logits (len(xs) <= weighBlock; the first
 // token of xs is a multiple of lanes into the row): it adds e = e^y and y e
@@ -95,7 +96,7 @@ func weighTokens(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []ui
 		y := clampTail(scaled(xs[j], m, invT))
 		e := expNeg(y)
 		f.z[j%lanes] += e
-		f.sx[j%lanes] += float64(y * e)
+		f.sx[j%lanes] = math.FMA(y, e, f.sx[j%lanes])
 		b := bucketOf(y, scale)
 		bk[j] = uint16(b)
 		if b < overflowBucket {

@@ -11,7 +11,7 @@ import (
 // The instruction sets with kernels, in increasing order.
 const (
 	noSIMD = iota
-	avx2   // AVX2 and BMI1
+	avx2   // AVX2, FMA and BMI1
 	avx512 // AVX-512 F, DQ, BW and VL, BMI1 and POPCNT
 )
 
@@ -22,7 +22,7 @@ var bestSIMD = func() int {
 	switch {
 	case x.HasAVX512F && x.HasAVX512DQ && x.HasAVX512BW && x.HasAVX512VL && x.HasBMI1 && x.HasPOPCNT:
 		return avx512
-	case x.HasAVX2 && x.HasBMI1:
+	case x.HasAVX2 && x.HasFMA && x.HasBMI1:
 		return avx2
 	}
 	return noSIMD

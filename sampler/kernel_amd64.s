@@ -13,11 +13,13 @@
 #define W2_NEGSCALE 128
 #define W2_UNIT 160
 #define W2_TWO52 192
-#define W2_LOW8 224
+#define W2_STEPMASK 224
 #define W2_UNBIAS 256
 #define W2_OVERFLOW 288
 #define W2_B 320
 #define W2_Q 352
+#define W2_C24 416
+#define W2_C120 448
 
 // W2_HALFSTEP weighs the 4 tokens at byte offset off of (SI)(BX*4) into the
 // lane sums zacc and sxacc and leaves their buckets at W2_B+boff(SP) and
@@ -28,28 +30,27 @@
 	VSUBPD Y7, Y0, Y0; \
 	VMULPD Y8, Y0, Y0; \
 	VMAXPD Y9, Y0, Y0; \
-	VMULPD Y10, Y0, Y1; \
-	VADDPD Y11, Y1, Y1; \
-	VSUBPD Y11, Y1, Y2; \
-	VMULPD W2_NATS(SP), Y2, Y2; \
-	VSUBPD Y2, Y0, Y2; \
-	VMULPD W2_SIXTH(SP), Y2, Y3; \
-	VADDPD W2_HALF(SP), Y3, Y3; \
-	VMULPD Y2, Y3, Y3; \
-	VADDPD W2_ONE(SP), Y3, Y3; \
-	VMULPD Y2, Y3, Y3; \
-	VADDPD W2_ONE(SP), Y3, Y3; \
-	VPAND W2_LOW8(SP), Y1, Y4; \
+	VMOVAPD Y11, Y1; \
+	VFMADD231PD Y10, Y0, Y1; \
+	VSUBPD Y11, Y1, Y3; \
+	VMOVAPD Y0, Y2; \
+	VFNMADD231PD W2_NATS(SP), Y3, Y2; \
+	VMOVUPD W2_C24(SP), Y3; \
+	VFMADD231PD W2_C120(SP), Y2, Y3; \
+	VFMADD213PD W2_SIXTH(SP), Y2, Y3; \
+	VFMADD213PD W2_HALF(SP), Y2, Y3; \
+	VFMADD213PD W2_ONE(SP), Y2, Y3; \
+	VFMADD213PD W2_ONE(SP), Y2, Y3; \
+	VPAND W2_STEPMASK(SP), Y1, Y4; \
 	VPCMPEQQ Y5, Y5, Y5; \
 	VGATHERQPD Y5, (R11)(Y4*8), Y6; \
-	VPSRLQ $8, Y1, Y4; \
+	VPSRLQ $const_expStepShift, Y1, Y4; \
 	VPADDQ W2_UNBIAS(SP), Y4, Y4; \
 	VPSLLQ $52, Y4, Y4; \
 	VPADDQ Y4, Y6, Y6; \
 	VMULPD Y3, Y6, Y6; \
 	VADDPD Y6, zacc, zacc; \
-	VMULPD Y6, Y0, Y4; \
-	VADDPD Y4, sxacc, sxacc; \
+	VFMADD231PD Y6, Y0, sxacc; \
 	VMULPD W2_NEGSCALE(SP), Y0, Y4; \
 	VCVTTPD2DQY Y4, X4; \
 	VPMINSD W2_OVERFLOW(SP), X4, X4; \
@@ -183,7 +184,7 @@ minloop:
 // func weighAVX512(f *weighFrame, xs []float32, bk []uint16, stB []int32, stQ []uint64) (staged int)
 //
 // Eight tokens per iteration, one per float64 lane, with the operations of
-// weighTokens in the same order and no fused multiply-adds.
+// weighTokens in the same order, fused where it fuses them.
 TEXT ·weighAVX512(SB), NOSPLIT, $0-112
 	MOVQ f+0(FP), DI
 	MOVQ xs_base+8(FP), SI
@@ -191,7 +192,6 @@ TEXT ·weighAVX512(SB), NOSPLIT, $0-112
 	MOVQ bk_base+32(FP), R8
 	MOVQ stB_base+56(FP), R9
 	MOVQ stQ_base+80(FP), R10
-	LEAQ ·expTable(SB), R11
 
 	VBROADCASTSD weighFrame_max(DI), Z16
 	VBROADCASTSD weighFrame_invT(DI), Z17
@@ -206,7 +206,10 @@ TEXT ·weighAVX512(SB), NOSPLIT, $0-112
 	VBROADCASTSD ·expConsts+expConstants_one(SB), Z24
 	VBROADCASTSD ·expConsts+expConstants_floor(SB), Z25
 	VBROADCASTSD ·expConsts+expConstants_unit(SB), Z26
-	VPBROADCASTQ ·expConsts+expConstants_low8(SB), Z27
+	VBROADCASTSD ·expConsts+expConstants_c24(SB), Z27
+	VBROADCASTSD ·expConsts+expConstants_c120(SB), Z30
+	VMOVUPD ·expTable(SB), Z12 // entries 0-7
+	VMOVUPD ·expTable+64(SB), Z13 // entries 8-15
 	VPBROADCASTQ ·expConsts+expConstants_unbias(SB), Z28
 	VPBROADCASTD ·expConsts+expConstants_overflow(SB), Y29
 	VMOVUPD weighFrame_z(DI), Z14
@@ -220,32 +223,31 @@ weighloop:
 	VSUBPD Z16, Z0, Z0
 	VMULPD Z17, Z0, Z0
 	VMAXPD Z25, Z0, Z0
-	// expNeg: t = y*stepsPerNat + magic; r = y - (t - magic)*natsPerStep
-	VMULPD Z19, Z0, Z1
-	VADDPD Z20, Z1, Z1
+	// expNeg, fused as in Go: t = fma(y, stepsPerNat, magic);
+	// r = fma(-(t - magic), natsPerStep, y)
+	VMOVAPD Z20, Z1
+	VFMADD231PD Z19, Z0, Z1
 	VSUBPD Z20, Z1, Z2
-	VMULPD Z21, Z2, Z2
-	VSUBPD Z2, Z0, Z2
-	// p = ((r/6 + 1/2) r + 1) r + 1
-	VMULPD Z22, Z2, Z3
-	VADDPD Z23, Z3, Z3
-	VMULPD Z2, Z3, Z3
-	VADDPD Z24, Z3, Z3
-	VMULPD Z2, Z3, Z3
-	VADDPD Z24, Z3, Z3
-	// e = bits(expTable[k&255] + (k>>8 + unbias)<<52) * p
-	VPANDQ Z27, Z1, Z4
-	KXNORB K1, K1, K1
-	VGATHERQPD (R11)(Z4*8), K1, Z5
-	VPSRLQ $8, Z1, Z6
+	VFNMADD213PD Z0, Z21, Z2
+	// p = fma(fma(fma(fma(fma(r, 1/120, 1/24), r, 1/6), r, 1/2), r, 1), r, 1)
+	VMOVAPD Z27, Z3
+	VFMADD231PD Z30, Z2, Z3
+	VFMADD213PD Z22, Z2, Z3
+	VFMADD213PD Z23, Z2, Z3
+	VFMADD213PD Z24, Z2, Z3
+	VFMADD213PD Z24, Z2, Z3
+	// e = bits(expTable[k&15] + (k>>4 + unbias)<<52) * p; the permute reads
+	// only the low 4 bits of each index
+	VMOVAPD Z12, Z5
+	VPERMT2PD Z13, Z1, Z5
+	VPSRLQ $const_expStepShift, Z1, Z6
 	VPADDQ Z28, Z6, Z6
 	VPSLLQ $52, Z6, Z6
 	VPADDQ Z6, Z5, Z5
 	VMULPD Z3, Z5, Z5
-	// z += e; sx += y*e
+	// z += e; sx = fma(y, e, sx)
 	VADDPD Z5, Z14, Z14
-	VMULPD Z5, Z0, Z6
-	VADDPD Z6, Z15, Z15
+	VFMADD231PD Z5, Z0, Z15
 	// bucket = min(int(-y*scale), overflow)
 	VMULPD Z18, Z0, Z7
 	VCVTTPD2DQ Z7, Y7
@@ -437,7 +439,7 @@ min2loop:
 //
 // Eight tokens per iteration in two halves: tokens 0-3 add into lanes 0-3
 // (Y15, Y13), tokens 4-7 into lanes 4-7 (Y14, Y12), as in weighTokens.
-TEXT ·weighAVX2(SB), NOSPLIT, $416-56
+TEXT ·weighAVX2(SB), NOSPLIT, $480-56
 	MOVQ f+0(FP), DI
 	MOVQ xs_base+8(FP), SI
 	MOVQ xs_len+16(FP), CX
@@ -462,8 +464,12 @@ TEXT ·weighAVX2(SB), NOSPLIT, $416-56
 	VMOVUPD Y0, W2_UNIT(SP)
 	VBROADCASTSD ·expConsts+expConstants_two52(SB), Y0
 	VMOVUPD Y0, W2_TWO52(SP)
-	VBROADCASTSD ·expConsts+expConstants_low8(SB), Y0
-	VMOVUPD Y0, W2_LOW8(SP)
+	VBROADCASTSD ·expConsts+expConstants_stepMask(SB), Y0
+	VMOVUPD Y0, W2_STEPMASK(SP)
+	VBROADCASTSD ·expConsts+expConstants_c24(SB), Y0
+	VMOVUPD Y0, W2_C24(SP)
+	VBROADCASTSD ·expConsts+expConstants_c120(SB), Y0
+	VMOVUPD Y0, W2_C120(SP)
 	VBROADCASTSD ·expConsts+expConstants_unbias(SB), Y0
 	VMOVUPD Y0, W2_UNBIAS(SP)
 	VBROADCASTSS ·expConsts+expConstants_overflow(SB), X0
