@@ -115,6 +115,12 @@ type Engine struct {
 	eog     map[int32]bool
 	slots   []slot
 	stats   Stats
+	// step's sampling arguments, kept between steps so a step allocates nothing
+	rows   [][]float32
+	params []sampler.Params
+	rngs   []*sampler.Stream
+	who    []int
+	draws  []sampler.Draw
 }
 
 // slotState is what a slot does in the next step.
@@ -422,10 +428,7 @@ func (e *Engine) step(emit func(Result)) error {
 	}
 
 	// Sample every slot with a logits row; siblings fresh from one prefill share a row.
-	var rows [][]float32
-	var params []sampler.Params
-	var rngs []*sampler.Stream
-	var who []int
+	rows, params, rngs, who := e.rows[:0], e.params[:0], e.rngs[:0], e.who[:0]
 	for i := range e.slots {
 		sl := &e.slots[i]
 		if sl.row < 0 {
@@ -440,12 +443,18 @@ func (e *Engine) step(emit func(Result)) error {
 		rngs = append(rngs, &sl.rng)
 		who = append(who, i)
 	}
+	e.rows, e.params, e.rngs, e.who = rows, params, rngs, who
 	if len(who) == 0 {
 		return nil
 	}
-	draws := make([]sampler.Draw, len(who))
+	if cap(e.draws) < len(who) {
+		e.draws = make([]sampler.Draw, len(e.slots))
+	}
+	draws := e.draws[:len(who)]
 	t1 := time.Now()
-	if err := e.sampler.Sample(rows, params, rngs, draws); err != nil {
+	err := e.sampler.Sample(rows, params, rngs, draws)
+	clear(rows) // llama.cpp's rows are valid only until the next decode
+	if err != nil {
 		return fmt.Errorf("sample: %w", err)
 	}
 	e.stats.SampleTime += time.Since(t1)

@@ -460,3 +460,29 @@ func TestIdenticalPromptsShareOnePrefill(t *testing.T) {
 		t.Errorf("copying: %d tokens sent to llama.cpp, want %d", got, want)
 	}
 }
+
+// A decode step allocates nothing once the engine's buffers have grown: 64 more tokens
+// per sample cost only the growth of the samples' own token slices (the slices of a
+// step's rows, parameters and draws used to be made anew every step).
+func TestStepsDoNotAllocate(t *testing.T) {
+	m := load(t, "qwen2")
+	e, err := engine.New(m, exact(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	p := prompt(t, m, "Count the apples.")
+	allocs := func(tokens int) float64 {
+		reqs := []engine.Request{{ID: 1, Prompt: p, K: 4, MaxTokens: tokens, Params: sampler.Params{Temperature: 0.7, TopP: 0.9},
+			Seed: 1, IgnoreEOG: true}}
+		return testing.AllocsPerRun(3, func() {
+			if err := e.Generate(context.Background(), reqs, func(engine.Result) {}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	short, long := allocs(32), allocs(96)
+	if extra := long - short; extra > 64 {
+		t.Errorf("64 more decode steps made %.0f more allocations (%.0f vs %.0f), want at most one a step", extra, long, short)
+	}
+}
