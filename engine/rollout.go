@@ -15,6 +15,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -307,6 +308,11 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 	}
 	var active []*job // jobs with samples still to start, in arrival order
 	defer e.reset()
+	// The calling thread is one of llama.cpp's compute threads: keep it one OS thread for
+	// the whole run rather than whichever the runtime resumes the goroutine on after each
+	// decode (the tiny model's engine/bare ratio over 10 runs: median 0.95 locked, 0.92 not).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
