@@ -310,7 +310,7 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 	defer e.reset()
 	// The calling thread is one of llama.cpp's compute threads: keep it one OS thread for
 	// the whole run rather than whichever the runtime resumes the goroutine on after each
-	// decode (the tiny model's engine/bare ratio over 10 runs: median 0.95 locked, 0.92 not).
+	// decode (steadier steps on a small machine: bench/RESULTS.md).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for {

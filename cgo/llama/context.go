@@ -85,8 +85,8 @@ type ContextParams struct {
 type Context struct {
 	mu sync.Mutex
 	c  *C.struct_llama_context
-	// pool is the context's own CPU threadpool (nil if ggml could not make one). Without
-	// it ggml starts and joins fresh threads for every graph it computes, a micro-batch
+	// pool is the context's own CPU threadpool (nil if ggml returned none). Without it
+	// ggml starts and joins fresh threads for every graph it computes, a micro-batch
 	// each: on a small model at 2 threads that made debate decode steps 2x slower.
 	pool   *C.struct_ggml_threadpool
 	model  *Model
