@@ -129,6 +129,13 @@ t1=$(date +%s.%N)
 section+="\n### Debate (2 agents, 3B + 4B shapes, 32 problems, K 4, 2 turns, 256 tokens)\n\n"
 section+="wall $(python3 -c "print('%.1f' % ($t1 - $t0))") s, peak GPU memory $(cat "$work/debate.mem") MiB\n"
 
+# Efficiency against the bare loop, each token priced at its position (bench debate's table).
+./umad bench debate --agent "$work/qwen2.5-3b/model.gguf" --agent "$work/qwen2.5-3b/model.gguf" \
+	--synthetic 16 -k 4 --turns 2 --max-tokens 256 --prompt-limit 2048 --slots 32 --gpu-layers 99 \
+	>"$work/bench-debate.md"
+section+="\n### Debate efficiency (\`umad bench debate\`, two agents on the 3B shape, 16 problems, K 4, 2 turns, 256 tokens)\n\n"
+section+="$(sed -n '/^| engines/,/^$/p' "$work/bench-debate.md")\n"
+
 # --- training ------------------------------------------------------------------------------
 train() { # train NAME EXTRA-FLAGS...
 	local name=$1
