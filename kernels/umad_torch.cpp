@@ -1,7 +1,9 @@
 // libumad_torch: decoder-only transformers (Qwen2/Qwen2.5, Qwen3, Llama 3) with Hugging
-// Face semantics, chunked log-probs, GRPO/PPO losses and AdamW behind the C ABI of
-// umad_torch.h. One translation unit on purpose: compiles against torch are slow (the
-// collectives live in umad_dist.cpp, so changing them does not recompile the model).
+// Face semantics, GRPO/PPO and SFT losses and the optimizer step behind the C ABI of
+// umad_torch.h. The lm_head's chunked log-probs (umad_logprobs.cpp), AdamW's arithmetic
+// (umad_optim.cpp), the collectives (umad_dist.cpp) and the CPU allocator (umad_alloc.cpp)
+// are translation units of their own: compiles against torch are slow, and a change to
+// one of them does not recompile the model.
 
 #include "umad_internal.h"
 #include "umad_torch.h"
@@ -223,96 +225,6 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       torch::autograd::backward({y}, {grad_out[0]});
     }
     return {x.grad(), Tensor(), Tensor(), Tensor()};
-  }
-};
-
-// Log-probs and entropies of targets under softmax(h w^T * inv_temp), computed over row
-// chunks so neither direction holds more than chunk x V logits at a time. With `keep`, a
-// training pass keeps its chunks' log-softmax for the backward, which then skips the
-// lm_head GEMM it would otherwise repeat; without, the backward recomputes each chunk.
-
-struct ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
-  static torch::Dtype math_dtype(const Tensor& h) {
-    return h.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
-  }
-  static variable_list forward(AutogradContext* ctx, Tensor h, Tensor w, Tensor targets,
-                               double inv_temp, int64_t chunk, bool keep) {
-    ctx->saved_data["inv_temp"] = inv_temp;
-    ctx->saved_data["chunk"] = chunk;
-    // An output the loss does not use (the entropy, mostly) arrives undefined in the
-    // backward, not as zeros: its V-wide gradient terms are skipped, not computed as zero.
-    ctx->set_materialize_grads(false);
-    torch::NoGradGuard no_grad;
-    const int64_t n = h.size(0);
-    auto dt = math_dtype(h);
-    keep = keep && (h.requires_grad() || w.requires_grad());
-    auto kept = keep ? torch::empty({n, w.size(0)}, h.options().dtype(dt)) : Tensor();
-    ctx->save_for_backward({h, w, targets, kept});
-    auto wc = w.to(h.scalar_type());  // a bf16-stored frozen lm_head, cast for this call only
-    auto logp = torch::empty({n}, h.options().dtype(dt));
-    auto ent = torch::empty({n}, h.options().dtype(dt));
-    for (int64_t s = 0; s < n; s += chunk) {
-      int64_t len = std::min(chunk, n - s);
-      auto z = torch::matmul(h.narrow(0, s, len), wc.t()).to(dt).mul_(inv_temp);
-      Tensor lsm;
-      if (keep) {
-        lsm = kept.narrow(0, s, len);
-        at::_log_softmax_out(lsm, z, -1, false);
-      } else {
-        lsm = torch::log_softmax(z, -1);
-      }
-      logp.narrow(0, s, len).copy_(lsm.gather(1, targets.narrow(0, s, len).unsqueeze(1)).squeeze(1));
-      auto ent_c = ent.narrow(0, s, len);
-      torch::sum_out(ent_c, lsm.exp().mul_(lsm), {-1}).neg_();
-    }
-    return {logp, ent};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    auto saved = ctx->get_saved_variables();
-    auto h = saved[0], w = saved[1], targets = saved[2], kept = saved[3];
-    double inv_temp = ctx->saved_data["inv_temp"].toDouble();
-    int64_t chunk = ctx->saved_data["chunk"].toInt();
-    const bool want_logp = g[0].defined(), want_ent = g[1].defined();
-    const int64_t n = h.size(0);
-    auto dt = math_dtype(h);
-    const bool want_w = ctx->needs_input_grad(1);  // a frozen lm_head needs no [V, H] gradient
-    if (!want_logp && !want_ent)
-      return {torch::zeros_like(h), want_w ? torch::zeros_like(w) : Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
-    // d logp_t / dz = onehot(t) - p;  d H / dz = -p (log p + H); z = inv_temp * h w^T. The
-    // per-row upstream gradients carry inv_temp, so the V-wide terms need no extra pass.
-    auto g_logp = want_logp ? g[0].to(dt) * inv_temp : Tensor();
-    auto g_ent = want_ent ? g[1].to(dt) * inv_temp : Tensor();
-    auto wc = w.to(h.scalar_type());
-    auto grad_h = torch::empty_like(h);
-    Tensor grad_w;
-    for (int64_t s = 0; s < n; s += chunk) {
-      int64_t len = std::min(chunk, n - s);
-      auto hc = h.narrow(0, s, len);
-      auto lsm = kept.defined() ? kept.narrow(0, s, len)
-                                : torch::log_softmax(torch::matmul(hc, wc.t()).to(dt).mul_(inv_temp), -1);
-      auto p = lsm.exp();
-      Tensor gz;
-      if (want_ent) {
-        // -g_ent p (lsm + H), with H = -sum(p lsm); a recomputed lsm becomes the gradient
-        // in place, a kept one stays as saved.
-        auto ge = g_ent.narrow(0, s, len).unsqueeze(1);
-        auto H = (p * lsm).sum(-1, true).neg_();
-        gz = (kept.defined() ? lsm + H : lsm.add_(H)).mul_(p).mul_(-ge);
-        if (want_logp) gz.addcmul_(p, g_logp.narrow(0, s, len).unsqueeze(1), -1);
-      } else {
-        gz = p.mul_(-g_logp.narrow(0, s, len).unsqueeze(1));
-      }
-      if (want_logp) gz.scatter_add_(1, targets.narrow(0, s, len).unsqueeze(1), g_logp.narrow(0, s, len).unsqueeze(1));
-      auto grad_hc = grad_h.narrow(0, s, len);
-      torch::mm_out(grad_hc, gz.to(wc.scalar_type()), wc);
-      if (!want_w) continue;
-      if (grad_w.defined())
-        grad_w.addmm_(gz.t(), hc.to(dt));
-      else
-        grad_w = torch::mm(gz.t(), hc.to(dt));
-    }
-    if (want_w && !grad_w.defined()) grad_w = torch::zeros(w.sizes(), w.options().dtype(dt));
-    return {grad_h, want_w ? grad_w.to(w.scalar_type()) : Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -673,7 +585,7 @@ struct Model {
     auto h = hidden(b);
     auto [rows, targets] = response_rows(s, b);
     auto hr = h.index_select(0, rows);
-    // A frozen lm_head in another dtype is cast inside ChunkedLogProbs, per call.
+    // A frozen lm_head in another dtype is cast inside chunked_logprobs, per call.
     auto w = lm_head.requires_grad() ? W(lm_head) : lm_head;
     if (chunk < 0) {
       auto dt = h.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
@@ -685,7 +597,7 @@ struct Model {
     // (256 MiB in f32; memplan/trainer.go counts them); a chunk size the caller chose
     // bounds the training pass's logits to it too.
     const bool keep = chunk == 0 && hr.size(0) * w.size(0) <= kKeptLogits;
-    auto out = ChunkedLogProbs::apply(hr, w, targets, 1.0 / temperature, pick_chunk(chunk, hr.size(0)), keep);
+    auto out = umad::chunked_logprobs(hr, w, targets, 1.0 / temperature, pick_chunk(chunk, hr.size(0)), keep);
     return {out[0], out[1]};
   }
 };
@@ -776,18 +688,6 @@ Tensor aggregate(const Tensor& x, const Tensor& mask, const Tensor& seg, int64_t
     case UMAD_AGG_SEQ_MEAN_TOKEN_SUM_NORM: return xm.sum() / norm_length;
   }
   throw ArgError("unknown loss aggregation mode " + std::to_string(mode));
-}
-
-// A gradient's sum of squares in float64 without a float64 copy of it (which cost 0.9 s per
-// step at the 0.5B shape): float norms of 1,024-element blocks, exact to float rounding at
-// that length, squared and summed in float64, so a large model's total cannot overflow.
-Tensor sum_of_squares(const Tensor& g) {
-  auto f = g.reshape({-1});
-  const int64_t n = f.numel(), block = 1024, full = n / block * block;
-  auto sq = torch::zeros({}, f.options().dtype(torch::kDouble));
-  if (full > 0) sq += f.narrow(0, 0, full).view({-1, block}).norm(2, {1}).to(torch::kDouble).pow(2).sum();
-  if (full < n) sq += f.narrow(0, full, n - full).norm().to(torch::kDouble).pow(2);
-  return sq;
 }
 
 Tensor from_floats(const float* p, int64_t n, const Tensor& like) {
@@ -1136,7 +1036,7 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
     for (auto& kv : m->params) {
       if (!kv.second.requires_grad()) continue;  // frozen: never a gradient, never updated
       auto& g = kv.second.grad();
-      if (g.defined()) sq += sum_of_squares(g);
+      if (g.defined()) sq += umad::sum_of_squares(g);
     }
     double norm = std::sqrt(sq.item<double>());
     stats->grad_norm = norm;
@@ -1160,24 +1060,7 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
       if (!p.requires_grad()) continue;
       auto g = p.grad();
       if (!g.defined()) continue;
-      // The update is elementwise: on the CPU it runs in slices of 256K values, so each
-      // slice's passes stay in cache and its temporary comes back from malloc's heap instead
-      // of a parameter-sized buffer mapped and page-faulted in every step (2 GB per step at
-      // the 0.5B shape). The same ops in the same order: bit-identical to the whole tensor.
-      const int64_t n = p.numel(), slice = p.is_cuda() ? n : int64_t(1) << 18;
-      auto pf = p.detach().view({-1}), gf = g.view({-1});
-      auto ef = m->exp_avg.at(kv.first).view({-1}), sf = m->exp_avg_sq.at(kv.first).view({-1});
-      for (int64_t s = 0; s < n; s += slice) {
-        const int64_t len = std::min(slice, n - s);
-        auto ps = pf.narrow(0, s, len), gs = gf.narrow(0, s, len);
-        auto ea = ef.narrow(0, s, len), eas = sf.narrow(0, s, len);
-        if (coef < 1.0) gs.mul_(coef);  // the gradient is dropped after the step
-        ps.mul_(1 - opt->lr * opt->weight_decay);
-        ea.mul_(opt->beta1).add_(gs, 1 - opt->beta1);
-        eas.mul_(opt->beta2).addcmul_(gs, gs, 1 - opt->beta2);
-        auto denom = eas.sqrt().div_(std::sqrt(bc2)).add_(opt->eps);
-        ps.addcdiv_(ea, denom, -opt->lr / bc1);
-      }
+      umad::adamw_update(p.detach(), g, m->exp_avg.at(kv.first), m->exp_avg_sq.at(kv.first), *opt, coef, bc1, bc2);
     }
     umad_zero_grad(mp);
     stats->step = m->step;

@@ -1,0 +1,47 @@
+// AdamW's arithmetic: the overflow-safe gradient norm and one parameter's update.
+
+#include "umad_internal.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+
+using torch::Tensor;
+
+namespace umad {
+
+// A gradient's sum of squares in float64 without a float64 copy of it (which cost 0.9 s per
+// step at the 0.5B shape): float norms of 1,024-element blocks, exact to float rounding at
+// that length, squared and summed in float64, so a large model's total cannot overflow.
+Tensor sum_of_squares(const Tensor& g) {
+  auto f = g.reshape({-1});
+  const int64_t n = f.numel(), block = 1024, full = n / block * block;
+  auto sq = torch::zeros({}, f.options().dtype(torch::kDouble));
+  if (full > 0) sq += f.narrow(0, 0, full).view({-1, block}).norm(2, {1}).to(torch::kDouble).pow(2).sum();
+  if (full < n) sq += f.narrow(0, full, n - full).norm().to(torch::kDouble).pow(2);
+  return sq;
+}
+
+void adamw_update(const Tensor& p, const Tensor& g, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                  const umad_adamw& opt, double coef, double bc1, double bc2) {
+  // The update is elementwise: on the CPU it runs in slices of 256K values, so each slice's
+  // passes stay in cache and its temporary comes back from malloc's heap instead of a
+  // parameter-sized buffer mapped and page-faulted in every step (2 GB per step at the 0.5B
+  // shape). The same ops in the same order: bit-identical to the whole tensor.
+  const int64_t n = p.numel(), slice = p.is_cuda() ? n : int64_t(1) << 18;
+  auto pf = p.view({-1}), gf = g.view({-1}), ef = exp_avg.view({-1}), sf = exp_avg_sq.view({-1});
+  for (int64_t s = 0; s < n; s += slice) {
+    const int64_t len = std::min(slice, n - s);
+    auto ps = pf.narrow(0, s, len), gs = gf.narrow(0, s, len);
+    auto ea = ef.narrow(0, s, len), eas = sf.narrow(0, s, len);
+    if (coef < 1.0) gs.mul_(coef);  // the gradient is dropped after the step
+    ps.mul_(1 - opt.lr * opt.weight_decay);
+    ea.mul_(opt.beta1).add_(gs, 1 - opt.beta1);
+    eas.mul_(opt.beta2).addcmul_(gs, gs, 1 - opt.beta2);
+    auto denom = eas.sqrt().div_(std::sqrt(bc2)).add_(opt.eps);
+    ps.addcdiv_(ea, denom, -opt.lr / bc1);
+  }
+}
+
+}  // namespace umad
