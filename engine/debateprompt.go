@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/sampler"
@@ -318,4 +319,19 @@ func RemoveTemplate(s string) string {
 // pythonSpace reports whether Python's str.isspace holds for r.
 func pythonSpace(r rune) bool {
 	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
+}
+
+// UserPrompt renders one user message in a chat format and tokenizes it with tokenize (a
+// chat prompt's tokenization: special tokens parsed, none added): how every debate prompt
+// is built, so training pairs built with it have the ids the debate decodes.
+func UserPrompt(f chat.Format, msg string, tokenize func(text string) ([]int32, error)) ([]int32, error) {
+	text, err := f.Render([]chat.Message{{Role: "user", Content: msg}}, chat.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("render prompt: %w", err)
+	}
+	ids, err := tokenize(text)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize prompt: %w", err)
+	}
+	return ids, nil
 }

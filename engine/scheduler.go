@@ -1,0 +1,419 @@
+package engine
+
+// The debate's scheduler: which problems are in flight, each turn's requests to the
+// agents' generators, and what their results advance.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/reward"
+)
+
+// debate is one problem in flight.
+type debate struct {
+	rec     DebateRecord
+	key     uint64
+	turn    int
+	pending int    // requests of this turn not yet back
+	stopped []bool // per trajectory
+	agree   []int  // consecutive turns of agreement, per trajectory
+}
+
+// pendingReq is a request to submit or in flight, and what it is for.
+type pendingReq struct {
+	d     *debate
+	agent int
+	traj  []int // trajectory of each sample
+	turn  int
+	msg   string
+	ids   []int32 // the rendered prompt
+	trim  bool
+}
+
+// scheduler is the state of one Debate call. It admits problems while fewer than
+// inFlight are debated, submits each turn's requests to the agents' generators, receives
+// and records their results, and advances a problem whose turn is complete to its next
+// turn or to done. Only the calling goroutine touches it; generators run beside it.
+type scheduler struct {
+	cfg      *DebateConfig
+	problems []data.Problem
+	skip     func(int) bool
+	done     func(DebateRecord) error
+	inFlight int
+	next     int // the next problem to admit
+	active   int // problems in flight
+	stats    DebateStats
+
+	queues  map[Generator]*Queue // one per distinct generator
+	results chan Result
+	stopped chan error // a generator's Serve returned
+	running int        // generators serving
+	pending map[uint64]*pendingReq
+	lastID  uint64
+}
+
+func newScheduler(cfg *DebateConfig, problems []data.Problem, skip func(int) bool, done func(DebateRecord) error) *scheduler {
+	s := &scheduler{cfg: cfg, problems: problems, skip: skip, done: done, inFlight: cfg.InFlight,
+		queues: map[Generator]*Queue{}, results: make(chan Result, 64), pending: map[uint64]*pendingReq{}}
+	slots := 0
+	for _, a := range cfg.Agents {
+		if s.queues[a.Generator] == nil {
+			s.queues[a.Generator] = NewQueue()
+			slots = max(slots, a.Generator.Slots())
+		}
+	}
+	if s.inFlight == 0 {
+		s.inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
+	}
+	return s
+}
+
+// serve starts one serving goroutine per generator.
+func (s *scheduler) serve(ctx context.Context) {
+	s.stopped = make(chan error, len(s.queues))
+	emit := func(r Result) {
+		select {
+		case s.results <- r:
+		case <-ctx.Done():
+		}
+	}
+	for g, q := range s.queues {
+		go func() { s.stopped <- g.Serve(ctx, q, emit) }()
+	}
+	s.running = len(s.queues)
+}
+
+// run debates until every problem is done or something fails.
+func (s *scheduler) run(ctx context.Context) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	for s.active > 0 {
+		select {
+		case r := <-s.results:
+			if err := s.receive(r); err != nil {
+				return err
+			}
+		case err := <-s.stopped:
+			s.running--
+			if err == nil {
+				err = errors.New("debate: a generator stopped early")
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// stop closes the queues and waits for the generators, returning err or else the first
+// of their errors, or else ctx's.
+func (s *scheduler) stop(ctx context.Context, err error) error {
+	for _, q := range s.queues {
+		q.Close()
+	}
+	for ; s.running > 0; s.running-- {
+		if e := <-s.stopped; err == nil && e != nil && !errors.Is(e, context.Canceled) {
+			err = e
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// admit starts problems' debates until inFlight are running or none is left.
+func (s *scheduler) admit() error {
+	for s.active < s.inFlight && s.next < len(s.problems) {
+		i := s.next
+		s.next++
+		if s.skip != nil && s.skip(i) {
+			continue
+		}
+		p := s.problems[i]
+		d := &debate{rec: DebateRecord{Index: i, Problem: p, Turns: make([][][]AgentTurn, s.cfg.Turns)},
+			key: ProblemKey(p), stopped: make([]bool, s.cfg.K), agree: make([]int, s.cfg.K)}
+		reqs, err := s.turn0(d)
+		if err != nil {
+			return err
+		}
+		if reqs == nil {
+			s.stats.SkippedOverlong++
+			slog.Warn("problem skipped: its prompt exceeds the prompt limit", "dataset", p.Dataset, "id", p.ID)
+			continue
+		}
+		for _, r := range reqs {
+			s.submit(r, s.cfg.K)
+		}
+		s.active++
+	}
+	return nil
+}
+
+// submit queues a request for k samples with its agent's generator.
+func (s *scheduler) submit(p *pendingReq, k int) {
+	a := s.cfg.Agents[p.agent]
+	s.lastID++
+	stream := []uint64{p.d.key, uint64(p.agent), uint64(p.turn)}
+	if p.turn > 0 {
+		stream = append(stream, uint64(p.traj[0]))
+	}
+	s.pending[s.lastID] = p
+	p.d.pending++
+	s.queues[a.Generator].Push(Request{ID: s.lastID, Prompt: p.ids, K: k, MaxTokens: a.MaxTokens,
+		Params: a.Params, Seed: a.Seed, Stream: stream})
+}
+
+// receive records a result; when it completes its problem's turn, the problem advances
+// to the next turn's requests or, with none, is done and makes room for the next one.
+func (s *scheduler) receive(r Result) error {
+	if r.Err != nil {
+		return r.Err
+	}
+	p := s.pending[r.Request.ID]
+	delete(s.pending, r.Request.ID)
+	d := p.d
+	if err := s.record(p, r.Samples); err != nil {
+		return err
+	}
+	if d.pending--; d.pending > 0 {
+		return nil
+	}
+	reqs, err := s.advance(d)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		s.submit(q, 1)
+	}
+	if d.pending > 0 {
+		return nil
+	}
+	s.active--
+	s.stats.Problems++
+	if err := s.done(d.rec); err != nil {
+		return err
+	}
+	return s.admit()
+}
+
+// render renders a user message with an agent's chat format and tokenizes it, through
+// memo: building a turn tokenizes the same prompt many times (FitMessage counts it, up to
+// a dozen times when it trims, the request then needs its ids, and agents on one model
+// and format get the same message), and llama.cpp's BPE tokenizer compiles its split
+// regex (std::regex) on every call: about 1 ms a call with Qwen2.5's tokenizer before
+// any text is split.
+func (s *scheduler) render(agent int, msg string, memo tokenMemo) ([]int32, error) {
+	a := s.cfg.Agents[agent]
+	return UserPrompt(a.Format, msg, func(text string) ([]int32, error) {
+		k := tokenKey{a.Generator, text}
+		if ids, ok := memo[k]; ok {
+			return ids, nil
+		}
+		ids, err := a.Generator.Tokenize(text)
+		if err == nil {
+			memo[k] = ids
+		}
+		return ids, err
+	})
+}
+
+// tokenMemo holds the tokenizations made while building one problem's turn; the requests
+// built from them share the ids (nothing writes to a prompt).
+type tokenMemo map[tokenKey][]int32
+
+type tokenKey struct {
+	g    Generator
+	text string
+}
+
+// turn0 builds each agent's turn-0 request, or nil if the prompt is too long.
+func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
+	msg := Turn0Message(d.rec.Problem.Question)
+	var out []*pendingReq
+	memo := tokenMemo{}
+	for a := range s.cfg.Agents {
+		toks, err := s.render(a, msg, memo)
+		if err != nil {
+			return nil, err
+		}
+		if len(toks) > s.cfg.PromptLimit {
+			return nil, nil
+		}
+		traj := make([]int, s.cfg.K)
+		for k := range traj {
+			traj[k] = k
+		}
+		out = append(out, &pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks})
+	}
+	d.rec.Turns[0] = make([][]AgentTurn, len(s.cfg.Agents))
+	for a := range d.rec.Turns[0] {
+		d.rec.Turns[0][a] = make([]AgentTurn, s.cfg.K)
+	}
+	return out, nil
+}
+
+// record stores a request's samples in the debate record, graded.
+func (s *scheduler) record(p *pendingReq, samples []Sample) error {
+	d := p.d
+	g := s.cfg.Agents[p.agent].Generator
+	for i, smp := range samples {
+		text, err := g.Detokenize(smp.Tokens)
+		if err != nil {
+			return err
+		}
+		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: smp.Tokens,
+			LogProbs: smp.LogProbs, Entropies: smp.Entropies, KeptMass: smp.KeptMass, Finish: smp.Finish}
+		v, ans := reward.Grade(text, d.rec.Problem.Gold, s.cfg.Extract)
+		if !v.NoAnswer {
+			at.Answer = &ans
+		}
+		v.Tokens = len(smp.Tokens)
+		v.Truncated = smp.Finish == FinishLength
+		var ent, nll float64
+		for j := range smp.Tokens {
+			ent += float64(smp.Entropies[j])
+			nll -= float64(smp.LogProbs[j])
+		}
+		if n := float64(len(smp.Tokens)); n > 0 {
+			v.MeanEntropy, v.MeanNLL = ent/n, nll/n
+		}
+		at.Grade = v
+		d.rec.Turns[p.turn][p.agent][p.traj[i]] = at
+		s.stats.Generations++
+		s.stats.GeneratedTokens += int64(len(smp.Tokens))
+	}
+	return nil
+}
+
+// advance applies adaptive stopping after the debate's current turn and builds the next
+// turn's requests; none means the debate is over (all later turns carried forward).
+func (s *scheduler) advance(d *debate) ([]*pendingReq, error) {
+	for {
+		if err := s.applyStops(d); err != nil {
+			return nil, err
+		}
+		if d.turn+1 >= s.cfg.Turns {
+			return nil, nil
+		}
+		out, err := s.nextTurn(d)
+		if len(out) > 0 || err != nil {
+			return out, err
+		}
+		// Every trajectory stopped: the turn was carried forward whole; go on to the next.
+	}
+}
+
+// applyStops marks the trajectories that the stopping rules end after the current turn.
+func (s *scheduler) applyStops(d *debate) error {
+	cur := d.rec.Turns[d.turn]
+	if s.cfg.StopAgree > 0 {
+		for k := range d.agree {
+			if d.stopped[k] {
+				continue
+			}
+			if agreed(cur, k) {
+				d.agree[k]++
+			} else {
+				d.agree[k] = 0
+			}
+			if d.agree[k] >= s.cfg.StopAgree {
+				d.stopped[k] = true
+			}
+		}
+	}
+	if s.cfg.StopEU > 0 {
+		eu, err := s.cfg.EU(verdicts(cur))
+		if err != nil {
+			return fmt.Errorf("problem %s turn %d: %w", d.rec.Problem.ID, d.turn, err)
+		}
+		if eu < s.cfg.StopEU {
+			for k := range d.stopped {
+				d.stopped[k] = true
+			}
+		}
+	}
+	return nil
+}
+
+// nextTurn starts the next turn: stopped trajectories carry their responses forward, the
+// others get one request per agent.
+func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
+	cur := d.rec.Turns[d.turn]
+	d.turn++
+	next := make([][]AgentTurn, len(s.cfg.Agents))
+	for a := range next {
+		next[a] = make([]AgentTurn, s.cfg.K)
+	}
+	d.rec.Turns[d.turn] = next
+	// The reference recovers the question from the turn-0 message (remove_template).
+	question := RemoveTemplate(Turn0Message(d.rec.Problem.Question))
+	var out []*pendingReq
+	memo := tokenMemo{}
+	for k := range s.cfg.K {
+		if d.stopped[k] {
+			for a := range next {
+				c := cur[a][k]
+				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies, c.KeptMass = "", nil, false, nil, nil, nil, nil
+				c.Carried = true
+				next[a][k] = c
+				s.stats.Carried++
+			}
+			continue
+		}
+		rounds := d.rounds(k)
+		for a := range s.cfg.Agents {
+			count := func(msg string) (int, error) {
+				toks, err := s.render(a, msg, memo)
+				return len(toks), err
+			}
+			msg, trimmed, err := s.cfg.Prompt.FitMessage(question, rounds,
+				TrajectoryID{Problem: d.key, Trajectory: uint64(k)}, count, s.cfg.PromptLimit)
+			if err != nil {
+				return nil, fmt.Errorf("problem %s: %w", d.rec.Problem.ID, err)
+			}
+			if trimmed {
+				s.stats.Trimmed++
+			}
+			toks, err := s.render(a, msg, memo)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, &pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed})
+		}
+	}
+	return out, nil
+}
+
+// rounds are trajectory k's responses so far, rounds[t][a], as the next prompt shows them.
+func (d *debate) rounds(k int) [][]string {
+	var out [][]string
+	for t := 0; t <= d.turn-1; t++ {
+		var r []string
+		for _, byTraj := range d.rec.Turns[t] {
+			r = append(r, byTraj[k].Text)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// agreed reports whether every agent of trajectory k gave the same (present) answer.
+func agreed(turn [][]AgentTurn, k int) bool {
+	var keys []string
+	for a := range turn {
+		g := turn[a][k].Grade
+		if g.NoAnswer {
+			return false
+		}
+		keys = append(keys, g.Key)
+	}
+	return len(slices.Compact(keys)) == 1
+}
