@@ -323,23 +323,14 @@ func (l *bareLoop) timePrefill(from, n int) (time.Duration, error) {
 // timeDecode times steps decode steps of all k sequences from position from, with an
 // argmax of every row.
 func (l *bareLoop) timeDecode(from, steps int) (time.Duration, error) {
+	tokens := make([]int32, l.k)
+	for s := range tokens {
+		tokens[s] = int32(100 + s%50)
+	}
 	t0 := time.Now()
 	for step := range steps {
-		l.batch.Clear()
-		for s := 0; s < l.k; s++ {
-			if _, err := l.batch.Add(int32(100+(step+s)%50), from+step, []int32{int32(s)}, true); err != nil {
-				return 0, err
-			}
-		}
-		if err := l.ctx.Decode(l.batch); err != nil {
+		if err := l.decodeStep(tokens, from+step); err != nil {
 			return 0, err
-		}
-		for s := 0; s < l.k; s++ {
-			row, err := l.ctx.Logits(s)
-			if err != nil {
-				return 0, err
-			}
-			argmax(row)
 		}
 	}
 	return time.Since(t0), nil

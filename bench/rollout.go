@@ -166,10 +166,6 @@ func (l *bareLoop) run(prompt []int32, n int) (time.Duration, error) {
 	if err := l.ctx.ClearMemory(); err != nil {
 		return 0, err
 	}
-	seqs := make([]int32, l.k)
-	for i := range seqs {
-		seqs[i] = int32(i)
-	}
 	t0 := time.Now()
 	first, err := l.prefill(prompt, 0)
 	if err != nil {
@@ -183,24 +179,33 @@ func (l *bareLoop) run(prompt []int32, n int) (time.Duration, error) {
 		last[i] = first
 	}
 	for step := 1; step < n; step++ {
-		l.batch.Clear()
-		for s := 0; s < l.k; s++ {
-			if _, err := l.batch.Add(last[s], len(prompt)+step-1, seqs[s:s+1], true); err != nil {
-				return 0, err
-			}
-		}
-		if err := l.ctx.Decode(l.batch); err != nil {
+		if err := l.decodeStep(last, len(prompt)+step-1); err != nil {
 			return 0, err
-		}
-		for s := 0; s < l.k; s++ {
-			row, err := l.ctx.Logits(s)
-			if err != nil {
-				return 0, err
-			}
-			last[s] = argmax(row)
 		}
 	}
 	return time.Since(t0), nil
+}
+
+// decodeStep feeds tokens[s] at position pos to each sequence s and leaves each row's
+// argmax in tokens[s].
+func (l *bareLoop) decodeStep(tokens []int32, pos int) error {
+	l.batch.Clear()
+	for s := range l.k {
+		if _, err := l.batch.Add(tokens[s], pos, []int32{int32(s)}, true); err != nil {
+			return err
+		}
+	}
+	if err := l.ctx.Decode(l.batch); err != nil {
+		return err
+	}
+	for s := range l.k {
+		row, err := l.ctx.Logits(s)
+		if err != nil {
+			return err
+		}
+		tokens[s] = argmax(row)
+	}
+	return nil
 }
 
 // prefillTimes times decoding the prompt once and copying it to the k sequences (the
