@@ -147,7 +147,6 @@ type slot struct {
 	last      int32
 	rng       sampler.Stream
 	row       int // batch index of this slot's logits in the current step, -1 if none
-	rowPos    int // the position of that row's token
 	tokens    []int32
 	logprobs  []float32
 	keptMass  []float32
@@ -399,7 +398,7 @@ func (e *Engine) step(emit func(Result)) error {
 			if err != nil {
 				return err
 			}
-			sl.row, sl.rowPos = row, sl.pos
+			sl.row = row
 			sl.pos++
 		case prefill:
 			j := sl.job
@@ -413,7 +412,7 @@ func (e *Engine) step(emit func(Result)) error {
 				e.stats.PromptTokens++
 				e.stats.PromptPositions += int64(j.prefillN)
 				if last {
-					sl.row, sl.rowPos = row, j.prefillN
+					sl.row = row
 				}
 				j.prefillN++
 			}
@@ -468,7 +467,7 @@ func (e *Engine) step(emit func(Result)) error {
 		sl := &e.slots[i]
 		d := draws[n]
 		e.stats.GeneratedTokens++
-		e.stats.GeneratedPositions += int64(sl.rowPos)
+		e.stats.GeneratedPositions += int64(sl.pos - 1) // every sampled slot decodes by now: its row is at pos-1
 		sl.tokens = append(sl.tokens, d.Token)
 		sl.logprobs = append(sl.logprobs, d.LogProb)
 		sl.keptMass = append(sl.keptMass, d.KeptMass)

@@ -162,7 +162,7 @@ func (e *Engine) share() error {
 				if err := e.copyStream(i, w); err != nil {
 					return err
 				}
-				o.state, o.pos, o.row, o.rowPos, o.source = decoding, n, sl.row, sl.rowPos, nil
+				o.state, o.pos, o.row, o.source = decoding, n, sl.row, nil
 				continue
 			}
 			// A prefix: o is its job's prefill slot, and decodes the rest of its prompt
