@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/big"
 	"math/cmplx"
-	"slices"
 )
 
 // equal is robust equality of two forms.
@@ -34,18 +33,35 @@ func (a form) equal(b form) bool {
 		}
 		return true
 	case kindSet, kindUnion:
-		return subset(a.elems, b.elems) && subset(b.elems, a.elems)
+		return sameElements(a.elems, b.elems)
 	}
 	return false
 }
 
-func subset(a, b []form) bool {
+// sameElements matches the elements one to one, in any order: a list keeps
+// its repeats ("1, 2, 2" is not "1, 2"), a set has none.
+func sameElements(a, b []form) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	used := make([]bool, len(b))
+next:
 	for _, x := range a {
-		if !slices.ContainsFunc(b, x.equal) {
-			return false
+		for i, y := range b {
+			if !used[i] && x.sameElement(y) {
+				used[i] = true
+				continue next
+			}
 		}
+		return false
 	}
 	return true
+}
+
+// sameElement is equality of elements of a set or list: the same value
+// assigned to the same name, where the list names its variables.
+func (a form) sameElement(b form) bool {
+	return a.label == b.label && a.equal(b)
 }
 
 func (a scalar) equal(b scalar) bool {

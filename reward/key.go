@@ -50,14 +50,18 @@ func (a form) key() string {
 	return ""
 }
 
+// joinKeys joins the element keys, sorted for sets and lists, whose
+// repeats count: a set has none left.
 func joinKeys(elems []form, sorted bool) string {
 	keys := make([]string, len(elems))
 	for i, e := range elems {
 		keys[i] = e.key()
+		if e.label != "" {
+			keys[i] = e.label + "=" + keys[i]
+		}
 	}
 	if sorted {
 		slices.Sort(keys)
-		keys = slices.Compact(keys)
 	}
 	return strings.Join(keys, ",")
 }

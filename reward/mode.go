@@ -90,5 +90,5 @@ func RobustEquivOrdered(a, b string) bool {
 	if fa.order == nil || fb.order == nil {
 		return fa.equal(fb)
 	}
-	return slices.EqualFunc(fa.order, fb.order, form.equal)
+	return slices.EqualFunc(fa.order, fb.order, form.sameElement)
 }

@@ -22,7 +22,7 @@ const (
 	kindScalar                   // one number or expression
 	kindEquation                 // lhs = rhs, compared as lhs - rhs up to a constant factor
 	kindTuple                    // ordered, with its brackets: points, vectors, intervals
-	kindSet                      // unordered, duplicates ignored: sets, answer lists, \pm
+	kindSet                      // unordered: sets and \pm (repeats dropped), answer lists (repeats kept)
 	kindUnion                    // unordered union of intervals
 	kindMatrix                   // rows x cols
 	kindRelation                 // f op 0, op "<" or "<=", f scaled like an equation
@@ -41,6 +41,9 @@ type form struct {
 	// its members are members of the list.
 	alternatives bool
 	interval     bool // a kindTuple that solves an inequality
+	// label is the name an answer list's element assigns ("x" of "x = 1"),
+	// kept only when the list names two or more variables.
+	label string
 	// order is an answer list's elements as written, repeats included,
 	// for the ordered judgement (RobustEquivOrdered).
 	order []form
@@ -106,7 +109,14 @@ func parseForm(s string, depth int) form {
 	if depth > maxFormDepth || s == "" {
 		return textForm(s)
 	}
-	s = stripAssignment(s)
+	s, label := stripAssignment(s)
+	f := parseValue(s, depth)
+	f.label = label
+	return f
+}
+
+// parseValue parses an answer without its label.
+func parseValue(s string, depth int) form {
 	if thousandsRe.MatchString(s) {
 		s = strings.NewReplacer(",", "", " ", "").Replace(s)
 	} else if europeanRe.MatchString(s) {
@@ -119,31 +129,31 @@ func parseForm(s string, depth int) form {
 		return parseMatrix(m[2], s, depth)
 	}
 	if parts := splitTop(s, `\cup`); len(parts) > 1 {
-		return parseCollection(kindUnion, parts, s, depth)
+		return parseCollection(kindUnion, parts, s, depth, false)
 	}
 	if inner, ok := setBraces(s); ok {
 		if strings.TrimSpace(inner) == "" {
 			return form{kind: kindSet}
 		}
-		f := parseCollection(kindSet, splitTop(inner, ","), s, depth)
+		f := parseCollection(kindSet, splitTop(inner, ","), s, depth, false)
 		f.order = nil // a set written as one has no order
 		return f
 	}
 	if len(s) >= 2 && isWholeGroup(s) {
 		if parts := splitTop(s[1:len(s)-1], ","); len(parts) > 1 {
-			f := parseCollection(kindTuple, parts, s, depth)
+			f := parseCollection(kindTuple, parts, s, depth, true)
 			f.open, f.close = s[0], s[len(s)-1]
 			return f
 		}
 	}
 	if parts := splitList(s); len(parts) > 1 {
-		return parseCollection(kindSet, parts, s, depth)
+		return parseCollection(kindSet, parts, s, depth, true) // roots are listed with multiplicity
 	}
 	if sides, ops := splitRelation(s); len(ops) > 0 {
 		return parseRelation(sides, ops, s)
 	}
 	if plus, minus, ok := expandPlusMinus(s); ok {
-		f := parseCollection(kindSet, []string{plus, minus}, s, depth)
+		f := parseCollection(kindSet, []string{plus, minus}, s, depth, false)
 		f.alternatives, f.order = f.kind == kindSet, nil
 		return f
 	}
@@ -175,23 +185,30 @@ func parseForm(s string, depth int) form {
 
 // stripAssignment drops "x = ", "f(x) = ", "\theta = " and "x \in " in front
 // of a single answer, and labels such as "(p,q) = ", "|AB| = " or
-// "V_1:V_2 = "; of a chain "x = 5+5+1 = 11" it keeps the last side.
-func stripAssignment(s string) string {
+// "V_1:V_2 = "; of a chain "x = 5+5+1 = 11" it keeps the last side. label
+// is the name an "=" assigns, without spaces and braces.
+func stripAssignment(s string) (rest, label string) {
 	if sides := splitTop(s, "="); len(sides) > 1 && isLabel(sides[0]) && len(splitList(s)) == 1 {
-		return strings.TrimSpace(sides[len(sides)-1])
+		return strings.TrimSpace(sides[len(sides)-1]), labelName(sides[0])
 	}
 	m := assignmentRe.FindStringSubmatchIndex(s)
 	if m == nil || m[1] == len(s) {
-		return s
+		return s, ""
 	}
 	if op := s[m[10]:m[11]]; op == "=" {
 		if len(splitTop(s, "=")) != 2 {
-			return s // a chain such as "x = y = 5" or an equation
+			return s, "" // a chain such as "x = y = 5" or an equation
 		}
+		return s[m[1]:], labelName(s[:m[10]])
 	} else if m[1] == m[11] && isASCIILetter(s[m[1]]) {
-		return s // "\in" was the start of a longer word such as \infty
+		return s, "" // "\in" was the start of a longer word such as \infty
 	}
-	return s[m[1]:]
+	return s[m[1]:], ""
+}
+
+// labelName normalises a name: "a_{1} " is "a_1".
+func labelName(s string) string {
+	return strings.NewReplacer(" ", "", "{", "", "}", "").Replace(s)
 }
 
 // labelWords are the control words a label may contain.
@@ -291,7 +308,9 @@ func textForm(s string) form {
 	return form{kind: kindText, text: s}
 }
 
-func parseCollection(kind formKind, parts []string, raw string, depth int) form {
+// parseCollection parses the parts of a tuple, set, list or union; repeats
+// tells whether repeated elements count, as in tuples and answer lists.
+func parseCollection(kind formKind, parts []string, raw string, depth int, repeats bool) form {
 	if len(parts) > maxElems {
 		return textForm(raw)
 	}
@@ -299,7 +318,10 @@ func parseCollection(kind formKind, parts []string, raw string, depth int) form 
 	for _, p := range parts {
 		e := parseForm(p, depth+1)
 		if kind == kindSet && e.alternatives {
-			f.elems = append(f.elems, e.elems...)
+			for _, m := range e.elems {
+				m.label = e.label // "x = 1 \pm \sqrt2" assigns both to x
+				f.elems = append(f.elems, m)
+			}
 		} else {
 			f.elems = append(f.elems, e)
 		}
@@ -307,26 +329,47 @@ func parseCollection(kind formKind, parts []string, raw string, depth int) form 
 	if kind == kindTuple {
 		return f
 	}
-	if kind == kindSet {
+	keepLabels(f.elems)
+	// "x < -1 or x > 3" is the union of two intervals.
+	if kind == kindSet && len(f.elems) > 1 && !slices.ContainsFunc(f.elems, func(e form) bool { return !e.isInterval() }) {
+		kind, repeats = kindUnion, false
+	}
+	f.kind = kind
+	if kind == kindSet && repeats {
 		f.order = slices.Clone(f.elems)
 	}
-	// Sets ignore repeats; a set of one answer is that answer, so that
-	// "\{5\}", "5, 5" and "5" agree.
-	unique := f.elems[:0]
-	for _, e := range f.elems {
-		if !slices.ContainsFunc(unique, e.equal) {
-			unique = append(unique, e)
+	if !repeats {
+		unique := f.elems[:0]
+		for _, e := range f.elems {
+			if !slices.ContainsFunc(unique, e.sameElement) {
+				unique = append(unique, e)
+			}
 		}
+		f.elems = unique
 	}
-	f.elems = unique
+	// A set of one answer is that answer, so that "\{5\}" and "5" agree.
 	if len(f.elems) == 1 && kind == kindSet {
 		return f.elems[0]
 	}
-	// "x < -1 or x > 3" is the union of two intervals.
-	if kind == kindSet && len(f.elems) > 1 && !slices.ContainsFunc(f.elems, func(e form) bool { return !e.isInterval() }) {
-		f.kind, f.order = kindUnion, nil
-	}
 	return f
+}
+
+// keepLabels keeps the labels of a list that names two or more variables
+// ("x = 1, y = 2"), where they tell which value is which, and drops them
+// elsewhere: "x = 2, x = 3" are the roots 2 and 3.
+func keepLabels(elems []form) {
+	named := elems[0].label != ""
+	distinct := false
+	for _, e := range elems {
+		named = named && e.label != ""
+		distinct = distinct || e.label != elems[0].label
+	}
+	if named && distinct {
+		return
+	}
+	for i := range elems {
+		elems[i].label = ""
+	}
 }
 
 func parseMatrix(body, raw string, depth int) form {
