@@ -328,7 +328,9 @@ func (o *object) marshal() []byte {
 		b.Write(f.value)
 	}
 	b.WriteString("}\n")
-	return b.Bytes()
+	// Invalid UTF-8 can only stand inside a string (the decoder accepted the line), where
+	// JSON readers refuse it: it becomes U+FFFD, as the decoder itself reads it.
+	return bytes.ToValidUTF8(b.Bytes(), []byte("\uFFFD"))
 }
 
 // marshalJSON encodes without HTML escaping, so answers such as "x<3" stay readable.

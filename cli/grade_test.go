@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/umad-dev/umad/reward"
 )
@@ -240,6 +241,78 @@ func TestGradeStdin(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), `"strict":true,"robust":true`) {
 		t.Errorf("stdin was not graded: %q %q", stdout.String(), stderr.String())
+	}
+}
+
+// The robust checker's false "equal"s of the grader sweep, through the command: pairs that
+// look alike but differ in sign, names, repeats or digits beyond float64, next to
+// look-alikes that are equal.
+func TestGradeNearMisses(t *testing.T) {
+	pairs := []struct {
+		pred, gold string
+		robust     bool
+	}{
+		{`|x|`, `x`, false},
+		{`\sqrt{x^2}`, `x`, false},
+		{`\sqrt{x^6}`, `x^3`, false},
+		{`\frac{x}{|x|}`, `1`, false},
+		{`\log(x^2)`, `2\log(x)`, false},
+		{`x=1, y=2`, `x=2, y=1`, false},
+		{`x=2`, `x=2, y=2`, false},
+		{`1,2,2`, `1,2`, false},
+		{`10^{-999999999}`, `10^{-999999998}`, false},
+		{`10^{-10000}`, `0`, false},
+		{`1+10^{-1000000}`, `1`, false},
+		{`x+10^{-12}`, `x`, false},
+		{`\sqrt{10^{40}+1}`, `10^{20}`, false},
+		{`\sqrt{x^2}`, `|x|`, true},
+		{`x^2-1`, `(x-1)(x+1)`, true},
+		{`y=2, x=1`, `x=1, y=2`, true},
+		{`2,1,2`, `1,2,2`, true},
+		{`\sqrt{10^{40}}`, `10^{20}`, true},
+	}
+	var lines []string
+	for _, p := range pairs {
+		lines = append(lines, mustJSON(t, map[string]string{"pred": p.pred, "gold": p.gold}))
+	}
+	stdout, stderr, err := runGradeCmd(t, "--in", writeLines(t, lines...))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	out := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(out) != len(pairs) {
+		t.Fatalf("%d output lines for %d pairs:\n%s", len(out), len(pairs), stdout)
+	}
+	for i, p := range pairs {
+		var got struct {
+			Robust bool
+			Rule   string
+		}
+		if err := json.Unmarshal([]byte(out[i]), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Robust != p.robust || (got.Rule == "none") == p.robust {
+			t.Errorf("%q vs %q: robust %v (rule %s), want %v", p.pred, p.gold, got.Robust, got.Rule, p.robust)
+		}
+	}
+}
+
+// Invalid UTF-8 in an input string is not copied: JSON readers other than Go's refuse it.
+func TestGradeOutputIsValidUTF8(t *testing.T) {
+	in := writeLines(t, "{\"note\": \"caf\xe9\", \"response\": \"\\\\boxed{5}\xff\\\\boxed{\xc3(}\", \"gold\": \"5\xfe\"}")
+	stdout, stderr, err := runGradeCmd(t, "--in", in)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !utf8.ValidString(stdout) {
+		t.Fatalf("output is not valid UTF-8: %q", stdout)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["note"] != "caf\uFFFD" || got["gold"] != "5\uFFFD" || got["extracted"] != "\uFFFD(" {
+		t.Errorf("invalid bytes were not replaced by U+FFFD: %q", stdout)
 	}
 }
 
