@@ -85,11 +85,11 @@ func (a scalar) equal(b scalar) bool {
 
 // hundredth is a percentage as a fraction: 50\% is 0.5.
 func (a scalar) hundredth() scalar {
+	if a.exact != nil {
+		return constScalar(new(big.Rat).Quo(a.exact, big.NewRat(100, 1)))
+	}
 	h := a
 	h.percent, h.places = false, 0
-	if a.exact != nil {
-		h.exact = new(big.Rat).Quo(a.exact, big.NewRat(100, 1))
-	}
 	for k := range h.vals {
 		h.vals[k] /= 100
 	}
@@ -100,7 +100,7 @@ func (a scalar) hundredth() scalar {
 // to d's places, and within 1e-6 of it relatively: 0.0833333 for 1/12, but
 // not 0.083. A v that is itself a terminating decimal must be met exactly.
 func roundsTo(d, v scalar) bool {
-	if v.inf != 0 || v.exact != nil && terminates(v.exact) {
+	if v.inf != 0 || v.lossy || d.lossy || v.exact != nil && terminates(v.exact) {
 		return false
 	}
 	for k := 1; k < numPoints; k++ {
@@ -115,23 +115,25 @@ func roundsTo(d, v scalar) bool {
 
 // terminates reports whether r has a finite decimal expansion.
 func terminates(r *big.Rat) bool {
-	d := new(big.Int).Set(r.Denom())
-	for _, p := range []int64{2, 5} {
-		m := new(big.Int)
-		for {
-			q, rem := new(big.Int).QuoRem(d, big.NewInt(p), m)
-			if rem.Sign() != 0 {
-				break
-			}
-			d = q
-		}
-	}
+	d := withoutTwosAndFives(r.Denom())
 	return d.IsInt64() && d.Int64() == 1
 }
 
+// closeAt compares the values at every evaluation point: exactly where
+// both are rational, else numerically unless either side is lossy. The
+// sides must be defined over the reals at the same points.
 func (a scalar) closeAt(b scalar) bool {
+	if a.offReal != b.offReal {
+		return false
+	}
 	for k := range a.vals {
-		if !finite(a.vals[k]) || !finite(b.vals[k]) || !closeTo(a.vals[k], b.vals[k]) {
+		if a.at[k] != nil && b.at[k] != nil {
+			if a.at[k].Cmp(b.at[k]) != 0 {
+				return false
+			}
+			continue
+		}
+		if a.lossy || b.lossy || !finite(a.vals[k]) || !finite(b.vals[k]) || !closeTo(a.vals[k], b.vals[k]) {
 			return false
 		}
 	}

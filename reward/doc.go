@@ -45,8 +45,12 @@
 // sentence. It then parses the answer into a structure: a number or
 // expression, a tuple or interval (brackets must match: "(1,2]" differs
 // from "(1,2)"), a set or answer list separated by commas, semicolons,
-// "and" or "or" (order and repeats ignored; a one-element set is its
-// element), a union of intervals, an inequality, a matrix
+// "and" or "or" (order ignored; a set written with braces or "\pm" has no
+// repeats, while an answer list keeps them, as roots are listed with
+// multiplicity: "1,2,2" differs from "1,2", but a list that gives one value
+// in different forms, "\frac{639}{40}, 15\frac{39}{40}", states it once;
+// a one-element set is its element; a list that names two or more
+// variables, "x=1, y=2", is compared name by name), a union of intervals, an inequality, a matrix
 // (pmatrix/bmatrix/matrix), a multiple-choice letter ("(B)", "B",
 // "\text{(B)}"), an equation, or, where nothing parses, normalised text
 // (spaces removed; a single word compared case-blind).
@@ -85,15 +89,30 @@
 // terminating decimal (1/12, \sqrt{2}, \pi) when it is that value rounded or
 // cut to its own places and within 1e-6 relatively, so 0.0833333 is 1/12
 // but 0.083 is not, and 1.414 is not \sqrt{2}. Otherwise they are compared
-// numerically in complex arithmetic with a relative tolerance of 1e-9 (absolute 1e-12 near zero); expressions with
-// variables are evaluated at four points per variable that depend only on
-// the variable's name, so "x^2+2x+1" equals "(x+1)^2". Equations are equal
-// when lhs - rhs agree up to a constant factor at those points.
+// numerically in complex arithmetic with a relative tolerance of 1e-9
+// (absolute 1e-12 near zero). Expressions with variables are evaluated at
+// eight points that depend only on the variables' names, where each
+// variable takes values of both signs, below and above 1 in size
+// (rationals n/4096): exactly where the value is rational, so "x^2+2x+1"
+// equals "(x+1)^2" but "x+10^{-12}" is not "x", else numerically. So
+// "\sqrt{x^2}" equals "|x|" but not "x", and "\log(x^2)" is not
+// "2\log x"; an expression undefined over the reals at a point where the
+// other is defined ("\exp(\ln x)" and "x" at x < 0) differs from it
+// (x^{1/3} is the real cube root). Equations are equal when lhs - rhs agree
+// up to a constant factor at those points.
+//
+// Where float64 loses what an answer wrote, a numeric comparison cannot
+// decide and the answer is compared as text: a constant with more than 53
+// significant bits (factors 2 and 5 aside) inside a value that is not
+// rational ("\sqrt{10^{40}+1}"), or a value that underflows
+// ("10^{-10000}", "1+10^{-1000000}"); an exact constant beyond float64
+// ("10^{-400}") equals only exact values. Two irrational values closer than
+// the tolerance ("\sqrt{2}+10^{-12}" and "\sqrt{2}") remain equal.
 //
 // Every input is bounded: final answers over 4 KiB (a solution may be
 // longer; only its answer counts) are compared as text, the
 // parser stops at depth 64 and 512 nodes, exact arithmetic gives way to
-// floating point beyond 16 Kibit numbers, and
+// floating point beyond 16 Kibit numbers or 128 Kibit of results per point, and
 // collections hold at most 64 elements. Nothing calls another program.
 //
 // # Canonical keys
@@ -102,10 +121,12 @@
 // equal share it. Its format is stable: exact rationals print as "n" or
 // "n/d"; other numbers as the simplest fraction with denominator at most
 // 1000 that is within tolerance, else "~" and 10 significant digits, with
-// "+bi" for complex values; expressions with variables as "f(v1;v2;v3;v4)"
-// of their values at the evaluation points; tuples and intervals with their
-// brackets; sets as "{...}" and unions as "union{...}" with sorted element
-// keys; matrices as "matrix[a,b;c,d]"; choices as "choice:B"; equations as
+// "+bi" for complex values; expressions with variables as "f(v1;...;v8)"
+// of their values at the evaluation points (exact "n/d" where rational, "!"
+// in front where undefined over the reals); tuples and intervals with their
+// brackets; sets and lists as "{...}" and unions as "union{...}" with sorted
+// element keys, repeats included, each with "name=" in front in a list
+// that names its variables; matrices as "matrix[a,b;c,d]"; choices as "choice:B"; equations as
 // "eq(...)"; other inequalities as "rel<(...)" or "rel<=(...)"; text as `text:"..."`.
 //
 // RobustEquivRule names the comparison that found two answers equal

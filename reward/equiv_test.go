@@ -143,7 +143,7 @@ var equivCases = []equivCase{
 	{"a_1", "a_2", false, false, "different subscripts are different variables"},
 	{"\\theta", "\\theta", true, true, "Greek letter variable"},
 	{"2\\alpha", "\\alpha+\\alpha", false, true, "Greek variables add"},
-	{"\\sqrt{x^2}", "x", false, true, "evaluation points are positive, so sqrt(x^2) is x there"},
+	{"\\sqrt{x^2}", "x", false, false, "sqrt(x^2) is |x|: evaluation points have both signs"},
 	{"\\cot x", "\\frac{\\cos x}{\\sin x}", false, true, "trigonometric identity"},
 	{"\\sin^2 x + \\cos^2 x", "1", false, true, "Pythagorean identity"},
 	{"|x-3|", "|3-x|", false, true, "absolute value is symmetric"},

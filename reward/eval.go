@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/big"
+	"math/bits"
 	"math/cmplx"
 )
 
@@ -13,57 +14,173 @@ const (
 	maxExactBits = 1 << 14      // numerator plus denominator bits of any intermediate
 	maxExactExp  = maxExactBits // |n| in an exact x^n
 	maxFactorial = 300
-	numPoints    = 4 // points at which expressions with variables are compared
+	numPoints    = 8 // points at which expressions with variables are compared
 )
 
-// exact evaluates n as a rational number; ok is false when n is not one
-// (variables, pi, i, irrational roots) or is too large to compute exactly.
-func exact(n *node) (*big.Rat, bool) {
-	var r *big.Rat
+// value is an expression's value at one evaluation point.
+type value struct {
+	r    *big.Rat   // the exact value when it is rational and small enough, else nil
+	c    complex128 // the numeric value, set where r is nil or enters a floating-point operation
+	vary bool       // the value depends on a variable
+}
+
+// evaluator evaluates an expression at evaluation point k: exactly while
+// the value is rational, in complex floating point from the first
+// operation that is not (a root that is not a perfect power, \pi, a
+// function) or whose exact result is too large.
+type evaluator struct {
+	k int
+	// lossy: float64 lost what the answer wrote, so a numeric comparison
+	// cannot decide: a constant with more significant digits than float64
+	// holds entered a floating-point operation, or a value that is not
+	// zero underflowed or overflowed.
+	lossy bool
+	// offReal: an operation took real arguments that depend on a variable
+	// out of the reals (\sqrt{x} or \ln x at x < 0): over the reals the
+	// expression is undefined at this point.
+	offReal bool
+	work    int // bits of exact results so far, bounded by maxExactWork
+}
+
+// maxExactWork bounds the exact arithmetic of one evaluation: beyond it
+// floating point takes over.
+const maxExactWork = 1 << 17
+
+func (e *evaluator) eval(n *node) value {
 	switch n.op {
 	case opNum:
-		return n.num, true
-	case opNeg:
-		a, ok := exact(n.args[0])
-		if !ok {
-			return nil, false
+		return rational(n.num, false)
+	case opSym:
+		return rational(pointValue(n.name, e.k), true)
+	case opPi:
+		return value{c: math.Pi}
+	case opImag:
+		return value{c: 1i}
+	case opInf:
+		return value{c: cmplx.NaN()}
+	}
+	args := make([]value, len(n.args))
+	v := value{}
+	for i, a := range n.args {
+		args[i] = e.eval(a)
+		v.vary = v.vary || args[i].vary
+	}
+	if r, ok := exactOp(n, args); ok && e.work+ratBits(r) <= maxExactWork {
+		e.work += ratBits(r)
+		v.r = r
+		return v
+	}
+	realArgs := true
+	for i, a := range args {
+		if a.r != nil {
+			args[i].c = ratComplex(a.r)
+			e.lossy = e.lossy || !fitsFloat(a.r, !a.vary)
 		}
-		r = new(big.Rat).Neg(a)
-	case opAdd, opSub, opMul, opDiv:
-		a, ok := exact(n.args[0])
-		if !ok {
-			return nil, false
-		}
-		b, ok := exact(n.args[1])
-		if !ok {
-			return nil, false
-		}
-		r = new(big.Rat)
-		switch n.op {
-		case opAdd:
-			r.Add(a, b)
-		case opSub:
-			r.Sub(a, b)
-		case opMul:
-			r.Mul(a, b)
-		case opDiv:
-			if b.Sign() == 0 {
-				return nil, false
+		realArgs = realArgs && imag(args[i].c) == 0
+	}
+	v.c = floatOp(n, args)
+	if realArgs && v.vary && imag(v.c) != 0 {
+		e.offReal = true
+	}
+	if underflowed(n, args, v.c) {
+		e.lossy = true
+	}
+	return v
+}
+
+func rational(r *big.Rat, vary bool) value {
+	return value{r: r, vary: vary}
+}
+
+func ratComplex(r *big.Rat) complex128 {
+	f, _ := r.Float64()
+	return complex(f, 0)
+}
+
+// smallestNormal is the least float64 that keeps all 53 bits.
+const smallestNormal = 0x1p-1022
+
+// fitsFloat reports whether float64 holds r as well as the answer wrote it:
+// within range and, for a constant, with at most 53 significant bits once
+// the factors 2 and 5 (its decimal scale) are taken out, so that 1/3 and
+// 6\cdot10^{23} fit and 10^{40}+1 does not.
+func fitsFloat(r *big.Rat, constant bool) bool {
+	f, _ := r.Float64()
+	if r.Sign() != 0 && (math.Abs(f) < smallestNormal || math.IsInf(f, 0)) {
+		return false
+	}
+	return !constant || withoutTwosAndFives(r.Num()).BitLen() <= 53 && withoutTwosAndFives(r.Denom()).BitLen() <= 53
+}
+
+// withoutTwosAndFives divides x by 2 and 5 as often as they divide it.
+func withoutTwosAndFives(x *big.Int) *big.Int {
+	d := new(big.Int).Abs(x)
+	if d.Sign() == 0 {
+		return d
+	}
+	d.Rsh(d, d.TrailingZeroBits())
+	m := new(big.Int)
+	for _, p := range []int64{1220703125, 5} { // 5^13, then 5
+		for {
+			q, rem := new(big.Int).QuoRem(d, big.NewInt(p), m)
+			if rem.Sign() != 0 {
+				break
 			}
-			r.Quo(a, b)
+			d = q
 		}
-	case opPow:
-		return exactPow(n)
-	case opRoot:
-		return exactRoot(n)
-	case opAbs:
-		a, ok := exact(n.args[0])
-		if !ok {
+	}
+	return d
+}
+
+// underflowed reports a result of zero or below the normal range where the
+// exact result is not zero: a product, quotient, power, root or exponential
+// of numbers that are not zero.
+func underflowed(n *node, args []value, c complex128) bool {
+	if c != 0 {
+		return cmplx.Abs(c) < smallestNormal
+	}
+	if n.op != opMul && n.op != opDiv && n.op != opPow && n.op != opRoot && (n.op != opFunc || n.name != "exp") {
+		return false
+	}
+	for _, a := range args {
+		if a.c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// exactOp applies n's operation to exact arguments; ok is false when an
+// argument or the result is not rational or is too large.
+func exactOp(n *node, args []value) (*big.Rat, bool) {
+	for _, a := range args {
+		if a.r == nil {
 			return nil, false
 		}
-		r = new(big.Rat).Abs(a)
+	}
+	var r *big.Rat
+	switch n.op {
+	case opNeg:
+		r = new(big.Rat).Neg(args[0].r)
+	case opAdd:
+		r = new(big.Rat).Add(args[0].r, args[1].r)
+	case opSub:
+		r = new(big.Rat).Sub(args[0].r, args[1].r)
+	case opMul:
+		r = new(big.Rat).Mul(args[0].r, args[1].r)
+	case opDiv:
+		if args[1].r.Sign() == 0 {
+			return nil, false
+		}
+		r = new(big.Rat).Quo(args[0].r, args[1].r)
+	case opPow:
+		return exactPow(args[0].r, args[1].r)
+	case opRoot:
+		return exactRoot(args[0].r, args[1].r)
+	case opAbs:
+		r = new(big.Rat).Abs(args[0].r)
 	case opFact, opBinom:
-		return exactCombinatorial(n)
+		return exactCombinatorial(n.op, args)
 	default:
 		return nil, false
 	}
@@ -72,13 +189,20 @@ func exact(n *node) (*big.Rat, bool) {
 
 func ratBits(r *big.Rat) int { return r.Num().BitLen() + r.Denom().BitLen() }
 
-func exactPow(n *node) (*big.Rat, bool) {
-	base, ok := exact(n.args[0])
-	if !ok {
-		return nil, false
+// exactPow computes base^e for an integer e, and for e = p/q as the q-th
+// root to the p-th power when the root is rational: 8^{2/3} = 4.
+func exactPow(base, e *big.Rat) (*big.Rat, bool) {
+	if !e.IsInt() {
+		if !e.Denom().IsInt64() || e.Denom().Int64() > 64 {
+			return nil, false
+		}
+		root, ok := exactRoot(base, new(big.Rat).SetInt(e.Denom()))
+		if !ok {
+			return nil, false
+		}
+		return exactPow(root, new(big.Rat).SetInt(e.Num()))
 	}
-	e, ok := exact(n.args[1])
-	if !ok || !e.IsInt() || !e.Num().IsInt64() {
+	if !e.Num().IsInt64() {
 		return nil, false
 	}
 	k := e.Num().Int64()
@@ -98,13 +222,8 @@ func exactPow(n *node) (*big.Rat, bool) {
 }
 
 // exactRoot succeeds only for perfect powers: \sqrt{9/4} = 3/2.
-func exactRoot(n *node) (*big.Rat, bool) {
-	x, ok := exact(n.args[0])
-	if !ok {
-		return nil, false
-	}
-	idx, ok := exact(n.args[1])
-	if !ok || !idx.IsInt() || !idx.Num().IsInt64() {
+func exactRoot(x, idx *big.Rat) (*big.Rat, bool) {
+	if !idx.IsInt() || !idx.Num().IsInt64() {
 		return nil, false
 	}
 	k := idx.Num().Int64()
@@ -148,19 +267,18 @@ func intRoot(x *big.Int, k int64) (*big.Int, bool) {
 	return nil, false
 }
 
-func exactCombinatorial(n *node) (*big.Rat, bool) {
+func exactCombinatorial(op opKind, args []value) (*big.Rat, bool) {
 	var ints [2]int64
-	for i, a := range n.args {
-		v, ok := exact(a)
-		if !ok || !v.IsInt() || !v.Num().IsInt64() {
+	for i, a := range args {
+		if !a.r.IsInt() || !a.r.Num().IsInt64() {
 			return nil, false
 		}
-		ints[i] = v.Num().Int64()
+		ints[i] = a.r.Num().Int64()
 		if ints[i] < 0 || ints[i] > maxFactorial {
 			return nil, false
 		}
 	}
-	if n.op == opFact {
+	if op == opFact {
 		return new(big.Rat).SetInt(new(big.Int).MulRange(1, ints[0])), true
 	}
 	if ints[1] > ints[0] {
@@ -178,13 +296,44 @@ func abs64(k int64) int64 {
 
 // pointValue is the value variable name takes at evaluation point k: a
 // fixed function of the name, so the same expression gets the same values
-// in every run and on every machine. Values lie in [0.5, 3) to stay clear
-// of the branch cuts of roots and logarithms.
-func pointValue(name string, k int) float64 {
+// in every run and on every machine. Across the points every variable
+// takes values of both signs, small (1/8 to 1) and large (1 to 3), so that
+// |x| differs from x and \sqrt{(x+1)^2} from x+1; two variables take
+// every combination of signs unless their names happen to share a sign
+// pattern (1 in 7). A value is n/4096 with n square-free, so that no
+// root of it is rational (no point value is 1/2 or 2) while roots of
+// squares stay exact.
+func pointValue(name string, k int) *big.Rat {
 	h := fnv.New64a()
 	h.Write([]byte(name))
-	u := float64(mix64(h.Sum64()+uint64(k)*0x9e3779b97f4a7c15)>>11) / (1 << 53)
-	return 0.5 + 2.5*u
+	sum := h.Sum64()
+	signs := 1 + sum%7                // a Walsh function of k: four points of each sign
+	sizes := 1 + (signs+(sum>>8)%6)%7 // another one, so each sign gets both sizes
+	u := mix64(sum+uint64(k)*0x9e3779b97f4a7c15) >> 11
+	lo, hi := uint64(512), uint64(3840) // 1/8 to 15/16
+	if parity(uint64(k)&sizes) == 1 {
+		lo, hi = 4480, 12288 // 1.09 to 3
+	}
+	n := lo + u%(hi-lo)
+	for !squareFree(n) {
+		n++
+	}
+	r := new(big.Rat).SetFrac64(int64(n), 4096)
+	if parity(uint64(k)&signs) == 1 {
+		r.Neg(r)
+	}
+	return r
+}
+
+func parity(x uint64) uint64 { return uint64(bits.OnesCount64(x) & 1) }
+
+func squareFree(n uint64) bool {
+	for p := uint64(2); p*p <= n; p++ {
+		if n%(p*p) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // mix64 is the splitmix64 finaliser: it spreads the bits of consecutive
@@ -197,57 +346,58 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// numeric evaluates n at point k in complex arithmetic.
-func numeric(n *node, k int) complex128 {
+// floatOp applies n's operation to the arguments' numeric values.
+func floatOp(n *node, args []value) complex128 {
+	a := args[0].c
+	var b complex128
+	if len(args) > 1 {
+		b = args[1].c
+	}
 	switch n.op {
-	case opNum:
-		f, _ := n.num.Float64()
-		return complex(f, 0)
-	case opSym:
-		return complex(pointValue(n.name, k), 0)
-	case opPi:
-		return math.Pi
-	case opImag:
-		return 1i
-	case opInf:
-		return cmplx.NaN()
 	case opNeg:
-		return -numeric(n.args[0], k)
+		return -a
 	case opAdd:
-		return numeric(n.args[0], k) + numeric(n.args[1], k)
+		return a + b
 	case opSub:
-		return numeric(n.args[0], k) - numeric(n.args[1], k)
+		return a - b
 	case opMul:
-		return numeric(n.args[0], k) * numeric(n.args[1], k)
+		return a * b
 	case opDiv:
-		return numeric(n.args[0], k) / numeric(n.args[1], k)
+		return a / b
 	case opPow:
-		return numPow(numeric(n.args[0], k), numeric(n.args[1], k))
+		return numPow(a, args[1])
 	case opRoot:
-		return numRoot(numeric(n.args[0], k), numeric(n.args[1], k))
+		return numRoot(a, b)
 	case opAbs:
-		return complex(cmplx.Abs(numeric(n.args[0], k)), 0)
+		return complex(cmplx.Abs(a), 0)
 	case opFact:
-		x := numeric(n.args[0], k)
-		if imag(x) != 0 || real(x) < 0 || real(x) > 170 {
+		if imag(a) != 0 || real(a) < 0 || real(a) > 170 {
 			return cmplx.NaN()
 		}
-		return complex(math.Gamma(real(x)+1), 0)
+		return complex(math.Gamma(real(a)+1), 0)
 	case opBinom:
-		a, b := numeric(n.args[0], k), numeric(n.args[1], k)
 		if imag(a) != 0 || imag(b) != 0 || real(a) > 170 {
 			return cmplx.NaN()
 		}
 		return complex(math.Gamma(real(a)+1)/(math.Gamma(real(b)+1)*math.Gamma(real(a)-real(b)+1)), 0)
 	case opFunc:
-		return numFunc(n, k)
+		return numFunc(n.name, args)
 	}
 	return cmplx.NaN()
 }
 
 // numPow uses repeated squaring for small integer exponents, which keeps
-// (-2)^3 real and x^2 exact to the last bit.
-func numPow(b, e complex128) complex128 {
+// (-2)^3 real and x^2 exact to the last bit, and takes the real root of a
+// negative number for an exponent p/q with q odd: x^{1/3} is \sqrt[3]{x}.
+func numPow(b complex128, exp value) complex128 {
+	e := exp.c
+	if r := exp.r; r != nil && !r.IsInt() && r.Denom().Bit(0) == 1 && imag(b) == 0 && real(b) < 0 {
+		v := math.Pow(-real(b), real(e))
+		if r.Num().Bit(0) == 1 {
+			v = -v
+		}
+		return complex(v, 0)
+	}
 	if imag(e) == 0 && real(e) == math.Trunc(real(e)) && math.Abs(real(e)) <= 64 {
 		k := int(real(e))
 		neg := k < 0
@@ -292,9 +442,9 @@ func numRoot(x, idx complex128) complex128 {
 	return cmplx.Pow(x, 1/idx)
 }
 
-func numFunc(n *node, k int) complex128 {
-	x := numeric(n.args[0], k)
-	switch n.name {
+func numFunc(name string, args []value) complex128 {
+	x := args[0].c
+	switch name {
 	case "sin":
 		return cmplx.Sin(x)
 	case "cos":
@@ -324,8 +474,8 @@ func numFunc(n *node, k int) complex128 {
 	case "ln":
 		return cmplx.Log(x)
 	case "log":
-		if len(n.args) > 1 {
-			return cmplx.Log(x) / cmplx.Log(numeric(n.args[1], k))
+		if len(args) > 1 {
+			return cmplx.Log(x) / cmplx.Log(args[1].c)
 		}
 		return cmplx.Log(x)
 	}

@@ -22,9 +22,9 @@ func (a form) key() string {
 	case kindScalar:
 		return a.sc.key()
 	case kindEquation:
-		return "eq(" + valsKey(a.sc.vals[:]) + ")"
+		return "eq(" + a.sc.valsKey() + ")"
 	case kindRelation:
-		return "rel" + a.op + "(" + valsKey(a.sc.vals[:]) + ")"
+		return "rel" + a.op + "(" + a.sc.valsKey() + ")"
 	case kindTuple:
 		return string(a.open) + joinKeys(a.elems, false) + string(a.close)
 	case kindSet:
@@ -75,22 +75,48 @@ func (a scalar) key() string {
 	case a.exact != nil:
 		return a.exact.RatString()
 	}
-	constant := true
-	for _, v := range a.vals[1:] {
-		constant = constant && closeTo(v, a.vals[0])
-	}
-	if constant {
+	if a.constant() {
+		if a.at[0] != nil {
+			return a.at[0].RatString()
+		}
 		return complexKey(a.vals[0])
 	}
-	return "f(" + valsKey(a.vals[:]) + ")"
+	return "f(" + a.valsKey() + ")"
 }
 
-// valsKey prints the values of a non-constant expression; they are not
-// matched to fractions, which would only make accidental fractions.
-func valsKey(vals []complex128) string {
-	keys := make([]string, len(vals))
-	for i, v := range vals {
-		keys[i] = approxKey(real(v))
+// constant reports an expression whose variables cancel: exactly where it
+// is rational everywhere, else within the tolerance.
+func (a scalar) constant() bool {
+	if a.offReal != 0 {
+		return false
+	}
+	for k := range a.vals {
+		if a.at[k] != nil && a.at[0] != nil {
+			if a.at[k].Cmp(a.at[0]) != 0 {
+				return false
+			}
+		} else if a.at[k] != nil || a.at[0] != nil || !closeTo(a.vals[k], a.vals[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// valsKey prints the values of a non-constant expression: exact where they
+// are rational, else not matched to fractions, which would only make
+// accidental fractions; "!" marks a point where it is undefined over the
+// reals.
+func (a scalar) valsKey() string {
+	keys := make([]string, len(a.vals))
+	for i, v := range a.vals {
+		if a.offReal&(1<<i) != 0 {
+			keys[i] = "!"
+		}
+		if a.at[i] != nil {
+			keys[i] += a.at[i].RatString()
+			continue
+		}
+		keys[i] += approxKey(real(v))
 		if im := imag(v); math.Abs(im) > math.Max(absTol, relTol*cmplx.Abs(v)) {
 			keys[i] += "," + approxKey(im) + "i"
 		}

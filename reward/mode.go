@@ -56,7 +56,7 @@ const (
 	RuleApprox   Rule = "approximate" // a decimal that rounds the other side's exact value
 	RuleSymbolic Rule = "symbolic"    // expressions or equations agreeing at the evaluation points
 	RuleTuple    Rule = "tuple"       // points, vectors and matrices, element by element
-	RuleSet      Rule = "set"         // sets and answer lists, order and repeats ignored
+	RuleSet      Rule = "set"         // sets and answer lists in any order; a list keeps its repeats
 	RuleInterval Rule = "interval"    // intervals, unions and inequalities in one variable
 	RuleRelation Rule = "relation"    // other inequalities, compared as f < 0 or f <= 0
 )

@@ -2,7 +2,7 @@ package reward
 
 import (
 	"math"
-	"math/cmplx"
+	"math/big"
 	"strings"
 )
 
@@ -112,9 +112,16 @@ func solveLinear(f *node, sc scalar, closed bool) (halfLine, bool) {
 	if !ok || name == "" {
 		return halfLine{}, false
 	}
+	if sc.offReal != 0 {
+		return halfLine{}, false
+	}
+	if line, ok := solveLinearExact(name, sc); ok {
+		line.closed = closed
+		return line, true
+	}
 	var x [numPoints]float64
 	for k := range x {
-		x[k] = pointValue(name, k)
+		x[k], _ = pointValue(name, k).Float64()
 		if math.Abs(imag(sc.vals[k])) > absTol {
 			return halfLine{}, false
 		}
@@ -135,6 +142,33 @@ func solveLinear(f *node, sc scalar, closed bool) (halfLine, bool) {
 		line.bound.vals[k] = complex(root, 0)
 	}
 	return line, true
+}
+
+// solveLinearExact is solveLinear for f rational at every point, with an
+// exact bound: "x > 10^{-12}" is not "x > 0".
+func solveLinearExact(name string, sc scalar) (halfLine, bool) {
+	var x [numPoints]*big.Rat
+	for k := range x {
+		if sc.at[k] == nil {
+			return halfLine{}, false
+		}
+		x[k] = pointValue(name, k)
+	}
+	f0 := sc.at[0]
+	slope := new(big.Rat).Sub(sc.at[1], f0)
+	slope.Quo(slope, new(big.Rat).Sub(x[1], x[0]))
+	if slope.Sign() == 0 {
+		return halfLine{}, false
+	}
+	root := new(big.Rat).Quo(f0, slope)
+	root.Sub(x[0], root)
+	for k := 2; k < numPoints; k++ {
+		want := new(big.Rat).Sub(x[k], root)
+		if want.Mul(want, slope).Cmp(sc.at[k]) != 0 {
+			return halfLine{}, false
+		}
+	}
+	return halfLine{name: name, upper: slope.Sign() > 0, bound: constScalar(root)}, true
 }
 
 // singleVar returns the one variable n uses, "" for none; ok is false
@@ -158,18 +192,9 @@ func singleVar(n *node, seen string) (string, bool) {
 // relationForm keeps f < 0 scaled by a positive factor, which keeps its
 // direction.
 func relationForm(sc scalar, closed bool) form {
-	for _, v := range sc.vals {
-		if a := cmplx.Abs(v); a > absTol {
-			for k := range sc.vals {
-				sc.vals[k] /= complex(a, 0)
-			}
-			break
-		}
-	}
-	sc.exact = nil
 	op := "<"
 	if closed {
 		op = "<="
 	}
-	return form{kind: kindRelation, sc: sc, op: op}
+	return form{kind: kindRelation, sc: sc.scaled(true), op: op}
 }

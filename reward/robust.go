@@ -49,12 +49,19 @@ type form struct {
 	order []form
 }
 
-// scalar is a value: exact when rational, otherwise its numeric values at
-// the evaluation points (all equal when it has no variables).
+// scalar is a value: exact when a rational constant; otherwise its numeric
+// values at the evaluation points (all equal when it has no variables),
+// exact at the points where they are rational.
 type scalar struct {
 	exact *big.Rat
 	inf   int // +1 or -1 for an infinity
 	vals  [numPoints]complex128
+	at    [numPoints]*big.Rat
+	// offReal has bit k set where the value is undefined over the reals.
+	offReal uint8
+	// lossy marks an exact constant that float64 cannot hold (10^{40}+1,
+	// 10^{-400}): only an exact value can equal it.
+	lossy bool
 	// places is the number of decimals of an answer written as a decimal
 	// literal such as 0.0833333, 0 otherwise: it may round a value.
 	places int
@@ -338,7 +345,7 @@ func parseCollection(kind formKind, parts []string, raw string, depth int, repea
 	if kind == kindSet && repeats {
 		f.order = slices.Clone(f.elems)
 	}
-	if !repeats {
+	if !repeats || restated(f.elems, parts) {
 		unique := f.elems[:0]
 		for _, e := range f.elems {
 			if !slices.ContainsFunc(unique, e.sameElement) {
@@ -352,6 +359,25 @@ func parseCollection(kind formKind, parts []string, raw string, depth int, repea
 		return f.elems[0]
 	}
 	return f
+}
+
+// restated reports a list that gives one value in different forms, as a
+// solution that boxes "15\frac{39}{40}, \frac{639}{40}" does: it states the
+// value once. A value written the same way twice ("2, 2") is a repeated
+// root.
+func restated(elems []form, parts []string) bool {
+	if len(elems) != len(parts) {
+		return false
+	}
+	spellings := map[string]bool{}
+	for i, e := range elems {
+		spelling := strings.ReplaceAll(parts[i], " ", "")
+		if !e.sameElement(elems[0]) || spellings[spelling] {
+			return false
+		}
+		spellings[spelling] = true
+	}
+	return true
 }
 
 // keepLabels keeps the labels of a list that names two or more variables
@@ -404,22 +430,42 @@ func parseEquation(lhs, rhs, raw string) form {
 	if !ok || sc.inf != 0 {
 		return textForm(raw)
 	}
-	// An equation is the same after scaling both sides: divide by the value
-	// at the first point where lhs - rhs is not zero.
-	for _, v := range sc.vals {
-		if cmplx.Abs(v) > absTol {
-			for k := range sc.vals {
-				sc.vals[k] /= v
-			}
-			break
-		}
-	}
-	sc.exact = nil
-	return form{kind: kindEquation, sc: sc}
+	// An equation is the same after scaling both sides.
+	return form{kind: kindEquation, sc: sc.scaled(false)}
 }
 
-// evalScalar evaluates an expression exactly when it is rational, else at
-// every evaluation point; ok is false when a value is not finite.
+// scaled divides the values by the first one that is not zero, or by its
+// modulus, which keeps the direction of a relation.
+func (sc scalar) scaled(modulus bool) scalar {
+	sc.exact = nil
+	for k, v := range sc.vals {
+		if sc.at[k] != nil && sc.at[k].Sign() == 0 || sc.at[k] == nil && cmplx.Abs(v) <= absTol {
+			continue
+		}
+		pivot, exactPivot := v, sc.at[k]
+		if modulus {
+			pivot = complex(cmplx.Abs(v), 0)
+			if exactPivot != nil {
+				exactPivot = new(big.Rat).Abs(exactPivot)
+			}
+		}
+		for j := range sc.vals {
+			sc.vals[j] /= pivot
+			if sc.at[j] != nil && exactPivot != nil {
+				sc.at[j] = new(big.Rat).Quo(sc.at[j], exactPivot)
+			} else {
+				sc.at[j] = nil
+			}
+		}
+		break
+	}
+	return sc
+}
+
+// evalScalar evaluates an expression exactly when it is a rational
+// constant, else at every evaluation point; ok is false where a numeric
+// comparison could not decide: a value that is not finite, or lost
+// precision (evaluator.lossy).
 func evalScalar(n *node) (scalar, bool) {
 	var sc scalar
 	switch {
@@ -430,27 +476,39 @@ func evalScalar(n *node) (scalar, bool) {
 		sc.inf = -1
 		return sc, true
 	}
-	if r, ok := exact(n); ok {
-		sc.exact = r
-		f, _ := r.Float64()
-		for k := range sc.vals {
-			sc.vals[k] = complex(f, 0)
-		}
-		return sc, true
-	}
 	vary := hasVars(n)
 	for k := range sc.vals {
 		if k > 0 && !vary {
-			sc.vals[k] = sc.vals[0]
+			sc.vals[k], sc.at[k] = sc.vals[0], sc.at[0]
 			continue
 		}
-		v := numeric(n, k)
-		if !finite(v) {
+		e := evaluator{k: k}
+		v := e.eval(n)
+		if !vary && v.r != nil {
+			return constScalar(v.r), true
+		}
+		if v.r == nil && (e.lossy || !finite(v.c)) || v.r != nil && !fitsFloat(v.r, false) {
 			return sc, false
 		}
-		sc.vals[k] = v
+		sc.vals[k], sc.at[k] = v.c, v.r
+		if v.r != nil {
+			sc.vals[k] = ratComplex(v.r)
+		}
+		if e.offReal {
+			sc.offReal |= 1 << k
+		}
 	}
 	return sc, true
+}
+
+// constScalar is the scalar of a rational constant.
+func constScalar(r *big.Rat) scalar {
+	sc := scalar{exact: r, lossy: !fitsFloat(r, true)}
+	c := ratComplex(r)
+	for k := range sc.vals {
+		sc.vals[k], sc.at[k] = c, r
+	}
+	return sc
 }
 
 // splitTop splits s at every sep that is outside brackets.
