@@ -65,10 +65,12 @@ func (e *evaluator) eval(n *node) value {
 		args[i] = e.eval(a)
 		v.vary = v.vary || args[i].vary
 	}
-	if r, ok := exactOp(n, args); ok && e.work+ratBits(r) <= maxExactWork {
-		e.work += ratBits(r)
-		v.r = r
-		return v
+	if e.work < maxExactWork {
+		if r, ok := exactOp(n, args); ok {
+			e.work += ratBits(r)
+			v.r = r
+			return v
+		}
 	}
 	realArgs := true
 	for i, a := range args {

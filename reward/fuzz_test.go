@@ -112,6 +112,7 @@ func TestHostileInputsAreBounded(t *testing.T) {
 		{strings.Repeat("99999999999999999999^{99}*", 100) + "1", "long product of large powers"},
 		{"1e999", "huge scientific exponent"},
 		{strings.Repeat("x+", 2000) + "x", "many terms"},
+		{strings.Repeat("(x+y)^{600}+", 40) + "1", "large exact powers at every evaluation point"},
 		{strings.Repeat("1,", 2000) + "1", "long list"},
 		{strings.Repeat(`\{`, 300) + strings.Repeat(`\}`, 300), "nested sets"},
 		{strings.Repeat(`\pm 1`, 300), "many plus-minus signs"},
