@@ -184,10 +184,10 @@ func tinyFits(s Shape, vocab int, mem, disk int64) error {
 	}
 	gib := func(n int64) float64 { return float64(n) / (1 << 30) }
 	if needMem := int64(vocab) * tinyTokenMemory; needMem > mem {
-		return fmt.Errorf("a vocabulary of %d tokens needs about %.1f GiB of memory to write; %.1f GiB is available", vocab, gib(needMem), gib(mem))
+		return fmt.Errorf("a vocabulary of %d tokens needs about %.2f GiB of memory to write; %.2f GiB is available", vocab, gib(needMem), gib(mem))
 	}
 	if needDisk > disk {
-		return fmt.Errorf("the model takes about %.1f GiB of disk; %.1f GiB is free there", gib(needDisk), gib(disk))
+		return fmt.Errorf("the model takes about %.2f GiB of disk; %.2f GiB is free there", gib(needDisk), gib(disk))
 	}
 	return nil
 }
