@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/model"
 )
 
 // snapshot reads every file under dir, by path.
@@ -132,6 +135,36 @@ func TestConvertRefusesEmptyPaths(t *testing.T) {
 		msg := strings.TrimSpace(stderr.String())
 		if code != 1 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
 			t.Errorf("%q: exit %d, stderr %q: want exit 1 and one line containing %q", c.args, code, msg, c.want)
+		}
+	}
+}
+
+// lora_alpha 1e300 passed: lora2gguf wrote alpha inf and export --merge non-finite weights,
+// both exiting 0.
+func TestAdapterAlphaBeyondFloat32(t *testing.T) {
+	_, adapter := trainedPEFT(t)
+	cfg := filepath.Join(adapter, model.PEFTConfigFile)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := regexp.MustCompile(`"lora_alpha": *[0-9.e+]+`).ReplaceAll(b, []byte(`"lora_alpha": 1e300`))
+	if bytes.Equal(huge, b) {
+		t.Fatal("adapter_config.json has no lora_alpha to change")
+	}
+	if err := os.WriteFile(cfg, huge, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gguf := filepath.Join(filepath.Dir(adapter), "model.gguf")
+	for _, args := range [][]string{
+		{"convert", "lora2gguf", adapter, filepath.Join(t.TempDir(), "a.gguf"), "--base", gguf},
+		{"export", "--merge", adapter, filepath.Join(t.TempDir(), "merged")},
+	} {
+		var stderr bytes.Buffer
+		code := runWithApp(args, &stderr)
+		msg := strings.TrimSpace(stderr.String())
+		if want := "adapter_config.json: lora_alpha 1e+300 is outside float32's range"; code != 1 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, want) {
+			t.Errorf("%q: exit %d, stderr %q: want exit 1 and one line containing %q", args, code, msg, want)
 		}
 	}
 }
