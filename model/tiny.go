@@ -134,8 +134,8 @@ func writeTiny(dir string, opt TinyOptions) error {
 	return writeJSON(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
 }
 
-// tinyVocabSize is the vocabulary WriteTiny writes, known before it is built (at least the
-// size asked for: the natural one is a few hundred tokens).
+// tinyVocabSize is the size of the vocabulary WriteTiny writes, known before it is built:
+// the tokenizer's, the padded size, or 0 for the tiny tokenizer's few hundred tokens.
 func tinyVocabSize(s Shape, opt TinyOptions) int {
 	switch {
 	case opt.Tokenizer != nil:
