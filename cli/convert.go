@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ func init() {
 			Action: func(c *ucli.Context) error {
 				dir, out, err := twoArgs(c, "DIR OUT.gguf")
 				if err != nil {
+					return err
+				}
+				if err := checkOutput(c, out, dir); err != nil {
 					return err
 				}
 				typ, ok := convertTypes[strings.ToLower(c.String("type"))]
@@ -81,6 +85,9 @@ func init() {
 				if c.Int64("shard-size") <= 0 {
 					return fmt.Errorf("--shard-size must be positive, got %d", c.Int64("shard-size"))
 				}
+				if err := checkOutput(c, dir, in); err != nil {
+					return err
+				}
 				if err := prepareOutDir(c, dir, model.RemoveHFFiles); err != nil {
 					return err
 				}
@@ -116,6 +123,9 @@ func init() {
 				}
 				if c.String("base") == "" {
 					return errors.New("lora2gguf: --base BASE.gguf is required (the model the adapter applies to)")
+				}
+				if err := checkOutput(c, out, dir, c.String("base")); err != nil {
+					return err
 				}
 				start := time.Now()
 				if err := model.PEFTToGGUF(dir, c.String("base"), out); err != nil {
@@ -154,7 +164,63 @@ func twoArgs(c *ucli.Context, usage string) (string, string, error) {
 	if len(args) != 2 {
 		return "", "", fmt.Errorf("%s: want %s, got %d arguments", c.Command.Name, usage, len(args))
 	}
+	// An empty path named the working directory and failed only after the conversion.
+	for i, name := range strings.Fields(usage) {
+		if args[i] == "" {
+			return "", "", fmt.Errorf("%s: %s is empty; want %s", c.Command.Name, name, usage)
+		}
+	}
 	return args[0], args[1], nil
+}
+
+// checkOutput refuses an output path that is, contains or lies inside one of the inputs:
+// --force would remove the input's files, or the output replace them. Symlinks are resolved
+// before the paths are compared.
+func checkOutput(c *ucli.Context, out string, inputs ...string) error {
+	o, err := realPath(out)
+	if err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		i, err := realPath(in)
+		if err != nil {
+			return err
+		}
+		how := ""
+		switch {
+		case o == i:
+			how = "is"
+		case within(o, i):
+			how = "lies inside"
+		case within(i, o):
+			how = "contains"
+		default:
+			continue
+		}
+		return fmt.Errorf("%s: the output %s %s the input %s; write the output elsewhere", c.Command.Name, out, how, in)
+	}
+	return nil
+}
+
+// realPath is path made absolute with its symlinks resolved, as far as it exists.
+func realPath(path string) (string, error) {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = filepath.Dir(p) // ends at "/", which resolves
+	}
+}
+
+// within reports whether path lies inside directory dir (both clean and absolute).
+func within(path, dir string) bool {
+	return strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // progress reports the tensor being written on one rewritten stderr line.

@@ -204,6 +204,7 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 	if a.Model == "" {
 		return a, fmt.Errorf("--agent %q: no model path", spec)
 	}
+	seen := map[string]bool{}
 	for _, kv := range parts[1:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -232,9 +233,16 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 		default:
 			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format, adapter)", spec, k)
 		}
-		if err != nil {
+		// An empty adapter= named the working directory, and a repeated key took the last.
+		switch {
+		case v == "":
+			return a, fmt.Errorf("--agent %q: %s is empty", spec, k)
+		case seen[k]:
+			return a, fmt.Errorf("--agent %q: %s is given twice", spec, k)
+		case err != nil:
 			return a, fmt.Errorf("--agent %q: %s: %w", spec, k, err)
 		}
+		seen[k] = true
 	}
 	if err := a.Params.Validate(); err != nil {
 		return a, fmt.Errorf("--agent %q: %w", spec, err)

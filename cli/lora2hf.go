@@ -2,11 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -19,9 +19,11 @@ var lora2hfCommand = &ucli.Command{
 		"(runs/R/checkpoints/step-N/agent-I) is such a directory, naming the base it was trained on,\n" +
 		"so it is already the adapter export: load it with PEFT, convert it with lora2gguf, or\n" +
 		"merge it here. The base is --base, else the directory the adapter config's\n" +
-		"base_model_name_or_path names. OUT_DIR gets the base's config and tokenizer files and\n" +
-		"model.safetensors with W + alpha/r * B@A in each adapted weight (each tensor in its base\n" +
-		"dtype, one tensor in memory at a time): PEFT's merge_and_unload, a model every tool loads.\n\n" +
+		"base_model_name_or_path names (a relative one is taken from PEFT_DIR). OUT_DIR gets the\n" +
+		"base's config and tokenizer files and model.safetensors with W + alpha/r * B@A in each\n" +
+		"adapted weight (each tensor in its base dtype, one tensor in memory at a time): PEFT's\n" +
+		"merge_and_unload, a model every tool loads. OUT_DIR may not be, hold or lie inside an\n" +
+		"input; with --force, only its model files are replaced.\n\n" +
 		"Examples:\n  umad convert lora2hf runs/r1/checkpoints/step-000100/agent-0 /tmp/merged\n" +
 		"  umad convert lora2hf ~/adapters/math /tmp/merged --base ~/models/Qwen2.5-0.5B-Instruct",
 	Flags: []ucli.Flag{
@@ -39,12 +41,12 @@ var lora2hfCommand = &ucli.Command{
 		}
 		base := c.String("base")
 		if base == "" {
-			if base = a.BaseModel; base == "" {
-				return fmt.Errorf("lora2hf: %s names no base model (base_model_name_or_path); pass --base HF_DIR", dir)
+			if base, err = hfmodel.AdapterBase(dir, a); err != nil {
+				return fmt.Errorf("%s: %w; pass --base HF_DIR", c.Command.Name, err)
 			}
-			if st, err := os.Stat(base); err != nil || !st.IsDir() {
-				return fmt.Errorf("lora2hf: the base %q that %s names is not a local directory; pass --base HF_DIR", base, dir)
-			}
+		}
+		if err := checkOutput(c, out, dir, base); err != nil {
+			return err
 		}
 		if err := prepareOutDir(c, out, model.RemoveHFFiles); err != nil {
 			return err

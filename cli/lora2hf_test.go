@@ -150,3 +150,21 @@ func TestExportMerge(t *testing.T) {
 		t.Errorf("export without --merge: %v, want an error naming --merge", err)
 	}
 }
+
+// A relative base_model_name_or_path is taken from the adapter's directory, as train takes
+// it, whatever the working directory: export looked in the working directory.
+func TestExportRelativeBase(t *testing.T) {
+	_, adapter := trainedPEFT(t) // DIR/adapter on DIR/hf
+	a, err := model.ReadPEFT(adapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.BaseModel = "../hf"
+	if err := a.WritePEFT(adapter); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	if _, stderr, err := runApp(t, "export", "--merge", adapter, filepath.Join(t.TempDir(), "merged")); err != nil {
+		t.Fatalf("export --merge: %v\n%s", err, stderr)
+	}
+}

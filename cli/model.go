@@ -68,6 +68,11 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if dir := c.String("tokenizer"); dir != "" {
+					if err := checkOutput(c, out, dir); err != nil {
+						return err
+					}
+				}
 				if err := prepareOutDir(c, out, removeTiny); err != nil {
 					return err
 				}

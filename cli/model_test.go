@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
@@ -42,5 +44,39 @@ func TestModelTinyWithRealTokenizer(t *testing.T) {
 			t.Errorf("%s: chat format %v, %v", c.dir, f, err)
 		}
 		m.Close()
+	}
+}
+
+// model tiny builds beside --out and renames into place: killed half-way (for memory, at
+// --vocab 10000000) it left a model.gguf and an empty hf/, and the rerun was refused.
+func TestModelTinyKilledLeavesNoOutput(t *testing.T) {
+	parent := t.TempDir()
+	out := filepath.Join(parent, "tiny")
+	cmd := umadProcess(t, 0, "model", "tiny", "--vocab", "200000", "--out", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Killed once the GGUF is written, while the safetensors file is.
+	for {
+		if m, _ := filepath.Glob(filepath.Join(parent, "*", "model.gguf")); len(m) > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("model tiny ended (%v) before its GGUF was seen", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	cmd.Process.Kill()
+	if err := <-done; err == nil {
+		t.Fatal("model tiny finished before it was killed; the test needs a larger --vocab")
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("the killed write left %s", out)
+	}
+	if _, stderr, err := runApp(t, "model", "tiny", "--out", out); err != nil {
+		t.Fatalf("the rerun: %v\n%s", err, stderr)
 	}
 }

@@ -55,20 +55,22 @@ func openAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions, s
 
 // AdapterBase is the base directory the adapter a (read from dir) names, which must exist,
 // as an absolute path (a run's config.json stores it, and may be resumed from elsewhere). A
-// relative base_model_name_or_path is taken relative to the adapter directory, else, as
-// transformers reads it, relative to the working directory; umad writes absolute paths.
+// relative base_model_name_or_path is taken from the adapter's directory, whatever the
+// working directory: train, export and convert all read it so. umad writes absolute paths.
 func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 	if a.BaseModel == "" {
-		return "", fmt.Errorf("load %s: %s names no base_model_name_or_path to load the adapter onto", dir, model.PEFTConfigFile)
+		return "", fmt.Errorf("%s: %s names no base_model_name_or_path", dir, model.PEFTConfigFile)
 	}
 	base := a.BaseModel
 	if !filepath.IsAbs(base) {
-		if st, err := os.Stat(filepath.Join(dir, base)); err == nil && st.IsDir() {
-			base = filepath.Join(dir, base)
-		}
+		base = filepath.Join(dir, base)
 	}
-	if st, err := os.Stat(base); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("load %s: its base model %s is not a local directory (%v)", dir, a.BaseModel, err)
+	st, err := os.Stat(base)
+	if err == nil && !st.IsDir() {
+		err = fmt.Errorf("%s is a file", base)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s names the base model %q, which is not a local directory: %w", dir, a.BaseModel, err)
 	}
 	return filepath.Abs(base)
 }

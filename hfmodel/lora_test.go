@@ -282,8 +282,21 @@ func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
 			t.Errorf("base %q: %q, %v; want %s", named, got, err, base)
 		}
 	}
-	if _, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "../nowhere"}}); err == nil {
-		t.Error("a base that does not exist was accepted")
+	// One rule, export's and train's: a base found only from the working directory is not
+	// the one the adapter names.
+	t.Chdir(root)
+	if _, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "base"}}); err == nil {
+		t.Error("a relative base was found from the working directory")
+	}
+	file := filepath.Join(adapter, model.PEFTConfigFile)
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for named, want := range map[string]string{"../nowhere": "no such file", model.PEFTConfigFile: file + " is a file"} {
+		_, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: named}})
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "<nil>") {
+			t.Errorf("base %q: %v; want an error saying %q", named, err, want)
+		}
 	}
 }
 

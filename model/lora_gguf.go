@@ -73,6 +73,9 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 	if a.RSLoRA {
 		alpha *= math.Sqrt(float64(a.Rank))
 	}
+	if !fitsFloat32(alpha) {
+		return fmt.Errorf("lora: rsLoRA's alpha %g x sqrt(rank %d) is outside float32's range", a.Alpha, a.Rank)
+	}
 	for _, kv := range []KV{
 		{generalArch, string(s.Arch)},
 		{generalType, loraGGUFType},

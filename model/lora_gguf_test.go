@@ -71,6 +71,12 @@ func TestLoRAGGUF(t *testing.T) {
 		}
 		g.Close()
 	}
+	// rsLoRA's alpha x sqrt(rank) can leave float32's range that alpha itself is within.
+	a, s := randomLoRA(t, ArchQwen2, 4)
+	a.RSLoRA, a.Alpha = true, math.MaxFloat32
+	if err := a.WriteGGUF(filepath.Join(t.TempDir(), "lora.gguf"), s); err == nil || !strings.Contains(err.Error(), "outside float32's range") {
+		t.Errorf("rsLoRA alpha beyond float32: %v", err)
+	}
 }
 
 // writeGGUFFile writes a GGUF of the given metadata and F32 zero tensors.

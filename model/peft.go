@@ -237,7 +237,7 @@ func (a *LoRAAdapter) Validate() error {
 			ab string
 			v  []float32
 		}{{"A", p.A}, {"B", p.B}} {
-			if i := slices.IndexFunc(m.v, func(x float32) bool { return math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) }); i >= 0 {
+			if i := slices.IndexFunc(m.v, nonFinite); i >= 0 {
 				return fmt.Errorf("lora: %s: %s holds %v at %d", name, m.ab, m.v[i], i)
 			}
 		}
@@ -325,7 +325,19 @@ func MergeLoRA(w []float32, p LoRAPair, scale float64) error {
 		}()
 	}
 	wg.Wait()
+	if i := slices.IndexFunc(w, nonFinite); i >= 0 {
+		return fmt.Errorf("lora: the merged weight holds %v at %d (the adapter's scale is %g)", w[i], i, scale)
+	}
 	return nil
+}
+
+func nonFinite(x float32) bool { return math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) }
+
+// fitsFloat32 reports whether v keeps its meaning as a float32 (the GGUF's alpha, the
+// plugin's scale): finite, and not rounded to infinity or to zero.
+func fitsFloat32(v float64) bool {
+	f := float32(v)
+	return !nonFinite(f) && (f != 0 || v == 0)
 }
 
 // peftConfigJSON is adapter_config.json as PEFT's LoraConfig writes it. Fields that change
@@ -364,6 +376,14 @@ func readPEFTConfig(path string) (LoRAConfig, error) {
 	var j peftConfigJSON
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return LoRAConfig{}, fmt.Errorf("parse %s: %w", filepath.Base(path), err)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"lora_alpha", j.LoraAlpha}, {"lora_dropout", j.LoraDropout}} {
+		if !fitsFloat32(f.v) {
+			return LoRAConfig{}, fmt.Errorf("%s: %s %g is outside float32's range", filepath.Base(path), f.key, f.v)
+		}
 	}
 	isNull := func(m json.RawMessage) bool { return len(m) == 0 || string(m) == "null" }
 	var targets []string

@@ -11,7 +11,7 @@ import (
 // MergePEFT writes into outDir the Hugging Face checkpoint hfDir with the adapter merged into
 // its weights (W + scale * B @ A, as PEFT's merge_and_unload), each merged weight in its
 // original dtype, with hfDir's config and tokenizer files. One tensor is in memory at a time;
-// outDir is replaced atomically.
+// the files are built beside outDir and renamed into it, where other files stay.
 func MergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 	if err := mergePEFT(hfDir, a, outDir); err != nil {
 		return fmt.Errorf("merge lora adapter into %s: %w", hfDir, err)
@@ -82,7 +82,7 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 			return err
 		}})
 	}
-	return atomicfile.WriteDir(outDir, func(tmp string) error {
+	return atomicfile.WriteInto(outDir, func(tmp string) error {
 		if err := WriteFiles(tmp, side); err != nil {
 			return err
 		}

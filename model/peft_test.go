@@ -164,6 +164,8 @@ func TestReadPEFTRefuses(t *testing.T) {
 		{"rank 0", map[string]any{"r": 0}, qv(), "rank 0 must be in 1.."},
 		{"absurd rank", map[string]any{"r": 1 << 30}, qv(), "must be in 1..16384"},
 		{"zero alpha", map[string]any{"lora_alpha": 0}, qv(), "alpha 0 must be finite and positive"},
+		{"alpha beyond float32", map[string]any{"lora_alpha": 1e300}, qv(), "adapter_config.json: lora_alpha 1e+300 is outside float32's range"},
+		{"alpha below float32", map[string]any{"lora_alpha": 1e-300}, qv(), "adapter_config.json: lora_alpha 1e-300 is outside float32's range"},
 		{"dora", map[string]any{"use_dora": true}, qv(), "DoRA"},
 		{"bias", map[string]any{"bias": "all"}, qv(), `bias "all" is not supported`},
 		{"rank pattern", map[string]any{"rank_pattern": map[string]int{"q_proj": 4}}, qv(), "rank_pattern"},
@@ -300,6 +302,10 @@ func TestMergeLoRA(t *testing.T) {
 	}
 	if err := MergeLoRA(w[1:], p, 1); err == nil || !strings.Contains(err.Error(), "weight of 34 values, the pair is 5 x 7") {
 		t.Errorf("wrong weight size: %v", err)
+	}
+	// A scale within float32's range can still overflow the merged weight.
+	if err := MergeLoRA(slices.Clone(w), p, math.MaxFloat32); err == nil || !strings.Contains(err.Error(), "the merged weight holds") {
+		t.Errorf("overflowing merge: %v", err)
 	}
 	p.B = p.B[1:]
 	if err := MergeLoRA(w, p, 1); err == nil || !strings.Contains(err.Error(), "do not fit") {

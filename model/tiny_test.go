@@ -588,3 +588,32 @@ func BenchmarkWriteTiny(b *testing.B) {
 		})
 	}
 }
+
+// A model that does not fit is refused before anything is allocated: a write of --vocab
+// 10000000 was killed for memory half-way. The disk estimate bounds what a write takes.
+func TestTinyFits(t *testing.T) {
+	const size = 100000
+	dir := writeTestTiny(t, "qwen2", TinyOptions{VocabSize: size})
+	var written int64
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		written += info.Size()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := DefaultShape(ArchQwen2)
+	if err := tinyFits(s, size, math.MaxInt64, written); err == nil {
+		t.Errorf("%d bytes written, but the estimate fits that much free disk", written)
+	}
+	if err := tinyFits(s, size, math.MaxInt64, 2*written); err != nil {
+		t.Errorf("%d bytes written, but twice that is refused: %v", written, err)
+	}
+	if err := tinyFits(s, 10_000_000, 1<<30, math.MaxInt64); err == nil || !strings.Contains(err.Error(), "GiB of memory") {
+		t.Errorf("10M tokens with 1 GiB of memory: %v", err)
+	}
+}

@@ -149,7 +149,19 @@ func WriteBytes(path string, data []byte) error {
 // WriteDir creates directory dir atomically with what fill writes into the temporary
 // directory it is given (beside dir, so the final rename stays on one file system). An
 // existing dir is moved aside first and removed after; on any error it is left as it was.
-func WriteDir(dir string, fill func(tmp string) error) (err error) {
+func WriteDir(dir string, fill func(tmp string) error) error {
+	return writeDir(dir, fill, ReplaceDir)
+}
+
+// WriteInto is WriteDir for a directory whose other files must stay (a --force output
+// directory): each entry fill wrote replaces its namesake in dir whole, and a directory
+// entry is merged into an existing one the same way. A missing or empty dir appears at once.
+func WriteInto(dir string, fill func(tmp string) error) error {
+	return writeDir(dir, fill, moveInto)
+}
+
+// writeDir fills a temporary directory beside dir and puts it in place with place.
+func writeDir(dir string, fill func(tmp string) error, place func(tmp, dir string) error) (err error) {
 	parent := filepath.Dir(filepath.Clean(dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", dir, err)
@@ -166,7 +178,7 @@ func WriteDir(dir string, fill func(tmp string) error) (err error) {
 	if err := fill(tmp); err != nil {
 		return err
 	}
-	return ReplaceDir(tmp, dir)
+	return place(tmp, dir)
 }
 
 // ReplaceDir moves directory tmp to dir, moving an existing dir aside first and removing it
@@ -191,4 +203,23 @@ func ReplaceDir(tmp, dir string) error {
 		}
 	}
 	return nil
+}
+
+// moveInto renames src to dst, or, where dst is a directory that holds files, moves each
+// entry of src into it the same way.
+func moveInto(src, dst string) error {
+	err := os.Rename(src, dst) // replaces a file, or an empty directory
+	if err == nil {
+		return nil
+	}
+	entries, rerr := os.ReadDir(src)
+	if st, serr := os.Stat(dst); rerr != nil || serr != nil || !st.IsDir() {
+		return fmt.Errorf("move %s into place: %w", dst, err)
+	}
+	for _, e := range entries {
+		if err := moveInto(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.Remove(src)
 }

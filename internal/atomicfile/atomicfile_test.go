@@ -172,3 +172,52 @@ func TestWriteDirReplacesWholeOrNothing(t *testing.T) {
 		t.Fatalf("left behind: %v", entries)
 	}
 }
+
+// WriteInto replaces the files it writes, merging into existing subdirectories, and leaves
+// the others; a failed fill changes nothing.
+func TestWriteIntoKeepsOtherFiles(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "out")
+	files := map[string]string{"keep": "mine", "f": "old", "sub/keep": "mine too", "sub/g": "old"}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(err error) error {
+		return WriteInto(dir, func(tmp string) error {
+			if err := os.Mkdir(filepath.Join(tmp, "sub"), 0o755); err != nil {
+				return err
+			}
+			for _, name := range []string{"f", "sub/g", "new"} {
+				if err := os.WriteFile(filepath.Join(tmp, name), []byte("new"), 0o644); err != nil {
+					return err
+				}
+			}
+			return err
+		})
+	}
+	boom := errors.New("boom")
+	if err := write(boom); !errors.Is(err, boom) {
+		t.Fatalf("failed write: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
+		t.Fatal("a failed write added a file")
+	}
+	if err := write(nil); err != nil {
+		t.Fatal(err)
+	}
+	files["f"], files["sub/g"], files["new"] = "new", "new", "new"
+	for name, want := range files {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
