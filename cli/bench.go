@@ -79,7 +79,57 @@ func init() {
 	})
 }
 
+// checkCounts refuses a count flag below 1 (a benchmark of none printed zeros or "best of
+// 0 runs").
+func checkCounts(c *ucli.Context, flags ...string) error {
+	for _, f := range flags {
+		if n := c.Int(f); n < 1 {
+			return fmt.Errorf("--%s must be at least 1, got %d", f, n)
+		}
+	}
+	return nil
+}
+
+// notWith refuses any of flags set beside flag other, which makes them meaningless.
+func notWith(c *ucli.Context, other string, flags ...string) error {
+	for _, f := range flags {
+		if c.IsSet(f) && c.IsSet(other) {
+			return fmt.Errorf("--%s is for the generated models; it does nothing with --%s", f, other)
+		}
+	}
+	return nil
+}
+
+func checkBenchDebate(c *ucli.Context) error {
+	if err := checkCounts(c, "synthetic", "k", "turns", "max-tokens", "prompt-limit", "slots", "repeats"); err != nil {
+		return err
+	}
+	if err := notWith(c, "agent", "two-models"); err != nil {
+		return err
+	}
+	return checkThreads("threads", c.Int("threads"))
+}
+
+func checkBenchRollout(c *ucli.Context) error {
+	if err := checkCounts(c, "k", "max-tokens", "prompt-tokens", "big-batch", "preset-tokens", "repeats"); err != nil {
+		return err
+	}
+	if err := notWith(c, "model", "big-vocab", "big-batch", "preset", "preset-tokens"); err != nil {
+		return err
+	}
+	if v := c.Int("big-vocab"); v < 0 {
+		return fmt.Errorf("--big-vocab must be 0 (skip) or a vocabulary size, got %d", v)
+	}
+	if _, ok := model.Presets[c.String("preset")]; !ok && c.String("preset") != "" {
+		return fmt.Errorf("unknown preset %q (want %s)", c.String("preset"), presetNames())
+	}
+	return checkThreads("threads", c.Int("threads"))
+}
+
 func benchDebate(c *ucli.Context) error {
+	if err := checkBenchDebate(c); err != nil {
+		return err
+	}
 	agents, labels := c.StringSlice("agent"), c.StringSlice("agent")
 	if len(agents) == 0 {
 		dir, err := os.MkdirTemp("", "umad-bench-")
@@ -119,6 +169,9 @@ func benchDebate(c *ucli.Context) error {
 }
 
 func benchRollout(c *ucli.Context) error {
+	if err := checkBenchRollout(c); err != nil {
+		return err
+	}
 	type run struct {
 		label  string
 		path   string
@@ -148,10 +201,7 @@ func benchRollout(c *ucli.Context) error {
 			runs = append(runs, run{fmt.Sprintf("tiny qwen2, vocab %d", v), filepath.Join(big, "model.gguf"), c.Int("big-batch"), c.Int("max-tokens")})
 		}
 		if p := c.String("preset"); p != "" {
-			shape, ok := model.Presets[p]
-			if !ok {
-				return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
-			}
+			shape := model.Presets[p]
 			dst := filepath.Join(dir, "preset")
 			if err := model.WriteTiny(dst, model.TinyOptions{Shape: &shape, Seed: 1, ChatTemplate: tmpl}); err != nil {
 				return err

@@ -56,6 +56,7 @@ func init() {
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes on this machine, each debating a share of the problems with its own engines (one per GPU); the report is one process's"},
+			distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
 		}, append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...)...),
 		Action: debateCmd,
 	})
@@ -185,6 +186,10 @@ func (cfg debateConfig) problems() ([]data.Problem, error) {
 }
 
 func debateCmd(c *ucli.Context) error {
+	if os.Getenv("RANK") != "" && !ownRank() {
+		return fmt.Errorf("RANK=%s is set (by torchrun or a job system?), but umad debate starts its own ranks with --nproc N and merges their shares into one report; run it once per job, without RANK",
+			os.Getenv("RANK"))
+	}
 	d, isRank, err := resolveDist(c, false)
 	if err != nil {
 		return err
@@ -218,7 +223,7 @@ func debateCmd(c *ucli.Context) error {
 			if err := save(); err != nil {
 				return err
 			}
-			if err := startRanks(c, d); err != nil {
+			if err := startRanks(c, d, d.Timeout); err != nil {
 				return err
 			}
 			if err := mergeRanks(out, cfg.Seeds); err != nil {

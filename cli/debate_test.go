@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -212,4 +214,63 @@ func sameSummary(a, b uncertainty.Summary) bool {
 		}
 	}
 	return true
+}
+
+// A debate that cannot run as asked is refused with the reason, before any work: a RANK
+// inherited from torchrun or a job system (debating only a share and reporting nothing,
+// as it did, looked like success), and a sample ratio that chooses no problem.
+func TestDebateRefusals(t *testing.T) {
+	gguf := testmodel.GGUF(t, "qwen2")
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"RANK", "1", "WORLD_SIZE", "2"}, nil, "RANK=1 is set (by torchrun or a job system?), but umad debate starts its own ranks"},
+		{[]string{"RANK", "0", "WORLD_SIZE", "1"}, nil, "RANK=0 is set"},
+		{nil, []string{"--data", sharedData(t, "gsm8k/test.jsonl"), "--sample-ratio", "0.0001"}, "sample ratio 0.0001 chooses none of the 1319 problems"},
+	} {
+		t.Run(strings.Join(append(tc.env, tc.args...), " "), func(t *testing.T) {
+			for i := 0; i < len(tc.env); i += 2 {
+				t.Setenv(tc.env[i], tc.env[i+1])
+			}
+			out := filepath.Join(t.TempDir(), "run")
+			args := append([]string{"debate", "--agent", gguf, "-k", "1", "--turns", "1", "--max-tokens", "4",
+				"--threads", "1", "--out", out}, tc.args...)
+			if tc.args == nil {
+				args = append(args, "--synthetic", "2")
+			}
+			_, _, err := runApp(t, args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v, want %q", err, tc.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("the refused debate left %s", out)
+			}
+		})
+	}
+}
+
+// A problem too long to tokenize at all (over llama.MaxTokenizeBytes) is skipped with the
+// warning of any problem longer than --prompt-limit; it ended the whole debate.
+func TestDebateSkipsUntokenizableProblem(t *testing.T) {
+	huge := strings.Repeat("1 + ", llama.MaxTokenizeBytes/4+1) + "1"
+	var lines []byte
+	for _, q := range []string{huge, "What is 2 + 3?"} {
+		line, _ := json.Marshal(map[string]string{"question": q, "answer": "#### 5"})
+		lines = append(append(lines, line...), '\n')
+	}
+	set := filepath.Join(t.TempDir(), "set.jsonl")
+	if err := os.WriteFile(set, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	code, stderr := runUmadProcess(t, 0, "debate", "--agent", testmodel.GGUF(t, "qwen2"), "--data", set, "-k", "1", "--turns", "1",
+		"--max-tokens", "4", "--threads", "1", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "problem skipped: its prompt exceeds the prompt limit") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if recs := readRecords(t, filepath.Join(out, "seed-1", "rollouts.jsonl.zst")); len(recs) != 1 || recs[0].Index != 1 {
+		t.Errorf("%d records, want only problem 1's", len(recs))
+	}
 }

@@ -2,14 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,32 +46,135 @@ func warmStarted(t *testing.T) string {
 	return out
 }
 
-// rankPID finds the process of a rank among the launcher's children.
+// rankPID finds the process of a rank among the launcher's children, waiting up to 10 s
+// for the launcher to start it.
 func rankPID(t *testing.T, launcher, rank int) int {
 	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(launcher) {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if string(kv) == "RANK="+strconv.Itoa(rank) {
-				return pid
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+			if len(fields) < 2 || fields[1] != strconv.Itoa(launcher) {
+				continue
+			}
+			env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			for _, kv := range bytes.Split(env, []byte{0}) {
+				if string(kv) == "RANK="+strconv.Itoa(rank) {
+					return pid
+				}
 			}
 		}
 	}
 	t.Fatalf("no child of %d is rank %d", launcher, rank)
 	return 0
+}
+
+// tcpListeners lists the addresses that process pid listens on over TCP, from its socket
+// descriptors and its network namespace's /proc/net/tcp and tcp6.
+func tcpListeners(t *testing.T, pid int) []netip.AddrPort {
+	t.Helper()
+	proc := filepath.Join("/proc", strconv.Itoa(pid))
+	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, _ := os.Readlink(filepath.Join(proc, "fd", fd.Name()))
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	var out []netip.AddrPort
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(filepath.Join(proc, "net", table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// Fields: sl, local address, remote address, state (0A: LISTEN), ..., inode (the 10th).
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+				continue
+			}
+			host, port, _ := strings.Cut(f[1], ":")
+			ip, err := hex.DecodeString(host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i+4 <= len(ip); i += 4 { // 32-bit words in host (little-endian) order
+				slices.Reverse(ip[i : i+4])
+			}
+			addr, _ := netip.AddrFromSlice(ip)
+			p, _ := strconv.ParseUint(port, 16, 16)
+			out = append(out, netip.AddrPortFrom(addr.Unmap(), uint16(p)))
+		}
+	}
+	return out
+}
+
+// The ranks of a one-machine job listen on no address but the loopback's: they meet
+// through a file, not a TCP store (which libtorch 1.13 opens on every interface, also with
+// --master-addr 127.0.0.1), and Gloo binds 127.0.0.1.
+func TestTrainNprocListensOnLoopbackOnly(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	cmd, stderr := startUntilStep(t, trainArgs(t, out, "40", "--nproc", "2", "--master-addr", "127.0.0.1"), out, 1)
+	var all []netip.AddrPort
+	for rank := range 2 {
+		all = append(all, tcpListeners(t, rankPID(t, cmd.Process.Pid, rank))...)
+	}
+	for _, a := range all {
+		if !a.Addr().IsLoopback() {
+			t.Errorf("a rank listens on %v", a)
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); exitCode(err) != 130 {
+		t.Fatalf("interrupted launcher: %v\n%s", err, stderr)
+	}
+}
+
+// A debate rank that hangs (stopped here) ends `debate --nproc 2` --dist-timeout after the
+// other rank finished its share, with an error naming it (it waited forever, silently);
+// the same command then resumes and finishes.
+func TestDebateNprocHungRank(t *testing.T) {
+	gguf := testmodel.GGUF(t, "qwen2")
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"debate", "--agent", gguf, "--agent", gguf + ",seed=44", "--synthetic", "16", "-k", "2", "--turns", "2",
+		"--max-tokens", "12", "--kv-type", "f32", "--flash-attn", "off", "--nproc", "2", "--dist-timeout", "3s", "--out", out}
+	cmd := umadProcess(t, 0, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(rankPID(t, cmd.Process.Pid, 1), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	want := "rank 0 finished its share, but rank 1 still ran 3s later (--dist-timeout): hung?"
+	if err := cmd.Wait(); exitCode(err) != 1 || !strings.Contains(stderr.String(), want) {
+		t.Fatalf("with rank 1 stopped: %v, want exit 1 and %q\n%s", err, want, stderr.String())
+	}
+	if took := time.Since(t0); took > time.Minute {
+		t.Errorf("the hung rank ended the job after %v; --dist-timeout is 3s", took)
+	}
+	if code, stderr := runUmadProcess(t, 0, args...); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	if recs := readRecords(t, filepath.Join(out, "seed-1", "rollouts.jsonl.zst")); len(recs) != 16 {
+		t.Errorf("the resumed run holds %d debates, want 16", len(recs))
+	}
 }
 
 // startUntilStep starts a run and returns once its metrics log has a line of step.

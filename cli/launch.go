@@ -4,7 +4,8 @@ package cli
 // N ranks of the same command on this machine (and `--nnodes M --node-rank R` says which
 // share of M x N ranks this machine runs); a rank is the same binary with RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun sets them, so
-// `torchrun --no-python umad train ...` works too. Rank 0 hosts the rendezvous store.
+// `torchrun --no-python umad train ...` works too. The ranks of a one-machine job meet through
+// a file only they can reach (storeFileEnv); with several machines rank 0 hosts a TCP store.
 
 import (
 	"bufio"
@@ -13,10 +14,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -37,20 +38,39 @@ func distFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes (ranks) on this machine: one per GPU on a GPU server; on CPUs they share the cores"},
 		&ucli.IntFlag{Name: "nnodes", Value: 1, Usage: "machines in the job, each running --nproc ranks"},
 		&ucli.IntFlag{Name: "node-rank", Usage: "this machine's index among --nnodes (0 hosts the rendezvous)"},
-		&ucli.StringFlag{Name: "master-addr", Value: "127.0.0.1", Usage: "address of node 0, where rank 0 hosts the rendezvous store"},
-		&ucli.IntFlag{Name: "master-port", DefaultText: "a free port with one machine, else 29500", Usage: "port of the rendezvous store"},
-		&ucli.DurationFlag{Name: "dist-timeout", Value: 10 * time.Minute, Usage: "longest wait for the other ranks (rendezvous and every collective): a rank that died or hangs fails the job after this"},
+		&ucli.StringFlag{Name: "master-addr", Value: "127.0.0.1", Usage: "with --nnodes > 1: address of node 0, where rank 0 hosts the rendezvous store (one machine's ranks meet through a private file)"},
+		&ucli.IntFlag{Name: "master-port", Value: 29500, Usage: "with --nnodes > 1: port of the rendezvous store"},
+		distTimeoutFlag("longest wait for the other ranks (rendezvous and every collective): a rank that died or hangs fails the job after this"),
 		&ucli.StringFlag{Name: "dist-backend", Value: "gloo", Usage: "collectives: gloo (CPU tensors; every libtorch) or nccl (GPU; pip PyTorch builds)"},
 	}
 }
+
+// distTimeoutFlag is --dist-timeout, the bound on waiting for other ranks.
+func distTimeoutFlag(usage string) ucli.Flag {
+	return &ucli.DurationFlag{Name: "dist-timeout", Value: 10 * time.Minute, Usage: usage}
+}
+
+// Variables the launcher gives its ranks beside torchrun's: its process id, by which a rank
+// tells the launcher's start from an inherited RANK (ownRank), and the rendezvous file of a
+// one-machine job, in a directory only this user reaches.
+const (
+	launcherEnv  = "UMAD_LAUNCHER_PID"
+	storeFileEnv = "UMAD_RENDEZVOUS_FILE"
+)
+
+// ownRank reports whether this process is a rank that umad's launcher started (its parent),
+// rather than one whose RANK came from torchrun or a job system.
+func ownRank() bool { return os.Getenv(launcherEnv) == strconv.Itoa(os.Getppid()) }
 
 // distSpec is this process's place in a multi-process job.
 type distSpec struct {
 	Rank, World, LocalRank, LocalWorld int
 	Addr                               string
 	Port                               int
-	Timeout                            time.Duration
-	Backend                            torch.Backend
+	// StoreFile is the rendezvous file of a one-machine job (torch.GroupOptions).
+	StoreFile string
+	Timeout   time.Duration
+	Backend   torch.Backend
 }
 
 // multi reports whether the job has more than one rank.
@@ -64,9 +84,9 @@ func resolveDist(c *ucli.Context, group bool) (d distSpec, isRank bool, err erro
 		if d.Backend, err = torch.ParseBackend(c.String("dist-backend")); err != nil {
 			return d, false, fmt.Errorf("--dist-backend: %w", err)
 		}
-		if d.Timeout = c.Duration("dist-timeout"); d.Timeout <= 0 {
-			return d, false, errors.New("--dist-timeout must be positive")
-		}
+	}
+	if d.Timeout = c.Duration("dist-timeout"); d.Timeout <= 0 {
+		return d, false, errors.New("--dist-timeout must be positive")
 	}
 	if os.Getenv("RANK") != "" {
 		env := func(k string, def int) (int, error) {
@@ -104,6 +124,9 @@ func resolveDist(c *ucli.Context, group bool) (d distSpec, isRank bool, err erro
 		if d.Addr = os.Getenv("MASTER_ADDR"); d.Addr == "" {
 			d.Addr = "127.0.0.1"
 		}
+		if ownRank() {
+			d.StoreFile = os.Getenv(storeFileEnv)
+		}
 		return d, true, nil
 	}
 	nproc, nnodes, node := c.Int("nproc"), 1, 0
@@ -122,27 +145,10 @@ func resolveDist(c *ucli.Context, group bool) (d distSpec, isRank bool, err erro
 	}
 	d = distSpec{Rank: node * nproc, World: nproc * nnodes, LocalWorld: nproc, Addr: c.String("master-addr"), Port: c.Int("master-port"),
 		Timeout: d.Timeout, Backend: d.Backend}
-	switch {
-	case d.World == 1 || !group:
-	case d.Port == 0 && nnodes == 1:
-		if d.Port, err = freePort(); err != nil {
-			return d, false, err
-		}
-	case d.Port == 0:
-		d.Port = 29500 // torchrun's
-	case d.Port < 1 || d.Port > 65535:
+	if nnodes > 1 && (d.Port < 1 || d.Port > 65535) {
 		return d, false, fmt.Errorf("--master-port must be in 1..65535, got %d", d.Port)
 	}
 	return d, false, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port for the rendezvous: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // launchRanks starts this machine's ranks of a multi-process job when this process is
@@ -159,14 +165,24 @@ func launchRanks(c *ucli.Context, check func(world int) error) (d distSpec, done
 			return d, true, err
 		}
 	}
-	return d, true, startRanks(c, d)
+	if d.LocalWorld == d.World { // one machine: no network listener for the rendezvous
+		dir, err := os.MkdirTemp("", "umad-rendezvous-")
+		if err != nil {
+			return d, true, fmt.Errorf("launch: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		d.StoreFile = filepath.Join(dir, "store")
+	}
+	return d, true, startRanks(c, d, 0)
 }
 
 // startRanks runs this machine's ranks of d and waits for them. A rank that fails stops
-// the others at once and the error names it. The first Ctrl-C (or SIGTERM) is passed to
-// every rank (a training rank finishes the step, checkpoints and stops); a second one kills
-// them. The ranks die with the launcher (no orphans).
-func startRanks(c *ucli.Context, d distSpec) error {
+// the others at once and the error names it. With straggle > 0 (ranks that share no
+// process group, whose own timeouts would not notice a hung peer), the ranks still running
+// that long after one finished are stopped and named too. The first Ctrl-C (or SIGTERM) is
+// passed to every rank (a training rank finishes the step, checkpoints and stops); a second
+// one kills them. The ranks die with the launcher (no orphans).
+func startRanks(c *ucli.Context, d distSpec, straggle time.Duration) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
@@ -189,7 +205,8 @@ func startRanks(c *ucli.Context, d distSpec) error {
 		cmd := exec.Command(exe, os.Args[1:]...)
 		cmd.Env = append(os.Environ(), "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(d.World),
 			"LOCAL_RANK="+strconv.Itoa(i), "LOCAL_WORLD_SIZE="+strconv.Itoa(d.LocalWorld),
-			"MASTER_ADDR="+d.Addr, "MASTER_PORT="+strconv.Itoa(d.Port), "CUDA_VISIBLE_DEVICES="+visibleDevice(i))
+			"MASTER_ADDR="+d.Addr, "MASTER_PORT="+strconv.Itoa(d.Port), "CUDA_VISIBLE_DEVICES="+visibleDevice(i),
+			launcherEnv+"="+strconv.Itoa(os.Getpid()), storeFileEnv+"="+d.StoreFile)
 		cmd.Stdin = nil
 		// Own process group: a terminal's Ctrl-C reaches the launcher only, which passes it on.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -221,8 +238,24 @@ func startRanks(c *ucli.Context, d distSpec) error {
 	for i := range procs {
 		running[d.Rank+i] = true
 	}
+	stillRunning := func() string {
+		var still []string
+		for _, r := range slices.Sorted(maps.Keys(running)) {
+			still = append(still, strconv.Itoa(r))
+		}
+		return strings.Join(still, ", ")
+	}
+	var straggling <-chan time.Time // fires straggle after the first rank finished
+	finished := -1
 	for len(running) > 0 {
 		select {
+		case <-straggling:
+			straggling = nil
+			if failed == nil {
+				failed = fmt.Errorf("rank %d finished its share, but rank %s still ran %v later (--dist-timeout): hung? stopped; the same command resumes",
+					finished, stillRunning(), straggle)
+				signalAll(syscall.SIGKILL)
+			}
 		case s := <-sig:
 			if interrupted {
 				fmt.Fprintln(c.App.ErrWriter, "umad: second interrupt: killing the ranks")
@@ -234,6 +267,9 @@ func startRanks(c *ucli.Context, d distSpec) error {
 			signalAll(s)
 		case e := <-exits:
 			delete(running, e.rank)
+			if e.err == nil && straggle > 0 && finished < 0 {
+				finished, straggling = e.rank, time.After(straggle)
+			}
 			if e.err == nil || failed != nil {
 				continue
 			}
@@ -241,14 +277,10 @@ func startRanks(c *ucli.Context, d distSpec) error {
 				failed = errInterrupted
 				continue
 			}
-			var still []string
-			for _, r := range slices.Sorted(maps.Keys(running)) {
-				still = append(still, strconv.Itoa(r))
-			}
 			failed = fmt.Errorf("rank %d failed (%v)", e.rank, e.err)
-			if len(still) > 0 {
+			if len(running) > 0 {
 				failed = fmt.Errorf("rank %d failed (%v); stopped ranks %s, which were still running (a rank that hangs shows as the others' timeout)",
-					e.rank, e.err, strings.Join(still, ", "))
+					e.rank, e.err, stillRunning())
 			}
 			signalAll(syscall.SIGKILL)
 		}

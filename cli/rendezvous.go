@@ -20,7 +20,7 @@ func joinJob(rt *torch.Runtime, d distSpec, config any) (*torch.Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := rt.JoinGroup(torch.GroupOptions{MasterAddr: d.Addr, MasterPort: d.Port, Rank: d.Rank, World: d.World,
+	g, err := rt.JoinGroup(torch.GroupOptions{MasterAddr: d.Addr, MasterPort: d.Port, StoreFile: d.StoreFile, Rank: d.Rank, World: d.World,
 		Backend: d.Backend, Timeout: d.Timeout})
 	if err != nil {
 		return nil, err

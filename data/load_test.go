@@ -88,6 +88,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{"unknown format names the known ones", Options{Format: "csv"}, "known: verl, gsm8k"},
 		{"negative limit", Options{Limit: -1}, "negative"},
 		{"ratio above one", Options{SampleRatio: 1.5}, "outside [0, 1]"},
+		{"ratio that chooses none says so", Options{SampleRatio: 0.2}, "sample ratio 0.2 chooses none of the 3 problems"},
 		{"explicit format whose fields are missing", Options{Format: "gsm8k"}, "fields found: answer, id, level, problem, type"},
 	}
 	for _, tt := range tests {

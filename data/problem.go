@@ -95,7 +95,10 @@ func Load(path string, opt Options) ([]Problem, error) {
 	if len(problems) == 0 {
 		return nil, fmt.Errorf("load %s: no usable problems", path)
 	}
-	return opt.selectFrom(problems), nil
+	if problems, err = opt.selectFrom(problems); err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	return problems, nil
 }
 
 func (opt Options) validate() error {
@@ -206,8 +209,9 @@ func loadFile(path, name string, opt Options) ([]Problem, error) {
 	return problems, nil
 }
 
-// selectFrom applies the filters, then the seeded ratio sample, then the limit.
-func (opt Options) selectFrom(problems []Problem) []Problem {
+// selectFrom applies the filters, then the seeded ratio sample, then the limit. A ratio
+// that keeps none of the problems is an error: it names the ratio, not an empty file.
+func (opt Options) selectFrom(problems []Problem) ([]Problem, error) {
 	if len(opt.Subjects) > 0 || len(opt.Levels) > 0 {
 		wanted := make(map[string]bool, len(opt.Subjects))
 		for _, s := range opt.Subjects {
@@ -219,13 +223,18 @@ func (opt Options) selectFrom(problems []Problem) []Problem {
 		})
 	}
 	if opt.SampleRatio > 0 && opt.SampleRatio < 1 {
+		n := len(problems)
+		keep := int(float64(n) * opt.SampleRatio)
+		if keep == 0 && n > 0 {
+			return nil, fmt.Errorf("sample ratio %g chooses none of the %d problems (a ratio above 1/%d chooses some)", opt.SampleRatio, n, n)
+		}
 		shuffle(problems, opt.Seed)
-		problems = problems[:int(float64(len(problems))*opt.SampleRatio)]
+		problems = problems[:keep]
 	}
 	if opt.Limit > 0 && opt.Limit < len(problems) {
 		problems = problems[:opt.Limit]
 	}
-	return problems
+	return problems, nil
 }
 
 // subjectKey folds the spellings of one subject together: "Counting & Probability",

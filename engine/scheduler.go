@@ -10,9 +10,14 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/reward"
 )
+
+// errUntokenizable is a prompt longer than llama.cpp tokenizes: its problem is skipped as
+// one whose prompt exceeds the prompt limit, not the end of the debate.
+var errUntokenizable = fmt.Errorf("the prompt is longer than the %d bytes umad tokenizes", llama.MaxTokenizeBytes)
 
 // debate is one problem in flight.
 type debate struct {
@@ -217,6 +222,9 @@ func (s *scheduler) render(agent int, msg string, memo tokenMemo) ([]int32, erro
 		if ids, ok := memo[k]; ok {
 			return ids, nil
 		}
+		if len(text) > llama.MaxTokenizeBytes {
+			return nil, errUntokenizable
+		}
 		ids, err := a.Generator.Tokenize(text)
 		if err == nil {
 			memo[k] = ids
@@ -241,11 +249,11 @@ func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
 	memo := tokenMemo{}
 	for a := range s.cfg.Agents {
 		toks, err := s.render(a, msg, memo)
+		if errors.Is(err, errUntokenizable) || err == nil && len(toks) > s.cfg.PromptLimit {
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
-		}
-		if len(toks) > s.cfg.PromptLimit {
-			return nil, nil
 		}
 		traj := make([]int, s.cfg.K)
 		for k := range traj {

@@ -1,10 +1,12 @@
-// The process group of a multi-process run, over libtorch's c10d: rank 0 hosts a TCPStore
-// for the rendezvous, and the collectives run on ProcessGroupGloo (CPU tensors) or, where
+// The process group of a multi-process run, over libtorch's c10d: the ranks meet through a
+// FileStore when all run on one machine (no network listener), else through a TCPStore that
+// rank 0 hosts; the collectives run on ProcessGroupGloo (CPU tensors) or, where
 // the libtorch was built with it, ProcessGroupNCCL (CUDA tensors). libtorch's C++ API has
 // no DDP module, so this file has what data parallelism needs: weights broadcast, bucketed
 // gradient all-reduce, small reductions and an all-gather of byte strings. It is its own
 // translation unit so that changing it does not recompile the model.
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
@@ -52,13 +54,19 @@ bool loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
+// A master address file://PATH (torch.distributed's init_method spelling) is a FileStore at
+// PATH: every rank runs on this machine.
+const std::string kFileStore = "file://";
+
+bool file_store(const std::string& host) { return host.rfind(kFileStore, 0) == 0; }
+
 // gloo_device binds where the peers can reach this rank: GLOO_SOCKET_IFNAME's interface
 // when set (as torch.distributed does), the loopback for a one-machine job, else the
 // address this machine's hostname resolves to.
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
-  if (loopback(master)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  if (loopback(master) || file_store(master)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
@@ -102,7 +110,8 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
   Dist* out = nullptr;
   umad::guard(err, errlen, [&] {
     if (host == nullptr || *host == 0) throw std::invalid_argument("no master address");
-    if (port < 1 || port > 65535) throw std::invalid_argument("master port must be in 1..65535");
+    const std::string master(host);
+    if (!file_store(master) && (port < 1 || port > 65535)) throw std::invalid_argument("master port must be in 1..65535");
     if (world < 1 || rank < 0 || rank >= world)
       throw std::invalid_argument("rank " + std::to_string(rank) + " outside world size " +
                                   std::to_string(world));
@@ -111,16 +120,22 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
     auto d = std::make_unique<Dist>();
     d->rank = rank;
     d->world = world;
-    c10d::TCPStoreOptions so;
-    so.port = uint16_t(port);
-    so.isServer = rank == 0;
-    so.numWorkers = size_t(world);
-    so.waitWorkers = true;
-    so.timeout = timeout;
-    d->store = c10::make_intrusive<c10d::TCPStore>(std::string(host), so);
+    if (file_store(master)) {
+      d->store = c10::make_intrusive<c10d::FileStore>(master.substr(kFileStore.size()), world);
+      d->store->setTimeout(timeout);
+    } else {
+      // libtorch 1.13's TCPStore listens on every interface (README "Several processes").
+      c10d::TCPStoreOptions so;
+      so.port = uint16_t(port);
+      so.isServer = rank == 0;
+      so.numWorkers = size_t(world);
+      so.waitWorkers = true;
+      so.timeout = timeout;
+      d->store = c10::make_intrusive<c10d::TCPStore>(master, so);
+    }
     if (backend == UMAD_BACKEND_GLOO) {
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      opts->devices.push_back(gloo_device(host));
+      opts->devices.push_back(gloo_device(master));
       d->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, rank, world, opts);
     } else if (backend == UMAD_BACKEND_NCCL) {
 #if defined(UMAD_TORCH_CUDA)

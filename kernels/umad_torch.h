@@ -137,7 +137,8 @@ typedef struct umad_adamw {
 } umad_adamw;
 
 /* A process group over c10d (kernels/umad_dist.cpp): TCPStore rendezvous at host:port,
- * which rank 0 hosts, and Gloo (or NCCL where the libtorch has it) collectives. */
+ * which rank 0 hosts, or, for a host file://PATH, a FileStore at PATH (every rank on one
+ * machine; port unused), and Gloo (or NCCL where the libtorch has it) collectives. */
 typedef struct umad_dist umad_dist;
 enum { UMAD_BACKEND_GLOO = 0, UMAD_BACKEND_NCCL = 1 };
 enum { UMAD_REDUCE_SUM = 0, UMAD_REDUCE_MAX = 1 };

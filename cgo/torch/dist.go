@@ -9,6 +9,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 	"unsafe"
 )
@@ -43,8 +45,12 @@ const (
 // GroupOptions say how to join a process group (torchrun's conventions: rank 0 hosts the
 // rendezvous store at MasterAddr:MasterPort).
 type GroupOptions struct {
-	MasterAddr  string
-	MasterPort  int
+	MasterAddr string
+	MasterPort int
+	// StoreFile, when set, replaces the TCP store: ranks that all run on this machine meet
+	// through this file (a new one per job, in a directory only they reach), so nothing
+	// listens on the network for the rendezvous.
+	StoreFile   string
 	Rank, World int
 	Backend     Backend
 	// Timeout bounds the rendezvous and every collective, so a rank that died or hangs
@@ -71,15 +77,18 @@ func (r *Runtime) JoinGroup(o GroupOptions) (*Group, error) {
 		return nil, fmt.Errorf("rank %d outside world size %d", o.Rank, o.World)
 	}
 	g := &Group{rt: r, rank: o.Rank, world: o.World}
-	host := C.CString(o.MasterAddr)
+	master, where := o.MasterAddr, net.JoinHostPort(o.MasterAddr, strconv.Itoa(o.MasterPort))
+	if o.StoreFile != "" {
+		master, where = "file://"+o.StoreFile, o.StoreFile // the plugin's spelling of a FileStore
+	}
+	host := C.CString(master)
 	defer C.free(unsafe.Pointer(host))
 	var err error
 	r.do(func() {
 		g.ptr = C.plugin_dist_init(host, C.int32_t(o.MasterPort), C.int32_t(o.Rank), C.int32_t(o.World),
 			C.int32_t(o.Backend), C.double(o.Timeout.Seconds()), r.errBuf, errBufLen)
 		if g.ptr == nil {
-			err = fmt.Errorf("rank %d of %d: join the process group at %s:%d: %s", o.Rank, o.World, o.MasterAddr, o.MasterPort,
-				C.GoString(r.errBuf))
+			err = fmt.Errorf("rank %d of %d: join the process group at %s: %s", o.Rank, o.World, where, C.GoString(r.errBuf))
 		}
 	})
 	if err != nil {
