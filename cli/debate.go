@@ -311,7 +311,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[st
 				if b.Model != a.Model {
 					continue
 				}
-				if err := checkContext("--max-tokens", b.MaxTokens, m.TrainedContext(), m.Path()); err != nil {
+				if err := checkLengths(c, b.MaxTokens, m.TrainedContext(), m.Path()); err != nil {
 					return fail(err)
 				}
 			}

@@ -59,6 +59,9 @@ func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
 	if err := checkThreads("threads", c.Int("threads")); err != nil {
 		return engine.Options{}, err
 	}
+	if err := engine.CheckSlots(slots); err != nil {
+		return engine.Options{}, fmt.Errorf("--slots: %w", err)
+	}
 	if c.Int("ctx") < 2 {
 		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
 	}
@@ -88,6 +91,9 @@ func placement(c *ucli.Context) (engine.Placement, error) {
 			p.Devices = append(p.Devices, d)
 		}
 	}
+	if err := engine.CheckDevices(p.Devices); err != nil {
+		return p, fmt.Errorf("--devices: %w", err)
+	}
 	return p, nil
 }
 
@@ -105,6 +111,28 @@ func checkThreads(flag string, n int) error {
 func checkContext(flag string, n, trained int, path string) error {
 	if trained > 0 && n > trained {
 		return fmt.Errorf("%s %d is more than the %d tokens of context %s was trained with", flag, n, trained, path)
+	}
+	return nil
+}
+
+// checkLengths checks what a sequence of an agent holds against the model at path, trained
+// with a context of trained tokens: its response (maxTokens) must fit that context, and
+// --prompt-limit plus the response must fit --ctx when it is set, else, when --prompt-limit is
+// set, the trained context (each slot's KV cache has room for both: a limit of a million
+// tokens allocated gigabytes before llama.cpp failed). The default limit is not held to a
+// short trained context: a sequence may run past it, as with llama.cpp.
+func checkLengths(c *ucli.Context, maxTokens, trained int, path string) error {
+	if err := checkContext("--max-tokens", maxTokens, trained, path); err != nil {
+		return err
+	}
+	limit := c.Int("prompt-limit")
+	switch {
+	case limit < 1:
+		return fmt.Errorf("--prompt-limit must be at least 1, got %d", limit)
+	case c.IsSet("ctx") && limit > c.Int("ctx")-maxTokens:
+		return fmt.Errorf("--prompt-limit %d plus --max-tokens %d is more than --ctx %d", limit, maxTokens, c.Int("ctx"))
+	case !c.IsSet("ctx") && c.IsSet("prompt-limit") && trained > 0 && limit > trained-maxTokens:
+		return fmt.Errorf("--prompt-limit %d plus --max-tokens %d is more than the %d tokens of context %s was trained with", limit, maxTokens, trained, path)
 	}
 	return nil
 }

@@ -32,10 +32,12 @@ func TestLlamaFlagLimits(t *testing.T) {
 		{append(gen, "--ctx", "100000000"), "--ctx 100000000 is more than the 4096 tokens of context"},
 		{debate("--max-tokens", "1000000000"), "--max-tokens 1000000000 is more than the 4096 tokens of context"},
 		{debate("--ctx", "100000000"), "--ctx 100000000 is more than the 4096 tokens of context"},
-		{debate("--max-tokens", "8", "--prompt-limit", "100000000"), "--prompt-limit + --max-tokens (100000008 tokens per sequence) with 16 slots: new context: a KV cache"},
+		{debate("--max-tokens", "8", "--prompt-limit", "1000000"), "--prompt-limit 1000000 plus --max-tokens 8 is more than the 4096 tokens of context"},
+		{debate("--max-tokens", "8", "--prompt-limit", "5000", "--ctx", "4096"), "--prompt-limit 5000 plus --max-tokens 8 is more than --ctx 4096"},
 		{debate("--max-tokens", "8", "--threads", "100000"), "--threads must be"},
 		{[]string{"train", "--agent", hf, "--algo", "grpo", "--turns", "1", "--max-tokens", "1000000000", "--out", filepath.Join(t.TempDir(), "run")}, "--max-tokens 1000000000 is more than the 4096 tokens of context"},
 		{[]string{"train", "--agent", hf, "--algo", "grpo", "--turns", "1", "--ctx", "100000000", "--out", filepath.Join(t.TempDir(), "run")}, "--ctx 100000000 is more than the 4096 tokens of context"},
+		{[]string{"train", "--agent", hf, "--algo", "grpo", "--turns", "1", "--max-tokens", "8", "--prompt-limit", "1000000", "--out", filepath.Join(t.TempDir(), "run")}, "--prompt-limit 1000000 plus --max-tokens 8 is more than the 4096 tokens of context"},
 		{[]string{"score", "--gguf", gguf, "--in", writeLines(t, `{"prompt_tokens":[1],"response_tokens":[2]}`), "--threads", "100000"}, "--threads must be"},
 	} {
 		code, stderr := runUmadProcess(t, 4<<30, c.args...)

@@ -21,7 +21,7 @@ import (
 
 func memoryFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.BoolFlag{Name: "dry-run", Usage: "print the memory plan (per agent: trainer, reference, activations, llama.cpp weights and KV cache) against the memory available, and exit without loading or writing anything"},
+		&ucli.BoolFlag{Name: "dry-run", Usage: "print the memory plan (per agent: trainer, reference, activations, llama.cpp weights and KV cache) against the memory available and check the settings and --out, then exit without loading or writing anything; it fails where the run would fail before loading (a plan that does not fit, unless --no-memory-check)"},
 		&ucli.BoolFlag{Name: "no-memory-check", Usage: "start even when the memory plan does not fit"},
 		&ucli.StringFlag{Name: "memory-budget", DefaultText: "MemAvailable", Usage: "host memory the run may use (e.g. 48GiB), instead of /proc/meminfo's MemAvailable (which ignores container limits)"},
 	}
@@ -41,10 +41,6 @@ func planTrain(cfg trainer.Config, rt *torch.Runtime) ([]memplan.Agent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
 		}
-		seqCtx := cfg.Engine.SeqContext
-		if seqCtx == 0 {
-			seqCtx = cfg.PromptLimit + a.MaxTokens // as the trainer's sync sets it
-		}
 		var lora memplan.LoRA
 		if cfg.LoRA.Rank > 0 {
 			lora = memplan.LoRA{Rank: cfg.LoRA.Rank, Targets: cfg.LoRA.Targets}
@@ -62,7 +58,7 @@ func planTrain(cfg trainer.Config, rt *torch.Runtime) ([]memplan.Agent, error) {
 		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s, LoRA: lora,
 			DType: memplan.DType(cfg.DType), GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.Device.CUDA, FusedAttention: fused >= 2,
 			MicroBatchSeqs: cfg.G, PromptTokens: cfg.PromptLimit, ResponseTokens: a.MaxTokens,
-			RolloutType: trainer.SyncGGUFType, FileSync: cfg.Sync == trainer.SyncFile, Slots: cfg.Engine.Slots, SeqContext: seqCtx,
+			RolloutType: trainer.SyncGGUFType, FileSync: cfg.Sync == trainer.SyncFile, Slots: cfg.Engine.Slots, SeqContext: cfg.Engine.SeqContext,
 			KVType: string(cfg.Engine.KVType), GPULayers: cfg.Placement.GPULayers})
 	}
 	return agents, nil
@@ -92,7 +88,8 @@ func memoryBudget(c *ucli.Context, p *memplan.Plan) (memplan.Budget, error) {
 }
 
 // checkMemory prints the plan (on stdout for --dry-run, else on stderr) and refuses a run
-// that does not fit, unless --no-memory-check, with one line saying what to change.
+// that does not fit, unless --no-memory-check, with one line saying what to change; a dry
+// run is refused as the run would be, so that a script can tell.
 func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime) error {
 	agents, err := planTrain(cfg, rt)
 	if err != nil {
@@ -118,9 +115,6 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime) error {
 	switch {
 	case err != nil:
 		return err
-	case c.Bool("dry-run"):
-		fmt.Fprintln(w, advice)
-		return nil
 	case c.Bool("no-memory-check"):
 		fmt.Fprintln(w, "starting anyway (--no-memory-check): "+advice)
 		return nil

@@ -39,9 +39,9 @@ func TestTrainDryRunLoRA(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	args := trainArgs(t, out, "1", "--dry-run", "--lora-rank", "4", "--lora-targets", "q,v", "--lora-bf16-base",
 		"--memory-budget", "300MiB")
-	stdout, stderr, err := runApp(t, args...)
-	if err != nil {
-		t.Fatalf("dry run: %v\n%s", err, stderr)
+	stdout, _, err := runApp(t, args...)
+	if err == nil || !strings.HasPrefix(err.Error(), "memory plan: the run needs") {
+		t.Fatalf("dry run over a 300 MiB budget: %v; want the plan's refusal", err)
 	}
 	for _, want := range []string{"base weights (bf16, frozen)", "LoRA adapters (rank 4, f32)"} {
 		if !strings.Contains(stdout, want) {
@@ -49,8 +49,8 @@ func TestTrainDryRunLoRA(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"reference model", "trainer weights", "--lora-rank 16"} {
-		if strings.Contains(stdout, bad) {
-			t.Errorf("the LoRA dry run shows %q:\n%s", bad, stdout)
+		if strings.Contains(stdout+err.Error(), bad) {
+			t.Errorf("the LoRA dry run shows %q:\n%s\n%v", bad, stdout, err)
 		}
 	}
 }
@@ -72,8 +72,8 @@ func TestTrainRefusedWhenTooBig(t *testing.T) {
 		t.Errorf("the refused run touched %s (%v)", out, err)
 	}
 
-	// The qwen2.5-3b shape with 512 slots per agent: only config.json is read before the
-	// refusal, so no 3B weights need to exist.
+	// The qwen2.5-3b shape with 256 slots per agent (llama.cpp's most): only config.json is
+	// read before the refusal, so no 3B weights need to exist.
 	dir := t.TempDir()
 	cfg := `{"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 11008,
 		"num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
@@ -82,12 +82,12 @@ func TestTrainRefusedWhenTooBig(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"train", "--agent", dir, "--agent", dir, "--algo", "ippo", "--turns", "1", "--synthetic", "16", "--batch", "4",
-		"--slots", "512", "--grad-checkpoint", "--out", out}
+		"--slots", "256", "--grad-checkpoint", "--out", out}
 	_, stderr, err = runApp(t, args...)
-	if err == nil || !strings.Contains(err.Error(), "largest saving first: --slots 256") {
-		t.Fatalf("two 3B agents with 512 slots: %v\n%s; want fewer slots advised first", err, stderr)
+	if err == nil || !strings.Contains(err.Error(), "--slots 128 (-") || !strings.Contains(err.Error(), "--prompt-limit 2560 (-") {
+		t.Fatalf("two 3B agents with 256 slots: %v\n%s; want fewer slots and a shorter prompt limit advised", err, stderr)
 	}
-	if strings.Count(stderr, "agent 1") != 1 || !strings.Contains(stderr, "KV cache (512 x 7168, f16)") {
+	if strings.Count(stderr, "agent 1") != 1 || !strings.Contains(stderr, "KV cache (256 x 7168, f16)") {
 		t.Errorf("the table does not plan both agents:\n%s", stderr)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
@@ -95,6 +95,39 @@ func TestTrainRefusedWhenTooBig(t *testing.T) {
 	}
 	if _, _, err := runApp(t, trainArgs(t, out, "1", "--dry-run", "--memory-budget", "300MiB", "--no-memory-check")...); err != nil {
 		t.Errorf("a dry run that does not fit should still exit 0: %v", err)
+	}
+}
+
+// --dry-run fails where the run would before loading, so that a script can rely on it
+// (issue 28): a plan that does not fit, slots llama.cpp cannot run, an --out that the run
+// would refuse. It still touches nothing.
+func TestTrainDryRunFailsAsTheRunWould(t *testing.T) {
+	torchtest.Open(t)
+	holding, busy := t.TempDir(), t.TempDir()
+	for dir, f := range map[string]string{holding: "config.json", busy: "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := filepath.Join(t.TempDir(), "run")
+	for _, tc := range []struct {
+		out   string
+		extra []string
+		want  string
+	}{
+		{fresh, []string{"--memory-budget", "300MiB"}, "memory plan: the run needs"},
+		{fresh, []string{"--slots", "300"}, "--slots: 300 slots"},
+		{fresh, []string{"--resume"}, "holds no training run"},
+		{holding, nil, "holds a training run; pass --resume"},
+		{busy, nil, "is not empty and holds no run"},
+	} {
+		_, _, err := runApp(t, trainArgs(t, tc.out, "1", append([]string{"--dry-run"}, tc.extra...)...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dry run %v on %s: %v; want an error saying %q", tc.extra, tc.out, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a dry run touched %s (%v)", fresh, err)
 	}
 }
 

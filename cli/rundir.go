@@ -28,8 +28,8 @@ func outDir(c *ucli.Context) (string, error) {
 // claimRunDir checks that dir, locked by the caller, is empty or holds a run with the same
 // config (so re-running the command resumes it). It returns what saves the config of a new
 // run, to be called as late as the command can (debate: once its models loaded; train
-// removes it again if the run fails before writing anything), so that a run that fails at
-// the start leaves nothing that blocks the corrected command.
+// removes what its start wrote if the run fails before its first step, abandonRun), so that
+// a run that fails at the start leaves nothing that blocks the corrected command.
 func claimRunDir(dir string, cfg any) (save func() error, err error) {
 	path := filepath.Join(dir, "config.json")
 	want, err := json.MarshalIndent(cfg, "", "  ")

@@ -19,6 +19,7 @@ import (
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainlog"
 )
 
 func init() {
@@ -45,7 +46,9 @@ func init() {
 			"Before loading anything it prints the memory plan (per agent: trainer weights, gradients,\n" +
 			"AdamW moments, reference model, one micro-batch's activations, llama.cpp weights, KV cache,\n" +
 			"and the copies of the sync and the checkpoints) against MemAvailable, and refuses a run that\n" +
-			"cannot fit with the changes that help most; --dry-run prints the plan and exits.\n\n" +
+			"cannot fit with the changes that help most; --dry-run prints the plan, checks the settings\n" +
+			"and --out as the run would, and exits (with status 1 where the run would be refused). A new\n" +
+			"run that fails before its first step removes what it wrote to RUN.\n\n" +
 			"--lora-rank R trains PEFT-style LoRA adapters (A [R, in], B [out, R], scale alpha/R) on the\n" +
 			"projections --lora-targets names, with the base frozen: no gradient and no AdamW state for\n" +
 			"it, so a 3B model trains in the memory full fine-tuning needs for its weights alone. The\n" +
@@ -78,13 +81,13 @@ func init() {
 			&ucli.IntFlag{Name: "g", Value: 5, Usage: "trajectories (group size) per problem"},
 			&ucli.IntFlag{Name: "turns", Value: 2, Usage: "debate turns per training rollout (T_train)"},
 			&ucli.IntFlag{Name: "mini-batch", Value: 16, Usage: "problems per optimizer step"},
-			&ucli.Float64Flag{Name: "lr", Value: 1e-6, Usage: "AdamW learning rate"},
+			&ucli.Float64Flag{Name: "lr", Value: 1e-6, Usage: "AdamW learning rate (with LoRA, times alpha/rank at most 1)"},
 			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 			&ucli.Float64Flag{Name: "grad-clip", Value: 1.0, Usage: "global gradient-norm clip (0 = off)"},
 			&ucli.Float64Flag{Name: "clip-low", Value: 0.2, Usage: "PPO ratio clip below 1"},
 			&ucli.Float64Flag{Name: "clip-high", Value: 0.2, Usage: "PPO ratio clip above 1"},
 			&ucli.Float64Flag{Name: "clip-c", Value: 3, Usage: "dual clip for negative advantages (0 = off)"},
-			&ucli.StringFlag{Name: "loss-agg", Value: string(torch.TokenMean), Usage: "loss aggregation within a group"},
+			&ucli.StringFlag{Name: "loss-agg", Value: string(torch.TokenMean), Usage: "loss aggregation within a group: token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"},
 			&ucli.StringFlag{Name: "team", Usage: "team reward: sum, max, dictator or individual (default: the algorithm's)"},
 			&ucli.StringFlag{Name: "influence", Usage: "influence reward: sign (reference), peer-mean (paper) or off (default: the algorithm's)"},
 			&ucli.Float64Flag{Name: "eta", Usage: "influence reward strength (default: the algorithm's, 0.2)"},
@@ -108,7 +111,7 @@ func init() {
 			&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
 			&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file; with LoRA, the adapters swapped onto the loaded base) or file (a GGUF written and reloaded each step; slower, for comparison)"},
 			&ucli.Float64Flag{Name: "probe-tol", Value: probeTolF32, DefaultText: fmt.Sprintf("%g, %g with --dtype bf16", probeTolF32, probeTolBF16), Usage: "largest mean |delta log-prob| between llama.cpp (f32) and the trainer after a sync (0 = no check)"},
-			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning"},
+			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning. It plus --max-tokens must fit --ctx when that is given, else, when set, the model's context"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
@@ -274,7 +277,7 @@ func trainCmd(c *ucli.Context) error {
 		if err != nil {
 			continue // the trainer says what is wrong with the directory
 		}
-		if err := checkContext("--max-tokens", a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
+		if err := checkLengths(c, a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
 			return err
 		}
 		if err := checkContext("--ctx", cfg.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {
@@ -297,9 +300,20 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	cfg.Torch = topts
-	// The plan comes before the run directory is touched: a dry run or a refusal leaves
-	// nothing behind.
-	if err := checkMemory(c, cfg, rt); err != nil || c.Bool("dry-run") {
+	// The plan and the directory's checks come before the directory is touched: a dry run or
+	// a refusal leaves nothing behind.
+	if err := checkMemory(c, cfg, rt); err != nil {
+		return err
+	}
+	for _, a := range rc.Agents {
+		// What the first sync's GGUF conversion would refuse (an empty vocabulary, a
+		// pre-tokenizer llama.cpp lacks).
+		if _, err := model.LoadHFTokenizer(a.Model); err != nil {
+			return err
+		}
+	}
+	if c.Bool("dry-run") {
+		_, _, err := claimTrain(c, out, rc) // what the run would say of --out and --resume
 		return err
 	}
 	save, exists := func() error { return nil }, true
@@ -309,15 +323,7 @@ func trainCmd(c *ucli.Context) error {
 			return err
 		}
 		defer lock.Release()
-		_, statErr := os.Stat(filepath.Join(out, "config.json"))
-		exists = statErr == nil
-		switch {
-		case exists && !c.Bool("resume"):
-			return fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
-		case !exists && c.Bool("resume"):
-			return fmt.Errorf("--resume: %s holds no training run", out)
-		}
-		if save, err = claimTrainRun(out, rc); err != nil {
+		if exists, save, err = claimTrain(c, out, rc); err != nil {
 			return err
 		}
 	}
@@ -333,11 +339,11 @@ func trainCmd(c *ucli.Context) error {
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
-		if !exists {
-			unclaimRun(out)
-		}
 		if errors.Is(err, trainer.ErrInterrupted) {
 			return errors.Join(errInterrupted, err)
+		}
+		if !exists {
+			abandonRun(out)
 		}
 		return err
 	}
@@ -355,6 +361,42 @@ func trainCmd(c *ucli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", rep)
 	return nil
+}
+
+// claimTrain checks --out against --resume and the settings (claimTrainRun) and returns
+// whether it holds a run and what saves the config of a new one.
+func claimTrain(c *ucli.Context, out string, rc trainRunConfig) (exists bool, save func() error, err error) {
+	_, statErr := os.Stat(filepath.Join(out, "config.json"))
+	exists = statErr == nil
+	switch {
+	case exists && !c.Bool("resume"):
+		return exists, nil, fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
+	case !exists && c.Bool("resume"):
+		return exists, nil, fmt.Errorf("--resume: %s holds no training run", out)
+	}
+	save, err = claimTrainRun(out, rc)
+	return exists, save, err
+}
+
+// abandonRun empties the directory of a new run that failed before it logged a step (an
+// adapter whose weights are not usable, a model llama.cpp refuses), so that the
+// corrected command can use it. claimRunDir found the directory empty, so all in it is
+// this start's; config.json goes last, so that an interrupted clean-up leaves a run that
+// --resume takes. A run with a logged step or a checkpoint stays, to be resumed.
+func abandonRun(dir string) {
+	if _, err := os.Stat(filepath.Join(dir, trainer.CheckpointsDir)); err == nil {
+		return
+	}
+	if train, _, err := trainlog.Read(filepath.Join(dir, trainlog.File)); len(train) > 0 || err != nil && !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != runlock.File && e.Name() != "config.json" {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	os.Remove(filepath.Join(dir, "config.json"))
 }
 
 // claimTrainRun is claimRunDir, except that --steps may change between runs of one
@@ -380,16 +422,4 @@ func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error)
 		return nil, err
 	}
 	return func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }, nil
-}
-
-// unclaimRun removes the config.json of a new run that failed before writing anything else
-// (an agent's model did not load, say), so that the corrected command can use the directory.
-func unclaimRun(dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.Name() != "config.json" && e.Name() != runlock.File {
-			return
-		}
-	}
-	os.Remove(filepath.Join(dir, "config.json"))
 }

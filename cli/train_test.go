@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
 )
@@ -97,6 +98,7 @@ func TestTrainFlagErrors(t *testing.T) {
 	hf := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	noAnswers := writeLines(t, `{"question": "What is 2+2?", "answer": ""}`, `{"question": "What is 3+3?", "answer": ""}`)
 	noLayout := writeLines(t, `{"note": "no question here"}`)
+	emptyVocab := withEmptyVocabulary(t, hf)
 	for _, tc := range []struct {
 		why   string
 		args  []string // after trainArgs with --steps 1
@@ -116,6 +118,22 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"negative LoRA alpha", []string{"--lora-rank", "4", "--lora-alpha", "-2"}, false, []string{"alpha must be positive and finite, got -2"}},
 		{"LoRA dropout of 1", []string{"--lora-rank", "4", "--lora-dropout", "1"}, false, []string{"dropout must be in [0, 1)"}},
 		{"LoRA alpha without a rank", []string{"--lora-alpha", "16"}, false, []string{"--lora-alpha needs --lora-rank"}},
+		// Issue 28: refused only at the first optimizer step, after the loading and a rollout,
+		// or by llama.cpp after the run directory was made.
+		{"negative clip-low", []string{"--clip-low", "-1"}, false, []string{"--clip-low must be in [0, 1), got -1"}},
+		{"negative clip-high", []string{"--clip-high", "-1"}, false, []string{"--clip-high must not be negative, got -1"}},
+		{"dual clip below 1", []string{"--clip-c", "0.5"}, false, []string{"--clip-c must be more than 1 (0 = off), got 0.5"}},
+		{"unknown loss aggregation", []string{"--loss-agg", "foo"}, false, []string{"--loss-agg", `unknown loss aggregation "foo"`}},
+		{"negative learning rate", []string{"--lr", "-1"}, false, []string{"--lr must not be negative, got -1"}},
+		{"learning rate beyond float32", []string{"--lr", "1e300"}, false, []string{"--lr 1e+300 does not fit the float32"}},
+		{"LoRA alpha overflowing the step", []string{"--lora-rank", "4", "--lora-alpha", "1e30"}, false, []string{"--lr 1e-06 x LoRA alpha/rank 1e+30/4 is 2.5e+23", "at most 1 (lower --lr or --lora-alpha)"}},
+		{"weight decay beyond float32", []string{"--weight-decay", "1e39"}, false, []string{"--weight-decay 1e+39 does not fit the float32"}},
+		{"KL coefficient beyond float32", []string{"--kl-coef", "1e39"}, false, []string{"--kl-coef 1e+39 does not fit the float32"}},
+		{"slots beyond llama.cpp", []string{"--slots", "300"}, false, []string{"--slots: 300 slots; llama.cpp allows 1 to"}},
+		{"no such GPU", []string{"--devices", "CUDA99"}, false, []string{`--devices: device "CUDA99"`}},
+		{"prompt limit beyond --ctx", []string{"--prompt-limit", "5000", "--ctx", "4096"}, false, []string{"--prompt-limit 5000 plus --max-tokens 8 is more than --ctx 4096"}},
+		{"tokenizer without a vocabulary", []string{"--algo", "ippo", "--agent", emptyVocab}, false, []string{emptyVocab, "empty vocabulary"}},
+		{"prompt limit beyond the model's context", []string{"--prompt-limit", "1000000"}, false, []string{"--prompt-limit 1000000 plus --max-tokens 8 is more than the 4096 tokens of context " + hf}},
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
@@ -140,6 +158,32 @@ func TestTrainFlagErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withEmptyVocabulary copies the HF directory with its tokenizer.json's model.vocab emptied.
+func withEmptyVocabulary(t *testing.T, hf string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "hf")
+	if err := os.CopyFS(dir, os.DirFS(hf)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tokenizer.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok map[string]any
+	if err := json.Unmarshal(b, &tok); err != nil {
+		t.Fatal(err)
+	}
+	tok["model"].(map[string]any)["vocab"] = map[string]int{}
+	if b, err = json.Marshal(tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // A resumed run keeps checkpointing after --keep prunes the checkpoint it resumed from: the
@@ -289,5 +333,71 @@ func TestTrainLoRARunAndResume(t *testing.T) {
 	}
 	if ts, _ := stepsOf(readRun(t, out)); !reflect.DeepEqual(ts, []int{1, 2}) {
 		t.Errorf("training steps %v, want [1 2]", ts)
+	}
+}
+
+// extremePEFT is the adapter at from with every weight 3e38: finite, but its products are
+// not.
+func extremePEFT(t *testing.T, from string) string {
+	t.Helper()
+	a, err := model.ReadPEFT(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range a.Pairs {
+		for _, v := range [][]float32{p.A, p.B} {
+			for i := range v {
+				v[i] = 3e38
+			}
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "extreme")
+	if err := a.WritePEFT(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A start that fails after the run directory was made (a starting adapter of finite but
+// extreme weights, found by the first sync's probe) names the adapter and removes what it
+// made, so that the corrected command runs on the same --out; an --out that existed before
+// stays, and so does a run with a checkpoint that fails to resume (issue 28, items 22, 23).
+func TestTrainFailedStartLeavesNothing(t *testing.T) {
+	base := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
+	good := peftOn(t, base, true)
+	bad := extremePEFT(t, good)
+	out := filepath.Join(t.TempDir(), "run")
+	_, _, err := runApp(t, trainFrom(t, bad, out)...)
+	if err == nil || !strings.Contains(err.Error(), "the weights of the starting adapter "+bad+" are not usable") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a starting adapter of 3e38 weights: %v; want one line naming it", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the failed start left %s (%v)", out, err)
+	}
+
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runApp(t, trainFrom(t, bad, out)...); err == nil {
+		t.Fatal("the extreme adapter trained")
+	}
+	if entries, err := os.ReadDir(out); err != nil || len(entries) != 0 {
+		t.Errorf("the failed start in an existing directory left %v (%v); want it there and empty", entries, err)
+	}
+	if _, stderr, err := runApp(t, trainFrom(t, good, out)...); err != nil {
+		t.Fatalf("the corrected command: %v\n%s", err, stderr)
+	}
+
+	ck := trainer.AgentCheckpointDir(filepath.Join(out, trainer.CheckpointsDir, "step-000001"), 0)
+	if err := os.Remove(filepath.Join(ck, "optimizer.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runApp(t, trainFrom(t, good, out, "--steps", "2", "--resume")...); err == nil || !strings.Contains(err.Error(), "no optimizer state") {
+		t.Fatalf("resuming without the optimizer state: %v", err)
+	}
+	for _, f := range []string{filepath.Join(out, "config.json"), filepath.Join(out, trainlog.File), filepath.Join(ck, "adapter_model.safetensors")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("the failed resume removed %s", f)
+		}
 	}
 }

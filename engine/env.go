@@ -17,6 +17,9 @@ const BackendsEnv = llama.BackendsEnv
 // Devices lists the devices of every loaded backend.
 func Devices() []Device { return llama.Devices() }
 
+// CheckDevices refuses names that are not GPUs here, before anything loads.
+func CheckDevices(names []string) error { return llama.CheckDevices(names) }
+
 // Backends lists the backend libraries found at start.
 func Backends() []Backend { return llama.Backends() }
 

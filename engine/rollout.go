@@ -166,6 +166,14 @@ type job struct {
 	stop       map[int32]bool
 }
 
+// CheckSlots refuses a number of parallel sequences llama.cpp cannot run.
+func CheckSlots(n int) error {
+	if n < 1 || n > llama.MaxSequences() {
+		return fmt.Errorf("%d slots; llama.cpp allows 1 to %d parallel sequences", n, llama.MaxSequences())
+	}
+	return nil
+}
+
 // New makes an engine for the model.
 func New(m *llama.Model, opt Options) (*Engine, error) {
 	if opt.Slots == 0 {
@@ -180,9 +188,10 @@ func New(m *llama.Model, opt Options) (*Engine, error) {
 	if opt.BatchSize == 0 {
 		opt.BatchSize = 2048
 	}
+	if err := CheckSlots(opt.Slots); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	switch {
-	case opt.Slots < 1 || opt.Slots > llama.MaxSequences():
-		return nil, fmt.Errorf("engine: %d slots; llama.cpp allows 1 to %d parallel sequences", opt.Slots, llama.MaxSequences())
 	case opt.SeqContext < 2:
 		return nil, fmt.Errorf("engine: context of %d tokens per sequence is too small", opt.SeqContext)
 	case opt.BatchSize < opt.Slots:

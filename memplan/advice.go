@@ -54,6 +54,14 @@ var changes = []change{
 		a.Slots /= 2
 		return true
 	}},
+	// A shorter prompt limit shrinks the activations and, unless --ctx sets it, the KV cache.
+	{func(a Agent) string { return fmt.Sprintf("--prompt-limit %d", max(1, a.PromptTokens/2)) }, func(a *Agent) bool {
+		if a.PromptTokens < 2 {
+			return false
+		}
+		a.PromptTokens /= 2
+		return true
+	}},
 	{func(Agent) string { return "--grad-checkpoint" }, func(a *Agent) bool {
 		if a.GradCheckpoint {
 			return false

@@ -73,9 +73,11 @@ type Agent struct {
 	RolloutType model.GGMLType // GGUF matrices llama.cpp runs (the sync writes F32 today)
 	// FileSync is --sync file: each sync loads a new GGUF before the old model is closed.
 	// The default in-place sync writes into the loaded model and needs no second copy.
-	FileSync   bool
-	Slots      int
-	SeqContext int    // tokens per sequence (KV cells per slot before padding)
+	FileSync bool
+	Slots    int
+	// SeqContext is the tokens per sequence (KV cells per slot before padding); 0 is
+	// PromptTokens + ResponseTokens, as the trainer sets it when --ctx is not given.
+	SeqContext int
 	KVType     string // f16, f32 or q8_0
 	GPULayers  int    // > 0: llama.cpp's weights and KV cache in device memory
 }
@@ -141,6 +143,14 @@ func New(agents []Agent) (*Plan, error) {
 	return p, nil
 }
 
+// seqContext is the tokens per sequence.
+func (a Agent) seqContext() int {
+	if a.SeqContext == 0 {
+		return a.PromptTokens + a.ResponseTokens
+	}
+	return a.SeqContext
+}
+
 func (a Agent) check() error {
 	if err := a.Shape.Validate(); err != nil {
 		return err
@@ -148,8 +158,8 @@ func (a Agent) check() error {
 	switch {
 	case a.MicroBatchSeqs < 1 || a.PromptTokens < 1 || a.ResponseTokens < 1:
 		return fmt.Errorf("micro-batch of %d sequences of %d + %d tokens: each must be at least 1", a.MicroBatchSeqs, a.PromptTokens, a.ResponseTokens)
-	case a.Slots < 1 || a.SeqContext < 1:
-		return fmt.Errorf("%d slots of %d tokens: each must be at least 1", a.Slots, a.SeqContext)
+	case a.Slots < 1 || a.SeqContext < 0:
+		return fmt.Errorf("%d slots of %d tokens: each must be at least 1", a.Slots, a.seqContext())
 	case a.LoRA.Rank < 0:
 		return fmt.Errorf("LoRA rank %d is negative", a.LoRA.Rank)
 	}

@@ -258,6 +258,29 @@ func TestTableAndAdvice(t *testing.T) {
 	}
 }
 
+// A prompt limit that makes most of the plan is named in the advice; without --ctx (SeqContext
+// 0) it sizes the KV cache too (issue 28: the advice for --prompt-limit 1e9 never named it).
+func TestAdviceNamesThePromptLimit(t *testing.T) {
+	a := Agent{Shape: model.Presets["qwen2.5-3b"], MicroBatchSeqs: 5, PromptTokens: 100000, ResponseTokens: 1024,
+		Slots: 16, KVType: "f16", GradCheckpoint: true, LoRA: LoRA{Rank: 16, BaseDType: BF16}}
+	p, err := New([]Agent{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	p.Write(&out, Budget{Host: 16 << 30})
+	if !strings.Contains(out.String(), "KV cache (16 x 101024, f16)") {
+		t.Errorf("the KV cache is not sized for the prompt limit plus the response:\n%s", out.String())
+	}
+	adv, err := Advice([]Agent{a}, Budget{Host: 16 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(adv, "--prompt-limit 50000 (-") {
+		t.Errorf("advice %q does not name --prompt-limit", adv)
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"300MiB": 300 << 20, "48GiB": 48 << 30, "1.5 G": 3 << 29, "4096": 4096, "2t": 2 << 40, "64kb": 64 << 10} {
 		if got, err := ParseSize(in); got != want || err != nil {

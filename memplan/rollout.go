@@ -19,7 +19,7 @@ func (a Agent) rolloutLines() ([]Line, error) {
 	}
 	// The engine asks for Slots x SeqContext cells with one stream per slot (engine.New).
 	kv := int64(sysmem.KVCache{Layers: s.Layers, KVHeads: s.KVHeads, HeadK: s.HeadDim, HeadV: s.HeadDim,
-		NCtx: a.Slots * a.SeqContext, Seqs: a.Slots, Type: a.KVType}.Bytes())
+		NCtx: a.Slots * a.seqContext(), Seqs: a.Slots, Type: a.KVType}.Bytes())
 	H, I, V := int64(s.Hidden), int64(s.FFN), int64(s.Vocab)
 	// The logits of every slot (output buffer and graph) and a prompt micro-batch's
 	// widest intermediates: what a CPU run touches of the compute buffer, which is reserved
@@ -32,7 +32,7 @@ func (a Agent) rolloutLines() ([]Line, error) {
 	}
 	lines := []Line{
 		{Name: fmt.Sprintf("llama.cpp weights (%v)", a.RolloutType), Bytes: weights, Device: dev},
-		{Name: fmt.Sprintf("KV cache (%d x %d, %s)", a.Slots, a.SeqContext, a.KVType), Bytes: kv, Device: dev},
+		{Name: fmt.Sprintf("KV cache (%d x %d, %s)", a.Slots, a.seqContext(), a.KVType), Bytes: kv, Device: dev},
 		{Name: "llama.cpp compute", Bytes: compute, Device: dev},
 	}
 	switch {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
@@ -256,5 +257,25 @@ func fill(t *testing.T, path, dir string, free int64) {
 	defer f.Close()
 	if err := syscall.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A LoRA scale whose gradients overflow float32 makes the plugin skip every optimizer step
+// (the update's own guard). The step's metrics count the skipped steps and average only
+// finite gradient norms: a non-finite one failed the metrics line ("metrics: json:
+// unsupported value: +Inf" after a step, issue 28).
+func TestSkippedStepsAreLogged(t *testing.T) {
+	rt := torchtest.Open(t)
+	start := warmStart(t, rt, "qwen2") // a fresh model has no advantages, so no gradient
+	cfg := demoConfig(t, "grpo", []string{start}, 1)
+	cfg.ValProblems = nil
+	cfg.LoRA = torch.LoRA{Rank: 4, Alpha: 1e30, Targets: torch.LoRATargets}
+	cfg.Opt.LR = 1e-31 // lr x alpha/rank is small: only the gradients overflow
+	if err := Run(context.Background(), rt, cfg); err != nil {
+		t.Fatal(err)
+	}
+	train, _ := readMetrics(t, cfg.Out)
+	if len(train) != 1 || train[0].SkippedSteps == 0 || train[0].GradNorm != 0 {
+		t.Fatalf("metrics %+v; want one line with skipped steps and no gradient norm", train)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
@@ -177,6 +178,9 @@ func (c *Config) Check() error {
 	if err := c.LoRA.Check(0); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
+	if err := c.checkNumbers(); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
 	for i, a := range c.Agents {
 		if a.Adapter != "" && c.LoRA.Rank == 0 {
 			return fmt.Errorf("train: agent %d starts from the LoRA adapter %s, which needs a LoRA run (a LoRA rank)", i, a.Adapter)
@@ -192,4 +196,44 @@ func (c *Config) Check() error {
 		return err
 	}
 	return c.Algo.Check(len(c.Agents), c.Turns)
+}
+
+// checkNumbers refuses what the plugin would refuse or overflow on only at the first
+// optimizer step, after the models loaded and a rollout ran: every number must fit the
+// float32 the trainer computes in, the optimizer's and the PPO loss's settings must be in
+// their ranges, and a LoRA run's learning rate times alpha/rank (how far a step moves the
+// adapted weights) must be at most 1. Beyond that a LoRA gradient, which grows with
+// alpha/rank, overflows and every optimizer step is skipped (--lora-alpha 1e30); a large
+// learning rate alone makes weights diverge, which the run stops on.
+func (c *Config) checkNumbers() error {
+	for _, n := range []struct {
+		flag string
+		v    float64
+	}{{"--lr", c.Opt.LR}, {"--weight-decay", c.Opt.WeightDecay}, {"--grad-clip", c.Opt.MaxGradNorm},
+		{"--clip-low", c.ClipLow}, {"--clip-high", c.ClipHigh}, {"--clip-c", c.ClipC}, {"--tis-cap", c.TISCap},
+		{"--probe-tol", c.ProbeTol}, {"--eta", c.Algo.Eta}, {"--nll-alpha", c.Algo.NLLAlpha},
+		{"--kl-coef", c.Algo.KLRewardCoef}, {"--kl-coef", c.Algo.KLLossCoef}, {"--min-lr-ratio", c.Schedule.MinRatio},
+		{"--lora-alpha", c.LoRA.Alpha}} {
+		if math.IsNaN(n.v) || math.Abs(n.v) > math.MaxFloat32 {
+			return fmt.Errorf("%s %g does not fit the float32 the trainer computes in (at most %.3g)", n.flag, n.v, math.MaxFloat32)
+		}
+	}
+	lr := c.Opt.LR
+	switch {
+	case lr < 0:
+		return fmt.Errorf("--lr must not be negative, got %g", lr)
+	case c.LoRA.Rank > 0 && lr*c.LoRA.Alpha/float64(c.LoRA.Rank) > 1:
+		return fmt.Errorf("--lr %g x LoRA alpha/rank %g/%d is %.3g: a step would move the adapted weights by about that much; it must be at most 1 (lower --lr or --lora-alpha)",
+			lr, c.LoRA.Alpha, c.LoRA.Rank, lr*c.LoRA.Alpha/float64(c.LoRA.Rank))
+	case !(c.ClipLow >= 0 && c.ClipLow < 1):
+		return fmt.Errorf("--clip-low must be in [0, 1), got %g", c.ClipLow)
+	case c.ClipHigh < 0:
+		return fmt.Errorf("--clip-high must not be negative, got %g", c.ClipHigh)
+	case c.ClipC != 0 && c.ClipC <= 1:
+		return fmt.Errorf("--clip-c must be more than 1 (0 = off), got %g", c.ClipC)
+	}
+	if err := c.Agg.Check(); err != nil {
+		return fmt.Errorf("--loss-agg: %w", err)
+	}
+	return nil
 }

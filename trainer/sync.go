@@ -205,12 +205,23 @@ func (t *Trainer) checkProbe(i int) (float64, error) {
 	gap := meanAbsDiff(ll, tl[0])
 	if math.IsNaN(gap) || math.IsInf(gap, 0) {
 		// Checked even with the probe check off: diverged weights must not be checkpointed.
+		if t.step == 0 { // no update yet: the weights the run starts from are at fault
+			return gap, fmt.Errorf("sync check: the probe's log-probs are %v before any step: the weights of %s are not usable", gap, t.startingWeights(i))
+		}
 		return gap, fmt.Errorf("sync check: the probe's log-probs are %v: the weights diverged (lower the learning rate?)", gap)
 	}
 	if t.cfg.ProbeTol > 0 && !(gap <= t.cfg.ProbeTol) {
 		return gap, fmt.Errorf("sync check: llama.cpp and the trainer disagree on the probe's log-probs by %.3g (mean |delta|), more than %.3g: llama.cpp does not hold the trained weights", gap, t.cfg.ProbeTol)
 	}
 	return gap, nil
+}
+
+// startingWeights names what agent i starts from.
+func (t *Trainer) startingWeights(i int) string {
+	if a := t.cfg.Agents[i]; a.Adapter != "" {
+		return "the starting adapter " + a.Adapter
+	}
+	return "the starting model " + t.cfg.Agents[i].Dir
 }
 
 // meanAbsDiff is the mean |a-b| over paired values (the log-prob gap).

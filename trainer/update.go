@@ -204,6 +204,7 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 	local := len(b.refs) / t.cfg.G
 	var losses []lossRow
 	var norms float64
+	var taken int // optimizer steps not skipped
 	for g0 := 0; g0 < b.groups; g0 += t.cfg.MiniBatch {
 		g1 := min(g0+t.cfg.MiniBatch, b.groups)
 		var batches []torch.PolicyBatch
@@ -254,16 +255,22 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 			return err
 		}
 		m.OptimSteps++
-		norms += s.GradNorm
+		if !s.Skipped { // a skipped step's norm is not finite: it is counted, not averaged
+			norms += s.GradNorm
+			taken++
+		}
 		m.SkippedSteps = s.SkippedTotal
 	}
 	if err := t.lossMetrics(losses, m); err != nil {
 		return err
 	}
-	if m.OptimSteps > 0 {
-		m.GradNorm = norms / float64(m.OptimSteps)
-	} else if _, skipped, err := st.actor.OptimizerState(); err == nil {
-		m.SkippedSteps = skipped
+	if taken > 0 {
+		m.GradNorm = norms / float64(taken)
+	}
+	if m.OptimSteps == 0 {
+		if _, skipped, err := st.actor.OptimizerState(); err == nil {
+			m.SkippedSteps = skipped
+		}
 	}
 	m.Times.Update = time.Since(t0).Seconds()
 	m.Times.Comm = (t.commTime() - comm).Seconds()

@@ -209,24 +209,34 @@ func GPUCount() int {
 	return n
 }
 
-// gpuDevices resolves GPU names to the NULL-terminated device list llama.cpp's model
-// parameters take; the caller frees it after loading.
-func gpuDevices(names []string) (*C.ggml_backend_dev_t, error) {
+// CheckDevices refuses names that are not GPUs here (umad env lists them).
+func CheckDevices(names []string) error {
 	var known []string
 	for _, d := range Devices() {
 		if d.Kind == "gpu" || d.Kind == "igpu" {
 			known = append(known, d.Name)
 		}
 	}
+	for _, name := range names {
+		if slices.Contains(known, name) {
+			continue
+		}
+		if len(known) == 0 {
+			return fmt.Errorf("device %q: no GPU backend is loaded (see umad env)", name)
+		}
+		return fmt.Errorf("device %q is not a GPU here; the GPUs are %s", name, strings.Join(known, ", "))
+	}
+	return nil
+}
+
+// gpuDevices resolves GPU names to the NULL-terminated device list llama.cpp's model
+// parameters take; the caller frees it after loading.
+func gpuDevices(names []string) (*C.ggml_backend_dev_t, error) {
+	if err := CheckDevices(names); err != nil {
+		return nil, err
+	}
 	list := (*[1 << 16]C.ggml_backend_dev_t)(C.malloc(C.size_t(len(names)+1) * C.size_t(unsafe.Sizeof(C.ggml_backend_dev_t(nil)))))
 	for i, name := range names {
-		if !slices.Contains(known, name) {
-			C.free(unsafe.Pointer(list))
-			if len(known) == 0 {
-				return nil, fmt.Errorf("device %q: no GPU backend is loaded (see umad env)", name)
-			}
-			return nil, fmt.Errorf("device %q is not a GPU here; the GPUs are %s", name, strings.Join(known, ", "))
-		}
 		cname := C.CString(name)
 		list[i] = C.ggml_backend_dev_by_name(cname)
 		C.free(unsafe.Pointer(cname))

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -101,5 +102,30 @@ func TestMissingPluginSaysHowToBuild(t *testing.T) {
 	if !errors.Is(err, ErrPluginNotFound) || !strings.Contains(err.Error(), "cmake -S . -B build") ||
 		!strings.Contains(err.Error(), "/nonexistent/libumad_torch.so") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A source build's ./umad run from another directory finds build/libumad_torch.so beside
+// itself (issue 28: it looked only next to itself and under the working directory).
+func TestPluginFoundInBuildBesideExecutable(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(filepath.Dir(exe), "build")
+	want := filepath.Join(dir, PluginName)
+	if _, err := os.Stat(want); err != nil { // go test's own directory: a build/ made here
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.WriteFile(want, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(PluginEnv, "")
+	t.Chdir(t.TempDir())
+	if got, err := findPlugin(""); got != want || err != nil {
+		t.Errorf("findPlugin from another directory: %q, %v; want %s", got, err, want)
 	}
 }

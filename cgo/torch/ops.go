@@ -153,6 +153,12 @@ const (
 	SeqMeanTokenSumNorm AggMode = "seq-mean-token-sum-norm" // Dr.GRPO: token sum / a constant length
 )
 
+// Check reports a mode the plugin does not know.
+func (a AggMode) Check() error {
+	_, err := a.code()
+	return err
+}
+
 func (a AggMode) code() (C.int32_t, error) {
 	switch a {
 	case TokenMean, "":

@@ -93,8 +93,9 @@ func Open(opts Options) (*Runtime, error) {
 	return loaded, nil
 }
 
-// findPlugin searches: the explicit path, $UMAD_TORCH_PLUGIN, next to the executable, then
-// build/ in the working directory and each of its parents (a source checkout).
+// findPlugin searches: the explicit path, $UMAD_TORCH_PLUGIN, next to the executable and in
+// build/ beside it (a source build's ./umad run from elsewhere), then build/ in the working
+// directory and each of its parents (a source checkout).
 func findPlugin(explicit string) (string, error) {
 	if explicit != "" {
 		if _, err := os.Stat(explicit); err != nil {
@@ -110,7 +111,7 @@ func findPlugin(explicit string) (string, error) {
 	}
 	var tried []string
 	if exe, err := os.Executable(); err == nil {
-		tried = append(tried, filepath.Join(filepath.Dir(exe), PluginName))
+		tried = append(tried, filepath.Join(filepath.Dir(exe), PluginName), filepath.Join(filepath.Dir(exe), "build", PluginName))
 	}
 	if wd, err := os.Getwd(); err == nil {
 		for dir := wd; ; dir = filepath.Dir(dir) {
@@ -125,7 +126,7 @@ func findPlugin(explicit string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w (looked next to the executable and in build/ of the working directory and its parents); %s",
+	return "", fmt.Errorf("%w (looked next to the executable, in build/ beside it, and in build/ of the working directory and its parents); %s",
 		ErrPluginNotFound, BuildHint)
 }
 
