@@ -131,6 +131,73 @@ plugin() {
 	cmake --build build -j"$(nproc)"
 }
 
+# torch2: the plugin on libtorch 2.6, the version line GPU servers run (pip 2.4 to 2.10), in a
+# Debian 13 root made with debootstrap from Debian's archive alone and kept in
+# $UMAD_TORCH2_ROOT (default /var/cache/umad/trixie) for later runs. Debian 12's glibc is
+# too old for 13's libtorch, so the plugin is built inside the root, and the host's Go
+# test binaries (older glibc, so they run there) load it there. TORCH2_PACKAGES is what the
+# root installs; changing it rebuilds the root.
+TORCH2_ROOT=${UMAD_TORCH2_ROOT:-/var/cache/umad/trixie}
+TORCH2_PACKAGES=(libtorch-dev libgloo-dev libopenblas0-openmp cmake g++ make)
+DEBIAN_MIRROR=http://deb.debian.org/debian
+
+# in_root ROOT CMD... runs CMD in ROOT with /proc, /sys, /dev and this checkout and
+# ../shared bind-mounted at their own paths, in a mount namespace of its own, so nothing
+# stays mounted when it ends, however it ends.
+in_root() {
+	local root=$1 repo shared
+	shift
+	repo=$(pwd -P)
+	shared=$(cd .. && pwd -P)/shared
+	unshare --mount --propagation private -- bash -euc '
+		root=$1 repo=$2 shared=$3
+		shift 3
+		for d in /proc /sys /dev "$repo" "$shared"; do
+			[ -e "$d" ] || continue
+			mkdir -p "$root$d"
+			mount --rbind "$d" "$root$d"
+		done
+		exec chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 CI="${CI:-}" "$@"
+	' in_root "$root" "$repo" "$shared" "$@"
+}
+
+torch2_root() {
+	local root=$TORCH2_ROOT want
+	want="trixie: ${TORCH2_PACKAGES[*]}"
+	[ -f "$root/.umad-root" ] && [ "$(cat "$root/.umad-root")" = "$want" ] && return
+	APT_PACKAGES+=(debootstrap)
+	deps
+	echo "build.sh: making the Debian 13 root $root for libtorch 2.6 (a few minutes, about 1.7 GB)" >&2
+	rm -rf "$root.tmp" && mkdir -p "$(dirname "$root")"
+	debootstrap --variant=minbase trixie "$root.tmp" "$DEBIAN_MIRROR" >/dev/null
+	echo "deb $DEBIAN_MIRROR trixie main contrib non-free" >"$root.tmp/etc/apt/sources.list"
+	in_root "$root.tmp" apt-get update -q >/dev/null
+	in_root "$root.tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		"${TORCH2_PACKAGES[@]}" >/dev/null
+	in_root "$root.tmp" apt-get clean
+	echo "$want" >"$root.tmp/.umad-root"
+	rm -rf "$root" && mv "$root.tmp" "$root"
+}
+
+# TORCH2_TESTS: every package that loads the plugin, and of cli the commands that train.
+TORCH2_TESTS=(cgo/torch: trainer: "cli:^Test(Score|SFT|Train)")
+
+torch2() {
+	torch2_root
+	in_root "$TORCH2_ROOT" bash -euc 'cmake -S "$1" -B "$1/build/torch2" -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$1/build/torch2" -j"$(nproc)"' _ "$(pwd -P)"
+	cgo_env native
+	local t pkg run bin plugin
+	plugin=$(pwd -P)/build/torch2/libumad_torch.so
+	for t in "${TORCH2_TESTS[@]}"; do
+		pkg=${t%%:*} run=${t#*:}
+		bin=$(pwd -P)/build/torch2/tests/$(echo "$pkg" | tr / _).test
+		go test -c -o "$bin" "./$pkg"
+		echo "libtorch 2.6: $pkg${run:+ ($run)}" >&2
+		in_root "$TORCH2_ROOT" env UMAD_TORCH_PLUGIN="$plugin" bash -euc 'cd "$1" && "$2" -test.count=1 -test.timeout=30m ${3:+-test.run "$3"}' \
+			_ "$(pwd -P)/$pkg" "$bin" "$run" | sed 's/^/    /'
+	done
+}
+
 build() {
 	deps
 	cgo_env native
@@ -141,6 +208,10 @@ build() {
 
 case "${1:-build}" in
 deps) deps ;;
+torch2)
+	build
+	torch2
+	;;
 build) build ;;
 cuda) cuda ;;
 cuda-check) cuda_check ;;

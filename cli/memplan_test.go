@@ -60,7 +60,9 @@ func TestTrainDryRunLoRA(t *testing.T) {
 func TestTrainRefusedWhenTooBig(t *testing.T) {
 	torchtest.Open(t)
 	out := filepath.Join(t.TempDir(), "run")
-	_, stderr, err := runApp(t, trainArgs(t, out, "1", "--memory-budget", "300MiB")...)
+	// 270 MiB is short for both attentions: the plan peaks at 333 MiB with libtorch 1.13's
+	// L x L scores and at 291 MiB with 2.x's fused attention.
+	_, stderr, err := runApp(t, trainArgs(t, out, "1", "--memory-budget", "270MiB")...)
 	if err == nil || !strings.HasPrefix(err.Error(), "memory plan: the run needs") || !strings.Contains(err.Error(), "--no-memory-check") ||
 		strings.Contains(err.Error(), "\n") {
 		t.Fatalf("a plan over a 300 MiB budget: %v; want one line of advice", err)
