@@ -138,45 +138,86 @@ plugin() {
 # test binaries (older glibc, so they run there) load it there. TORCH2_PACKAGES is what the
 # root installs; changing it rebuilds the root.
 TORCH2_ROOT=${UMAD_TORCH2_ROOT:-/var/cache/umad/trixie}
-TORCH2_PACKAGES=(libtorch-dev libgloo-dev libopenblas0-openmp cmake g++ make)
+TORCH2_PACKAGES=(libtorch-dev libgloo-dev libopenblas0-openmp cmake g++ make nvidia-cuda-toolkit libnccl-dev libgloo-cuda-dev)
+# The CUDA libtorch conflicts with the CPU one, and its nvidia-cudnn dependency downloads
+# from outside Debian's archive: these are unpacked into /opt/libtorch-cuda, not installed.
+TORCH2_UNPACK=(libtorch-cuda-dev libtorch-cuda-2.6 libgloo-cuda-0 libtensorpipe-cuda-0)
 DEBIAN_MIRROR=http://deb.debian.org/debian
 
 # in_root ROOT CMD... runs CMD in ROOT with /proc, /sys, /dev and this checkout and
 # ../shared bind-mounted at their own paths, in a mount namespace of its own, so nothing
 # stays mounted when it ends, however it ends.
 in_root() {
-	local root=$1 repo shared
+	local root=$1 repo shared mods
 	shift
 	repo=$(pwd -P)
 	shared=$(cd .. && pwd -P)/shared
+	mods=$(go env GOMODCACHE)
 	unshare --mount --propagation private -- bash -euc '
-		root=$1 repo=$2 shared=$3
-		shift 3
-		for d in /proc /sys /dev "$repo" "$shared"; do
+		root=$1 repo=$2 shared=$3 mods=$4
+		shift 4
+		for d in /proc /sys /dev "$repo" "$shared" "$mods"; do
 			[ -e "$d" ] || continue
 			mkdir -p "$root$d"
 			mount --rbind "$d" "$root$d"
 		done
 		exec chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 CI="${CI:-}" "$@"
-	' in_root "$root" "$repo" "$shared" "$@"
+	' in_root "$root" "$repo" "$shared" "$mods" "$@"
 }
 
 torch2_root() {
 	local root=$TORCH2_ROOT want
-	want="trixie: ${TORCH2_PACKAGES[*]}"
+	want="trixie: ${TORCH2_PACKAGES[*]}; unpacked: ${TORCH2_UNPACK[*]}"
 	[ -f "$root/.umad-root" ] && [ "$(cat "$root/.umad-root")" = "$want" ] && return
 	APT_PACKAGES+=(debootstrap)
 	deps
-	echo "build.sh: making the Debian 13 root $root for libtorch 2.6 (a few minutes, about 1.7 GB)" >&2
+	echo "build.sh: making the Debian 13 root $root for libtorch 2.6 and CUDA 12.4 (about 10 minutes, 7 GB)" >&2
 	rm -rf "$root.tmp" && mkdir -p "$(dirname "$root")"
 	debootstrap --variant=minbase trixie "$root.tmp" "$DEBIAN_MIRROR" >/dev/null
 	echo "deb $DEBIAN_MIRROR trixie main contrib non-free" >"$root.tmp/etc/apt/sources.list"
 	in_root "$root.tmp" apt-get update -q >/dev/null
 	in_root "$root.tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 		"${TORCH2_PACKAGES[@]}" >/dev/null
+	in_root "$root.tmp" bash -euc 'cd /var/cache/apt/archives && apt-get download -q "$@" >/dev/null &&
+		for p in "$@"; do dpkg -x "$p"_*.deb /opt/libtorch-cuda; done' _ "${TORCH2_UNPACK[@]}"
 	in_root "$root.tmp" apt-get clean
 	echo "$want" >"$root.tmp/.umad-root"
 	rm -rf "$root" && mv "$root.tmp" "$root"
+}
+
+# torch2_cuda compiles and links the CUDA plugin (UMAD_TORCH_CUDA, with NCCL) against the
+# root's CUDA libtorch 2.6, checks that `umad env` loads it on this GPU-less machine, and
+# compiles cuda-check's ggml sample with CUDA 12.4. Nothing CUDA runs here.
+torch2_cuda() {
+	local repo out mod
+	repo=$(pwd -P)
+	out=$repo/build/torch2-cuda
+	mkdir -p "$out"
+	echo "libtorch 2.6 (CUDA 12.4): compiling and linking the plugin" >&2
+	# g++ rather than CMake: Torch's CMake config looks for cuDNN, which is not unpacked.
+	in_root "$TORCH2_ROOT" bash -euc 'cd "$1" && T=/opt/libtorch-cuda/usr L=/opt/libtorch-cuda/usr/lib/x86_64-linux-gnu &&
+		g++ -O1 -g0 -std=c++17 -shared -fPIC -fvisibility=hidden -DUMAD_TORCH_CUDA -DUSE_C10D_GLOO -DUSE_DISTRIBUTED \
+			-Ikernels -I$T/include -I$T/include/torch/csrc/api/include kernels/*.cpp -o "$2/libumad_torch.so" \
+			-L$L -Wl,-rpath,$L -Wl,--no-as-needed -ltorch_cuda -ltorch_cpu -ltorch -lc10_cuda -lc10 -Wl,--as-needed' \
+		_ "$repo" "$out"
+	in_root "$TORCH2_ROOT" env UMAD_TORCH_PLUGIN="$out/libumad_torch.so" "$repo/umad" env >"$out/env.txt" 2>&1 || {
+		cat "$out/env.txt" >&2
+		echo "build.sh: umad env failed with the CUDA plugin" >&2
+		return 1
+	}
+	grep -q "libtorch 2.6.*CUDA 12" "$out/env.txt" || {
+		cat "$out/env.txt" >&2
+		echo "build.sh: umad env does not report the CUDA libtorch" >&2
+		return 1
+	}
+	sed 's/^/    /' "$out/env.txt"
+	echo "CUDA 12.4: compiling cuda-check's ggml sample" >&2
+	mod=$(go list -m -f '{{.Dir}}' github.com/ollama/ollama)
+	in_root "$TORCH2_ROOT" bash -euc 'b="$1/build/cuda-check-12.4" &&
+		cmake -S "$1/cuda" -B "$b" -DGGML_SRC="$2/ml/backend/ggml/ggml/src" -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc \
+			-DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+		make -C "$b/ggml/ggml-cuda" --no-print-directory ggml-cuda.cu.o \
+			template-instances/mmq-instance-q8_0.cu.o template-instances/fattn-vec-instance-f16-f16.cu.o' _ "$repo" "$mod"
 }
 
 # TORCH2_TESTS: every package that loads the plugin, and of cli the commands that train.
@@ -211,6 +252,7 @@ deps) deps ;;
 torch2)
 	build
 	torch2
+	torch2_cuda
 	;;
 build) build ;;
 cuda) cuda ;;

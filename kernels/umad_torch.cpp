@@ -10,6 +10,7 @@
 #include "umad_torch.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Version.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 // UMAD_TORCH_CUDA: built against a CUDA libtorch (CMakeLists.txt defines it when the Torch
@@ -716,6 +717,18 @@ struct umad_model {};  // opaque to C; the pointer is a Model*
 UMAD_EXPORT int umad_abi_version(void) { return UMAD_TORCH_ABI_VERSION; }
 
 UMAD_EXPORT const char* umad_torch_version(void) { return TORCH_VERSION; }
+
+// The loaded library's own version, from the build settings it reports (TORCH_VERSION=...).
+UMAD_EXPORT const char* umad_torch_loaded_version(void) {
+  static const std::string v = [] {
+    const std::string c = at::show_config(), key = "TORCH_VERSION=";
+    auto i = c.find(key);
+    if (i == std::string::npos) return std::string();
+    i += key.size();
+    return c.substr(i, c.find_first_of(", \n", i) - i);
+  }();
+  return v.c_str();
+}
 
 UMAD_EXPORT int umad_set_threads(int32_t n, char* err, size_t errlen) {
   return guarded(err, errlen, [&] {

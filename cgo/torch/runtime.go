@@ -47,10 +47,11 @@ type Options struct {
 
 // Runtime is the loaded plugin and its worker goroutine. There is one per process.
 type Runtime struct {
-	path         string
-	torchVersion string
-	calls        chan func()
-	errBuf       *C.char
+	path          string
+	torchVersion  string
+	loadedVersion string // what the loaded libtorch reports itself to be
+	calls         chan func()
+	errBuf        *C.char
 }
 
 const errBufLen = 4096
@@ -177,8 +178,26 @@ func (r *Runtime) dlopen() error {
 	default:
 		return fmt.Errorf("load torch plugin %s: %s", r.path, C.GoString(r.errBuf))
 	}
-	r.torchVersion = C.GoString(C.plugin_torch_version())
-	return nil
+	r.torchVersion, r.loadedVersion = C.GoString(C.plugin_torch_version()), C.GoString(C.plugin_torch_loaded_version())
+	return sameTorch(r.path, r.torchVersion, r.loadedVersion)
+}
+
+// sameTorch refuses a plugin whose libtorch was replaced under it by another minor version
+// (a pip upgrade): C++ has no stable ABI across them, so it would crash later, not fail.
+// An unknown loaded version ("") passes.
+func sameTorch(plugin, built, loaded string) error {
+	if loaded == "" || minorOf(built) == minorOf(loaded) {
+		return nil
+	}
+	return fmt.Errorf("torch plugin %s was built against libtorch %s, but this process loaded libtorch %s: rebuild the plugin against the libtorch in use (./build.sh, or cmake --build build; kernels/README.md)",
+		plugin, built, loaded)
+}
+
+// minorOf is a version's "major.minor": "2.6" of "2.6.0+cu124".
+func minorOf(v string) string {
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	return major + "." + minor
 }
 
 func readDeps(p string) ([]string, error) {
