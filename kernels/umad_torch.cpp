@@ -17,6 +17,7 @@
 // libraries include c10_cuda). Only releasing the cache needs it; the device code is generic.
 #ifdef UMAD_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>  // CUDART_VERSION
 #endif
 
 #include <cmath>
@@ -717,6 +718,15 @@ struct umad_model {};  // opaque to C; the pointer is a Model*
 UMAD_EXPORT int umad_abi_version(void) { return UMAD_TORCH_ABI_VERSION; }
 
 UMAD_EXPORT const char* umad_torch_version(void) { return TORCH_VERSION; }
+
+UMAD_EXPORT const char* umad_torch_cuda_version(void) {
+#ifdef UMAD_TORCH_CUDA
+  static const std::string v = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+  return v.c_str();
+#else
+  return "";
+#endif
+}
 
 // The loaded library's own version, from the build settings it reports (TORCH_VERSION=...).
 UMAD_EXPORT const char* umad_torch_loaded_version(void) {

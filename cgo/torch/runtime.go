@@ -50,6 +50,7 @@ type Runtime struct {
 	path          string
 	torchVersion  string
 	loadedVersion string // what the loaded libtorch reports itself to be
+	cudaVersion   string // "" for a CPU build
 	calls         chan func()
 	errBuf        *C.char
 }
@@ -179,6 +180,7 @@ func (r *Runtime) dlopen() error {
 		return fmt.Errorf("load torch plugin %s: %s", r.path, C.GoString(r.errBuf))
 	}
 	r.torchVersion, r.loadedVersion = C.GoString(C.plugin_torch_version()), C.GoString(C.plugin_torch_loaded_version())
+	r.cudaVersion = C.GoString(C.plugin_torch_cuda_version())
 	return sameTorch(r.path, r.torchVersion, r.loadedVersion)
 }
 
@@ -243,3 +245,6 @@ func (r *Runtime) Path() string { return r.path }
 
 // TorchVersion is the libtorch version the plugin was built against.
 func (r *Runtime) TorchVersion() string { return r.torchVersion }
+
+// CUDAVersion is the CUDA version a CUDA plugin was built against, "" for a CPU build.
+func (r *Runtime) CUDAVersion() string { return r.cudaVersion }
