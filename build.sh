@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# umad's one build entry point. Usage: ./build.sh [deps|build|release|cuda|cuda-check|demo|test|bench|eager|env]
+# umad's one build entry point. Usage: ./build.sh [deps|build|release|cuda|cuda-check|demo|test|torch2|torch2-cuda|bench|eager|env]
 #
 #   deps     install what the build needs: Debian packages (apt-get) and Go modules
 #   build    build ./umad for this machine (-march=native)                 [default]
@@ -12,7 +12,10 @@
 #            on a machine with no CUDA toolkit and no NVIDIA driver.
 #   cuda-check  compile a sample of the CUDA sources with the same flags (what CI checks)
 #   demo     build, then run the main job: two tiny models, warm start, debate, train, debate, report
-#   test     build, compile the CUDA sample (cuda-check), then run every test (what CI runs)
+#   test     build, compile the CUDA sample (cuda-check), run every test, then torch2 (what CI runs)
+#   torch2   the plugin's tests on libtorch 2.6 and the CUDA plugin's compile and link, in a
+#            cached Debian 13 root (UMAD_TORCH2_ROOT, default /var/cache/umad/trixie);
+#            torch2-cuda only the CUDA compile and link
 #   bench    build, then run the benchmarks and update bench/RESULTS.md
 #   eager    install Debian's python3-torch (the plugin's libtorch), then run the PyTorch-eager
 #            baseline bench/torch_eager.py with the arguments that follow (e.g. --threads 1)
@@ -131,6 +134,123 @@ plugin() {
 	cmake --build build -j"$(nproc)"
 }
 
+# torch2: the plugin on libtorch 2.6, the version line GPU servers run (pip 2.4 to 2.10), in a
+# Debian 13 root made with debootstrap from Debian's archive alone and kept in
+# $UMAD_TORCH2_ROOT (default /var/cache/umad/trixie) for later runs. Debian 12's glibc is
+# too old for 13's libtorch, so the plugin is built inside the root, and the host's Go
+# test binaries (older glibc, so they run there) load it there. TORCH2_PACKAGES is what the
+# root installs; changing it rebuilds the root.
+TORCH2_ROOT=${UMAD_TORCH2_ROOT:-/var/cache/umad/trixie}
+TORCH2_PACKAGES=(libtorch-dev libgloo-dev libopenblas0-openmp cmake g++ make nvidia-cuda-toolkit libnccl-dev libgloo-cuda-dev)
+# The CUDA libtorch conflicts with the CPU one, and its nvidia-cudnn dependency downloads
+# from outside Debian's archive: these are unpacked into /opt/libtorch-cuda, not installed.
+TORCH2_UNPACK=(libtorch-cuda-dev libtorch-cuda-2.6 libgloo-cuda-0 libtensorpipe-cuda-0)
+DEBIAN_MIRROR=http://deb.debian.org/debian
+
+# in_root ROOT CMD... runs CMD in ROOT with /proc, /sys, /dev and this checkout and
+# ../shared bind-mounted at their own paths, in a mount namespace of its own, so nothing
+# stays mounted when it ends, however it ends.
+in_root() {
+	local root=$1 repo shared mods
+	shift
+	repo=$(pwd -P)
+	shared=$(cd .. && pwd -P)/shared
+	mods=$(go env GOMODCACHE)
+	unshare --mount --propagation private -- bash -euc '
+		root=$1 repo=$2 shared=$3 mods=$4
+		shift 4
+		for d in /proc /sys /dev "$repo" "$shared" "$mods"; do
+			[ -e "$d" ] || continue
+			mkdir -p "$root$d"
+			mount --rbind "$d" "$root$d"
+		done
+		exec chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 CI="${CI:-}" "$@"
+	' in_root "$root" "$repo" "$shared" "$mods" "$@"
+}
+
+torch2_root() {
+	local root=$TORCH2_ROOT want
+	want="trixie: ${TORCH2_PACKAGES[*]}; unpacked: ${TORCH2_UNPACK[*]}"
+	[ -f "$root/.umad-root" ] && [ "$(cat "$root/.umad-root")" = "$want" ] && return
+	APT_PACKAGES+=(debootstrap)
+	deps
+	echo "build.sh: making the Debian 13 root $root for libtorch 2.6 and CUDA 12.4 (about 10 minutes, 7 GB)" >&2
+	rm -rf "$root.tmp" && mkdir -p "$(dirname "$root")"
+	debootstrap --variant=minbase trixie "$root.tmp" "$DEBIAN_MIRROR" >/dev/null
+	echo "deb $DEBIAN_MIRROR trixie main contrib non-free" >"$root.tmp/etc/apt/sources.list"
+	in_root "$root.tmp" apt-get update -q >/dev/null
+	in_root "$root.tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		"${TORCH2_PACKAGES[@]}" >/dev/null
+	in_root "$root.tmp" bash -euc 'cd /var/cache/apt/archives && apt-get download -q "$@" >/dev/null &&
+		for p in "$@"; do dpkg -x "$p"_*.deb /opt/libtorch-cuda; done' _ "${TORCH2_UNPACK[@]}"
+	in_root "$root.tmp" apt-get clean
+	echo "$want" >"$root.tmp/.umad-root"
+	rm -rf "$root" && mv "$root.tmp" "$root"
+}
+
+# torch2_cuda compiles and links the CUDA plugin (UMAD_TORCH_CUDA, with NCCL) against the
+# root's CUDA libtorch 2.6, checks that `umad env` loads it on this GPU-less machine, and
+# compiles cuda-check's ggml sample with CUDA 12.4. Nothing CUDA runs here.
+torch2_cuda() {
+	local repo out mod
+	repo=$(pwd -P)
+	out=$repo/build/torch2-cuda
+	mkdir -p "$out"
+	echo "libtorch 2.6 (CUDA 12.4): compiling and linking the plugin" >&2
+	# g++ rather than CMake: Torch's CMake config looks for cuDNN, which is not unpacked.
+	[ -f "$out/libumad_torch.so" ] && [ -z "$(find kernels -newer "$out/libumad_torch.so")" ] ||
+		in_root "$TORCH2_ROOT" bash -euc 'cd "$1" && T=/opt/libtorch-cuda/usr L=/opt/libtorch-cuda/usr/lib/x86_64-linux-gnu &&
+		g++ -O1 -g0 -std=c++17 -shared -fPIC -fvisibility=hidden -DUMAD_TORCH_CUDA -DUSE_C10D_GLOO -DUSE_DISTRIBUTED \
+			-Ikernels -I$T/include -I$T/include/torch/csrc/api/include kernels/*.cpp -o "$2/libumad_torch.so" \
+			-L$L -Wl,-rpath,$L -Wl,--no-as-needed -ltorch_cuda -ltorch_cpu -ltorch -lc10_cuda -lc10 -Wl,--as-needed' \
+		_ "$repo" "$out"
+	# Loading it needs cuDNN, which Debian's archive lacks (nvidia-cudnn downloads it). With
+	# no GPU nothing calls it, so a stub with its symbols, each answering
+	# CUDNN_STATUS_NOT_INITIALIZED, stands in for it in this check alone.
+	in_root "$TORCH2_ROOT" bash -euc 'L=/opt/libtorch-cuda/usr/lib/x86_64-linux-gnu && mkdir -p "$1/stub" && cd "$1/stub" &&
+		nm -D --undefined-only $L/libtorch_cuda.so.2.6 | sed -n "s/.* \(cudnn[A-Za-z0-9_]*\)@libcudnn.so.9$/int \1(void) { return 1; }/p" | sort -u >cudnn.c &&
+		echo "libcudnn.so.9 { global: *; };" >cudnn.map &&
+		gcc -shared -fPIC -Wl,-soname,libcudnn.so.9 -Wl,--version-script=cudnn.map cudnn.c -o libcudnn.so.9' _ "$out"
+	in_root "$TORCH2_ROOT" env UMAD_TORCH_PLUGIN="$out/libumad_torch.so" \
+		LD_LIBRARY_PATH="$out/stub:/opt/libtorch-cuda/usr/lib/x86_64-linux-gnu" "$repo/umad" env >"$out/env.txt" 2>&1 || {
+		cat "$out/env.txt" >&2
+		echo "build.sh: umad env failed with the CUDA plugin" >&2
+		return 1
+	}
+	grep -q "libtorch  2.6.[0-9]* (CUDA 12.4), 0 GPUs: training falls back to the CPU" "$out/env.txt" || {
+		cat "$out/env.txt" >&2
+		echo "build.sh: umad env does not report the CUDA libtorch" >&2
+		return 1
+	}
+	sed 's/^/    /' "$out/env.txt"
+	echo "CUDA 12.4: compiling cuda-check's ggml sample" >&2
+	mod=$(go list -m -f '{{.Dir}}' github.com/ollama/ollama)
+	in_root "$TORCH2_ROOT" bash -euc 'b="$1/build/cuda-check-12.4" &&
+		cmake -S "$1/cuda" -B "$b" -DGGML_SRC="$2/ml/backend/ggml/ggml/src" -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc \
+			-DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+		make -C "$b/ggml/ggml-cuda" --no-print-directory ggml-cuda.cu.o \
+			template-instances/mmq-instance-q8_0.cu.o template-instances/fattn-vec-instance-f16-f16.cu.o' _ "$repo" "$mod"
+}
+
+# TORCH2_TESTS: every package that loads the plugin, and of cli the commands that train.
+TORCH2_TESTS=(cgo/torch: trainer: "cli:^Test(Score|SFT|Train)")
+
+torch2() {
+	torch2_root
+	in_root "$TORCH2_ROOT" bash -euc 'cmake -S "$1" -B "$1/build/torch2" -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$1/build/torch2" -j"$(nproc)"' _ "$(pwd -P)"
+	cgo_env native
+	local t pkg run bin plugin
+	plugin=$(pwd -P)/build/torch2/libumad_torch.so
+	for t in "${TORCH2_TESTS[@]}"; do
+		pkg=${t%%:*} run=${t#*:}
+		bin=$(pwd -P)/build/torch2/tests/$(echo "$pkg" | tr / _).test
+		go test -c -o "$bin" "./$pkg"
+		echo "libtorch 2.6: $pkg${run:+ ($run)}" >&2
+		in_root "$TORCH2_ROOT" env UMAD_TORCH_PLUGIN="$plugin" bash -euc 'cd "$1" && "$2" -test.count=1 -test.timeout=30m ${3:+-test.run "$3"}' \
+			_ "$(pwd -P)/$pkg" "$bin" "$run" | sed 's/^/    /'
+	done
+}
+
 build() {
 	deps
 	cgo_env native
@@ -141,6 +261,16 @@ build() {
 
 case "${1:-build}" in
 deps) deps ;;
+torch2)
+	build
+	torch2
+	torch2_cuda
+	;;
+torch2-cuda)
+	build
+	torch2_root
+	torch2_cuda
+	;;
 build) build ;;
 cuda) cuda ;;
 cuda-check) cuda_check ;;
@@ -183,6 +313,8 @@ test)
 	cgo_env native
 	go vet ./...
 	go test -count=1 -timeout 60m ./...
+	torch2
+	torch2_cuda
 	;;
 bench)
 	build
@@ -198,7 +330,7 @@ env)
 	for v in CGO_ENABLED CGO_CPPFLAGS CGO_CFLAGS CGO_CXXFLAGS; do printf 'export %s=%q\n' "$v" "${!v}"; done
 	;;
 *)
-	echo "usage: $0 [deps|build|release|cuda|cuda-check|demo|test|bench|eager|env]" >&2
+	echo "usage: $0 [deps|build|release|cuda|cuda-check|demo|test|torch2|torch2-cuda|bench|eager|env]" >&2
 	exit 2
 	;;
 esac

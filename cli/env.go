@@ -56,9 +56,10 @@ type envReport struct {
 	Torch       struct {
 		Plugin  string `json:"plugin,omitempty"`
 		Version string `json:"version,omitempty"`
-		CUDA    bool   `json:"cuda"`       // a GPU the trainer can use (--train-device auto picks cuda:0)
-		GPUs    int    `json:"gpus"`       // GPUs libtorch sees
-		Built   bool   `json:"cuda_built"` // the plugin's libtorch has CUDA (Debian's has not)
+		CUDA    bool   `json:"cuda"`                   // a GPU the trainer can use (--train-device auto picks cuda:0)
+		GPUs    int    `json:"gpus"`                   // GPUs libtorch sees
+		Built   bool   `json:"cuda_built"`             // the plugin's libtorch has CUDA (Debian's has not)
+		CUDAVer string `json:"cuda_version,omitempty"` // the CUDA a CUDA plugin was built against
 		Error   string `json:"error,omitempty"`
 	} `json:"torch"`
 	Threads struct {
@@ -99,6 +100,7 @@ func collectEnv(plugin string) envReport {
 	} else {
 		r.Torch.Plugin, r.Torch.Version = rt.Path(), rt.TorchVersion()
 		r.Torch.GPUs, r.Torch.Built = rt.CUDADevices()
+		r.Torch.CUDAVer = rt.CUDAVersion()
 		r.Torch.CUDA = r.Torch.GPUs > 0
 	}
 	r.Threads.LogicalCPUs = runtime.NumCPU()
@@ -146,14 +148,15 @@ func (r envReport) write(w io.Writer) {
 	if r.Torch.Error != "" {
 		fmt.Fprintf(w, "libtorch  not available: %s\n", r.Torch.Error)
 	} else {
-		gpu := "CPU only (built without CUDA: see kernels/README.md for a CUDA build)"
-		switch {
-		case r.Torch.CUDA:
-			gpu = fmt.Sprintf("CUDA, %d GPU(s): --train-device cuda:0 to cuda:%d", r.Torch.GPUs, r.Torch.GPUs-1)
-		case r.Torch.Built:
-			gpu = "CUDA build, but no GPU visible"
+		version, gpu := r.Torch.Version, "CPU only (built without CUDA: see kernels/README.md for a CUDA build)"
+		if r.Torch.Built {
+			version += " (CUDA " + r.Torch.CUDAVer + ")"
+			gpu = fmt.Sprintf("%d GPUs: --train-device cuda:0 to cuda:%d", r.Torch.GPUs, r.Torch.GPUs-1)
+			if !r.Torch.CUDA {
+				gpu = "0 GPUs: training falls back to the CPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+			}
 		}
-		fmt.Fprintf(w, "libtorch  %s, %s (%s)\n", r.Torch.Version, gpu, r.Torch.Plugin)
+		fmt.Fprintf(w, "libtorch  %s, %s (%s)\n", version, gpu, r.Torch.Plugin)
 	}
 	t := r.Threads
 	omp := t.OMPNumThreads

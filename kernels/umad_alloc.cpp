@@ -12,6 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "umad_compat.h"
 #include "umad_internal.h"
 
 namespace {
@@ -28,7 +29,7 @@ class CachingCPUAllocator final : public c10::Allocator {
   }
 
   // A small block frees straight to malloc, without the lock: most tensors are small.
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) UMAD_ALLOCATE_CONST override {
     if (n < kMinCached) {
       void* p = c10::alloc_cpu(n);
       return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};
@@ -39,6 +40,10 @@ class CachingCPUAllocator final : public c10::Allocator {
 
   // raw_allocate's blocks of every size share this one deleter.
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+#if UMAD_ALLOCATOR_COPY_DATA
+  void copy_data(void* dest, const void* src, size_t count) const override { default_copy_data(dest, src, count); }
+#endif
 
   // empty frees every cached block.
   void empty() {

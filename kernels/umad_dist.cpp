@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "umad_compat.h"
 #include "umad_internal.h"
 #include "umad_torch.h"
 
@@ -29,7 +30,7 @@
 
 namespace {
 
-#if TORCH_VERSION_MAJOR >= 2
+#if UMAD_HAS_C10D_BACKEND
 using Group = c10d::Backend;  // 2.x split ProcessGroup into a dispatcher and backends
 #else
 using Group = c10d::ProcessGroup;
@@ -131,6 +132,9 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
       so.numWorkers = size_t(world);
       so.waitWorkers = true;
       so.timeout = timeout;
+#if UMAD_TCPSTORE_HAS_LIBUV
+      so.useLibUV = false;
+#endif
       d->store = c10::make_intrusive<c10d::TCPStore>(master, so);
     }
     if (backend == UMAD_BACKEND_GLOO) {

@@ -5,16 +5,19 @@
 // are translation units of their own: compiles against torch are slow, and a change to
 // one of them does not recompile the model.
 
+#include "umad_compat.h"
 #include "umad_internal.h"
 #include "umad_torch.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Version.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 // UMAD_TORCH_CUDA: built against a CUDA libtorch (CMakeLists.txt defines it when the Torch
 // libraries include c10_cuda). Only releasing the cache needs it; the device code is generic.
 #ifdef UMAD_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>  // CUDART_VERSION
 #endif
 
 #include <cmath>
@@ -123,10 +126,18 @@ torch::Device device_of(int32_t device, int32_t index) {
 // Causal attention of one sequence. q: [nh, L, hd]; k, v: [nkv, L, hd].
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t nh = q.size(0), L = q.size(1), hd = q.size(2), nkv = k.size(0);
-#if TORCH_VERSION_MAJOR >= 2
-  auto g = nh / nkv;
-  return at::scaled_dot_product_attention(q, k.repeat_interleave(g, 0), v.repeat_interleave(g, 0),
-                                          {}, 0.0, /*is_causal=*/true);
+#if UMAD_HAS_SDPA_GQA
+  // Fused: never materialises the [nh, L, L] scores, and reads each kv head for its group.
+  (void)L, (void)hd;
+  return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt,
+                                          /*enable_gqa=*/nkv != nh);
+#elif UMAD_HAS_SDPA
+  // Before 2.5 SDPA wants one kv head per query head: a batch of kv groups, each kv head a
+  // broadcast (stride-0) view over its group's query heads.
+  const int64_t g = nh / nkv;
+  auto group = [&](const Tensor& t) { return t.unsqueeze(1).expand({nkv, g, L, hd}); };
+  return at::scaled_dot_product_attention(q.view({nkv, g, L, hd}), group(k), group(v), {}, 0.0, /*is_causal=*/true)
+      .view({nh, L, hd});
 #else
   // Grouped-query attention without copying k/v: head h uses kv head h / (nh/nkv).
   auto qg = q.view({nkv, nh / nkv, L, hd});
@@ -707,6 +718,27 @@ struct umad_model {};  // opaque to C; the pointer is a Model*
 UMAD_EXPORT int umad_abi_version(void) { return UMAD_TORCH_ABI_VERSION; }
 
 UMAD_EXPORT const char* umad_torch_version(void) { return TORCH_VERSION; }
+
+UMAD_EXPORT const char* umad_torch_cuda_version(void) {
+#ifdef UMAD_TORCH_CUDA
+  static const std::string v = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+  return v.c_str();
+#else
+  return "";
+#endif
+}
+
+// The loaded library's own version, from the build settings it reports (TORCH_VERSION=...).
+UMAD_EXPORT const char* umad_torch_loaded_version(void) {
+  static const std::string v = [] {
+    const std::string c = at::show_config(), key = "TORCH_VERSION=";
+    auto i = c.find(key);
+    if (i == std::string::npos) return std::string();
+    i += key.size();
+    return c.substr(i, c.find_first_of(", \n", i) - i);
+  }();
+  return v.c_str();
+}
 
 UMAD_EXPORT int umad_set_threads(int32_t n, char* err, size_t errlen) {
   return guarded(err, errlen, [&] {

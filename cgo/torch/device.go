@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 )
@@ -65,8 +66,12 @@ func (r *Runtime) CUDAAvailable() bool {
 // live there; a GPU on a plugin without CUDA is refused with the one line saying what to do.
 func (r *Runtime) ResolveDevice(s string) (Device, error) {
 	if strings.TrimSpace(s) == DeviceAuto {
-		if r.CUDAAvailable() {
+		n, built := r.CUDADevices()
+		if n > 0 {
 			return Device{CUDA: true}, nil
+		}
+		if built {
+			slog.Warn("the torch plugin is a CUDA build, but libtorch sees no GPU (no driver, or CUDA_VISIBLE_DEVICES): training on the CPU")
 		}
 		return CPU, nil
 	}

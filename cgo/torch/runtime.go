@@ -47,10 +47,12 @@ type Options struct {
 
 // Runtime is the loaded plugin and its worker goroutine. There is one per process.
 type Runtime struct {
-	path         string
-	torchVersion string
-	calls        chan func()
-	errBuf       *C.char
+	path          string
+	torchVersion  string
+	loadedVersion string // what the loaded libtorch reports itself to be
+	cudaVersion   string // "" for a CPU build
+	calls         chan func()
+	errBuf        *C.char
 }
 
 const errBufLen = 4096
@@ -178,8 +180,27 @@ func (r *Runtime) dlopen() error {
 	default:
 		return fmt.Errorf("load torch plugin %s: %s", r.path, C.GoString(r.errBuf))
 	}
-	r.torchVersion = C.GoString(C.plugin_torch_version())
-	return nil
+	r.torchVersion, r.loadedVersion = C.GoString(C.plugin_torch_version()), C.GoString(C.plugin_torch_loaded_version())
+	r.cudaVersion = C.GoString(C.plugin_torch_cuda_version())
+	return sameTorch(r.path, r.torchVersion, r.loadedVersion)
+}
+
+// sameTorch refuses a plugin whose libtorch was replaced under it by another minor version
+// (a pip upgrade): C++ has no stable ABI across them, so it would crash later, not fail.
+// An unknown loaded version ("") passes.
+func sameTorch(plugin, built, loaded string) error {
+	if loaded == "" || minorOf(built) == minorOf(loaded) {
+		return nil
+	}
+	return fmt.Errorf("torch plugin %s was built against libtorch %s, but this process loaded libtorch %s: rebuild the plugin against the libtorch in use (./build.sh, or cmake --build build; kernels/README.md)",
+		plugin, built, loaded)
+}
+
+// minorOf is a version's "major.minor": "2.6" of "2.6.0+cu124".
+func minorOf(v string) string {
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	return major + "." + minor
 }
 
 func readDeps(p string) ([]string, error) {
@@ -225,3 +246,6 @@ func (r *Runtime) Path() string { return r.path }
 
 // TorchVersion is the libtorch version the plugin was built against.
 func (r *Runtime) TorchVersion() string { return r.torchVersion }
+
+// CUDAVersion is the CUDA version a CUDA plugin was built against, "" for a CPU build.
+func (r *Runtime) CUDAVersion() string { return r.cudaVersion }
