@@ -33,6 +33,7 @@ func init() {
 				&ucli.IntFlag{Name: "vocab", Usage: "pad the vocabulary to this size (0 = the tokenizer's own)"},
 				&ucli.StringFlag{Name: "tokenizer", Usage: "use the real tokenizer (and chat template) of this Hugging Face directory"},
 				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + presetNames()},
+				&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all): its real per-layer shape at a size that fits, for benchmarks"},
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
 				forceFlag,
 			},
@@ -45,6 +46,12 @@ func init() {
 						return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
 					}
 					shape, arch = &s, string(s.Arch)
+				}
+				if n := c.Int("layers"); n != 0 {
+					if shape == nil || n < 1 || n > shape.Layers {
+						return fmt.Errorf("--layers %d: want 1 to a --preset's layer count", n)
+					}
+					shape.Layers = n
 				}
 				fam, err := chat.ForArch(arch)
 				if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/sharedtest"
+	"github.com/umad-dev/umad/model"
 )
 
 // A tiny model can carry a real checkpoint's tokenizer and chat template end to end.
@@ -78,5 +79,38 @@ func TestModelTinyKilledLeavesNoOutput(t *testing.T) {
 	}
 	if _, stderr, err := runApp(t, "model", "tiny", "--out", out); err != nil {
 		t.Fatalf("the rerun: %v\n%s", err, stderr)
+	}
+}
+
+// --layers keeps a preset's per-layer shape with fewer layers, in both files; it needs a
+// preset and a count within the preset's.
+func TestModelTinyLayers(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m")
+	if _, stderr, err := runApp(t, "model", "tiny", "--preset", "qwen2.5-0.5b", "--layers", "1", "--out", out); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	g, err := model.OpenGGUF(filepath.Join(out, "model.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	layers, err1 := g.Uint("qwen2.block_count")
+	width, err2 := g.Uint("qwen2.embedding_length")
+	if err1 != nil || err2 != nil || layers != 1 || width != 896 {
+		t.Errorf("the GGUF has %d layers of width %d (%v, %v), want 1 of 896", layers, width, err1, err2)
+	}
+	m, err := engine.LoadModel(filepath.Join(out, "model.gguf"), llama.ModelParams{})
+	if err != nil {
+		t.Fatalf("llama.cpp does not load the cut model: %v", err)
+	}
+	m.Close()
+	cfg, err := os.ReadFile(filepath.Join(out, "hf", "config.json"))
+	if err != nil || !bytes.Contains(cfg, []byte(`"num_hidden_layers": 1,`)) {
+		t.Errorf("config.json does not say 1 layer (%v):\n%s", err, cfg)
+	}
+	for _, args := range [][]string{{"--layers", "2"}, {"--preset", "qwen2.5-0.5b", "--layers", "25"}, {"--preset", "qwen2.5-0.5b", "--layers", "-1"}} {
+		if _, _, err := runApp(t, append([]string{"model", "tiny", "--out", filepath.Join(t.TempDir(), "x")}, args...)...); err == nil {
+			t.Errorf("model tiny %v was accepted", args)
+		}
 	}
 }
