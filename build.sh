@@ -141,10 +141,11 @@ plugin() {
 # test binaries (older glibc, so they run there) load it there. TORCH2_PACKAGES is what the
 # root installs; changing it rebuilds the root.
 TORCH2_ROOT=${UMAD_TORCH2_ROOT:-/var/cache/umad/trixie}
-TORCH2_PACKAGES=(libtorch-dev libgloo-dev libopenblas0-openmp cmake g++ make nvidia-cuda-toolkit libnccl-dev libgloo-cuda-dev)
-# The CUDA libtorch conflicts with the CPU one, and its nvidia-cudnn dependency downloads
-# from outside Debian's archive: these are unpacked into /opt/libtorch-cuda, not installed.
-TORCH2_UNPACK=(libtorch-cuda-dev libtorch-cuda-2.6 libgloo-cuda-0 libtensorpipe-cuda-0)
+TORCH2_PACKAGES=(libtorch-dev libgloo-dev libopenblas0-openmp cmake g++ make nvidia-cuda-toolkit libnccl-dev)
+# The CUDA libtorch and Gloo conflict with the CPU ones, and libtorch's nvidia-cudnn
+# dependency downloads from outside Debian's archive: these are unpacked into
+# /opt/libtorch-cuda, not installed.
+TORCH2_UNPACK=(libtorch-cuda-dev libtorch-cuda-2.6 libgloo-cuda-dev libgloo-cuda-0 libtensorpipe-cuda-0)
 DEBIAN_MIRROR=http://deb.debian.org/debian
 
 # in_root ROOT CMD... runs CMD in ROOT with /proc, /sys, /dev and this checkout and
@@ -212,7 +213,7 @@ torch2_cuda() {
 		echo "libcudnn.so.9 { global: *; };" >cudnn.map &&
 		gcc -shared -fPIC -Wl,-soname,libcudnn.so.9 -Wl,--version-script=cudnn.map cudnn.c -o libcudnn.so.9' _ "$out"
 	in_root "$TORCH2_ROOT" env UMAD_TORCH_PLUGIN="$out/libumad_torch.so" \
-		LD_LIBRARY_PATH="$out/stub:/opt/libtorch-cuda/usr/lib/x86_64-linux-gnu" "$repo/umad" env >"$out/env.txt" 2>&1 || {
+		LD_LIBRARY_PATH="$out/stub:/opt/libtorch-cuda/usr/lib/x86_64-linux-gnu:/opt/libtorch-cuda/usr/lib" "$repo/umad" env >"$out/env.txt" 2>&1 || {
 		cat "$out/env.txt" >&2
 		echo "build.sh: umad env failed with the CUDA plugin" >&2
 		return 1
