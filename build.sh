@@ -173,6 +173,11 @@ torch2_root() {
 	local root=$TORCH2_ROOT want
 	want="trixie: ${TORCH2_PACKAGES[*]}; unpacked: ${TORCH2_UNPACK[*]}"
 	[ -f "$root/.umad-root" ] && [ "$(cat "$root/.umad-root")" = "$want" ] && return
+	# Only a root this function made (it holds .umad-root) is ever replaced.
+	if [ -e "$root" ] && [ ! -f "$root/.umad-root" ]; then
+		echo "build.sh: $root exists but is not a root ./build.sh torch2 made; set UMAD_TORCH2_ROOT to a new path" >&2
+		exit 1
+	fi
 	APT_PACKAGES+=(debootstrap)
 	deps
 	echo "build.sh: making the Debian 13 root $root for libtorch 2.6 and CUDA 12.4 (about 10 minutes, 7 GB)" >&2
