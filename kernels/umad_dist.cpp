@@ -7,8 +7,15 @@
 // translation unit so that changing it does not recompile the model.
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+// pip's PyTorch wheels (2.11 at least) ship c10d's headers but not gloo's, which
+// ProcessGroupGloo.hpp includes: such a plugin has NCCL only.
+#if __has_include(<gloo/algorithm.h>)
+#define UMAD_HAS_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#else
+#define UMAD_HAS_GLOO 0
+#endif
 #include <torch/version.h>
 #if defined(UMAD_TORCH_CUDA)  // a CUDA libtorch (CMakeLists.txt): its c10d has NCCL
 #define USE_C10D_NCCL
@@ -61,6 +68,7 @@ const std::string kFileStore = "file://";
 
 bool file_store(const std::string& host) { return host.rfind(kFileStore, 0) == 0; }
 
+#if UMAD_HAS_GLOO
 // gloo_device binds where the peers can reach this rank: GLOO_SOCKET_IFNAME's interface
 // when set (as torch.distributed does), the loopback for a one-machine job, else the
 // address this machine's hostname resolves to.
@@ -70,6 +78,7 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
   if (loopback(master) || file_store(master)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+#endif
 
 // bucketed applies the in-place collective f to the tensors, packed into flat buffers of
 // about bucket_bytes (one tensor larger than that is a bucket of its own), and copies the
@@ -138,9 +147,16 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
       d->store = c10::make_intrusive<c10d::TCPStore>(master, so);
     }
     if (backend == UMAD_BACKEND_GLOO) {
+#if UMAD_HAS_GLOO
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       opts->devices.push_back(gloo_device(master));
       d->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, rank, world, opts);
+#else
+      throw std::invalid_argument(
+          "this plugin was built without gloo's headers (pip's PyTorch ships none), so its ranks cannot "
+          "meet on the CPU: train on GPUs (NCCL), or build the plugin against a libtorch with them "
+          "(Debian's libtorch-dev and libgloo-dev)");
+#endif
     } else if (backend == UMAD_BACKEND_NCCL) {
 #if defined(UMAD_TORCH_CUDA)
       auto opts = c10d::ProcessGroupNCCL::Options::create();

@@ -10,7 +10,6 @@
 #include "umad_torch.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Version.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 // UMAD_TORCH_CUDA: built against a CUDA libtorch (CMakeLists.txt defines it when the Torch
@@ -19,6 +18,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>  // CUDART_VERSION
 #endif
+
+#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
@@ -728,16 +729,13 @@ UMAD_EXPORT const char* umad_torch_cuda_version(void) {
 #endif
 }
 
-// The loaded library's own version, from the build settings it reports (TORCH_VERSION=...).
-UMAD_EXPORT const char* umad_torch_loaded_version(void) {
-  static const std::string v = [] {
-    const std::string c = at::show_config(), key = "TORCH_VERSION=";
-    auto i = c.find(key);
-    if (i == std::string::npos) return std::string();
-    i += key.size();
-    return c.substr(i, c.find_first_of(", \n", i) - i);
-  }();
-  return v.c_str();
+// The file the loader took libtorch_cpu from: the address of a function it defines names
+// it. (at::show_config() reports the version too, but dereferenced a null pointer inside
+// pip's PyTorch 2.11 with CUDA when called from here, on an H200; a file name cannot.)
+UMAD_EXPORT const char* umad_torch_library_path(void) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&at::set_num_threads), &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
 }
 
 UMAD_EXPORT int umad_set_threads(int32_t n, char* err, size_t errlen) {

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 5
+#define UMAD_TORCH_ABI_VERSION 6
 
 enum {
   UMAD_OK = 0,
@@ -158,9 +158,10 @@ typedef struct umad_step_stats {
   X(int, abi_version, (void), ())                                                                \
   /* libtorch version the plugin was built against, e.g. "1.13.0". */                            \
   X(const char*, torch_version, (void), ())                                                      \
-  /* libtorch version this process loaded ("" if unknown): differs from torch_version when   \
-     the libtorch under the plugin was replaced (a pip upgrade). */                          \
-  X(const char*, torch_loaded_version, (void), ())                                               \
+  /* File of the libtorch_cpu this process loaded ("" if unknown); the Go side reads its     \
+     version from it, which differs from torch_version when the libtorch under the plugin   \
+     was replaced (a pip upgrade). */                                                        \
+  X(const char*, torch_library_path, (void), ())                                                 \
   /* CUDA version a CUDA plugin was built against ("12.4"); "" for a CPU build. */             \
   X(const char*, torch_cuda_version, (void), ())                                                 \
   X(int, set_threads, (int32_t n, char* err, size_t errlen), (n, err, errlen))                   \

@@ -10,6 +10,8 @@ static struct ggml_threadpool * umad_threadpool(int n_threads) {
 	struct ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
 	return ggml_threadpool_new(&p);
 }
+
+void umad_llama_free(struct llama_context *ctx); // free.cpp
 */
 import "C"
 
@@ -236,7 +238,7 @@ func (c *Context) Close() error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	C.llama_free(c.c)
+	C.umad_llama_free(c.c)
 	c.c = nil
 	if c.pool != nil {
 		C.ggml_threadpool_free(c.pool)

@@ -2,6 +2,7 @@ package torch
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -48,6 +49,44 @@ func TestSameTorch(t *testing.T) {
 		}
 		if err != nil && (!strings.Contains(err.Error(), c.built) || !strings.Contains(err.Error(), c.loaded) || strings.Contains(err.Error(), "\n")) {
 			t.Errorf("the error does not name both versions in one line: %v", err)
+		}
+	}
+}
+
+// The loaded libtorch's version is read from its file: Debian's versioned file name (through
+// the .so link), pip's torch/version.py beside torch/lib; anything else is unknown.
+func TestLibraryVersion(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, s string) string {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	deb := write("debian/libtorch_cpu.so.2.6.0", "")
+	if err := os.Symlink(deb, filepath.Join(dir, "debian", "libtorch_cpu.so")); err != nil {
+		t.Fatal(err)
+	}
+	pip := write("site/torch/lib/libtorch_cpu.so", "")
+	write("site/torch/version.py", "from typing import Optional\n\n__all__ = ['__version__']\n__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n")
+	bare := write("bare/lib/libtorch_cpu.so", "")
+	badpy := write("badpy/torch/lib/libtorch_cpu.so", "")
+	write("badpy/torch/version.py", "version = 2\n")
+	for _, c := range []struct{ path, want string }{
+		{filepath.Join(dir, "debian", "libtorch_cpu.so"), "2.6.0"},
+		{deb, "2.6.0"},
+		{pip, "2.11.0+cu130"},
+		{bare, ""},
+		{badpy, ""},
+		{filepath.Join(dir, "missing", "libtorch_cpu.so"), ""},
+		{"", ""},
+	} {
+		if got := libraryVersion(c.path); got != c.want {
+			t.Errorf("libraryVersion(%q) = %q, want %q", c.path, got, c.want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -180,7 +181,7 @@ func (r *Runtime) dlopen() error {
 	default:
 		return fmt.Errorf("load torch plugin %s: %s", r.path, C.GoString(r.errBuf))
 	}
-	r.torchVersion, r.loadedVersion = C.GoString(C.plugin_torch_version()), C.GoString(C.plugin_torch_loaded_version())
+	r.torchVersion, r.loadedVersion = C.GoString(C.plugin_torch_version()), libraryVersion(C.GoString(C.plugin_torch_library_path()))
 	r.cudaVersion = C.GoString(C.plugin_torch_cuda_version())
 	return sameTorch(r.path, r.torchVersion, r.loadedVersion)
 }
@@ -195,6 +196,31 @@ func sameTorch(plugin, built, loaded string) error {
 	return fmt.Errorf("torch plugin %s was built against libtorch %s, but this process loaded libtorch %s: rebuild the plugin against the libtorch in use (./build.sh, or cmake --build build; kernels/README.md)",
 		plugin, built, loaded)
 }
+
+// libraryVersion is the version of the libtorch_cpu at path, "" when it cannot tell:
+// Debian names the file libtorch_cpu.so.2.6.0 (reached through its .so link), and pip
+// keeps torch/lib/libtorch_cpu.so beside torch/version.py's __version__ = '2.11.0+cu130'.
+func libraryVersion(path string) string {
+	if path == "" {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		if _, v, ok := strings.Cut(filepath.Base(real), ".so."); ok {
+			return v
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(path), "..", "version.py"))
+	if err != nil {
+		return ""
+	}
+	m := pipVersion.FindSubmatch(b)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
+var pipVersion = regexp.MustCompile(`(?m)^__version__\s*=\s*['"]([^'"]+)['"]`)
 
 // minorOf is a version's "major.minor": "2.6" of "2.6.0+cu124".
 func minorOf(v string) string {
