@@ -7,6 +7,7 @@
 // translation unit so that changing it does not recompile the model.
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 // pip's PyTorch wheels (2.11 at least) ship c10d's headers but not gloo's, which
 // ProcessGroupGloo.hpp includes: such a plugin has NCCL only.
@@ -58,7 +59,7 @@ Dist* checked(umad_dist* d) {
 // run waits for a collective; c10d reports a peer that died or a timeout as an exception.
 void run(const c10::intrusive_ptr<c10d::Work>& w) { w->wait(); }
 
-bool loopback(const std::string& host) {
+[[maybe_unused]] bool loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
@@ -126,6 +127,14 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
       throw std::invalid_argument("rank " + std::to_string(rank) + " outside world size " +
                                   std::to_string(world));
     if (!(timeout_s > 0)) throw std::invalid_argument("timeout must be positive");
+#if !UMAD_HAS_GLOO
+    // Before the store: its rank 0 would wait for peers that are about to fail the same way.
+    if (backend == UMAD_BACKEND_GLOO)
+      throw std::invalid_argument(
+          "this plugin was built without gloo's headers (pip's PyTorch ships none), so its ranks cannot "
+          "meet on the CPU: train on GPUs (NCCL), or build the plugin against a libtorch with them "
+          "(Debian's libtorch-dev and libgloo-dev)");
+#endif
     auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
     auto d = std::make_unique<Dist>();
     d->rank = rank;
@@ -151,11 +160,6 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       opts->devices.push_back(gloo_device(master));
       d->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, rank, world, opts);
-#else
-      throw std::invalid_argument(
-          "this plugin was built without gloo's headers (pip's PyTorch ships none), so its ranks cannot "
-          "meet on the CPU: train on GPUs (NCCL), or build the plugin against a libtorch with them "
-          "(Debian's libtorch-dev and libgloo-dev)");
 #endif
     } else if (backend == UMAD_BACKEND_NCCL) {
 #if defined(UMAD_TORCH_CUDA)
