@@ -25,7 +25,7 @@ cd "$(dirname "$0")"
 
 # Debian packages the build and tests need; installed only when missing. libtorch comes
 # from Debian (CPU); libopenblas0-openmp is its fast BLAS (the reference BLAS is 13-18x
-# slower; the pthread variant must not be installed beside it, ARCHITECTURE.md section 3).
+# slower; the pthread variant must not be installed beside it, docs/ARCHITECTURE.md section 3).
 # libgloo-dev: the Gloo headers libtorch's c10d headers include (kernels/umad_dist.cpp).
 APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp libgloo-dev)
 
@@ -44,7 +44,7 @@ deps() {
 	go mod download
 }
 
-# cgo_env sets the flags that compile llama.cpp from the pinned module (ARCHITECTURE.md
+# cgo_env sets the flags that compile llama.cpp from the pinned module (docs/ARCHITECTURE.md
 # section 3). march picks the CPU features: native for local builds, x86-64-v3 for release.
 cgo_env() {
 	local march=$1 dir
@@ -56,7 +56,7 @@ cgo_env() {
 	export CGO_CXXFLAGS="-O3 -march=$march -g0 -Wno-stringop-overflow"
 }
 
-# CUDA: ggml's CUDA backend from the pinned module's sources (ARCHITECTURE.md section 3).
+# CUDA: ggml's CUDA backend from the pinned module's sources (docs/ARCHITECTURE.md section 3).
 CUDA_ARCHS=${UMAD_CUDA_ARCHS:-80;86;89;90}
 
 find_nvcc() {

@@ -28,7 +28,7 @@ func load(t *testing.T, arch string) *llama.Model {
 	return m
 }
 
-// exact are the settings under which llama.cpp's log-probs are exact (ARCHITECTURE.md 4).
+// exact are the settings under which llama.cpp's log-probs are exact (docs/ARCHITECTURE.md section 4).
 func exact(slots int) engine.Options {
 	return engine.Options{Slots: slots, SeqContext: 256, KVType: llama.KVF32, FlashAttn: llama.FlashOff}
 }

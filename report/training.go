@@ -25,7 +25,7 @@ const (
 )
 
 // SyncTarget is the largest share of step time the weight sync should take
-// (ARCHITECTURE.md, targets).
+// (docs/ARCHITECTURE.md section 5).
 const SyncTarget = 0.05
 
 // training is a run's metrics log, arranged for the report.

@@ -95,7 +95,7 @@ func (c cancelAt) Write(p []byte) (int, error) {
 // goroutine queues requests, so those three fields differ between any two runs, resumed
 // or not (measured: up to 1e-8 on values near 3e-7 and 9e-9 on values near 0.9). Each is
 // a token mean of llama.cpp log-probs (or of |llama.cpp - trainer|), so two runs differ
-// by at most the sum of their two rounding errors, about 2 x 6e-7 at F32 (ARCHITECTURE.md
+// by at most the sum of their two rounding errors, about 2 x 6e-7 at F32 (docs/ARCHITECTURE.md
 // section 4): the tolerance is 2e-6 absolute. The same wobble could flip a sampled token
 // only where two candidates tie to 1e-7; 14 repeated 4-step runs (about 100k sampled
 // tokens) never did. The trainer reads rollout log-probs only for truncated importance

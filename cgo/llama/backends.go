@@ -23,7 +23,7 @@ import (
 
 // GPU backends: ggml's CUDA backend is a separate library (./build.sh cuda writes
 // build/cuda/libggml-cuda.so, its libggml-base.so.0 and ggml-cuda.json) loaded once at
-// start; the binary itself stays CPU-only and portable (ARCHITECTURE.md section 3).
+// start; the binary itself stays CPU-only and portable (docs/ARCHITECTURE.md section 3).
 
 // BackendsEnv names a directory holding backend libraries; it replaces the default search
 // (next to the binary, then its build/cuda).

@@ -28,7 +28,7 @@ import (
 )
 
 // KVType is the storage type of the KV cache. F32 is exact; F16 (llama.cpp's default)
-// and Q8_0 move log-probs by about 1e-3 (ARCHITECTURE.md section 4).
+// and Q8_0 move log-probs by about 1e-3 (docs/ARCHITECTURE.md section 4).
 type KVType string
 
 // KV cache types.

@@ -9,7 +9,7 @@ import (
 
 // PhysicalCores counts physical cores from sysfs (distinct package/core pairs), falling
 // back to the logical CPU count. Thread counts default to this: hyper-threads slow
-// llama.cpp's matrix kernels down (ARCHITECTURE.md section 3).
+// llama.cpp's matrix kernels down (docs/ARCHITECTURE.md section 3).
 func PhysicalCores() int {
 	paths, _ := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/topology/core_id")
 	seen := map[string]bool{}

@@ -1,5 +1,5 @@
 // Package llama is umad's one binding to llama.cpp, compiled from the pinned
-// github.com/ollama/ollama module (see ARCHITECTURE.md section 3).
+// github.com/ollama/ollama module (see docs/ARCHITECTURE.md section 3).
 //
 // The build entry point (build.sh) sets CGO_CPPFLAGS to the module's llama.cpp and ggml
 // include directories, and to llama.cpp's src/ for weights.cpp. Every object (Model, Context, Batch, Adapter) is safe

@@ -1,5 +1,6 @@
-// Package archtest checks the import rules of ARCHITECTURE.md section 1 on the source tree,
-// so a shortcut through the layers fails a test instead of slowly undoing the layout.
+// Package archtest checks the import rules of docs/ARCHITECTURE.md section 1 on the source
+// tree, so a shortcut through the layers fails a test instead of slowly undoing the layout,
+// and that the page's lists of packages, layers and commands are true (doc_test.go).
 package archtest
 
 import (
@@ -19,12 +20,9 @@ const module = "github.com/umad-dev/umad/"
 // packages its non-test files import.
 func imports(t *testing.T) map[string][]string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	out := map[string][]string{}
-	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
