@@ -144,7 +144,7 @@ func (a form) statesApprox(gold form) bool {
 		return false
 	}
 	unit := math.Pow(10, -float64(gold.sc.places))
-	return a.sc.varies() == false && cmplx.Abs(a.sc.vals[0]-gold.sc.vals[0]) <= unit/2*(1+1e-9)
+	return !a.sc.varies() && cmplx.Abs(a.sc.vals[0]-gold.sc.vals[0]) <= unit/2*(1+1e-9)
 }
 
 // sameCurve reports an assignment "y = f" and an equation of the same

@@ -62,12 +62,14 @@ func Extract(response string, opt ExtractOptions) (string, bool) {
 var mathDelims = [][2]string{{"$$", "$$"}, {`\(`, `\)`}, {`\[`, `\]`}, {"$", "$"}}
 
 // proseAnswer reads the answer of a text in prose: its last math span that
-// is more than a lone letter ("holds for every $x$" names a variable), and
-// of a computation "2+3=5" its result. ok is false when s has no math span,
-// or words other than "and" and "or" outside several spans.
+// is more than a lone letter ("holds for every $x$" names a variable),
+// joined with the spans right before it that only commas, "and" or "or"
+// separate ("the roots are $1$ and $2$"), and of a computation "2+3=5" its
+// result. ok is false when s has no math span, or words other than "and"
+// and "or" outside several spans.
 func proseAnswer(s string) (string, bool) {
-	var spans []string
-	var prose strings.Builder
+	var spans, gaps []string // gaps[i] is the text before spans[i]
+	var prose, gap strings.Builder
 	for rest := s; rest != ""; {
 		at, d := nextDelim(rest)
 		if at < 0 {
@@ -75,25 +77,50 @@ func proseAnswer(s string) (string, bool) {
 			break
 		}
 		prose.WriteString(rest[:at])
+		gap.WriteString(rest[:at])
 		body := rest[at+len(d[0]):]
 		end := strings.Index(body, d[1])
 		if end < 0 {
 			prose.WriteString(body)
 			break
 		}
-		if span := strings.TrimSpace(body[:end]); !isLoneLetter(span) {
-			spans = append(spans, span)
+		if span := strings.TrimSpace(body[:end]); isLoneLetter(span) {
+			gap.WriteString(" " + span + " ")
+		} else {
+			spans, gaps = append(spans, span), append(gaps, gap.String())
+			gap.Reset()
 		}
 		rest = body[end+len(d[1]):]
 	}
 	if len(spans) == 0 || !isProse(prose.String()) {
 		return "", false
 	}
-	span := strings.TrimRight(spans[len(spans)-1], ".,; ")
+	first := len(spans) - 1
+	for first > 0 && len(spans)-first < maxElems && listGap(gaps[first]) {
+		first--
+	}
+	if first < len(spans)-1 {
+		return strings.Join(spans[first:], ", "), true
+	}
+	span := strings.TrimRight(spans[first], ".,; ")
 	if sides := splitTop(span, "="); len(sides) > 1 && !hasLetter(sides[0]) {
 		span = strings.TrimSpace(sides[len(sides)-1])
 	}
 	return span, span != ""
+}
+
+// listGap reports text between two math spans that only joins them into a
+// list: ", ", " and ", ", or ".
+func listGap(gap string) bool {
+	if strings.TrimSpace(gap) == "" {
+		return false
+	}
+	for _, w := range strings.FieldsFunc(gap, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		if w != "and" && w != "or" {
+			return false
+		}
+	}
+	return true
 }
 
 // isProse reports text around math spans that is blank (one span) or

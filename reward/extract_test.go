@@ -80,6 +80,8 @@ func TestExtract(t *testing.T) {
 		{`Thus $x = 4$.`, proseOpt, "x = 4", true, "an assignment keeps its name"},
 		{`The sum is $5$, not $6$.`, proseOpt, "6", true, "the last span, as the symbolic graders take it"},
 		{`$1$ and $2$`, proseOpt, "", false, "spans joined by connectives are a list, not prose"},
+		{`The roots are $1$, $2$ and $3$.`, proseOpt, "1, 2, 3", true, "the last spans that only commas and and separate are one list"},
+		{`We get $1$ and then $2$.`, proseOpt, "2", true, "spans with words between them are not a list"},
 		{`It costs \$5 or \$6.`, proseOpt, "", false, "escaped dollars open no span"},
 	}
 	for _, c := range cases {

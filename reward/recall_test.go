@@ -47,6 +47,8 @@ var recallCases = []recallCase{
 	{"free text", `4`, `Thus, $x = 5$.`, false, false, ""},
 	{"free text", `2`, `Hence $x = 2$ or $x = -2$.`, false, false, "the last expression is the answer"},
 	{"free text", `5`, `The sum is $5$, not $6$.`, false, false, ""},
+	{"free text", `2`, `The roots are $1$ and $2$.`, false, false, "spans joined by and are a list"},
+	{"free text", `1, 2`, `The roots are $1$ and $2$.`, true, true, ""},
 
 	{"approximation", `\frac{2}{7}`, `x = 2/7 \approx 0.29`, true, true, ""},
 	{"approximation", `\frac{2}{7}`, `x = \frac{2}{7} ≈ 0.2857`, true, true, ""},
@@ -59,6 +61,8 @@ var recallCases = []recallCase{
 	{"approximation", `0.29`, `\frac{2}{7} \approx 0.3`, false, false, ""},
 	{"approximation", `\sqrt{2}`, `\sqrt{2} \approx 1.41`, true, true, ""},
 	{"approximation", `1.41`, `\sqrt{2}`, false, false, ""},
+	{"approximation", `\frac{1}{3}`, `a = \frac13 \approx 0.33, b = \frac23 \approx 0.67`, false, false, "a list of approximations is not its first element"},
+	{"approximation", `a = \frac13, b = \frac23`, `a = \frac13 \approx 0.33, b = \frac23 \approx 0.67`, true, true, ""},
 
 	{"decimal comma", `3.75`, `3,75 €`, true, true, ""},
 	{"decimal comma", `3.75`, `€3,75`, true, true, ""},
@@ -76,6 +80,7 @@ var recallCases = []recallCase{
 	{"decimal comma", `2.3`, `2, 3`, false, false, ""},
 	{"decimal comma", `0.5`, `0,05`, false, false, ""},
 	{"decimal comma", `1`, `1,000 €`, false, false, ""},
+	{"decimal comma", `\frac{3}{10}`, `0,3a`, false, false, "a product after the comma is a list element, not a unit"},
 
 	{"rearranged equation", `2x - y - 1 = 0`, `y = 2x - 1`, true, true, ""},
 	{"rearranged equation", `2x+4y-3=0`, `y=-\frac{1}{2}x+\frac{3}{4}`, true, true, ""},

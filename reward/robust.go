@@ -89,8 +89,9 @@ var (
 	zeroCommaRe = regexp.MustCompile(`^[+-]?\d+,0(\d|\d{3,})$`)
 	// unitCommaRe is a number with a comma and a currency or a unit, "3,75 €"
 	// or "3,5 m": a list carries no unit, so the comma is a decimal one
-	// unless three digits follow it.
-	unitCommaRe = regexp.MustCompile(`^(\\\$|€|£|¥)?\s*([+-]?\d+),(\d{1,2}|\d{4,})\s*(€|£|¥|\\\$|\\(?:text|mathrm)\{\s*[a-zA-Z]+\s*\}(?:\^\{?[23]\}?)?|[a-zA-Z]+(?:\^\{?[23]\}?)?|m²)?$`)
+	// unless three digits follow it. A unit word stands apart: "0,3a" is
+	// the list 0 and 3a.
+	unitCommaRe = regexp.MustCompile(`^(\\\$|€|£|¥)?\s*([+-]?\d+),(\d{1,2}|\d{4,})(\s*(?:€|£|¥|\\\$|\\(?:text|mathrm)\{\s*[a-zA-Z]+\s*\}(?:\^\{?[23]\}?)?|m²)|\s+[a-zA-Z]+(?:\^\{?[23]\}?)?)?$`)
 )
 
 // parseAnswer turns an extracted answer into its comparable form.
@@ -107,9 +108,6 @@ func parseAnswer(s string) form {
 	s = unwrapText(s)
 	s = dropUnitWords(s)
 	s = strings.TrimRight(s, ". ")
-	if sides := splitTop(s, `\approx`); len(sides) > 1 {
-		return approxChain(sides)
-	}
 	f := parseForm(s, 0)
 	if f.kind == kindScalar {
 		f.sc.percent = percent
@@ -119,12 +117,12 @@ func parseAnswer(s string) form {
 
 // approxChain reads "x = a \approx d": the answer is a, stating the
 // decimal d; "x \approx d" answers d.
-func approxChain(sides []string) form {
-	d := parseForm(sides[len(sides)-1], 0)
+func approxChain(sides []string, depth int) form {
+	d := parseForm(sides[len(sides)-1], depth+1)
 	if isLabel(sides[0]) {
 		return d
 	}
-	f := parseForm(sides[0], 0)
+	f := parseForm(sides[0], depth+1)
 	if f.kind == kindScalar && d.kind == kindScalar && d.sc.places > 0 {
 		f.approx = &d
 	}
@@ -148,6 +146,9 @@ func parseForm(s string, depth int) form {
 	s = strings.TrimSpace(s)
 	if depth > maxFormDepth || s == "" {
 		return textForm(s)
+	}
+	if sides := splitTop(s, `\approx`); len(sides) > 1 && len(splitList(s)) == 1 {
+		return approxChain(sides, depth)
 	}
 	rest, label := stripAssignment(s)
 	f := parseValue(rest, depth)
