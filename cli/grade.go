@@ -35,9 +35,10 @@ func init() {
 			"             none when they differ; null without an answer\n" +
 			"When a line has both fields, the response is graded. Agreement statistics go to\n" +
 			"stderr; --compare also writes a Markdown report of the lines where strict and\n" +
-			"robust disagree, counted and listed by robust's rule, to audit a reward before\n" +
-			"training on it. Malformed lines are reported with their number and skipped, or stop the\n" +
-			"run with --strict-input. --out is written atomically; without it, stdout.\n\n" +
+			"robust disagree, counted and listed by robust's rule (unread: robust compared the\n" +
+			"spelling of a side it could not parse), to audit a reward before training on it.\n" +
+			"Malformed lines are reported with their number and skipped, or stop the run with\n" +
+			"--strict-input. --out is written atomically; without it, stdout.\n\n" +
 			"Example:\n" +
 			"  printf '%s\\n' '{\"response\": \"so \\\\boxed{1,000}\", \"gold\": \"1000\"}' > /tmp/r.jsonl\n" +
 			"  umad grade --in /tmp/r.jsonl        # strict false, robust true",
@@ -76,7 +77,7 @@ type disagreement struct {
 	line           int
 	answer, gold   string
 	strict, robust bool
-	rule           string // robust's rule; "no answer" where robust extracted none
+	rule           string // robust's rule; "no answer" where robust extracted none, "unread" where it could not parse a side
 }
 
 func runGrade(c *ucli.Context) error {
@@ -185,6 +186,9 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte, stats *gradeStats) ([]
 	}
 	stats.count(v)
 	if v.Strict != v.Robust {
+		if ruleName == string(reward.RuleNone) && (!reward.Readable(extracted) || !reward.Readable(gold)) {
+			ruleName = "unread" // robust compared the spelling of text it could not parse
+		}
 		stats.disagree = append(stats.disagree, disagreement{lineNo, extracted, gold, v.Strict, v.Robust, ruleName})
 	}
 	return obj.marshal(), nil
@@ -256,7 +260,7 @@ func (s gradeStats) writeComparison(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintf(b, "# Strict and robust disagreements\n\n%d lines graded; the modes disagree on %d (robust only %d, strict only %d).\n",
 		s.graded, len(s.disagree), s.robustOnly, s.strictOnly)
-	fmt.Fprintf(b, "The rule is robust's: the comparison that found a line correct, none where it\nfound it wrong, no answer where robust's extraction found none.\n\n")
+	fmt.Fprintf(b, "The rule is robust's: the comparison that found a line correct, none where it\nfound it wrong, unread where it found it wrong by the spelling of a side it could\nnot parse, no answer where robust's extraction found none.\n\n")
 	fmt.Fprintf(b, "| rule | robust only | strict only |\n|---|---|---|\n")
 	for _, r := range rules {
 		robustOnly := 0

@@ -365,6 +365,7 @@ func TestGradeCompare(t *testing.T) {
 		`{"pred": "5", "gold": "5"}`,
 		`{"pred": "6", "gold": "5"}`,
 		`{"response": "\\boxed{a|b}", "gold": "5"}`,
+		`{"pred": "7", "gold": "7 : 1"}`,
 	)
 	report := filepath.Join(t.TempDir(), "compare.md")
 	_, stderr, err := runGradeCmd(t, "--in", in, "--compare", report)
@@ -377,20 +378,20 @@ func TestGradeCompare(t *testing.T) {
 	}
 	got := string(raw)
 	for _, want := range []string{
-		"7 lines graded; the modes disagree on 4 (robust only 3, strict only 1).",
+		"8 lines graded; the modes disagree on 4 (robust only 3, strict only 1).",
+		"| unread | 0 | 1 |",
+		"## unread\n\n| line | answer | gold | strict | robust |\n|---|---|---|---|---|\n| 3 | `` 12 `` | `` 1 2 `` | true | false |",
 		"| approximate | 1 | 0 |",
-		"| none | 0 | 1 |",
 		"| numeric | 1 | 0 |",
 		"| relation | 1 | 0 |",
 		"## numeric\n\n| line | answer | gold | strict | robust |\n|---|---|---|---|---|\n| 1 | `` 1,000 `` | `` 1000 `` | false | true |",
 		"| 2 | `` x \\ne 3 `` | `` 3 \\neq x `` | false | true |",
-		"| 3 | `` 12 `` | `` 1 2 `` | true | false |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
 	}
-	for _, agreed := range []string{"| 5 |", "| 6 |", "| 7 |"} {
+	for _, agreed := range []string{"| 5 |", "| 6 |", "| 7 |", "| 8 |", "| none |"} {
 		if strings.Contains(got, agreed) {
 			t.Errorf("report lists a line the modes agree on (%s):\n%s", agreed, got)
 		}

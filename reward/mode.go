@@ -98,3 +98,20 @@ func RobustEquivOrdered(a, b string) bool {
 	}
 	return slices.EqualFunc(fa.order, fb.order, form.sameElement)
 }
+
+// Readable reports whether robust read an answer as mathematics, a word or
+// a choice letter, rather than keeping text it could not parse ("11:21",
+// "\frac{1}{"): a pair with an unreadable side is one robust judges by
+// spelling alone, which an audit (umad grade --compare) shows apart.
+func Readable(answer string) bool {
+	f := parseAnswer(answer)
+	if f.kind != kindText {
+		return true
+	}
+	for i := 0; i < len(f.text); i++ {
+		if !isASCIILetter(f.text[i]) {
+			return false
+		}
+	}
+	return true
+}
