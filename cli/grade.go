@@ -1,17 +1,20 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/reward"
 )
 
@@ -19,7 +22,7 @@ func init() {
 	register(&ucli.Command{
 		Name:      "grade",
 		Usage:     "grade answers in a JSONL file with both checkers, strict and robust, and compare them",
-		UsageText: "umad grade --in FILE [--out FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input] [--gsm8k-hash] [--answer-phrase] [--last-number]",
+		UsageText: "umad grade --in FILE [--out FILE] [--compare FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input] [--gsm8k-hash] [--answer-phrase] [--last-math] [--last-number]",
 		Description: "Each input line is a JSON object holding a gold answer and either a full model\n" +
 			"response (its final answer is extracted: the last \\boxed{}) or a bare prediction.\n" +
 			"Each line is written back with every field it had, plus:\n" +
@@ -28,11 +31,14 @@ func init() {
 			"  strict     the MATH benchmark's is_equiv, as the paper's numbers use it\n" +
 			"  robust     a careful grader: commas, trailing zeros, 27.0 vs 27, fractions, sets...\n" +
 			"  rule       the robust comparison that found them equal: exact, text, numeric,\n" +
-			"             approximate, symbolic, tuple, set, interval or relation; none when\n" +
-			"             they differ; null without an answer\n" +
+			"             approximate, symbolic, tuple, set, interval, relation or equation;\n" +
+			"             none when they differ; null without an answer\n" +
 			"When a line has both fields, the response is graded. Agreement statistics go to\n" +
-			"stderr. Malformed lines are reported with their number and skipped, or stop the\n" +
-			"run with --strict-input. --out is written atomically; without it, stdout.\n\n" +
+			"stderr; --compare also writes a Markdown report of the lines where strict and\n" +
+			"robust disagree, counted and listed by robust's rule (unread: robust compared the\n" +
+			"spelling of a side it could not parse), to audit a reward before training on it.\n" +
+			"Malformed lines are reported with their number and skipped, or stop the run with\n" +
+			"--strict-input. --out is written atomically; without it, stdout.\n\n" +
 			"Example:\n" +
 			"  printf '%s\\n' '{\"response\": \"so \\\\boxed{1,000}\", \"gold\": \"1000\"}' > /tmp/r.jsonl\n" +
 			"  umad grade --in /tmp/r.jsonl        # strict false, robust true",
@@ -45,7 +51,9 @@ func init() {
 			&ucli.BoolFlag{Name: "strict-input", Usage: "stop at the first malformed line instead of skipping it"},
 			&ucli.BoolFlag{Name: "gsm8k-hash", Usage: `also accept a final "#### N" line as a response's answer`},
 			&ucli.BoolFlag{Name: "answer-phrase", Usage: `take "the answer is X" or "Answer: X" when a response has no boxed answer`},
+			&ucli.BoolFlag{Name: "last-math", Usage: `take the last math span ($...$, \(...\), \[...\]) of a response in prose when it has no boxed answer or answer phrase`},
 			&ucli.BoolFlag{Name: "last-number", Usage: "take a response's last number when it has no boxed answer"},
+			&ucli.StringFlag{Name: "compare", Usage: "write a Markdown report of the lines where strict and robust disagree, by rule, to this file"},
 		},
 		Action: runGrade,
 	})
@@ -60,6 +68,16 @@ type gradeConfig struct {
 // gradeStats counts the verdicts of one run.
 type gradeStats struct {
 	graded, skipped, strict, robust, strictOnly, robustOnly, noAnswer int
+	// disagree holds the lines where the modes differ, for --compare.
+	disagree []disagreement
+}
+
+// disagreement is a line that strict and robust grade differently.
+type disagreement struct {
+	line           int
+	answer, gold   string
+	strict, robust bool
+	rule           string // robust's rule; "no answer" where robust extracted none, "unread" where it could not parse a side
 }
 
 func runGrade(c *ucli.Context) error {
@@ -68,7 +86,8 @@ func runGrade(c *ucli.Context) error {
 		predField:     c.String("pred-field"),
 		goldField:     c.String("gold-field"),
 		extract: reward.ExtractOptions{
-			GSM8KHash: c.Bool("gsm8k-hash"), AnswerPhrase: c.Bool("answer-phrase"), LastNumberFallback: c.Bool("last-number"),
+			GSM8KHash: c.Bool("gsm8k-hash"), AnswerPhrase: c.Bool("answer-phrase"), LastMath: c.Bool("last-math"),
+			LastNumberFallback: c.Bool("last-number"),
 		},
 	}
 	inPath := c.String("in")
@@ -89,6 +108,11 @@ func runGrade(c *ucli.Context) error {
 		return fmt.Errorf("grade %s: %w", inPath, err)
 	}
 	stats.print(c.App.ErrWriter)
+	if path := c.String("compare"); path != "" {
+		if err := atomicfile.Write(path, stats.writeComparison); err != nil {
+			return fmt.Errorf("grade --compare %s: %w", path, err)
+		}
+	}
 	return nil
 }
 
@@ -96,7 +120,7 @@ func runGrade(c *ucli.Context) error {
 // skipped, or returned as the error when strictInput is set.
 func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput bool, stats *gradeStats) error {
 	return data.ReadLines(in, func(lineNo int, line []byte) error {
-		graded, err := cfg.gradeLine(line, stats)
+		graded, err := cfg.gradeLine(lineNo, line, stats)
 		if err != nil {
 			if strictInput {
 				return fmt.Errorf("line %d: %w", lineNo, err)
@@ -111,7 +135,7 @@ func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput 
 }
 
 // gradeLine returns the line with the verdict fields set, and counts them.
-func (cfg gradeConfig) gradeLine(line []byte, stats *gradeStats) ([]byte, error) {
+func (cfg gradeConfig) gradeLine(lineNo int, line []byte, stats *gradeStats) ([]byte, error) {
 	obj, err := parseObject(line)
 	if err != nil {
 		return nil, err
@@ -146,9 +170,11 @@ func (cfg gradeConfig) gradeLine(line []byte, stats *gradeStats) ([]byte, error)
 	}
 
 	var extractedJSON, keyJSON, ruleJSON any // null without an answer
+	ruleName := "no answer"
 	if !v.NoAnswer {
 		_, rule := reward.RobustEquivRule(extracted, gold)
 		extractedJSON, keyJSON, ruleJSON = extracted, v.Key, rule
+		ruleName = string(rule)
 	}
 	for _, f := range []struct {
 		name  string
@@ -159,6 +185,12 @@ func (cfg gradeConfig) gradeLine(line []byte, stats *gradeStats) ([]byte, error)
 		}
 	}
 	stats.count(v)
+	if v.Strict != v.Robust {
+		if ruleName == string(reward.RuleNone) && (!reward.Readable(extracted) || !reward.Readable(gold)) {
+			ruleName = "unread" // robust compared the spelling of text it could not parse
+		}
+		stats.disagree = append(stats.disagree, disagreement{lineNo, extracted, gold, v.Strict, v.Robust, ruleName})
+	}
 	return obj.marshal(), nil
 }
 
@@ -211,6 +243,54 @@ func (s gradeStats) print(w io.Writer) {
 	fmt.Fprintf(w, "robust accuracy  %s (%d/%d)\n", percent(s.robust), s.robust, s.graded)
 	fmt.Fprintf(w, "modes disagree   %d (robust only %d, strict only %d)\n", s.strictOnly+s.robustOnly, s.robustOnly, s.strictOnly)
 	fmt.Fprintf(w, "no answer        %d\n", s.noAnswer)
+}
+
+// writeComparison writes the --compare report: per rule, how often each mode alone
+// called a line correct, then every such line.
+func (s gradeStats) writeComparison(w io.Writer) error {
+	var rules []string
+	byRule := map[string][]disagreement{}
+	for _, d := range s.disagree {
+		if byRule[d.rule] == nil {
+			rules = append(rules, d.rule)
+		}
+		byRule[d.rule] = append(byRule[d.rule], d)
+	}
+	slices.Sort(rules)
+	b := bufio.NewWriter(w)
+	fmt.Fprintf(b, "# Strict and robust disagreements\n\n%d lines graded; the modes disagree on %d (robust only %d, strict only %d).\n",
+		s.graded, len(s.disagree), s.robustOnly, s.strictOnly)
+	fmt.Fprintf(b, "The rule is robust's: the comparison that found a line correct, none where it\nfound it wrong, unread where it found it wrong by the spelling of a side it could\nnot parse, no answer where robust's extraction found none.\n\n")
+	fmt.Fprintf(b, "| rule | robust only | strict only |\n|---|---|---|\n")
+	for _, r := range rules {
+		robustOnly := 0
+		for _, d := range byRule[r] {
+			if d.robust {
+				robustOnly++
+			}
+		}
+		fmt.Fprintf(b, "| %s | %d | %d |\n", r, robustOnly, len(byRule[r])-robustOnly)
+	}
+	for _, r := range rules {
+		fmt.Fprintf(b, "\n## %s\n\n| line | answer | gold | strict | robust |\n|---|---|---|---|---|\n", r)
+		for _, d := range byRule[r] {
+			fmt.Fprintf(b, "| %d | %s | %s | %v | %v |\n", d.line, markdownCell(d.answer), markdownCell(d.gold), d.strict, d.robust)
+		}
+	}
+	return b.Flush()
+}
+
+// maxCell bounds an answer shown in the report; a whole solution as gold would
+// drown the table.
+const maxCell = 200
+
+// markdownCell shows an answer in a table cell: one line, pipes escaped, bounded.
+func markdownCell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > maxCell {
+		s = string(r[:maxCell]) + "..."
+	}
+	return "`` " + strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "`", "'") + " ``"
 }
 
 // object is one JSONL line parsed just enough to read fields and to write the line back

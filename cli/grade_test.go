@@ -327,7 +327,7 @@ func FuzzGradeLine(f *testing.F) {
 	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold"}
 	f.Fuzz(func(t *testing.T, line string) {
 		var stats gradeStats
-		out, err := cfg.gradeLine([]byte(line), &stats)
+		out, err := cfg.gradeLine(1, []byte(line), &stats)
 		if err != nil {
 			return
 		}
@@ -352,4 +352,72 @@ func FuzzGradeLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGradeCompare: --compare writes, per robust rule, how often each mode alone called a
+// line correct and which lines, from a real JSONL file; lines the modes agree on are left out.
+func TestGradeCompare(t *testing.T) {
+	in := writeLines(t,
+		`{"pred": "1,000", "gold": "1000"}`,
+		`{"pred": "x \\ne 3", "gold": "3 \\neq x"}`,
+		`{"pred": "12", "gold": "1 2"}`,
+		`{"pred": "x = 2/7 \\approx 0.29", "gold": "0.29"}`,
+		`{"pred": "5", "gold": "5"}`,
+		`{"pred": "6", "gold": "5"}`,
+		`{"response": "\\boxed{a|b}", "gold": "5"}`,
+		`{"pred": "7", "gold": "7 : 1"}`,
+	)
+	report := filepath.Join(t.TempDir(), "compare.md")
+	_, stderr, err := runGradeCmd(t, "--in", in, "--compare", report)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(raw)
+	for _, want := range []string{
+		"8 lines graded; the modes disagree on 4 (robust only 3, strict only 1).",
+		"| unread | 0 | 1 |",
+		"## unread\n\n| line | answer | gold | strict | robust |\n|---|---|---|---|---|\n| 3 | `` 12 `` | `` 1 2 `` | true | false |",
+		"| approximate | 1 | 0 |",
+		"| numeric | 1 | 0 |",
+		"| relation | 1 | 0 |",
+		"## numeric\n\n| line | answer | gold | strict | robust |\n|---|---|---|---|---|\n| 1 | `` 1,000 `` | `` 1000 `` | false | true |",
+		"| 2 | `` x \\ne 3 `` | `` 3 \\neq x `` | false | true |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	for _, agreed := range []string{"| 5 |", "| 6 |", "| 7 |", "| 8 |", "| none |"} {
+		if strings.Contains(got, agreed) {
+			t.Errorf("report lists a line the modes agree on (%s):\n%s", agreed, got)
+		}
+	}
+	if _, _, err := runGradeCmd(t, "--in", in, "--compare", filepath.Join(in, "c.md")); err == nil || !strings.Contains(err.Error(), "--compare") {
+		t.Errorf("unwritable --compare path: err %v, want one naming --compare", err)
+	}
+}
+
+// TestGradeLastMath: --last-math takes the last math span of a boxless response in prose.
+func TestGradeLastMath(t *testing.T) {
+	in := writeLines(t, `{"response": "So the result is \\(17\\).", "gold": "17"}`)
+	for _, c := range []struct {
+		args   []string
+		robust bool
+	}{{nil, false}, {[]string{"--last-math"}, true}} {
+		stdout, stderr, err := runGradeCmd(t, append([]string{"--in", in}, c.args...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var got struct{ Robust bool }
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Robust != c.robust {
+			t.Errorf("umad grade %v: robust %v, want %v (%s)", c.args, got.Robust, c.robust, stdout)
+		}
+	}
 }

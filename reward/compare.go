@@ -26,8 +26,9 @@ func (a form) equal(b form) bool {
 		if a.open != b.open || a.close != b.close || a.cols != b.cols || len(a.elems) != len(b.elems) {
 			return false
 		}
+		ends := a.isInterval() && b.isInterval()
 		for i := range a.elems {
-			if !a.elems[i].equal(b.elems[i]) {
+			if !a.elems[i].equal(b.elems[i]) && !(ends && (cutsEnd(a.elems[i], b.elems[i]) || cutsEnd(b.elems[i], a.elems[i]))) {
 				return false
 			}
 		}
@@ -111,6 +112,53 @@ func roundsTo(d, v scalar) bool {
 	x, y := real(d.vals[0]), v.vals[0]
 	diff := cmplx.Abs(complex(x, 0) - y)
 	return diff <= math.Pow(10, -float64(d.places))*(1+1e-9) && diff <= 1e-6*cmplx.Abs(y)
+}
+
+// minEndPlaces is the fewest decimals an interval's end may be written
+// with in place of its exact value: [0.25, 1.3333) is [1/4, 4/3).
+const minEndPlaces = 4
+
+// cutsEnd reports an interval end d written as a decimal of at least
+// minEndPlaces places that is the exact end v rounded or cut to them.
+func cutsEnd(d, v form) bool {
+	if d.kind != kindScalar || v.kind != kindScalar || d.sc.places < minEndPlaces || v.sc.places > 0 {
+		return false
+	}
+	if v.sc.inf != 0 || v.sc.lossy || v.sc.varies() || v.sc.exact != nil && terminates(v.sc.exact) {
+		return false
+	}
+	x, y := real(d.sc.vals[0]), real(v.sc.vals[0])
+	if imag(v.sc.vals[0]) != 0 {
+		return false
+	}
+	unit := math.Pow(10, -float64(d.sc.places))
+	cut := math.Trunc(y/unit) * unit
+	return math.Abs(x-y) <= unit/2*(1+1e-9) || math.Abs(x-cut) <= unit*1e-6
+}
+
+// statesApprox reports an answer "a \approx d" against a decimal gold
+// that d states and a rounds to: an approximation is the answer only
+// where the gold is one.
+func (a form) statesApprox(gold form) bool {
+	if a.approx == nil || gold.kind != kindScalar || gold.sc.places == 0 || !a.approx.equal(gold) {
+		return false
+	}
+	unit := math.Pow(10, -float64(gold.sc.places))
+	return !a.sc.varies() && cmplx.Abs(a.sc.vals[0]-gold.sc.vals[0]) <= unit/2*(1+1e-9)
+}
+
+// sameCurve reports an assignment "y = f" and an equation of the same
+// curve: "y = 2x - 1" is "2x - y - 1 = 0", but not "2x - 1 = 0".
+func (a form) sameCurve(b form) bool {
+	switch {
+	case a.eq != nil && b.eq != nil:
+		return a.eq.equal(*b.eq)
+	case a.eq != nil:
+		return a.eq.equal(b)
+	case b.eq != nil:
+		return b.eq.equal(a)
+	}
+	return false
 }
 
 // terminates reports whether r has a finite decimal expansion.

@@ -41,8 +41,11 @@
 // Robust is what a careful grader accepts. An answer that is a whole
 // solution (a gold answer written as one) is first reduced to its final
 // answer: its last box, joined with the boxes right before it that only
-// commas, "and" or math delimiters separate, else its "the answer is ..."
-// sentence. It then parses the answer into a structure: a number or
+// commas, "and" or math delimiters separate (a unit word may follow a box:
+// "\boxed{3} apples and \boxed{5} pears" is 3, 5), else its "the answer
+// is ..." sentence, else, in prose, its last math span that is more than a
+// lone letter ("So the result is \(17\)." is 17; of "$2+3=5$" the result
+// 5). It then parses the answer into a structure: a number or
 // expression, a tuple or interval (brackets must match: "(1,2]" differs
 // from "(1,2)"), a set or answer list separated by commas, semicolons,
 // "and" or "or" (order ignored; a set written with braces or "\pm" has no
@@ -51,7 +54,8 @@
 // in different forms, "\frac{639}{40}, 15\frac{39}{40}", states it once;
 // a one-element set is its element; a list that names two or more
 // variables, "x=1, y=2", is compared name by name), a union of intervals, an inequality, a matrix
-// (pmatrix/bmatrix/matrix), a multiple-choice letter ("(B)", "B",
+// (pmatrix/bmatrix/matrix, or an array without column rules inside
+// brackets), a multiple-choice letter ("(B)", "B",
 // "\text{(B)}"), an equation, or, where nothing parses, normalised text
 // (spaces removed; a single word compared case-blind).
 //
@@ -65,13 +69,22 @@
 // "1{,}000"; a whole answer of 1-3 digits then groups of three is one
 // number, so "100,200" is 100200, not a list), decimal commas where they
 // can only be one ("3{,}14", before other than three digits, and
-// "1.234,5"), and expands "a \pm b" into the set {a+b, a-b}.
+// "1.234,5"; "3,05", since no list element is written 05; "3,75 €",
+// "\$3,75" and "3,5 m", since a list carries no unit; but "2,3" is a list),
+// and expands "a \pm b" into the set {a+b, a-b}. Of an approximation chain
+// "x = \frac27 \approx 0.29" the answer is 2/7; it also equals a decimal
+// gold that the stated decimal is and 2/7 rounds to ("0.29"), since such a
+// gold asked for an approximation, while "x \approx 0.29" answers 0.29.
 //
 // An inequality linear in one variable, or a chain "a < x \le b" around
 // one, is the interval of its solutions: "5 \geq x", "x \le 5",
 // "-x \ge -5" and "(-\infty, 5]" agree, while "x < 5" differs. Other
 // inequalities are compared as f < 0 or f <= 0 with f scaled by a
-// positive factor, like equations.
+// positive factor, like equations; "a \ne b" ("\neq", "!=", "≠") as
+// a - b != 0 scaled by any factor. An interval's end written as a decimal
+// of four or more places equals the exact end rounded or cut to them
+// ("[0.25, 1.3333)" is "[\frac14, \frac43)", "[0.25, 1.33)" and
+// "[0.25, 1.3334)" are not).
 //
 // Expressions support + - * /, implicit multiplication, ^ (an unbraced
 // number is the whole exponent: 2^10 is 1024, as meant), \frac, \dfrac, \frac12, \sqrt,
@@ -99,7 +112,10 @@
 // "2\log x"; an expression undefined over the reals at a point where the
 // other is defined ("\exp(\ln x)" and "x" at x < 0) differs from it
 // (x^{1/3} is the real cube root). Equations are equal when lhs - rhs agree
-// up to a constant factor at those points.
+// up to a constant factor at those points. An assignment "y = f" of an
+// expression with variables is also the equation of its curve: it equals
+// "2x - y - 1 = 0" when f is 2x - 1 (rule equation), and still equals f
+// itself; an equation never equals an expression.
 //
 // Where float64 loses what an answer wrote, a numeric comparison cannot
 // decide and the answer is compared as text: a constant with more than 53
@@ -127,16 +143,19 @@
 // brackets; sets and lists as "{...}" and unions as "union{...}" with sorted
 // element keys, repeats included, each with "name=" in front in a list
 // that names its variables; matrices as "matrix[a,b;c,d]"; choices as "choice:B"; equations as
-// "eq(...)"; other inequalities as "rel<(...)" or "rel<=(...)"; text as `text:"..."`.
+// "eq(...)"; other inequalities as "rel<(...)", "rel<=(...)" or "rel!=(...)"; text as `text:"..."`.
 //
 // RobustEquivRule names the comparison that found two answers equal
 // (Rule): exact strings, normalised text or choice, numeric, approximate
 // (the decimal exception above), symbolic (variables or equations), tuple
 // (points, vectors, matrices), set, interval (intervals, unions and the
-// inequalities that solve to them) or relation (other inequalities).
+// inequalities that solve to them), relation (other inequalities and
+// "\ne") or equation (an assignment against the equation of its curve).
 //
-// Equal answers can get different keys only where equality is numeric
-// (a decimal that rounds an exact value keeps its own exact key):
+// Equal answers can get different keys where equality is numeric (a
+// decimal that rounds an exact value keeps its own exact key, as do an
+// approximation chain's decimal and an interval's decimal ends), and where
+// an assignment "y = f" equals an equation (it keeps the key of f):
 // two values within the tolerance that round to different 10-digit
 // decimals, and an exact rational compared with an irrational-looking
 // expression that equals it numerically (a decimal such as 0.333333333333

@@ -16,6 +16,10 @@ type ExtractOptions struct {
 	// AnswerPhrase also accepts "the answer is X" or "Answer: X" when the
 	// response has no box (tried after "#### N").
 	AnswerPhrase bool
+	// LastMath takes the last math span ($...$, \(...\), \[...\]) of a
+	// response in prose when it has no box or answer phrase, as symbolic
+	// graders do: "So the result is \(17\)." answers 17.
+	LastMath bool
 }
 
 // Extract returns the final answer of a model response; ok=false means "no
@@ -43,10 +47,137 @@ func Extract(response string, opt ExtractOptions) (string, bool) {
 			return ans, true
 		}
 	}
+	if opt.LastMath {
+		if ans, ok := proseAnswer(response); ok {
+			return ans, true
+		}
+	}
 	if opt.LastNumberFallback {
 		return lastNumber(response)
 	}
 	return "", false
+}
+
+// mathDelims open and close math spans, longest first.
+var mathDelims = [][2]string{{"$$", "$$"}, {`\(`, `\)`}, {`\[`, `\]`}, {"$", "$"}}
+
+// proseAnswer reads the answer of a text in prose: its last math span that
+// is more than a lone letter ("holds for every $x$" names a variable),
+// joined with the spans right before it that only commas, "and" or "or"
+// separate ("the roots are $1$ and $2$"), and of a computation "2+3=5" its
+// result. ok is false when s has no math span, or words other than "and"
+// and "or" outside several spans.
+func proseAnswer(s string) (string, bool) {
+	var spans, gaps []string // gaps[i] is the text before spans[i]
+	var prose, gap strings.Builder
+	for rest := s; rest != ""; {
+		at, d := nextDelim(rest)
+		if at < 0 {
+			prose.WriteString(rest)
+			break
+		}
+		prose.WriteString(rest[:at])
+		gap.WriteString(rest[:at])
+		body := rest[at+len(d[0]):]
+		end := strings.Index(body, d[1])
+		if end < 0 {
+			prose.WriteString(body)
+			break
+		}
+		if span := strings.TrimSpace(body[:end]); isLoneLetter(span) {
+			gap.WriteString(" " + span + " ")
+		} else {
+			spans, gaps = append(spans, span), append(gaps, gap.String())
+			gap.Reset()
+		}
+		rest = body[end+len(d[1]):]
+	}
+	if len(spans) == 0 || !isProse(prose.String()) {
+		return "", false
+	}
+	first := len(spans) - 1
+	for first > 0 && len(spans)-first < maxElems && listGap(gaps[first]) {
+		first--
+	}
+	if first < len(spans)-1 {
+		return strings.Join(spans[first:], ", "), true
+	}
+	span := strings.TrimRight(spans[first], ".,; ")
+	if sides := splitTop(span, "="); len(sides) > 1 && !hasLetter(sides[0]) {
+		span = strings.TrimSpace(sides[len(sides)-1])
+	}
+	return span, span != ""
+}
+
+// listGap reports text between two math spans that only joins them into a
+// list: ", ", " and ", ", or ".
+func listGap(gap string) bool {
+	if strings.TrimSpace(gap) == "" {
+		return false
+	}
+	for _, w := range strings.FieldsFunc(gap, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		if w != "and" && w != "or" {
+			return false
+		}
+	}
+	return true
+}
+
+// isProse reports text around math spans that is blank (one span) or
+// has words other than the connectives of an answer list ("$1$ and $2$").
+func isProse(s string) bool {
+	if strings.TrimSpace(s) == "" {
+		return true
+	}
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r > 127 || !isASCIILetter(byte(r)) }) {
+		if w != "and" && w != "or" {
+			return true
+		}
+	}
+	return false
+}
+
+// nextDelim finds the first math delimiter in s, skipping the escaped
+// dollar \$ of a price.
+func nextDelim(s string) (int, [2]string) {
+	best, which := -1, [2]string{}
+	for _, d := range mathDelims {
+		for from := 0; from < len(s); {
+			i := strings.Index(s[from:], d[0])
+			if i < 0 {
+				break
+			}
+			i += from
+			if d[0] == "$" && i > 0 && s[i-1] == '\\' {
+				from = i + 1
+				continue
+			}
+			if best < 0 || i < best {
+				best, which = i, d
+			}
+			break
+		}
+	}
+	return best, which
+}
+
+// isLoneLetter reports a span that only names a variable: "x", "\theta".
+func isLoneLetter(s string) bool {
+	return len(s) == 1 && isASCIILetter(s[0]) || len(s) > 1 && s[0] == '\\' && greek[s[1:]]
+}
+
+// hasLetter reports an ASCII letter outside control words: a side with a
+// variable, not a computation.
+func hasLetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\':
+			i += len(wordAt(s, i+1))
+		case isASCIILetter(s[i]):
+			return true
+		}
+	}
+	return false
 }
 
 // phrases introduce a final answer in prose, matched case-blind.
@@ -110,7 +241,7 @@ func lastBox(s string) (content string, found bool) {
 	}
 	answers := []string{inner}
 	for before := s[:start]; len(answers) < maxElems; {
-		prev, at, ok := boxEndingAt(trimSeparators(before))
+		prev, at, ok := boxEndingAt(dropUnit(trimSeparators(before), before))
 		if !ok {
 			break
 		}
@@ -139,6 +270,28 @@ func trimSeparators(s string) string {
 	}
 	if len(s) == orig {
 		return ""
+	}
+	return s
+}
+
+// dropUnit removes one word of letters after a box, the unit of
+// "\boxed{3} apples and \boxed{5} pears", from s, what came before a box
+// less its separators; s is returned as it is when before had no
+// separator but space or no box comes before the word.
+func dropUnit(s, before string) string {
+	if s == strings.TrimRight(before, " \t\n") {
+		return s
+	}
+	t := strings.TrimRight(s, " ")
+	i := len(t)
+	for i > 0 && isASCIILetter(t[i-1]) {
+		i--
+	}
+	if i == len(t) || len(t)-i < 2 || i == len(strings.TrimRight(t[:i], " ")) {
+		return s
+	}
+	if head := strings.TrimRight(t[:i], " "); strings.HasSuffix(head, "}") {
+		return head
 	}
 	return s
 }

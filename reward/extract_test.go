@@ -9,6 +9,7 @@ func TestExtract(t *testing.T) {
 	gsmOpt := ExtractOptions{GSM8KHash: true}
 	lastOpt := ExtractOptions{LastNumberFallback: true}
 	phraseOpt := ExtractOptions{AnswerPhrase: true}
+	proseOpt := ExtractOptions{LastMath: true}
 	cases := []struct {
 		response string
 		opt      ExtractOptions
@@ -70,6 +71,18 @@ func TestExtract(t *testing.T) {
 		{`it is $x = 6$.`, lastOpt, "6", true, "a plain number in a span is the number"},
 		{`had $5 and earned 10 more, $ left`, lastOpt, "10", true, "text between dollar prices is not a math span"},
 		{`costs $\$1,200$ in all`, lastOpt, "1200", true, "an escaped dollar does not open a span"},
+		{`\boxed{3} apples and \boxed{5} pears`, mathOpt, "3, 5", true, "a unit word after a box, then a separator: one answer"},
+		{`\boxed{3} apples then \boxed{5}`, mathOpt, "5", true, "a word without a separator: the last box alone"},
+		{`So the result is \(17\).`, proseOpt, "17", true, "the last math span of prose"},
+		{`So the result is \(17\).`, mathOpt, "", false, "math spans are off unless asked for"},
+		{`Hence $y \le 4$ holds for every $x$.`, proseOpt, `y \le 4`, true, "a span that only names a variable is not the answer"},
+		{`Adding, we get \[2+3=5.\]`, proseOpt, "5", true, "a computation's result"},
+		{`Thus $x = 4$.`, proseOpt, "x = 4", true, "an assignment keeps its name"},
+		{`The sum is $5$, not $6$.`, proseOpt, "6", true, "the last span, as the symbolic graders take it"},
+		{`$1$ and $2$`, proseOpt, "", false, "spans joined by connectives are a list, not prose"},
+		{`The roots are $1$, $2$ and $3$.`, proseOpt, "1, 2, 3", true, "the last spans that only commas and and separate are one list"},
+		{`We get $1$ and then $2$.`, proseOpt, "2", true, "spans with words between them are not a list"},
+		{`It costs \$5 or \$6.`, proseOpt, "", false, "escaped dollars open no span"},
 	}
 	for _, c := range cases {
 		got, ok := Extract(c.response, c.opt)

@@ -48,3 +48,17 @@ func TestGradeAnswer(t *testing.T) {
 		}
 	}
 }
+
+func TestReadable(t *testing.T) {
+	for _, c := range []struct {
+		answer string
+		want   bool
+	}{
+		{`\frac{1}{2}`, true}, {`x \le 3`, true}, {`(1, 2]`, true}, {`\text{Evelyn}`, true}, {`(B)`, true},
+		{`11:21`, false}, {`\frac{1}{`, false}, {`2021_3`, false}, {`x \mapsto 2`, false},
+	} {
+		if got := Readable(c.answer); got != c.want {
+			t.Errorf("Readable(%q) = %v, want %v", c.answer, got, c.want)
+		}
+	}
+}

@@ -59,6 +59,7 @@ const (
 	RuleSet      Rule = "set"         // sets and answer lists in any order; a list keeps its repeats
 	RuleInterval Rule = "interval"    // intervals, unions and inequalities in one variable
 	RuleRelation Rule = "relation"    // other inequalities, compared as f < 0 or f <= 0
+	RuleEquation Rule = "equation"    // an assignment y = f against an equation of the same curve
 )
 
 // RobustEquivRule is RobustEquiv with the rule that decided it, for
@@ -68,10 +69,15 @@ func RobustEquivRule(a, b string) (bool, Rule) {
 		return true, RuleExact
 	}
 	fa, fb := parseAnswer(a), parseAnswer(b)
-	if !fa.equal(fb) {
-		return false, RuleNone
+	switch {
+	case fa.equal(fb):
+		return true, fa.rule(fb)
+	case fa.statesApprox(fb) || fb.statesApprox(fa):
+		return true, RuleApprox
+	case fa.sameCurve(fb):
+		return true, RuleEquation
 	}
-	return true, fa.rule(fb)
+	return false, RuleNone
 }
 
 // Key returns the canonical key of an answer: answers that RobustEquiv calls
@@ -91,4 +97,21 @@ func RobustEquivOrdered(a, b string) bool {
 		return fa.equal(fb)
 	}
 	return slices.EqualFunc(fa.order, fb.order, form.sameElement)
+}
+
+// Readable reports whether robust read an answer as mathematics, a word or
+// a choice letter, rather than keeping text it could not parse ("11:21",
+// "\frac{1}{"): a pair with an unreadable side is one robust judges by
+// spelling alone, which an audit (umad grade --compare) shows apart.
+func Readable(answer string) bool {
+	f := parseAnswer(answer)
+	if f.kind != kindText {
+		return true
+	}
+	for i := 0; i < len(f.text); i++ {
+		if !isASCIILetter(f.text[i]) {
+			return false
+		}
+	}
+	return true
 }

@@ -3,14 +3,15 @@ package reward
 import (
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 )
 
 // relationOps are the comparison operators after cleanLatex, longest
 // first so that "<=" is not read as "<".
 var relationOps = []struct{ text, op string }{
-	{`\le`, "<="}, {`\ge`, ">="}, {`\lt`, "<"}, {`\gt`, ">"},
-	{"<=", "<="}, {">=", ">="}, {"<", "<"}, {">", ">"},
+	{`\le`, "<="}, {`\ge`, ">="}, {`\lt`, "<"}, {`\gt`, ">"}, {`\ne`, "!="},
+	{"<=", "<="}, {">=", ">="}, {"<", "<"}, {">", ">"}, {"!=", "!="},
 }
 
 // splitRelation splits "a < b \le c" at its top-level comparison
@@ -30,7 +31,7 @@ func splitRelation(s string) (sides, ops []string) {
 			continue
 		}
 		for _, r := range relationOps {
-			if strings.HasPrefix(s[i:], r.text) && wholeWordAt(s, i+len(r.text), r.text) {
+			if strings.HasPrefix(s[i:], r.text) && wholeWordAt(s, i+len(r.text), r.text) && !factorialAt(s, i, r.text) {
 				sides = append(sides, s[start:i])
 				ops = append(ops, r.op)
 				start = i + len(r.text)
@@ -42,11 +43,19 @@ func splitRelation(s string) (sides, ops []string) {
 	return append(sides, s[start:]), ops
 }
 
+// factorialAt reports a "!=" that ends a factorial: "5!=120" is 5! = 120.
+func factorialAt(s string, i int, op string) bool {
+	return op == "!=" && i > 0 && (isDigit(s[i-1]) || strings.IndexByte(")]}", s[i-1]) >= 0)
+}
+
 // parseRelation reads an inequality. One linear in a single variable, or a
 // chain "a < x \le b" around one, is the interval of its solutions, so that
 // "5 \ge x", "x \le 5" and "(-\infty, 5]" agree; any other is kept as
 // f < 0 or f <= 0 with f scaled by a positive factor.
 func parseRelation(sides, ops []string, raw string) form {
+	if slices.Contains(ops, "!=") {
+		return notEqualForm(sides, ops, raw)
+	}
 	if len(ops) > 2 {
 		return textForm(raw)
 	}
@@ -197,4 +206,17 @@ func relationForm(sc scalar, closed bool) form {
 		op = "<="
 	}
 	return form{kind: kindRelation, sc: sc.scaled(true), op: op}
+}
+
+// notEqualForm reads "a \ne b" as a - b != 0, scaled by any factor like
+// an equation: "x \ne 3" is "3 \ne x".
+func notEqualForm(sides, ops []string, raw string) form {
+	if len(ops) != 1 {
+		return textForm(raw)
+	}
+	eq := parseEquation(sides[0], sides[1], raw)
+	if eq.kind != kindEquation {
+		return eq
+	}
+	return form{kind: kindRelation, op: "!=", sc: eq.sc}
 }

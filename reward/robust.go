@@ -47,6 +47,11 @@ type form struct {
 	// order is an answer list's elements as written, repeats included,
 	// for the ordered judgement (RobustEquivOrdered).
 	order []form
+	// approx is the decimal that "a \approx d" states after its answer a.
+	approx *form
+	// eq is "y = f" read as the equation of a curve, for an assignment to
+	// a variable y.
+	eq *form
 }
 
 // scalar is a value: exact when a rational constant; otherwise its numeric
@@ -78,6 +83,15 @@ var (
 	baseNumRe    = regexp.MustCompile(`^\d+_\{?\d+\}?$`)
 	assignmentRe = regexp.MustCompile(`^(\\[a-zA-Z]+|[a-zA-Z]{1,2})('*)(_\{?[a-zA-Z0-9]+\}?)?(\([a-z, ]*\))? ?(=|\\in) ?`)
 	matrixRe     = regexp.MustCompile(`^\\begin\{([pbBv]?matrix|smallmatrix)\}(.*)\\end\{([pbBv]?matrix|smallmatrix)\}$`)
+	arrayRe      = regexp.MustCompile(`^([(\[]?)\\begin\{array\}\{([a-z ]*)\}(.*)\\end\{array\}([)\]]?)$`)
+	// zeroCommaRe is a decimal comma before a leading zero, "3,05": no
+	// list element is written 05. Three digits are a thousands group.
+	zeroCommaRe = regexp.MustCompile(`^[+-]?\d+,0(\d|\d{3,})$`)
+	// unitCommaRe is a number with a comma and a currency or a unit, "3,75 €"
+	// or "3,5 m": a list carries no unit, so the comma is a decimal one
+	// unless three digits follow it. A unit word stands apart: "0,3a" is
+	// the list 0 and 3a.
+	unitCommaRe = regexp.MustCompile(`^(\\\$|€|£|¥)?\s*([+-]?\d+),(\d{1,2}|\d{4,})(\s*(?:€|£|¥|\\\$|\\(?:text|mathrm)\{\s*[a-zA-Z]+\s*\}(?:\^\{?[23]\}?)?|m²)|\s+[a-zA-Z]+(?:\^\{?[23]\}?)?)?$`)
 )
 
 // parseAnswer turns an extracted answer into its comparable form.
@@ -87,6 +101,9 @@ func parseAnswer(s string) form {
 		return textForm(s)
 	}
 	percent := strings.HasSuffix(strings.TrimRight(s, "$. "), "%")
+	if m := unitCommaRe.FindStringSubmatch(s); m != nil && (m[1] != "" || m[4] != "") {
+		s = m[2] + "." + m[3]
+	}
 	s = cleanLatex(s)
 	s = unwrapText(s)
 	s = dropUnitWords(s)
@@ -98,14 +115,28 @@ func parseAnswer(s string) form {
 	return f
 }
 
+// approxChain reads "x = a \approx d": the answer is a, stating the
+// decimal d; "x \approx d" answers d.
+func approxChain(sides []string, depth int) form {
+	d := parseForm(sides[len(sides)-1], depth+1)
+	if isLabel(sides[0]) {
+		return d
+	}
+	f := parseForm(sides[0], depth+1)
+	if f.kind == kindScalar && d.kind == kindScalar && d.sc.places > 0 {
+		f.approx = &d
+	}
+	return f
+}
+
 // finalAnswer is the answer a whole solution states, its boxes or its
 // "the answer is" sentence, so that a gold solution can be compared; a
 // bare answer is returned as it is.
 func finalAnswer(s string) string {
-	if !strings.Contains(s, `\boxed`) && !strings.Contains(s, `\fbox`) && !strings.Contains(asciiLower(s), "answer") {
+	if !strings.Contains(s, `\boxed`) && !strings.Contains(s, `\fbox`) && !strings.Contains(asciiLower(s), "answer") && !strings.Contains(s, "$") && !strings.Contains(s, `\(`) && !strings.Contains(s, `\[`) {
 		return s
 	}
-	if ans, ok := Extract(s, ExtractOptions{AnswerPhrase: true}); ok {
+	if ans, ok := Extract(s, ExtractOptions{AnswerPhrase: true, LastMath: true}); ok {
 		return ans
 	}
 	return s
@@ -116,10 +147,33 @@ func parseForm(s string, depth int) form {
 	if depth > maxFormDepth || s == "" {
 		return textForm(s)
 	}
-	s, label := stripAssignment(s)
-	f := parseValue(s, depth)
+	if sides := splitTop(s, `\approx`); len(sides) > 1 && len(splitList(s)) == 1 {
+		return approxChain(sides, depth)
+	}
+	rest, label := stripAssignment(s)
+	f := parseValue(rest, depth)
 	f.label = label
+	if f.kind == kindScalar && label != "" && f.sc.varies() {
+		f.eq = curve(s) // "x = 4" is a value, "y = 2x - 1" a line
+	}
 	return f
+}
+
+// curve reads an assignment "y = f" to one variable as the equation of a
+// curve, so that it equals "f - y = 0"; nil for other labels.
+func curve(s string) *form {
+	sides := splitTop(s, "=")
+	if len(sides) != 2 {
+		return nil
+	}
+	if n, err := parseExpr(strings.TrimSpace(sides[0])); err != nil || n.op != opSym {
+		return nil
+	}
+	eq := parseEquation(sides[0], sides[1], s)
+	if eq.kind != kindEquation {
+		return nil
+	}
+	return &eq
 }
 
 // parseValue parses an answer without its label.
@@ -128,12 +182,17 @@ func parseValue(s string, depth int) form {
 		s = strings.NewReplacer(",", "", " ", "").Replace(s)
 	} else if europeanRe.MatchString(s) {
 		s = strings.NewReplacer(".", "", ",", ".").Replace(s) // 1.234,5 is 1234.5
+	} else if zeroCommaRe.MatchString(s) {
+		s = strings.Replace(s, ",", ".", 1)
 	}
 	if s == `\emptyset` {
 		return form{kind: kindSet}
 	}
 	if m := matrixRe.FindStringSubmatch(s); m != nil && m[1] == m[3] {
 		return parseMatrix(m[2], s, depth)
+	}
+	if m := arrayRe.FindStringSubmatch(s); m != nil && (m[1] == "") == (m[4] == "") {
+		return parseMatrix(m[3], s, depth) // \left[\begin{array}{cc}...\end{array}\right]
 	}
 	if parts := splitTop(s, `\cup`); len(parts) > 1 {
 		return parseCollection(kindUnion, parts, s, depth, false)
