@@ -1,0 +1,69 @@
+package trainer
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/umad-dev/umad/cgo/torch"
+)
+
+// LossRecipe is a policy loss (--loss) with the clip range and aggregation its paper trains
+// with, which the flags default to. The policy loss is an axis of its own: every algorithm's
+// advantages can drive any of them.
+type LossRecipe struct {
+	Loss              torch.Loss
+	ClipLow, ClipHigh float64
+	ClipC             float64 // dual clip for A<0; 0 for a loss that has none
+	Agg               torch.AggMode
+	about             string // what it computes, for help texts
+}
+
+// lossRecipes are the policy losses, in the order help texts list them.
+var lossRecipes = []LossRecipe{
+	{Loss: torch.LossPPO, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, Agg: torch.TokenMean,
+		about: "per-token ratio in a clipped surrogate: a clipped token gets no gradient"},
+}
+
+// LossRecipes lists the policy losses in a fixed order.
+func LossRecipes() []LossRecipe { return slices.Clone(lossRecipes) }
+
+// LossNames lists the policy losses' names in the same order.
+func LossNames() []string {
+	names := make([]string, len(lossRecipes))
+	for i, r := range lossRecipes {
+		names[i] = string(r.Loss)
+	}
+	return names
+}
+
+// LookupLoss returns the recipe of a policy loss; "" is ppo.
+func LookupLoss(l torch.Loss) (LossRecipe, error) {
+	if l == "" {
+		l = torch.LossPPO
+	}
+	for _, r := range lossRecipes {
+		if r.Loss == l {
+			return r, nil
+		}
+	}
+	return LossRecipe{}, fmt.Errorf("unknown policy loss %q (want %s)", string(l), strings.Join(LossNames(), ", "))
+}
+
+// Describe says what the loss does and what it defaults to, for help texts.
+func (r LossRecipe) Describe() string {
+	s := fmt.Sprintf("%s; clip %g/%g", r.about, r.ClipLow, r.ClipHigh)
+	if r.ClipC != 0 {
+		s += fmt.Sprintf(", dual clip %g", r.ClipC)
+	}
+	return s + ", " + string(r.Agg)
+}
+
+// LossHelp lists every policy loss with its description, one per line.
+func LossHelp() string {
+	var b strings.Builder
+	for _, r := range lossRecipes {
+		fmt.Fprintf(&b, "  %-15s %s\n", r.Loss, r.Describe())
+	}
+	return b.String()
+}
