@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,5 +34,42 @@ func TestTrainUnknownLoss(t *testing.T) {
 	_, _, err := runApp(t, trainArgs(t, out, "1", "--loss", "foo")...)
 	if err == nil || !strings.Contains(err.Error(), `--loss: unknown policy loss "foo" (want ppo`) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// --loss picks the policy loss, which trains end to end, and its clip range and aggregation
+// default to the loss's own; a flag given overrides them, and a dual clip is refused for a
+// loss that has none.
+func TestTrainLossSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want trainer.LossRecipe
+	}{
+		{[]string{"--loss", "gspo"}, trainer.LossRecipe{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 4e-4, Agg: "seq-mean-token-mean"}},
+		{[]string{"--loss", "gspo", "--clip-high", "0.001", "--loss-agg", "token-mean"}, trainer.LossRecipe{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 0.001, Agg: "token-mean"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			if _, stderr, err := runApp(t, trainArgs(t, out, "1", append([]string{"--val-synthetic", "0"}, tc.args...)...)...); err != nil {
+				t.Fatalf("train: %v\n%s", err, stderr)
+			}
+			b, err := os.ReadFile(filepath.Join(out, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rc trainRunConfig
+			if err := json.Unmarshal(b, &rc); err != nil {
+				t.Fatal(err)
+			}
+			c := rc.Trainer
+			if got := (trainer.LossRecipe{Loss: c.Loss, ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, ClipC: c.ClipC, Agg: c.Agg}); got != tc.want {
+				t.Errorf("run with %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	_, _, err := runApp(t, trainArgs(t, out, "1", "--loss", "gspo", "--clip-c", "3")...)
+	if err == nil || !strings.Contains(err.Error(), "--clip-c is PPO's dual clip; --loss gspo has none") {
+		t.Errorf("gspo with a dual clip: %v", err)
 	}
 }

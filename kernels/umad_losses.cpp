@@ -52,12 +52,30 @@ PolicyTerms ppo(const umad_policy_params& p, const PolicyTokens& t) {
   return out;
 }
 
+// gspo (Zheng et al. 2025, GSPO): one ratio per sequence, the geometric mean of its tokens'
+// ratios, s = exp(mean over the sequence's masked-in tokens of log(pi/pi_old)), clipped per
+// sequence as ppo clips a token's: max(-A s, -A clip(s, 1-clip_low, 1+clip_high)). The
+// gradient flows through the mean, so every token of a sequence moves with it; each token
+// carries its sequence's loss, and seq-mean-token-mean makes that the paper's mean over
+// sequences. No dual clip.
+PolicyTerms gspo(const umad_policy_params& p, const PolicyTokens& t) {
+  check_clip_range(p);
+  if (p.clip_c != 0) throw ArgError("gspo has no dual clip: clip_c must be 0");
+  auto per_seq = torch::zeros({t.n_seqs}, t.logp.options());
+  auto count = per_seq.index_add(0, t.seg, t.mask).clamp_min(1);
+  auto ratio = (per_seq.index_add(0, t.seg, t.log_ratio * t.mask) / count).exp().index_select(0, t.seg);
+  auto l1 = -t.adv * ratio;
+  auto l2 = -t.adv * ratio.clamp(1 - p.clip_low, 1 + p.clip_high);
+  return {torch::max(l1, l2), fraction(l2 > l1, t), torch::zeros({}, t.logp.options())};
+}
+
 // The table: each loss by the name the C ABI and `umad train --loss` give it.
 const struct {
   const char* name;
   PolicyLoss fn;
 } kLosses[] = {
     {"ppo", ppo},
+    {"gspo", gspo},
 };
 
 }  // namespace

@@ -23,6 +23,10 @@ type LossRecipe struct {
 var lossRecipes = []LossRecipe{
 	{Loss: torch.LossPPO, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, Agg: torch.TokenMean,
 		about: "per-token ratio in a clipped surrogate: a clipped token gets no gradient"},
+	// GSPO's paper (Zheng et al. 2025) clips its sequence ratio to [1-3e-4, 1+4e-4] and
+	// averages over sequences.
+	{Loss: torch.LossGSPO, ClipLow: 3e-4, ClipHigh: 4e-4, Agg: torch.SeqMeanTokenMean,
+		about: "per-sequence ratio exp(mean token log-ratio), clipped per sequence (GSPO)"},
 }
 
 // LossRecipes lists the policy losses in a fixed order.

@@ -203,7 +203,8 @@ func (k KLEstimator) code() (C.int32_t, error) {
 type Loss string
 
 const (
-	LossPPO Loss = "ppo" // dual-clip PPO on each token's ratio
+	LossPPO  Loss = "ppo"  // dual-clip PPO on each token's ratio
+	LossGSPO Loss = "gspo" // PPO's clip on one ratio per sequence (GSPO)
 )
 
 // LossConfig configures the policy loss. The zero value of each field is verl's default
