@@ -87,7 +87,7 @@ func init() {
 			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 			&ucli.Float64Flag{Name: "grad-clip", Value: 1.0, Usage: "global gradient-norm clip (0 = off)"},
 			&ucli.StringFlag{Name: "loss", Value: string(torch.LossPPO), Usage: "policy loss: " + strings.Join(trainer.LossNames(), ", ")},
-			&ucli.Float64Flag{Name: "clip-low", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipLow }), Usage: "the loss's ratio clip below 1"},
+			&ucli.Float64Flag{Name: "clip-low", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipLow }), Usage: "the loss's ratio clip below 1 (cispo: its weight's; 1 = no lower bound)"},
 			&ucli.Float64Flag{Name: "clip-high", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipHigh }), Usage: "the loss's ratio clip above 1"},
 			&ucli.Float64Flag{Name: "clip-c", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipC }), Usage: "PPO's dual clip for negative advantages (0 = off)"},
 			&ucli.StringFlag{Name: "loss-agg", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.Agg }), Usage: "loss aggregation within a group: token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"},

@@ -47,6 +47,7 @@ func TestTrainLossSettings(t *testing.T) {
 	}{
 		{[]string{"--loss", "gspo"}, trainer.LossRecipe{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 4e-4, Agg: "seq-mean-token-mean"}},
 		{[]string{"--loss", "gspo", "--clip-high", "0.001", "--loss-agg", "token-mean"}, trainer.LossRecipe{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 0.001, Agg: "token-mean"}},
+		{[]string{"--loss", "cispo"}, trainer.LossRecipe{Loss: "cispo", ClipLow: 1, ClipHigh: 0.28, Agg: "token-mean"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
@@ -67,9 +68,15 @@ func TestTrainLossSettings(t *testing.T) {
 			}
 		})
 	}
-	out := filepath.Join(t.TempDir(), "run")
-	_, _, err := runApp(t, trainArgs(t, out, "1", "--loss", "gspo", "--clip-c", "3")...)
-	if err == nil || !strings.Contains(err.Error(), "--clip-c is PPO's dual clip; --loss gspo has none") {
-		t.Errorf("gspo with a dual clip: %v", err)
+	for _, tc := range []struct{ args, want string }{
+		{"--loss gspo --clip-c 3", "--clip-c is PPO's dual clip; --loss gspo has none"},
+		{"--loss cispo --clip-low 1.5", "--clip-low must be in [0, 1] (1: no lower bound), got 1.5"},
+		{"--loss gspo --clip-low 1", "--clip-low must be in [0, 1), got 1"},
+	} {
+		out := filepath.Join(t.TempDir(), "run")
+		_, _, err := runApp(t, trainArgs(t, out, "1", strings.Fields(tc.args)...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }

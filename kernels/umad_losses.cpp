@@ -69,6 +69,19 @@ PolicyTerms gspo(const umad_policy_params& p, const PolicyTokens& t) {
   return {torch::max(l1, l2), fraction(l2 > l1, t), torch::zeros({}, t.logp.options())};
 }
 
+// cispo (MiniMax-M1, 2025, CISPO): each token's ratio r clipped to [1-clip_low, 1+clip_high]
+// and held constant (a stop-gradient) as the weight of its log-prob, -sg(clip(r)) A log pi:
+// a clipped token still gets a gradient, where ppo's clipped surrogate drops it. clip_low 1
+// leaves the weight no lower bound, as the paper trains. No dual clip.
+PolicyTerms cispo(const umad_policy_params& p, const PolicyTokens& t) {
+  if (p.clip_low < 0 || p.clip_low > 1 || p.clip_high < 0)
+    throw ArgError("cispo's clip range must satisfy 0 <= clip_low <= 1 and clip_high >= 0");
+  if (p.clip_c != 0) throw ArgError("cispo has no dual clip: clip_c must be 0");
+  auto ratio = t.log_ratio.exp().detach();
+  auto weight = ratio.clamp(1 - p.clip_low, 1 + p.clip_high);
+  return {-t.adv * weight * t.logp, fraction(weight != ratio, t), torch::zeros({}, t.logp.options())};
+}
+
 // The table: each loss by the name the C ABI and `umad train --loss` give it.
 const struct {
   const char* name;
@@ -76,6 +89,7 @@ const struct {
 } kLosses[] = {
     {"ppo", ppo},
     {"gspo", gspo},
+    {"cispo", cispo},
 };
 
 }  // namespace

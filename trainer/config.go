@@ -234,7 +234,9 @@ func (c *Config) checkNumbers() error {
 	case c.LoRA.Rank > 0 && lr*c.LoRA.Alpha/float64(c.LoRA.Rank) > 1:
 		return fmt.Errorf("--lr %g x LoRA alpha/rank %g/%d is %.3g: a step would move the adapted weights by about that much; it must be at most 1 (lower --lr or --lora-alpha)",
 			lr, c.LoRA.Alpha, c.LoRA.Rank, lr*c.LoRA.Alpha/float64(c.LoRA.Rank))
-	case !(c.ClipLow >= 0 && c.ClipLow < 1):
+	case loss.weightClip && !(c.ClipLow >= 0 && c.ClipLow <= 1):
+		return fmt.Errorf("--clip-low must be in [0, 1] (1: no lower bound), got %g", c.ClipLow)
+	case !loss.weightClip && !(c.ClipLow >= 0 && c.ClipLow < 1):
 		return fmt.Errorf("--clip-low must be in [0, 1), got %g", c.ClipLow)
 	case c.ClipHigh < 0:
 		return fmt.Errorf("--clip-high must not be negative, got %g", c.ClipHigh)

@@ -17,6 +17,9 @@ type LossRecipe struct {
 	ClipC             float64 // dual clip for A<0; 0 for a loss that has none
 	Agg               torch.AggMode
 	about             string // what it computes, for help texts
+	// weightClip: the clip bounds a weight, not a trust region, so ClipLow may be 1 (no
+	// lower bound).
+	weightClip bool
 }
 
 // lossRecipes are the policy losses, in the order help texts list them.
@@ -27,6 +30,10 @@ var lossRecipes = []LossRecipe{
 	// averages over sequences.
 	{Loss: torch.LossGSPO, ClipLow: 3e-4, ClipHigh: 4e-4, Agg: torch.SeqMeanTokenMean,
 		about: "per-sequence ratio exp(mean token log-ratio), clipped per sequence (GSPO)"},
+	// MiniMax-M1 sets no lower bound on the weight and tunes only the upper one, which it
+	// does not publish; 0.28 is DAPO's clip-higher, the value trinity-rft's CISPO defaults to.
+	{Loss: torch.LossCISPO, ClipLow: 1, ClipHigh: 0.28, Agg: torch.TokenMean, weightClip: true,
+		about: "per-token ratio as a clipped, stop-gradient weight on the log-prob: every token gets a gradient (CISPO)"},
 }
 
 // LossRecipes lists the policy losses in a fixed order.

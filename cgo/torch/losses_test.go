@@ -1,6 +1,7 @@
 package torch
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -28,6 +29,9 @@ func TestPolicyLossByName(t *testing.T) {
 	}
 }
 
+// lossRatios are lossBatch's ratios.
+var lossRatios = [][]float64{{1.05, 0.7, 1.5}, {4, 0.95, 1.2}}
+
 // lossBatch is the micro-batch of the tests of the losses after ppo: ratios (at temperature
 // 1) inside and on both sides of a 0.2/0.28 clip range, away from its kinks, advantages and
 // importance weights that vary within a sequence, one token masked out, and reference
@@ -40,7 +44,7 @@ func lossBatch(f lossFixture) PolicyBatch {
 			ref[i] = append(ref[i], v+float32(rng.NormFloat64()*0.3))
 		}
 	}
-	return PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios([][]float64{{1.05, 0.7, 1.5}, {4, 0.95, 1.2}}),
+	return PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios(lossRatios),
 		Advantages: [][]float32{{0.8, 0.8, -1.3}, {-0.5, 1.1, 1.1}}, ISWeights: [][]float32{{1, 0.7, 1}, {1, 1, 0.9}},
 		Mask: [][]float32{{1, 1, 1}, {1, 1, 0}}, RefLogp: ref}
 }
@@ -220,4 +224,82 @@ func allGrads(t *testing.T, m *Model) map[string][]float64 {
 		out[ti.Name] = g
 	}
 	return out
+}
+
+// CISPO's gradient is not the derivative of its loss, whose weight is held (a
+// stop-gradient), but it is the derivative of a sum of two plugin losses: over the tokens
+// whose weight is not clipped, -A r (ppo with an unreachable clip, d r = r d log pi), and
+// over those whose weight is clipped, CISPO's own -A w log pi (w constant there). With an
+// aggregation that is linear in the mask, the KL and entropy terms split the same way.
+func TestCISPOGradientFiniteDifference(t *testing.T) {
+	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2})
+	b := lossBatch(f)
+	for _, agg := range []AggMode{SeqMeanTokenSumNorm, SeqMeanTokenSum} {
+		t.Run(string(agg), func(t *testing.T) {
+			cfg := LossConfig{Loss: LossCISPO, Temperature: 1, ClipLow: 0.2, ClipHigh: 0.28, Agg: agg, NormLength: 4,
+				KL: KLK3, KLCoef: 0.2, EntropyCoef: 0.05}
+			free, held := b, b
+			free.Mask, held.Mask = make([][]float32, len(b.Mask)), make([][]float32, len(b.Mask))
+			for i, row := range b.Mask {
+				for j, m := range row {
+					clipped := lossRatios[i][j] < 1-cfg.ClipLow || lossRatios[i][j] > 1+cfg.ClipHigh
+					free.Mask[i] = append(free.Mask[i], m*float32(b2f(!clipped)))
+					held.Mask[i] = append(held.Mask[i], m*float32(b2f(clipped)))
+				}
+			}
+			unclipped := cfg
+			unclipped.Loss, unclipped.ClipLow, unclipped.ClipHigh = LossPPO, 0.99, 1e6
+			split := func() float64 {
+				return policyLoss(t, f.m, free, unclipped)() + policyLoss(t, f.m, held, cfg)()
+			}
+			if _, err := f.m.PolicyLoss(b, cfg, true, 1); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range fdProbe {
+				checkGradFD(t, f.m, p.name, p.idx, split)
+			}
+			if err := f.m.ZeroGrad(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CISPO's loss, clip fraction and gradient equal MiniMax-M1's formula computed directly
+// here (float64 from the plugin's log-probs): loss_t = -sg(clip(r_t)) A_t log pi_t times the
+// importance weight, aggregated; d loss / d log pi_t = -clip(r_t) A_t times the weights.
+func TestCISPOMatchesDirectFormula(t *testing.T) {
+	f := newLossFixture(t, ModelOptions{Trainable: true})
+	b := lossBatch(f)
+	b.RefLogp = nil
+	for _, tc := range []struct {
+		low, high float64
+		agg       AggMode
+	}{{1, 0.28, TokenMean}, {0.2, 0.28, TokenMean}, {0.2, 0.28, SeqMeanTokenMean}} {
+		t.Run(fmt.Sprintf("%g/%g/%s", tc.low, tc.high, tc.agg), func(t *testing.T) {
+			cfg := LossConfig{Loss: LossCISPO, Temperature: 1, ClipLow: tc.low, ClipHigh: tc.high, Agg: tc.agg}
+			w := aggWeights(tc.agg, b.Mask, cfg.NormLength)
+			var want, clipped, tokens float64
+			c := make([][]float64, len(f.logp))
+			for i, lp := range f.logp {
+				for j := range lp {
+					r := math.Exp(float64(lp[j]) - float64(b.OldLogp[i][j]))
+					weight := min(max(r, 1-tc.low), 1+tc.high)
+					coef := -w[i][j] * float64(b.ISWeights[i][j]) * weight * float64(b.Advantages[i][j])
+					want += coef * float64(lp[j])
+					c[i] = append(c[i], coef)
+					clipped += float64(b.Mask[i][j]) * b2f(weight != r)
+					tokens += float64(b.Mask[i][j])
+				}
+			}
+			checkDirect(t, f, b, cfg, want, clipped/tokens, c)
+		})
+	}
 }

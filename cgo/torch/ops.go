@@ -203,8 +203,9 @@ func (k KLEstimator) code() (C.int32_t, error) {
 type Loss string
 
 const (
-	LossPPO  Loss = "ppo"  // dual-clip PPO on each token's ratio
-	LossGSPO Loss = "gspo" // PPO's clip on one ratio per sequence (GSPO)
+	LossPPO   Loss = "ppo"   // dual-clip PPO on each token's ratio
+	LossGSPO  Loss = "gspo"  // PPO's clip on one ratio per sequence (GSPO)
+	LossCISPO Loss = "cispo" // the clipped ratio as a stop-gradient weight of each log-prob (CISPO)
 )
 
 // LossConfig configures the policy loss. The zero value of each field is verl's default
