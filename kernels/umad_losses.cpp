@@ -29,6 +29,7 @@ void check_clip_range(const umad_policy_params& p) {
     throw ArgError("clip range must satisfy 0 <= clip_low < 1 and clip_high >= 0");
 }
 
+// fraction is the share of masked-in tokens where flags holds.
 Tensor fraction(const Tensor& flags, const PolicyTokens& t) {
   return masked_mean(flags.to(t.logp.scalar_type()), t.mask);
 }
