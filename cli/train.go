@@ -31,12 +31,14 @@ func init() {
 		Description: "Each step samples a batch of problems, debates them (T turns, G trajectories) with the\n" +
 			"current weights through llama.cpp, grades them, computes rewards and group advantages\n" +
 			"(spec/UMAD-reference.md section 3), recomputes old and reference log-probs through the\n" +
-			"libtorch plugin, updates each agent turn by turn with dual-clip PPO and AdamW, and syncs\n" +
-			"the weights back to llama.cpp (checked on a fixed probe). --agent takes an HF directory and\n" +
-			"the settings `umad debate` accepts (name=, seed=, temperature=, ...). Algorithms (--algo),\n" +
-			"with defaults from the reference code:\n" + trainer.AlgoHelp() +
+			"libtorch plugin, updates each agent turn by turn with the policy loss (--loss: dual-clip PPO\n" +
+			"by default) and AdamW, and syncs the weights back to llama.cpp (checked on a fixed probe).\n" +
+			"--agent takes an HF directory and the settings `umad debate` accepts (name=, seed=,\n" +
+			"temperature=, ...). Algorithms (--algo), with defaults from the reference code:\n" + trainer.AlgoHelp() +
 			"The paper's variant is --influence peer-mean --eta 0.25 --kl-in-loss --temperature 0.8\n" +
-			"--batch 256.\n\n" +
+			"--batch 256. Policy losses (--loss), which any algorithm's advantages drive, with the clip\n" +
+			"range and aggregation each defaults to (--clip-low/--clip-high, --clip-c, --loss-agg):\n" +
+			trainer.LossHelp() + "\n" +
 			"RUN gets config.json, metrics.jsonl (one line per step, agent and turn, plus validation\n" +
 			"lines), rollouts/step-N.jsonl.zst (a few problems' training debates), checkpoints/step-N/\n" +
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
@@ -84,10 +86,11 @@ func init() {
 			&ucli.Float64Flag{Name: "lr", Value: 1e-6, Usage: "AdamW learning rate (with LoRA, times alpha/rank at most 1)"},
 			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 			&ucli.Float64Flag{Name: "grad-clip", Value: 1.0, Usage: "global gradient-norm clip (0 = off)"},
-			&ucli.Float64Flag{Name: "clip-low", Value: 0.2, Usage: "PPO ratio clip below 1"},
-			&ucli.Float64Flag{Name: "clip-high", Value: 0.2, Usage: "PPO ratio clip above 1"},
-			&ucli.Float64Flag{Name: "clip-c", Value: 3, Usage: "dual clip for negative advantages (0 = off)"},
-			&ucli.StringFlag{Name: "loss-agg", Value: string(torch.TokenMean), Usage: "loss aggregation within a group: token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"},
+			&ucli.StringFlag{Name: "loss", Value: string(torch.LossPPO), Usage: "policy loss: " + strings.Join(trainer.LossNames(), ", ")},
+			&ucli.Float64Flag{Name: "clip-low", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipLow }), Usage: "the loss's ratio clip below 1 (cispo: its weight's; 1 = no lower bound)"},
+			&ucli.Float64Flag{Name: "clip-high", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipHigh }), Usage: "the loss's ratio clip above 1"},
+			&ucli.Float64Flag{Name: "clip-c", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipC }), Usage: "PPO's dual clip for negative advantages (0 = off)"},
+			&ucli.StringFlag{Name: "loss-agg", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.Agg }), Usage: "loss aggregation within a group: token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"},
 			&ucli.StringFlag{Name: "team", Usage: "team reward: sum, max, dictator or individual (default: the algorithm's)"},
 			&ucli.StringFlag{Name: "influence", Usage: "influence reward: sign (reference), peer-mean (paper) or off (default: the algorithm's)"},
 			&ucli.Float64Flag{Name: "eta", Usage: "influence reward strength (default: the algorithm's, 0.2)"},
@@ -119,6 +122,36 @@ func init() {
 			loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update")...)...),
 		Action: trainCmd,
 	})
+}
+
+// lossDefault lists each policy loss's default of one setting, for a flag's help.
+func lossDefault(of func(trainer.LossRecipe) any) string {
+	var parts []string
+	for _, r := range trainer.LossRecipes() {
+		parts = append(parts, fmt.Sprintf("%s %v", r.Loss, of(r)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// lossSettings are the policy loss --loss names with its clip range and aggregation: the
+// loss's defaults, except where a flag is given.
+func lossSettings(c *ucli.Context) (trainer.LossRecipe, error) {
+	r, err := trainer.LookupLoss(torch.Loss(c.String("loss")))
+	if err != nil {
+		return r, fmt.Errorf("--loss: %w", err)
+	}
+	for _, f := range []struct {
+		flag string
+		v    *float64
+	}{{"clip-low", &r.ClipLow}, {"clip-high", &r.ClipHigh}, {"clip-c", &r.ClipC}} {
+		if c.IsSet(f.flag) {
+			*f.v = c.Float64(f.flag)
+		}
+	}
+	if c.IsSet("loss-agg") {
+		r.Agg = torch.AggMode(c.String("loss-agg"))
+	}
+	return r, nil
 }
 
 // trainRunConfig is the resolved configuration saved as config.json; a resume must match it.
@@ -190,10 +223,14 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if dtype == torch.PrecisionBF16 && !c.IsSet("probe-tol") {
 		probeTol = probeTolBF16
 	}
+	loss, err := lossSettings(c)
+	if err != nil {
+		return rc, err
+	}
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
-		MiniBatch: c.Int("mini-batch"), Opt: opt, ClipLow: c.Float64("clip-low"), ClipHigh: c.Float64("clip-high"), ClipC: c.Float64("clip-c"),
-		Agg: torch.AggMode(c.String("loss-agg")), Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
+		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
+		Agg: loss.Agg, Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
 		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),

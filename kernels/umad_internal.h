@@ -5,11 +5,18 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "umad_torch.h"
 
 namespace umad {
+
+// ArgError is a caller mistake (bad shape, name, range); anything else from torch is a
+// torch error. Both become codes at the ABI.
+struct ArgError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // guard runs f and turns every exception into a code and a message in (err, errlen), as
 // every entry point of the C ABI does.
@@ -35,6 +42,31 @@ std::vector<at::Tensor> chunked_logprobs(const at::Tensor& h, const at::Tensor& 
 at::Tensor sum_of_squares(const at::Tensor& g);
 void adamw_update(const at::Tensor& p, const at::Tensor& g, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
                   const umad_adamw& opt, double coef, double bc1, double bc2);
+
+// masked_mean is the mean of x over the tokens where the 0/1 mask is 1.
+at::Tensor masked_mean(const at::Tensor& x, const at::Tensor& mask);
+
+// PolicyTokens are what a policy loss reads, one entry per response token of the
+// micro-batch: the current log-probs (with their graph), log(pi/pi_old) clamped to [-20, 20],
+// the advantages, the 0/1 loss mask, and each token's sequence (seg, n_seqs sequences).
+struct PolicyTokens {
+  at::Tensor logp, log_ratio, adv, mask, seg;
+  int64_t n_seqs;
+};
+
+// PolicyTerms are a policy loss's per-token loss, before the importance weights and the
+// aggregation, and the masked fractions of tokens its clip moved (clipfrac) and its dual
+// clip bounded (clipfrac_lower).
+struct PolicyTerms {
+  at::Tensor per_token, clipfrac, clipfrac_lower;
+};
+
+// A PolicyLoss computes its terms; it throws ArgError for settings it cannot honour.
+using PolicyLoss = PolicyTerms (*)(const umad_policy_params& p, const PolicyTokens& t);
+
+// find_policy_loss returns the loss of that name from the table of kernels/umad_losses.cpp,
+// or throws ArgError naming the ones there are.
+PolicyLoss find_policy_loss(const char* name);
 
 // install_cpu_allocator makes libtorch's CPU tensors allocate through the plugin's caching
 // allocator (kernels/umad_alloc.cpp); empty_cpu_cache frees the blocks it keeps.

@@ -1,9 +1,10 @@
 // libumad_torch: decoder-only transformers (Qwen2/Qwen2.5, Qwen3, Llama 3) with Hugging
-// Face semantics, GRPO/PPO and SFT losses and the optimizer step behind the C ABI of
-// umad_torch.h. The lm_head's chunked log-probs (umad_logprobs.cpp), AdamW's arithmetic
-// (umad_optim.cpp), the collectives (umad_dist.cpp) and the CPU allocator (umad_alloc.cpp)
-// are translation units of their own: compiles against torch are slow, and a change to
-// one of them does not recompile the model.
+// Face semantics, the policy and SFT losses and the optimizer step behind the C ABI of
+// umad_torch.h. The lm_head's chunked log-probs (umad_logprobs.cpp), the table of policy
+// losses (umad_losses.cpp), AdamW's arithmetic (umad_optim.cpp), the collectives
+// (umad_dist.cpp) and the CPU allocator (umad_alloc.cpp) are translation units of their
+// own: compiles against torch are slow, and a change to one of them does not recompile the
+// model.
 
 #include "umad_compat.h"
 #include "umad_internal.h"
@@ -42,11 +43,7 @@ using torch::autograd::variable_list;
 
 namespace {
 
-// ArgError is a caller mistake (bad shape, name, range); anything else from torch is a
-// torch error. Both become codes at the ABI.
-struct ArgError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using umad::ArgError;
 
 void set_err(char* err, size_t errlen, const char* msg) {
   if (err == nullptr || errlen == 0) return;
@@ -951,10 +948,8 @@ UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
     if (!seqs || !in || !cfg || !stats) throw ArgError("policy_loss: NULL argument");
     if (!in->old_logp || !in->advantage) throw ArgError("policy_loss needs old_logp and advantage");
     if (cfg->kl_coef != 0 && !in->ref_logp) throw ArgError("kl_coef is set but ref_logp is missing");
-    if (cfg->clip_low < 0 || cfg->clip_low >= 1 || cfg->clip_high < 0)
-      throw ArgError("clip range must satisfy 0 <= clip_low < 1 and clip_high >= 0");
-    if (cfg->clip_c != 0 && cfg->clip_c <= 1) throw ArgError("dual clip c must exceed 1");
     if (backward && !m->cfg.trainable) throw ArgError("backward on a frozen model");
+    auto policy_loss = umad::find_policy_loss(cfg->policy.name);
     torch::AutoGradMode grad_mode(backward != 0);
     auto [logp, ent] = m->logprobs(*seqs, cfg->temperature, cfg->logit_chunk);
     const int64_t n = logp.size(0);
@@ -973,21 +968,11 @@ UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
     auto agg = [&](const Tensor& x) {
       return aggregate(x, mask, seg, seqs->n_seqs, cfg->agg_mode, norm);
     };
-    auto masked_mean = [&](const Tensor& x) { return (x * mask).sum() / mask.sum().clamp_min(1e-8); };
+    auto masked_mean = [&](const Tensor& x) { return umad::masked_mean(x, mask); };
 
     auto log_ratio = (logp - old_lp).clamp(-20, 20);
-    auto ratio = log_ratio.exp();
-    auto l1 = -adv * ratio;
-    auto l2 = -adv * ratio.clamp(1 - cfg->clip_low, 1 + cfg->clip_high);
-    auto clipped = torch::max(l1, l2);
-    auto pg = clipped;
-    Tensor clip_lower_frac = torch::zeros({}, logp.options());
-    if (cfg->clip_c != 0) {
-      auto l3 = -adv * cfg->clip_c;
-      auto neg = adv < 0;
-      pg = torch::where(neg, torch::min(clipped, l3), clipped);
-      clip_lower_frac = masked_mean((clipped > l3).logical_and(neg).to(logp.scalar_type()));
-    }
+    auto terms = policy_loss(cfg->policy, {logp, log_ratio, adv, mask, seg, seqs->n_seqs});
+    auto pg = terms.per_token;
     if (in->is_weight) pg = pg * from_floats(in->is_weight, n, logp);
     auto pg_loss = agg(pg);
     auto loss = pg_loss;
@@ -1001,8 +986,8 @@ UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
     if (backward) (loss * scale).backward();
     // Every statistic crosses to the host in one transfer (one sync on a GPU).
     auto st = torch::stack({loss.detach(), pg_loss.detach(), kl_mean, masked_mean(ent.detach()),
-                            masked_mean((l2 > l1).to(logp.scalar_type())).detach(),
-                            clip_lower_frac.detach(), masked_mean(-log_ratio.detach()), mask.sum()})
+                            terms.clipfrac.detach(), terms.clipfrac_lower.detach(),
+                            masked_mean(-log_ratio.detach()), mask.sum()})
                   .to(torch::kCPU, torch::kDouble);
     auto v = st.accessor<double, 1>();
     stats->loss = v[0];

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 6
+#define UMAD_TORCH_ABI_VERSION 7
 
 enum {
   UMAD_OK = 0,
@@ -111,10 +111,20 @@ typedef struct umad_token_inputs {
   const float* mask;      /* 0/1 loss mask; NULL means all ones */
 } umad_token_inputs;
 
+/* The policy loss, by name, and its settings. Every loss of the plugin's table
+ * (kernels/umad_losses.cpp) takes this one block, so adding a loss changes no struct and no
+ * signature: each loss reads the fields its entry there documents and refuses a setting it
+ * cannot honour. */
+typedef struct umad_policy_params {
+  const char* name;           /* "ppo", ...: an entry of the table */
+  double clip_low, clip_high; /* the loss's clip range [1-clip_low, 1+clip_high] */
+  double clip_c;              /* dual clip bound for A<0 (ppo); 0 disables */
+  double extra[4];            /* settings of a loss that needs more than these; zero otherwise */
+} umad_policy_params;
+
 typedef struct umad_loss_config {
+  umad_policy_params policy;
   double temperature;
-  double clip_low, clip_high; /* ratio clipped to [1-clip_low, 1+clip_high] */
-  double clip_c;              /* dual clip bound for A<0; 0 disables */
   int32_t agg_mode;
   double norm_length; /* seq-mean-token-sum-norm divisor; 0 means longest response */
   int32_t kl_estimator;

@@ -47,6 +47,7 @@ type Config struct {
 	// mean over groups of each group's token-mean (reference section 4.3).
 	MiniBatch int           `json:"mini_batch"`
 	Opt       torch.AdamW   `json:"optimizer"`
+	Loss      torch.Loss    `json:"loss"` // the policy loss (loss.go); the four below are its settings
 	ClipLow   float64       `json:"clip_low"`
 	ClipHigh  float64       `json:"clip_high"`
 	ClipC     float64       `json:"clip_c"`
@@ -109,7 +110,8 @@ type testHooks struct {
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
 // "robust": true|false becomes Reward, before the sync mode had one (then in place, the
-// default), or before the dtype had one (then f32), so runs from then still resume.
+// default), before the dtype had one (then f32), or before the policy loss had one (then
+// ppo), so runs from then still resume.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
 	old := struct {
@@ -130,6 +132,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	if c.DType == "" {
 		c.DType = torch.PrecisionF32
+	}
+	if c.Loss == "" {
+		c.Loss = torch.LossPPO
 	}
 	return nil
 }
@@ -218,6 +223,10 @@ func (c *Config) checkNumbers() error {
 			return fmt.Errorf("%s %g does not fit the float32 the trainer computes in (at most %.3g)", n.flag, n.v, math.MaxFloat32)
 		}
 	}
+	loss, err := LookupLoss(c.Loss)
+	if err != nil {
+		return fmt.Errorf("--loss: %w", err)
+	}
 	lr := c.Opt.LR
 	switch {
 	case lr < 0:
@@ -225,10 +234,14 @@ func (c *Config) checkNumbers() error {
 	case c.LoRA.Rank > 0 && lr*c.LoRA.Alpha/float64(c.LoRA.Rank) > 1:
 		return fmt.Errorf("--lr %g x LoRA alpha/rank %g/%d is %.3g: a step would move the adapted weights by about that much; it must be at most 1 (lower --lr or --lora-alpha)",
 			lr, c.LoRA.Alpha, c.LoRA.Rank, lr*c.LoRA.Alpha/float64(c.LoRA.Rank))
-	case !(c.ClipLow >= 0 && c.ClipLow < 1):
+	case loss.weightClip && !(c.ClipLow >= 0 && c.ClipLow <= 1):
+		return fmt.Errorf("--clip-low must be in [0, 1] (1: no lower bound), got %g", c.ClipLow)
+	case !loss.weightClip && !(c.ClipLow >= 0 && c.ClipLow < 1):
 		return fmt.Errorf("--clip-low must be in [0, 1), got %g", c.ClipLow)
 	case c.ClipHigh < 0:
 		return fmt.Errorf("--clip-high must not be negative, got %g", c.ClipHigh)
+	case c.ClipC != 0 && loss.ClipC == 0:
+		return fmt.Errorf("--clip-c is PPO's dual clip; --loss %s has none", loss.Loss)
 	case c.ClipC != 0 && c.ClipC <= 1:
 		return fmt.Errorf("--clip-c must be more than 1 (0 = off), got %g", c.ClipC)
 	}

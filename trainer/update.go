@@ -194,7 +194,7 @@ func (t *Trainer) lossInputs(b *turnBatch, m *trainlog.StepMetrics) {
 func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent int, m *trainlog.StepMetrics) error {
 	st := t.agents[agent]
 	t0, comm := time.Now(), t.commTime()
-	loss := torch.LossConfig{Temperature: t.cfg.Agents[agent].Params.Temperature, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh,
+	loss := torch.LossConfig{Loss: t.cfg.Loss, Temperature: t.cfg.Agents[agent].Params.Temperature, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh,
 		ClipC: t.cfg.ClipC, Agg: t.cfg.Agg, KL: torch.KLK3, KLCoef: t.cfg.Algo.KLLossCoef}
 	opt := t.cfg.Opt
 	opt.LR *= t.cfg.Schedule.Factor(step, t.cfg.Steps)

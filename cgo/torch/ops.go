@@ -1,14 +1,17 @@
 package torch
 
 /*
+#include <stdlib.h>
 #include "plugin.h"
 */
 import "C"
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
+	"unsafe"
 )
 
 // packed is a micro-batch flattened for the ABI: prompt and response tokens of every
@@ -194,9 +197,21 @@ func (k KLEstimator) code() (C.int32_t, error) {
 	return 0, fmt.Errorf("unknown KL estimator %q (want k1, k2 or k3)", string(k))
 }
 
+// Loss names a policy loss of the plugin's table (kernels/umad_losses.cpp). It crosses the
+// C ABI as a name, with settings that are the same for every loss, so a new loss there
+// needs no change to the ABI; the plugin refuses a name it does not have.
+type Loss string
+
+const (
+	LossPPO   Loss = "ppo"   // dual-clip PPO on each token's ratio
+	LossGSPO  Loss = "gspo"  // PPO's clip on one ratio per sequence (GSPO)
+	LossCISPO Loss = "cispo" // the clipped ratio as a stop-gradient weight of each log-prob (CISPO)
+)
+
 // LossConfig configures the policy loss. The zero value of each field is verl's default
 // except where noted.
 type LossConfig struct {
+	Loss        Loss    // "" is ppo
 	Temperature float64 // logits are divided by it; required
 	ClipLow     float64 // ratio lower clip 1-ClipLow (0.2 in the reference)
 	ClipHigh    float64 // ratio upper clip 1+ClipHigh (DAPO clip-higher raises it)
@@ -229,7 +244,7 @@ type LossStats struct {
 	Logp                           [][]float32 // current log-probs of the response tokens
 }
 
-// PolicyLoss evaluates the PPO/GRPO loss of one micro-batch. With backward it adds
+// PolicyLoss evaluates the policy loss cfg.Loss of one micro-batch. With backward it adds
 // scale * d loss / d params to the gradients (micro-batch accumulation: pass
 // 1/number-of-micro-batches, or whatever weighting the objective needs).
 func (m *Model) PolicyLoss(b PolicyBatch, cfg LossConfig, backward bool, scale float64) (LossStats, error) {
@@ -268,11 +283,13 @@ func (m *Model) PolicyLoss(b PolicyBatch, cfg LossConfig, backward bool, scale f
 	if p.nResp == 0 {
 		return LossStats{}, fmt.Errorf("policy loss: batch has no response tokens")
 	}
+	name := cmp.Or(cfg.Loss, LossPPO)
+	cname := C.CString(string(name))
+	defer C.free(unsafe.Pointer(cname))
 	cc := C.umad_loss_config{
+		policy: C.umad_policy_params{name: cname, clip_low: C.double(cfg.ClipLow), clip_high: C.double(cfg.ClipHigh),
+			clip_c: C.double(cfg.ClipC)},
 		temperature:  C.double(cfg.Temperature),
-		clip_low:     C.double(cfg.ClipLow),
-		clip_high:    C.double(cfg.ClipHigh),
-		clip_c:       C.double(cfg.ClipC),
 		agg_mode:     agg,
 		norm_length:  C.double(cfg.NormLength),
 		kl_estimator: kl,
