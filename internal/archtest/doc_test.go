@@ -5,7 +5,7 @@ package archtest
 // list is the CLI's. A change that moves a room fails here until the page follows it.
 
 import (
-	"bufio"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -125,24 +125,27 @@ func testOnly(t *testing.T, dir string) bool {
 	return true
 }
 
-// ignoredAtRoot are the top-level names .gitignore anchors at the root ("/build/").
+// ignoredAtRoot lists the top-level names git ignores: .gitignore's and also a checkout's own
+// .git/info/exclude (a developer's scratch folders), which only git itself knows.
 func ignoredAtRoot(t *testing.T, root string) []string {
-	f, err := os.Open(filepath.Join(root, ".gitignore"))
+	top, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "/"); ok {
-			out = append(out, strings.TrimSuffix(name, "/"))
+	var names []string
+	for _, d := range top {
+		if d.Name() != ".git" {
+			names = append(names, d.Name())
 		}
 	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
+	cmd := exec.Command("git", append([]string{"check-ignore", "--"}, names...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) { // 1: none ignored
+		t.Fatalf("git check-ignore: %v", err)
 	}
-	return out
+	return strings.Fields(string(out))
 }
 
 func TestDocHouse(t *testing.T) {
