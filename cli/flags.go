@@ -32,7 +32,7 @@ func llamaFlags() []ucli.Flag {
 	}
 }
 
-// deterministicFlag is umad debate's and umad train's --deterministic.
+// deterministicFlag is --deterministic of umad debate, umad train and umad bench debate.
 func deterministicFlag() ucli.Flag {
 	return &ucli.BoolFlag{Name: "deterministic", Usage: "step the agents' engines on one clock, so the same seed and settings give the same bytes whatever the timing (bench/RESULTS.md, determinism)"}
 }

@@ -59,7 +59,7 @@ type scheduler struct {
 	results chan Result
 	// stepped holds each generator's results of the current step of a deterministic
 	// debate, received once every generator has stepped, in generator order.
-	stepped map[Generator][]Result
+	stepped [][]Result // per generator, in gens' order
 	stopped chan error // a generator's Serve returned
 	running int        // generators serving
 	pending map[uint64]*pendingReq
@@ -81,7 +81,7 @@ func newScheduler(cfg *DebateConfig, problems []data.Problem, skip func(int) boo
 		}
 	}
 	if cfg.Deterministic {
-		s.stepped = map[Generator][]Result{}
+		s.stepped = make([][]Result, len(s.gens))
 	}
 	if s.inFlight == 0 {
 		s.inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
@@ -98,10 +98,10 @@ func (s *scheduler) serve(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}
-	for g, q := range s.queues {
-		emit := emit
+	for i, g := range s.gens {
+		q, emit := s.queues[g], emit
 		if q.stepped() { // only g's goroutine appends, and only between tick and tock
-			emit = func(r Result) { s.stepped[g] = append(s.stepped[g], r) }
+			emit = func(r Result) { s.stepped[i] = append(s.stepped[i], r) }
 		}
 		go func() { s.stopped <- g.Serve(ctx, q, emit) }()
 	}
@@ -157,13 +157,13 @@ func (s *scheduler) runStepped(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
-		for _, g := range s.gens {
-			for _, r := range s.stepped[g] {
+		for i := range s.gens {
+			for _, r := range s.stepped[i] {
 				if err := s.receive(r); err != nil {
 					return err
 				}
 			}
-			s.stepped[g] = s.stepped[g][:0]
+			s.stepped[i] = s.stepped[i][:0]
 		}
 	}
 	return nil
