@@ -75,7 +75,11 @@ func firstDifference(a, b string) (string, error) {
 	for f := range files {
 		names = append(names, f)
 	}
-	sort.Strings(names)
+	// Rollout files first: the reports are made from them.
+	sort.Slice(names, func(i, j int) bool {
+		ri, rj := strings.HasSuffix(names[i], ".jsonl.zst"), strings.HasSuffix(names[j], ".jsonl.zst")
+		return ri && !rj || ri == rj && names[i] < names[j]
+	})
 	for _, f := range names {
 		la, errA := fileLines(filepath.Join(a, f))
 		lb, errB := fileLines(filepath.Join(b, f))

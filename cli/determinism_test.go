@@ -16,7 +16,7 @@ import (
 	"github.com/umad-dev/umad/rollouts"
 )
 
-// burnCPU keeps every core busy until the test ends, as another job on the machine would.
+// burnCPU keeps every core busy until the test ends, as other jobs on the machine would.
 func burnCPU(t *testing.T) {
 	var stop atomic.Bool
 	t.Cleanup(func() { stop.Store(true) })
@@ -29,28 +29,44 @@ func burnCPU(t *testing.T) {
 }
 
 // A heterogeneous debate (two architectures, other weights, one agent with a 20k
-// vocabulary and so slower steps) run twice beside CPU-burning goroutines gives
-// byte-identical outputs, and --check-determinism says so; a changed log-prob is found
-// by file, line and field.
+// vocabulary and so slower steps) gives byte-identical outputs run on a quiet machine and
+// twice beside CPU-burning goroutines, and --check-determinism says so; a changed
+// log-prob is found by file, line and field.
 func TestDebateCheckDeterminism(t *testing.T) {
-	burnCPU(t)
 	out := t.TempDir()
 	slow := filepath.Join(testmodel.TinyVocab(t, "qwen3", 20000), "model.gguf")
-	var stdout, stderr bytes.Buffer
-	app := App()
-	app.Writer, app.ErrWriter = &stdout, &stderr
-	err := app.Run([]string{"umad", "debate", "--agent", testmodel.GGUF(t, "qwen2"), "--agent", slow + ",temperature=1.0",
-		"--synthetic", "6", "-k", "3", "--turns", "2", "--max-tokens", "12", "--slots", "4", "--threads", "1",
-		"--deterministic", "--check-determinism", "--out", out})
-	if err != nil {
-		t.Fatalf("debate --check-determinism: %v\n%s", err, stderr.String())
+	debate := func(out string, extra ...string) string {
+		var stdout, stderr bytes.Buffer
+		app := App()
+		app.Writer, app.ErrWriter = &stdout, &stderr
+		err := app.Run(append([]string{"umad", "debate", "--agent", testmodel.GGUF(t, "qwen2"), "--agent", slow + ",temperature=1.0",
+			"--synthetic", "8", "-k", "4", "--turns", "2", "--max-tokens", "32", "--slots", "8", "--threads", "1",
+			"--deterministic", "--out", out}, extra...))
+		if err != nil {
+			t.Fatalf("debate %v: %v\n%s", extra, err, stderr.String())
+		}
+		return stdout.String()
 	}
-	if !strings.Contains(stdout.String(), "agree byte for byte") {
-		t.Errorf("output %q does not say the runs agree", stdout.String())
+	quiet := filepath.Join(out, "quiet", "run")
+	debate(quiet)
+	burnCPU(t)
+	stdout := debate(out, "--check-determinism")
+	run1, run2 := filepath.Join(out, "check-1", "run"), filepath.Join(out, "check-2", "run")
+	if where, err := firstDifference(quiet, run1); where != "" || err != nil {
+		t.Errorf("the run beside the CPU load differs from the quiet one: %s %v", where, err)
+	}
+	if !strings.Contains(stdout, "agree byte for byte") {
+		t.Errorf("output %q does not say the runs agree", stdout)
 	}
 
-	// Run 2 with one log-prob moved in its last bit: the check points at it.
-	run1, run2 := filepath.Join(out, "check-1", "run"), filepath.Join(out, "check-2", "run")
+	// Run 2 without its summary, then also with one log-prob moved in its last bit: the
+	// check names the file, then the rollout (the reports are made from the rollouts).
+	if err := os.Remove(filepath.Join(run2, "report", "summary.json")); err != nil {
+		t.Fatal(err)
+	}
+	if where, _ := firstDifference(run1, run2); where != "report/summary.json is in one run only" {
+		t.Errorf("firstDifference = %q for a missing file", where)
+	}
 	file := filepath.Join("seed-1", "rollouts.jsonl.zst")
 	var recs []engine.DebateRecord
 	if _, err := rollouts.Read(filepath.Join(run1, file), func(l []byte) error {
@@ -58,7 +74,7 @@ func TestDebateCheckDeterminism(t *testing.T) {
 		err := json.Unmarshal(l, &r)
 		recs = append(recs, r)
 		return err
-	}); err != nil || len(recs) != 6 {
+	}); err != nil || len(recs) != 8 {
 		t.Fatalf("%d records, %v", len(recs), err)
 	}
 	lp := &recs[1].Turns[1][0][2].LogProbs[3]
@@ -69,11 +85,5 @@ func TestDebateCheckDeterminism(t *testing.T) {
 	where, err := firstDifference(run1, run2)
 	if want := "seed-1/rollouts.jsonl.zst line 2, field turns[1][0][2].logprobs[3]: "; err != nil || !strings.HasPrefix(where, want) {
 		t.Errorf("firstDifference = %q, %v; want it to start with %q", where, err, want)
-	}
-	if err := os.Remove(filepath.Join(run2, "report", "summary.json")); err != nil {
-		t.Fatal(err)
-	}
-	if where, _ := firstDifference(run1, run2); where != "report/summary.json is in one run only" {
-		t.Errorf("firstDifference = %q for a missing file", where)
 	}
 }
