@@ -40,7 +40,7 @@ func TestDebateCheckDeterminism(t *testing.T) {
 		app := App()
 		app.Writer, app.ErrWriter = &stdout, &stderr
 		err := app.Run(append([]string{"umad", "debate", "--agent", testmodel.GGUF(t, "qwen2"), "--agent", slow + ",temperature=1.0",
-			"--synthetic", "8", "-k", "4", "--turns", "2", "--max-tokens", "32", "--slots", "8", "--threads", "1",
+			"--synthetic", "8", "-k", "4", "--turns", "2", "--max-tokens", "16", "--slots", "8", "--threads", "1",
 			"--deterministic", "--out", out}, extra...))
 		if err != nil {
 			t.Fatalf("debate %v: %v\n%s", extra, err, stderr.String())
