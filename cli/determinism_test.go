@@ -41,14 +41,14 @@ func TestDebateCheckDeterminism(t *testing.T) {
 		app.Writer, app.ErrWriter = &stdout, &stderr
 		err := app.Run(append([]string{"umad", "debate", "--agent", testmodel.GGUF(t, "qwen2"), "--agent", slow + ",temperature=1.0",
 			"--synthetic", "8", "-k", "4", "--turns", "2", "--max-tokens", "16", "--slots", "8", "--threads", "1",
-			"--deterministic", "--out", out}, extra...))
+			"--out", out}, extra...))
 		if err != nil {
 			t.Fatalf("debate %v: %v\n%s", extra, err, stderr.String())
 		}
 		return stdout.String()
 	}
 	quiet := filepath.Join(out, "quiet", "run")
-	debate(quiet)
+	debate(quiet, "--deterministic")
 	burnCPU(t)
 	stdout := debate(out, "--check-determinism")
 	run1, run2 := filepath.Join(out, "check-1", "run"), filepath.Join(out, "check-2", "run")
