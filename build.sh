@@ -292,9 +292,10 @@ demo)
 	out=${UMAD_DEMO_DIR:-demo}
 	rm -rf "$out"
 	# The built-in task at a size a hidden-64 model learns on CPU in minutes: sums of two
-	# operands from 1..2. Log-probs are exact (F32 KV cache, flash attention off).
+	# operands from 1..2. Log-probs are exact (F32 KV cache, flash attention off); the engines
+	# step on one clock, so the same seed gives the same compare.md whatever the timing.
 	task=(--synthetic-max 2 --synthetic-ops +)
-	sampling=(--max-tokens 16 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off)
+	sampling=(--max-tokens 16 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off --deterministic)
 	for a in qwen2:1 qwen3:2; do # two different architectures, as the paper pairs Qwen2.5 and Qwen3
 		arch=${a%:*}
 		./umad model tiny --arch "$arch" --seed "${a#*:}" --out "$out/tiny-$arch"

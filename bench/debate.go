@@ -29,6 +29,8 @@ type DebateConfig struct {
 	GPULayers   int
 	Params      sampler.Params
 	Repeats     int // the debate runs this many times; the bare rates are the best of as many
+	// Deterministic steps the engines on one clock (engine.DebateConfig).
+	Deterministic bool
 }
 
 // DebateFigures are the results of one debate measurement, summed over the engines.
@@ -139,7 +141,7 @@ func Debate(cfg DebateConfig) (DebateFigures, error) {
 	}
 	f.Engines = len(engines)
 	problems := data.Synthetic(cfg.Problems, 1)
-	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit}
+	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit, Deterministic: cfg.Deterministic}
 	var best time.Duration
 	var work []engine.Stats // per engine, of the best run
 	for r := 0; r < cfg.Repeats; r++ {

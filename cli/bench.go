@@ -73,6 +73,7 @@ func init() {
 				&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU"},
 				&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
 				&ucli.StringFlag{Name: "section", Value: "debate", Usage: "name of the section --results rewrites"},
+				deterministicFlag(),
 			},
 			Action: benchDebate,
 		}},
@@ -156,7 +157,8 @@ func benchDebate(c *ucli.Context) error {
 	}
 	f, err := bench.Debate(bench.DebateConfig{Agents: agents, Labels: labels, Problems: c.Int("synthetic"), K: c.Int("k"),
 		Turns: c.Int("turns"), MaxTokens: c.Int("max-tokens"), PromptLimit: c.Int("prompt-limit"), Slots: c.Int("slots"),
-		Threads: c.Int("threads"), GPULayers: layers, Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats")})
+		Threads: c.Int("threads"), GPULayers: layers, Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats"),
+		Deterministic: c.Bool("deterministic")})
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,8 @@ func init() {
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes on this machine, each debating a share of the problems with its own engines (one per GPU); the report is one process's"},
 			distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
+			deterministicFlag(),
+			&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice (--deterministic unless set to false), in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
 		}, append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...)...),
 		Action: debateCmd,
 	})
@@ -85,13 +87,15 @@ type debateConfig struct {
 	KVType        string                `json:"kv_type"`
 	FlashAttn     string                `json:"flash_attn"`
 	Ctx           int                   `json:"ctx"`
+	Deterministic bool                  `json:"deterministic,omitempty"`
 }
 
 func resolveDebate(c *ucli.Context) (debateConfig, error) {
 	cfg := debateConfig{Data: c.String("data"), Limit: c.Int("limit"), SampleRatio: c.Float64("sample-ratio"),
 		K: c.Int("k"), Turns: c.Int("turns"), PromptLimit: c.Int("prompt-limit"), Mask: !c.Bool("no-mask"),
 		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
-		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx")}
+		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx"),
+		Deterministic: c.Bool("deterministic")}
 	if cfg.Data == "" {
 		if c.IsSet("limit") || c.IsSet("sample-ratio") {
 			return cfg, errors.New("--limit and --sample-ratio choose among the problems of --data; the built-in set's size is --synthetic N")
@@ -186,6 +190,9 @@ func (cfg debateConfig) problems() ([]data.Problem, error) {
 }
 
 func debateCmd(c *ucli.Context) error {
+	if c.Bool("check-determinism") {
+		return checkDeterminism(c)
+	}
 	if os.Getenv("RANK") != "" && !ownRank() {
 		return fmt.Errorf("RANK=%s is set (by torchrun or a job system?), but umad debate starts its own ranks with --nproc N and merges their shares into one report; run it once per job, without RANK",
 			os.Getenv("RANK"))
@@ -363,7 +370,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 		agents[i].Seed = seed + cfg.Agents[i].SeedOffset
 	}
 	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
-		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU,
+		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU, Deterministic: cfg.Deterministic,
 		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise, Seed: seed}}
 	if cfg.FullHistory {
 		dcfg.Prompt.History = engine.HistoryFull

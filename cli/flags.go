@@ -32,6 +32,11 @@ func llamaFlags() []ucli.Flag {
 	}
 }
 
+// deterministicFlag is --deterministic of umad debate, umad train and umad bench debate.
+func deterministicFlag() ucli.Flag {
+	return &ucli.BoolFlag{Name: "deterministic", Usage: "step the agents' engines on one clock, so the same seed and settings give the same bytes whatever the timing (bench/RESULTS.md, determinism)"}
+}
+
 // samplingFlags are the sampling parameters, with the paper's defaults.
 func samplingFlags() []ucli.Flag {
 	return []ucli.Flag{

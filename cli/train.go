@@ -118,6 +118,7 @@ func init() {
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
+			deterministicFlag(),
 		}, append(samplingFlags(), llamaFlags()...)...), append(append(append(append(syntheticFlags(), torchFlags()...), memoryFlags()...), distFlags()...),
 			loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update")...)...),
 		Action: trainCmd,
@@ -309,6 +310,7 @@ func trainCmd(c *ucli.Context) error {
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
 	}
+	cfg.Deterministic = c.Bool("deterministic")
 	for _, a := range rc.Agents {
 		hc, err := model.LoadHFConfig(a.Model)
 		if err != nil {

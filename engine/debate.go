@@ -65,6 +65,10 @@ type DebateConfig struct {
 	// InFlight is the most problems debated at once (0 = enough to keep every slot busy).
 	InFlight int
 	Extract  reward.ExtractOptions
+	// Deterministic runs the generators on a step clock (scheduler.runStepped), so the
+	// same seed gives the same bytes whatever the timing: llama.cpp's logits move in their
+	// last bits with the batch a sequence is decoded in (bench/RESULTS.md, determinism).
+	Deterministic bool
 }
 
 // AgentTurn is one agent's response in one trajectory at one turn.

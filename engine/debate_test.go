@@ -42,12 +42,18 @@ func userMessage(prompt string) string {
 
 func (f *fakeGen) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 	for {
-		if r, ok := q.pop(); ok {
+		if err := q.awaitStep(ctx); err != nil {
+			return err
+		}
+		for r, ok := q.pop(); ok; r, ok = q.pop() {
 			emit(f.generate(r))
-			continue
 		}
 		if q.drained() {
 			return nil
+		}
+		if q.stepped() {
+			q.stepDone()
+			continue
 		}
 		select {
 		case <-q.ready():
@@ -580,5 +586,34 @@ func TestAgentTurnJSON(t *testing.T) {
 	none, _ := json.Marshal(reward.Verdict{NoAnswer: true})
 	if want := `{"no_answer":true,"strict":false,"robust":false,"tokens":0,"mean_entropy":0,"mean_nll":0}`; string(none) != want {
 		t.Errorf("no-answer grade JSON:\n got %s\nwant %s", none, want)
+	}
+}
+
+// A deterministic debate (on the step clock) gives the records of a free-running one, and
+// a generator that stops early still ends it with an error.
+func TestSteppedDebate(t *testing.T) {
+	respond := func(msg string, agent, turn, traj int) string {
+		return fmt.Sprintf(`agent %d turn %d trajectory %d: \boxed{%d}`, agent, turn, traj, 5+agent+turn%2)
+	}
+	var runs []map[int]DebateRecord
+	for _, det := range []bool{false, true} {
+		g := &fakeGen{respond: respond}
+		cfg := fakeConfig(3, 2, g, &fakeGen{respond: respond}, g)
+		cfg.Deterministic, cfg.StopAgree, cfg.InFlight = det, 1, 2
+		recs, stats, err := runFake(t, cfg, fakeProblems(5), func(i int) bool { return i == 1 })
+		if err != nil || stats.Problems != 4 {
+			t.Fatalf("deterministic=%v: %d problems, %v", det, stats.Problems, err)
+		}
+		runs = append(runs, recs)
+	}
+	if !reflect.DeepEqual(runs[0], runs[1]) {
+		t.Error("the stepped debate's records differ from the free-running one's")
+	}
+	cfg := fakeConfig(2, 1, &fakeGen{respond: func(string, int, int, int) string { return "" }})
+	cfg.Agents = append(cfg.Agents, cfg.Agents[0])
+	cfg.Agents[1].Generator = &stoppedGen{}
+	cfg.Deterministic = true
+	if _, _, err := runFake(t, cfg, fakeProblems(1), nil); err == nil || !strings.Contains(err.Error(), "stopped early") {
+		t.Errorf("err = %v, want a generator that stopped early", err)
 	}
 }

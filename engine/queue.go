@@ -1,6 +1,9 @@
 package engine
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Queue is an unbounded, goroutine-safe queue of requests feeding Engine.Serve.
 type Queue struct {
@@ -8,10 +11,55 @@ type Queue struct {
 	items  []*Request
 	closed bool
 	notify chan struct{} // has a value while items may be waiting or the queue just closed
+	step   *stepClock    // nil: the generator steps as fast as it can
+}
+
+// stepClock makes a generator step only when its debate says so: it waits for a tick
+// before each step (taking requests, then decoding once) and answers with a tock after
+// it. What it takes and decodes together is then a function of the debate's state, not
+// of when other goroutines pushed requests.
+type stepClock struct {
+	tick, tock chan struct{}
+	shut       chan struct{} // closed with the queue: steps run freely to drain it
 }
 
 // NewQueue makes an empty, open queue.
 func NewQueue() *Queue { return &Queue{notify: make(chan struct{}, 1)} }
+
+// newSteppedQueue makes a queue whose generator steps on its clock's ticks.
+func newSteppedQueue() *Queue {
+	q := NewQueue()
+	q.step = &stepClock{tick: make(chan struct{}, 1), tock: make(chan struct{}, 1), shut: make(chan struct{})}
+	return q
+}
+
+// stepped says whether the generator steps on a clock (it must not wait for requests then).
+func (q *Queue) stepped() bool { return q.step != nil }
+
+// awaitStep waits for the clock's tick (at once without a clock, or once closed).
+func (q *Queue) awaitStep(ctx context.Context) error {
+	if q.step == nil {
+		return nil
+	}
+	select {
+	case <-q.step.tick:
+		return nil
+	case <-q.step.shut:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stepDone answers the tick: the step's results are emitted.
+func (q *Queue) stepDone() {
+	if q.step != nil {
+		select {
+		case q.step.tock <- struct{}{}:
+		default: // closed and draining: nobody waits
+		}
+	}
+}
 
 // Push appends requests (copied); pushing to a closed queue panics, as sending on a
 // closed channel does.
@@ -32,6 +80,9 @@ func (q *Queue) Push(reqs ...Request) {
 // Close says no more requests will come; Serve returns once the queue is drained.
 func (q *Queue) Close() {
 	q.mu.Lock()
+	if !q.closed && q.step != nil {
+		close(q.step.shut)
+	}
 	q.closed = true
 	q.mu.Unlock()
 	q.wake()

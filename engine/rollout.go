@@ -310,6 +310,7 @@ func (e *Engine) Generate(ctx context.Context, reqs []Request, emit func(Result)
 // Serve is Generate for a stream of requests: it takes requests from q as slots free up,
 // waits when q is empty but open, and returns once q is closed and every request taken
 // from it has been emitted. emit may push more requests to q (a debate's next turn).
+// On a stepped queue (a deterministic debate) each step waits for the debate's tick.
 func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 	if e.ctx == nil {
 		return llama.ErrClosed
@@ -323,6 +324,9 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 	defer runtime.UnlockOSThread()
 	for {
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := q.awaitStep(ctx); err != nil {
 			return err
 		}
 		// Admit work into free slots: first the remaining samples of jobs in flight,
@@ -345,6 +349,10 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 			if q.drained() {
 				return nil
 			}
+			if q.stepped() { // idle this step: the clock brings the next requests
+				q.stepDone()
+				continue
+			}
 			select { // idle: wait for more requests
 			case <-q.ready():
 			case <-ctx.Done():
@@ -355,6 +363,7 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 		if err := e.step(emit); err != nil {
 			return err
 		}
+		q.stepDone()
 	}
 }
 

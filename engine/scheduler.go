@@ -55,7 +55,11 @@ type scheduler struct {
 	stats    DebateStats
 
 	queues  map[Generator]*Queue // one per distinct generator
+	gens    []Generator          // the distinct generators in agent order
 	results chan Result
+	// stepped holds each generator's results of the current step of a deterministic
+	// debate, received once every generator has stepped, in generator order.
+	stepped [][]Result // per generator, in gens' order
 	stopped chan error // a generator's Serve returned
 	running int        // generators serving
 	pending map[uint64]*pendingReq
@@ -69,8 +73,15 @@ func newScheduler(cfg *DebateConfig, problems []data.Problem, skip func(int) boo
 	for _, a := range cfg.Agents {
 		if s.queues[a.Generator] == nil {
 			s.queues[a.Generator] = NewQueue()
+			if cfg.Deterministic {
+				s.queues[a.Generator] = newSteppedQueue()
+			}
+			s.gens = append(s.gens, a.Generator)
 			slots = max(slots, a.Generator.Slots())
 		}
+	}
+	if cfg.Deterministic {
+		s.stepped = make([][]Result, len(s.gens))
 	}
 	if s.inFlight == 0 {
 		s.inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
@@ -87,7 +98,11 @@ func (s *scheduler) serve(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}
-	for g, q := range s.queues {
+	for i, g := range s.gens {
+		q, emit := s.queues[g], emit
+		if q.stepped() { // only g's goroutine appends, and only between tick and tock
+			emit = func(r Result) { s.stepped[i] = append(s.stepped[i], r) }
+		}
 		go func() { s.stopped <- g.Serve(ctx, q, emit) }()
 	}
 	s.running = len(s.queues)
@@ -97,6 +112,9 @@ func (s *scheduler) serve(ctx context.Context) {
 func (s *scheduler) run(ctx context.Context) error {
 	if err := s.admit(); err != nil {
 		return err
+	}
+	if s.cfg.Deterministic {
+		return s.runStepped(ctx)
 	}
 	for s.active > 0 {
 		select {
@@ -112,6 +130,40 @@ func (s *scheduler) run(ctx context.Context) error {
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// runStepped debates on a step clock: every generator takes the requests given so far
+// and decodes one step, all at once; then their results are received in generator
+// order, which pushes the next requests. Each generator's batches are then a function of
+// the debate's state, whatever the generators' speeds and the machine's load.
+func (s *scheduler) runStepped(ctx context.Context) error {
+	for s.active > 0 {
+		for _, g := range s.gens {
+			s.queues[g].step.tick <- struct{}{}
+		}
+		for _, g := range s.gens {
+			select {
+			case <-s.queues[g].step.tock:
+			case err := <-s.stopped:
+				s.running--
+				if err == nil {
+					err = errors.New("debate: a generator stopped early")
+				}
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		for i := range s.gens {
+			for _, r := range s.stepped[i] {
+				if err := s.receive(r); err != nil {
+					return err
+				}
+			}
+			s.stepped[i] = s.stepped[i][:0]
 		}
 	}
 	return nil

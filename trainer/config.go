@@ -91,10 +91,12 @@ type Config struct {
 	LoRA torch.LoRA `json:"lora"`
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
-	Engine    engine.Options     `json:"-"`
-	Placement engine.Placement   `json:"-"` // of the rollout models
-	Torch     torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision
-	Out       string             `json:"-"`
+	Engine engine.Options `json:"-"`
+	// Deterministic steps the agents' engines on one clock (engine.DebateConfig).
+	Deterministic bool               `json:"-"`
+	Placement     engine.Placement   `json:"-"` // of the rollout models
+	Torch         torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision
+	Out           string             `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.
 	Progress io.Writer `json:"-"`
 	// Group, when set, makes this process one rank of a data-parallel run (dist.go).

@@ -100,7 +100,7 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 
 // debateConfig is the engine's view of the agents for one rollout or validation.
 func (t *Trainer) debateConfig(turns, k int, seed func(agent int) uint64) engine.DebateConfig {
-	dc := engine.DebateConfig{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit}
+	dc := engine.DebateConfig{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Deterministic}
 	for i, a := range t.cfg.Agents {
 		st := t.agents[i]
 		dc.Agents = append(dc.Agents, engine.DebateAgent{Name: a.Name, Generator: st.server.Engine, Format: st.format,
