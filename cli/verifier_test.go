@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/trainlog"
 )
 
 // verifierLines are grade input: a pair robust decides, a pair it does not (twice, so the
@@ -111,6 +112,63 @@ func TestGradeVerifierLoadError(t *testing.T) {
 		}
 		if _, serr := os.Stat(out); serr == nil || stdout != "" {
 			t.Errorf("--verifier %s: output written before the model loaded", path)
+		}
+	}
+}
+
+// train --reward robust+verifier=MODEL.gguf trains with the verifier, records it with the
+// run, and every metrics line counts the rewards the verifier decided.
+func TestTrainVerifier(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	gguf := testmodel.GGUF(t, "qwen2")
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-budget", "1m")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	if !strings.Contains(string(b), `"reward": "robust+verifier"`) || !strings.Contains(string(b), `"verifier": "`+gguf+`"`) {
+		t.Errorf("config.json does not record the verifier:\n%s", b)
+	}
+	train, _, err := trainlog.Read(filepath.Join(out, trainlog.File))
+	if err != nil || len(train) == 0 {
+		t.Fatalf("metrics: %v, %d lines", err, len(train))
+	}
+	for _, l := range train {
+		if v := l.Verifier; v == nil || v.Decided+v.Undecided+v.Skipped > 4*4 || v.Equal > v.Decided {
+			t.Errorf("step %d agent %d: verifier counts %+v", l.Step, l.Agent, l.Verifier)
+		}
+	}
+	// Without the verifier the lines have no such field.
+	plain := filepath.Join(t.TempDir(), "run")
+	if _, stderr, err := runApp(t, trainArgs(t, plain, "1", "--val-synthetic", "0", "--reward", "robust")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(plain, trainlog.File)); strings.Contains(string(b), `"verifier"`) {
+		t.Errorf("a run without a verifier logs verifier counts:\n%s", b)
+	}
+}
+
+// A verifier that cannot load, or a --reward that names none, is refused in one line
+// before the run directory exists.
+func TestTrainVerifierErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--reward", "robust+verifier=" + bad},
+		{"--reward", "robust+verifier=" + filepath.Join(dir, "missing.gguf")},
+		{"--reward", "robust+verifier"},
+		{"--reward", "robust=" + bad},
+		{"--reward", "robust", "--verifier-budget", "1m"},
+	} {
+		out := filepath.Join(dir, "run")
+		_, _, err := runApp(t, trainArgs(t, out, "1", args...)...)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "verifier") {
+			t.Errorf("%v: %v; want one line about the verifier", args, err)
+		}
+		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+			t.Errorf("%v: the refused run left %s", args, out)
 		}
 	}
 }
