@@ -18,8 +18,9 @@ import (
 const (
 	MaxTokens = 8
 	slots     = 8
-	// seqContext bounds a prompt: CompassVerifier's template is about 450 tokens, a
-	// question rarely more than a thousand. A pair whose prompt does not fit is undecided.
+	// seqContext bounds a prompt: CompassVerifier's template is about 590 tokens in
+	// Qwen2.5's chat format, a question rarely more than a thousand. A pair whose prompt
+	// does not fit is undecided.
 	seqContext = 4096
 )
 
