@@ -108,7 +108,7 @@ func runGrade(c *ucli.Context) error {
 		questionField: c.String("question-field"),
 	}
 	if path := c.String("verifier"); path != "" {
-		v, err := openVerifier(c, path)
+		v, err := openVerifier(c, path, c.Int("threads"))
 		if err != nil {
 			return err
 		}

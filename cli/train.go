@@ -325,8 +325,8 @@ func trainCmd(c *ucli.Context) error {
 		_, _, err := claimTrain(c, out, rc) // what the run would say of --out and --resume
 		return err
 	}
-	if cfg.Verifier != "" { // loaded before the run directory is touched
-		if cfg.Checker, err = openVerifier(c, cfg.Verifier); err != nil {
+	if cfg.Verifier != "" { // loaded before the run directory is touched; the agents' threads
+		if cfg.Checker, err = openVerifier(c, cfg.Verifier, cfg.Engine.Threads); err != nil {
 			return err
 		}
 		defer cfg.Checker.Close()

@@ -25,12 +25,13 @@ func verifierLlamaFlags() []ucli.Flag {
 	return slices.DeleteFunc(llamaFlags(), func(f ucli.Flag) bool { return slices.Contains(f.Names(), "ctx") })
 }
 
-// openVerifier loads the verifier model with the command's llama.cpp flags.
-func openVerifier(c *ucli.Context, path string) (*verifier.Verifier, error) {
-	if err := checkThreads("threads", c.Int("threads")); err != nil {
+// openVerifier loads the verifier model with the command's llama.cpp flags and threads
+// (0 = the physical cores).
+func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier, error) {
+	if err := checkThreads("threads", threads); err != nil {
 		return nil, err
 	}
-	opt, err := engine.ParseOptions(0, 0, c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
+	opt, err := engine.ParseOptions(0, 0, threads, c.String("kv-type"), c.String("flash-attn"))
 	if err != nil {
 		return nil, err
 	}

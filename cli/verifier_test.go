@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainlog"
 )
 
@@ -107,8 +108,8 @@ func TestGradeVerifierLoadError(t *testing.T) {
 	out := filepath.Join(dir, "out.jsonl")
 	for _, path := range []string{bad, filepath.Join(dir, "missing.gguf")} {
 		stdout, _, err := runGradeCmd(t, "--in", writeLines(t, verifierLines...), "--out", out, "--verifier", path)
-		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "verifier") {
-			t.Errorf("--verifier %s: %v", path, err)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "verifier: load model") || !strings.Contains(err.Error(), path) {
+			t.Errorf("--verifier %s: %v; want one line naming the file", path, err)
 		}
 		if _, serr := os.Stat(out); serr == nil || stdout != "" {
 			t.Errorf("--verifier %s: output written before the model loaded", path)
@@ -169,6 +170,35 @@ func TestTrainVerifierErrors(t *testing.T) {
 		}
 		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
 			t.Errorf("%v: the refused run left %s", args, out)
+		}
+	}
+}
+
+// A line the verifier decided says so: rule verifier, its verdict, and robust+verifier's
+// count; robust's own field is unchanged.
+func TestGradeVerifierFields(t *testing.T) {
+	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &gradeVerifier{}}
+	for _, c := range []struct {
+		check    reward.Check
+		rule     string
+		verified int
+	}{{reward.CheckEqual, "verifier", 1}, {reward.CheckNotEqual, "verifier", 0}, {reward.CheckUndecided, "none", 0}, {reward.CheckSkipped, "none", 0}} {
+		g, err := cfg.gradeLine(1, []byte(`{"question": "How many?", "pred": "three", "gold": "3"}`))
+		if err != nil || !g.ask || g.question != "How many?" {
+			t.Fatalf("gradeLine: %+v, %v", g, err)
+		}
+		g.v.Verifier = c.check
+		stats := gradeStats{withVerifier: true}
+		b, err := g.finish(&stats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["rule"] != c.rule || m["verifier"] != string(c.check) || m["robust"] != false || stats.verified != c.verified {
+			t.Errorf("%s: %v, %d verified", c.check, m, stats.verified)
 		}
 	}
 }
