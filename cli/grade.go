@@ -107,6 +107,9 @@ func runGrade(c *ucli.Context) error {
 		},
 		questionField: c.String("question-field"),
 	}
+	if c.Duration("verifier-budget") < 0 {
+		return fmt.Errorf("--verifier-budget must not be negative, got %v", c.Duration("verifier-budget"))
+	}
 	if path := c.String("verifier"); path != "" {
 		v, err := openVerifier(c, path, c.Int("threads"))
 		if err != nil {

@@ -96,6 +96,9 @@ func TestGradeVerifierBudget(t *testing.T) {
 	if _, _, err := runGradeCmd(t, "--in", in, "--verifier-budget", "1s"); err == nil {
 		t.Error("--verifier-budget without --verifier was accepted")
 	}
+	if _, _, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--verifier-budget", "-1s"); err == nil {
+		t.Error("a negative --verifier-budget was accepted")
+	}
 }
 
 // A verifier that cannot load is one line of error before anything is graded or written.
@@ -162,6 +165,7 @@ func TestTrainVerifierErrors(t *testing.T) {
 		{"--reward", "robust+verifier"},
 		{"--reward", "robust=" + bad},
 		{"--reward", "robust", "--verifier-budget", "1m"},
+		{"--reward", "robust+verifier=" + bad, "--verifier-budget", "-1s"},
 	} {
 		out := filepath.Join(dir, "run")
 		_, _, err := runApp(t, trainArgs(t, out, "1", args...)...)
