@@ -16,13 +16,14 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/verifier"
 )
 
 func init() {
 	register(&ucli.Command{
 		Name:      "grade",
 		Usage:     "grade answers in a JSONL file with both checkers, strict and robust, and compare them",
-		UsageText: "umad grade --in FILE [--out FILE] [--compare FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input] [--gsm8k-hash] [--answer-phrase] [--last-math] [--last-number]",
+		UsageText: "umad grade --in FILE [--out FILE] [--compare FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input] [--gsm8k-hash] [--answer-phrase] [--last-math] [--last-number] [--verifier MODEL.gguf [--verifier-budget 10m] [--question-field question]]",
 		Description: "Each input line is a JSON object holding a gold answer and either a full model\n" +
 			"response (its final answer is extracted: the last \\boxed{}) or a bare prediction.\n" +
 			"Each line is written back with every field it had, plus:\n" +
@@ -32,7 +33,13 @@ func init() {
 			"  robust     a careful grader: commas, trailing zeros, 27.0 vs 27, fractions, sets...\n" +
 			"  rule       the robust comparison that found them equal: exact, text, numeric,\n" +
 			"             approximate, symbolic, tuple, set, interval, relation or equation;\n" +
-			"             none when they differ; null without an answer\n" +
+			"             none when they differ; null without an answer; verifier where the\n" +
+			"             --verifier model decided a pair robust's rules do not\n" +
+			"With --verifier MODEL.gguf, the pairs no robust rule decides (a side robust could\n" +
+			"not parse, or a word or choice letter against mathematics) go to a verifier model\n" +
+			"with CompassVerifier's prompt (the question is --question-field, empty if absent),\n" +
+			"and each line gets a verifier field: equal, not equal, undecided (output naming no\n" +
+			"verdict), skipped (--verifier-budget spent), or null for a pair it was not asked.\n" +
 			"When a line has both fields, the response is graded. Agreement statistics go to\n" +
 			"stderr; --compare also writes a Markdown report of the lines where strict and\n" +
 			"robust disagree, counted and listed by robust's rule (unread: robust compared the\n" +
@@ -42,7 +49,7 @@ func init() {
 			"Example:\n" +
 			"  printf '%s\\n' '{\"response\": \"so \\\\boxed{1,000}\", \"gold\": \"1000\"}' > /tmp/r.jsonl\n" +
 			"  umad grade --in /tmp/r.jsonl        # strict false, robust true",
-		Flags: []ucli.Flag{
+		Flags: append([]ucli.Flag{
 			&ucli.StringFlag{Name: "in", Usage: "JSONL file to grade (- for stdin)", Required: true},
 			&ucli.StringFlag{Name: "out", Usage: "write the graded lines here instead of stdout"},
 			&ucli.StringFlag{Name: "response-field", Value: "response", Usage: "field with a full response"},
@@ -54,7 +61,10 @@ func init() {
 			&ucli.BoolFlag{Name: "last-math", Usage: `take the last math span ($...$, \(...\), \[...\]) of a response in prose when it has no boxed answer or answer phrase`},
 			&ucli.BoolFlag{Name: "last-number", Usage: "take a response's last number when it has no boxed answer"},
 			&ucli.StringFlag{Name: "compare", Usage: "write a Markdown report of the lines where strict and robust disagree, by rule, to this file"},
-		},
+			&ucli.StringFlag{Name: "verifier", Usage: "GGUF verifier model (CompassVerifier's prompt) for the pairs robust's rules do not decide"},
+			&ucli.DurationFlag{Name: "verifier-budget", Usage: "most time the verifier model may take in all (0 = no limit); the pairs left are counted as skipped"},
+			&ucli.StringFlag{Name: "question-field", Value: "question", Usage: "field with the question, for the verifier's prompt"},
+		}, verifierLlamaFlags()...),
 		Action: runGrade,
 	})
 }
@@ -63,11 +73,17 @@ func init() {
 type gradeConfig struct {
 	responseField, predField, goldField string
 	extract                             reward.ExtractOptions
+	// check, when set, asks the verifier model about the pairs robust does not decide.
+	check         *gradeVerifier
+	questionField string
 }
 
 // gradeStats counts the verdicts of one run.
 type gradeStats struct {
 	graded, skipped, strict, robust, strictOnly, robustOnly, noAnswer int
+	verified                                                          int // correct in robust+verifier mode
+	withVerifier                                                      bool
+	checks                                                            verifier.Counts
 	// disagree holds the lines where the modes differ, for --compare.
 	disagree []disagreement
 }
@@ -89,6 +105,22 @@ func runGrade(c *ucli.Context) error {
 			GSM8KHash: c.Bool("gsm8k-hash"), AnswerPhrase: c.Bool("answer-phrase"), LastMath: c.Bool("last-math"),
 			LastNumberFallback: c.Bool("last-number"),
 		},
+		questionField: c.String("question-field"),
+	}
+	if c.Duration("verifier-budget") < 0 {
+		return fmt.Errorf("--verifier-budget must not be negative, got %v", c.Duration("verifier-budget"))
+	}
+	if path := c.String("verifier"); path != "" {
+		v, err := openVerifier(c, path, c.Int("threads"))
+		if err != nil {
+			return err
+		}
+		defer v.Close()
+		ctx, release := interruptContext("")
+		defer release()
+		cfg.check = &gradeVerifier{v: v, ctx: ctx, budget: c.Duration("verifier-budget")}
+	} else if c.IsSet("verifier-budget") {
+		return errors.New("--verifier-budget needs --verifier")
 	}
 	inPath := c.String("in")
 	in := c.App.Reader
@@ -100,7 +132,7 @@ func runGrade(c *ucli.Context) error {
 		defer f.Close()
 		in = f
 	}
-	var stats gradeStats
+	stats := gradeStats{withVerifier: cfg.check != nil}
 	grade := func(w io.Writer) error {
 		return gradeLines(in, w, c.App.ErrWriter, cfg, c.Bool("strict-input"), &stats)
 	}
@@ -117,10 +149,32 @@ func runGrade(c *ucli.Context) error {
 }
 
 // gradeLines grades every line of in onto out; malformed lines are reported on errs and
-// skipped, or returned as the error when strictInput is set.
+// skipped, or returned as the error when strictInput is set. With a verifier, lines are
+// held in chunks, so that the model is asked about a chunk's pairs at once.
 func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput bool, stats *gradeStats) error {
-	return data.ReadLines(in, func(lineNo int, line []byte) error {
-		graded, err := cfg.gradeLine(lineNo, line, stats)
+	chunk := 1
+	if cfg.check != nil {
+		chunk = verifierChunk
+	}
+	var held []*gradedLine
+	flush := func() error {
+		if err := cfg.check.decide(held, stats); err != nil {
+			return err
+		}
+		for _, g := range held {
+			b, err := g.finish(stats)
+			if err != nil {
+				return err
+			}
+			if _, err := out.Write(b); err != nil {
+				return err
+			}
+		}
+		held = held[:0]
+		return nil
+	}
+	err := data.ReadLines(in, func(lineNo int, line []byte) error {
+		g, err := cfg.gradeLine(lineNo, line)
 		if err != nil {
 			if strictInput {
 				return fmt.Errorf("line %d: %w", lineNo, err)
@@ -129,13 +183,29 @@ func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput 
 			stats.skipped++
 			return nil
 		}
-		_, err = out.Write(graded)
-		return err
+		if held = append(held, g); len(held) == chunk {
+			return flush()
+		}
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
-// gradeLine returns the line with the verdict fields set, and counts them.
-func (cfg gradeConfig) gradeLine(lineNo int, line []byte, stats *gradeStats) ([]byte, error) {
+// gradedLine is a line graded by the rules, waiting for the verifier's verdict.
+type gradedLine struct {
+	obj             *object
+	lineNo          int
+	v               reward.Verdict
+	extracted, gold string
+	question        string
+	ask             bool // a pair robust does not decide, for the verifier
+}
+
+// gradeLine parses and grades one line.
+func (cfg gradeConfig) gradeLine(lineNo int, line []byte) (*gradedLine, error) {
 	obj, err := parseObject(line)
 	if err != nil {
 		return nil, err
@@ -168,7 +238,22 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte, stats *gradeStats) ([]
 	} else {
 		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.keys())
 	}
+	g := &gradedLine{obj: obj, lineNo: lineNo, v: v, extracted: extracted, gold: gold}
+	if cfg.check != nil && !v.NoAnswer && !reward.Decided(extracted, gold) {
+		g.ask = true
+		if raw, ok := obj.get(cfg.questionField); ok {
+			if g.question, err = answerText(raw); err != nil {
+				return nil, fmt.Errorf("field %q: %w", cfg.questionField, err)
+			}
+		}
+	}
+	return g, nil
+}
 
+// finish returns the line with the verdict fields set, and counts them. The verifier
+// field is there only when a verifier was given (withVerifier).
+func (g *gradedLine) finish(stats *gradeStats) ([]byte, error) {
+	v, extracted, gold := g.v, g.extracted, g.gold
 	var extractedJSON, keyJSON, ruleJSON any // null without an answer
 	ruleName := "no answer"
 	if !v.NoAnswer {
@@ -176,11 +261,25 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte, stats *gradeStats) ([]
 		extractedJSON, keyJSON, ruleJSON = extracted, v.Key, rule
 		ruleName = string(rule)
 	}
-	for _, f := range []struct {
+	fields := []struct {
 		name  string
 		value any
-	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", v.Strict}, {"robust", v.Robust}, {"rule", ruleJSON}} {
-		if err := obj.set(f.name, f.value); err != nil {
+	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", v.Strict}, {"robust", v.Robust}, {"rule", ruleJSON}}
+	if stats.withVerifier {
+		var check any // null: not asked
+		if v.Verifier != "" {
+			check = v.Verifier
+		}
+		if v.Verifier == reward.CheckEqual || v.Verifier == reward.CheckNotEqual {
+			fields[4].value, ruleName = "verifier", "verifier"
+		}
+		fields = append(fields, struct {
+			name  string
+			value any
+		}{"verifier", check})
+	}
+	for _, f := range fields {
+		if err := g.obj.set(f.name, f.value); err != nil {
 			return nil, err
 		}
 	}
@@ -189,9 +288,9 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte, stats *gradeStats) ([]
 		if ruleName == string(reward.RuleNone) && (!reward.Readable(extracted) || !reward.Readable(gold)) {
 			ruleName = "unread" // robust compared the spelling of text it could not parse
 		}
-		stats.disagree = append(stats.disagree, disagreement{lineNo, extracted, gold, v.Strict, v.Robust, ruleName})
+		stats.disagree = append(stats.disagree, disagreement{g.lineNo, extracted, gold, v.Strict, v.Robust, ruleName})
 	}
-	return obj.marshal(), nil
+	return g.obj.marshal(), nil
 }
 
 // answerText reads an answer value: a string, a number (27.0 reads "27"), or null for none.
@@ -223,6 +322,9 @@ func (s *gradeStats) count(v reward.Verdict) {
 	if robust {
 		s.robust++
 	}
+	if v.Correct(reward.Verified) {
+		s.verified++
+	}
 	if strict && !robust {
 		s.strictOnly++
 	}
@@ -243,6 +345,12 @@ func (s gradeStats) print(w io.Writer) {
 	fmt.Fprintf(w, "robust accuracy  %s (%d/%d)\n", percent(s.robust), s.robust, s.graded)
 	fmt.Fprintf(w, "modes disagree   %d (robust only %d, strict only %d)\n", s.strictOnly+s.robustOnly, s.robustOnly, s.strictOnly)
 	fmt.Fprintf(w, "no answer        %d\n", s.noAnswer)
+	if s.withVerifier {
+		c := s.checks
+		fmt.Fprintf(w, "robust+verifier  %s (%d/%d)\n", percent(s.verified), s.verified, s.graded)
+		fmt.Fprintf(w, "verifier         %d pairs robust did not decide: %d equal, %d not equal, %d undecided, %d skipped (budget); %d asked in %.1fs\n",
+			c.Pairs, c.Equal, c.NotEqual, c.Undecided, c.Skipped, c.Asked, c.Seconds)
+	}
 }
 
 // writeComparison writes the --compare report: per rule, how often each mode alone

@@ -327,9 +327,13 @@ func FuzzGradeLine(f *testing.F) {
 	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold"}
 	f.Fuzz(func(t *testing.T, line string) {
 		var stats gradeStats
-		out, err := cfg.gradeLine(1, []byte(line), &stats)
+		g, err := cfg.gradeLine(1, []byte(line))
 		if err != nil {
 			return
+		}
+		out, err := g.finish(&stats)
+		if err != nil {
+			t.Fatalf("graded line %q failed to write: %v", line, err)
 		}
 		if !bytes.HasSuffix(out, []byte("}\n")) || bytes.Count(out, []byte("\n")) != 1 {
 			t.Fatalf("not one line: %q", out)

@@ -105,7 +105,8 @@ func init() {
 			&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
 			&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
 			&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},
-			&ucli.StringFlag{Name: "reward", Value: string(reward.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper) or robust (equivalent forms: fractions, sets, intervals, symbolic)"},
+			&ucli.StringFlag{Name: "reward", Value: string(reward.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper), robust (equivalent forms: fractions, sets, intervals, symbolic) or robust+verifier=MODEL.gguf (robust, and a verifier model with CompassVerifier's prompt for the pairs robust's rules do not decide)"},
+			&ucli.DurationFlag{Name: "verifier-budget", Usage: "with robust+verifier, most time the verifier model may take per rollout batch (0 = no limit); the pairs left are counted as skipped in the metrics"},
 			&ucli.BoolFlag{Name: "robust", Usage: "the same as --reward robust"},
 			&ucli.IntFlag{Name: "val-every", Value: 20, Usage: "validate every N steps (also before training and at the end)"},
 			&ucli.IntFlag{Name: "val-k", Value: 1, Usage: "trajectories per validation problem"},
@@ -198,9 +199,16 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if algo, err = algo.Override(o); err != nil {
 		return rc, err
 	}
-	mode, err := reward.ParseMode(c.String("reward"))
+	mode, verifierPath, err := parseReward(c.String("reward"))
 	if err != nil {
-		return rc, fmt.Errorf("--reward: %w", err)
+		return rc, err
+	}
+	if verifierPath != "" {
+		if verifierPath, err = filepath.Abs(verifierPath); err != nil {
+			return rc, err
+		}
+	} else if c.IsSet("verifier-budget") {
+		return rc, fmt.Errorf("--verifier-budget needs --reward %s=MODEL.gguf", reward.Verified)
 	}
 	if c.Bool("robust") {
 		if c.IsSet("reward") && mode != reward.Robust {
@@ -231,7 +239,8 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
-		Agg: loss.Agg, Reward: mode, PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
+		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
+		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
 		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
@@ -354,6 +363,12 @@ func trainCmd(c *ucli.Context) error {
 	if c.Bool("dry-run") {
 		_, _, err := claimTrain(c, out, rc) // what the run would say of --out and --resume
 		return err
+	}
+	if cfg.Verifier != "" { // loaded before the run directory is touched; the agents' threads
+		if cfg.Checker, err = openVerifier(c, cfg.Verifier, cfg.Engine.Threads); err != nil {
+			return err
+		}
+		defer cfg.Checker.Close()
 	}
 	save, exists := func() error { return nil }, true
 	if d.Rank == 0 { // the run directory is rank 0's; other ranks write only RUN/ranks/R/

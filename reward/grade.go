@@ -21,6 +21,9 @@ type Verdict struct {
 	// distribution's entropy and of the sampled tokens' negative log-probability.
 	MeanEntropy float64 `json:"mean_entropy"`
 	MeanNLL     float64 `json:"mean_nll"`
+	// Verifier is a verifier model's verdict on a pair robust did not decide; empty when
+	// none was asked.
+	Verifier Check `json:"verifier,omitempty"`
 }
 
 // Correct reports correctness in the given mode; an unknown mode is never correct.
@@ -30,6 +33,8 @@ func (v Verdict) Correct(m Mode) bool {
 		return v.Strict
 	case Robust:
 		return v.Robust
+	case Verified:
+		return v.Robust || v.Verifier == CheckEqual
 	}
 	return false
 }

@@ -19,10 +19,10 @@ const (
 // ParseMode validates a mode name from a flag or a config file.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case Strict, Robust:
+	case Strict, Robust, Verified:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown answer-checking mode %q (want %q or %q)", s, Strict, Robust)
+	return "", fmt.Errorf("unknown answer-checking mode %q (want %q, %q or %q=MODEL.gguf)", s, Strict, Robust, Verified)
 }
 
 // Equiv compares two extracted answers in the given mode. An unknown mode

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/verifier"
 )
 
 // Agent is one trained debater.
@@ -53,7 +55,7 @@ type Config struct {
 	ClipC     float64       `json:"clip_c"`
 	Agg       torch.AggMode `json:"loss_agg"`
 	// Reward is the grading mode of the 0/1 correctness rewards (strict is_equiv, as the
-	// paper, or robust).
+	// paper, robust, or robust+verifier: robust with a verifier model, Verifier).
 	Reward      reward.Mode `json:"reward"`
 	PromptLimit int         `json:"prompt_limit"`
 	Seed        uint64      `json:"seed"`
@@ -62,6 +64,11 @@ type Config struct {
 	SaveEvery   int         `json:"save_every"` // 0: at the end only
 	KeepLast    int         `json:"keep_last"`
 	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// Verifier is the GGUF verifier model of a robust+verifier run, and VerifierBudget the
+	// most time it may take per rollout batch (0: no limit). Checker is it loaded.
+	Verifier       string             `json:"verifier,omitempty"`
+	VerifierBudget time.Duration      `json:"verifier_budget,omitempty"`
+	Checker        *verifier.Verifier `json:"-"`
 	// DType is the trainer's precision: f32, or bf16 compute over f32 master weights. A
 	// config.json written before it existed reads as f32.
 	DType torch.Precision `json:"dtype"`
@@ -178,6 +185,12 @@ func (c *Config) Check() error {
 	}
 	if _, err := reward.ParseMode(string(c.Reward)); err != nil {
 		return fmt.Errorf("train: %w", err)
+	}
+	if (c.Reward == reward.Verified) != (c.Verifier != "") {
+		return fmt.Errorf("train: a verifier model goes with the %s reward, and only with it", reward.Verified)
+	}
+	if c.VerifierBudget < 0 {
+		return fmt.Errorf("train: the verifier budget must not be negative, got %v", c.VerifierBudget)
 	}
 	if err := c.Schedule.check(); err != nil {
 		return fmt.Errorf("train: %w", err)

@@ -119,6 +119,9 @@ func (t *Trainer) rollout(ctx context.Context, dc engine.DebateConfig, problems 
 	if err != nil {
 		return nil, stats, err
 	}
+	if err := t.verify(ctx, recs); err != nil {
+		return nil, stats, err
+	}
 	if stats.SkippedOverlong > 0 {
 		// Keep only debated problems: a skipped one has no turns.
 		kept := recs[:0]

@@ -57,6 +57,9 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	if cfg.Verifier != "" && cfg.Checker == nil {
+		return fmt.Errorf("train: the verifier %s is not loaded", cfg.Verifier)
+	}
 	t := &Trainer{cfg: cfg, rt: rt}
 	defer t.close()
 	var ck *checkpointInfo
@@ -232,6 +235,9 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 			m.RolledOut = g.stats.Problems
 			lines = append(lines, m)
 		}
+	}
+	if err := t.verifierMetrics(g.recs, lines); err != nil {
+		return fmt.Errorf("step %d: %w", step, err)
 	}
 	t.step = step
 	// The training peak goes back to the GPU's driver, or on the CPU to the system, before

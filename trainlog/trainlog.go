@@ -70,6 +70,19 @@ type StepMetrics struct {
 	Tokens              int     `json:"tokens"`
 	RolloutTokensPerSec float64 `json:"rollout_tokens_per_s"`
 	Times               Times   `json:"seconds"`
+	// Verifier counts this agent and turn's rewards that went to the verifier model (a
+	// robust+verifier run only; absent otherwise).
+	Verifier *VerifierCounts `json:"verifier,omitempty"`
+}
+
+// VerifierCounts are the responses of one agent and turn whose answers robust did not
+// decide: those the verifier model decided (Equal of them correct), those whose output
+// named no verdict, and those its time budget skipped.
+type VerifierCounts struct {
+	Decided   int `json:"decided"`
+	Equal     int `json:"equal"`
+	Undecided int `json:"undecided"`
+	Skipped   int `json:"skipped"`
 }
 
 // Times are where a step's time went, in seconds. Rollout and Step are the step's

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/trainlog"
+)
+
+// verifierLines are grade input: a pair robust decides, a pair it does not (twice, so the
+// verifier is asked once), an unparsed one, and no answer.
+var verifierLines = []string{
+	`{"pred": "1,000", "gold": "1000"}`,
+	`{"question": "How many?", "pred": "three", "gold": "3"}`,
+	`{"question": "How many?", "pred": "three", "gold": "3"}`,
+	`{"pred": "11:21", "gold": "681"}`,
+	`{"pred": null, "gold": "3"}`,
+}
+
+func gradedLines(t *testing.T, stdout string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// grade --verifier sends only the pairs robust does not decide to the model, asks a
+// repeated pair once, marks the lines it decided with rule "verifier", and counts.
+func TestGradeVerifier(t *testing.T) {
+	in := writeLines(t, verifierLines...)
+	stdout, stderr, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--threads", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := gradedLines(t, stdout)
+	if len(lines) != 5 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	if lines[0]["verifier"] != nil || lines[0]["rule"] != "numeric" || lines[4]["verifier"] != nil {
+		t.Errorf("robust decided the first line and the last has no answer, yet: %v, %v", lines[0], lines[4])
+	}
+	for _, l := range lines[1:4] {
+		v, _ := l["verifier"].(string)
+		switch v {
+		case "equal", "not equal":
+			if l["rule"] != "verifier" {
+				t.Errorf("the verifier decided %v but the rule is %v", l, l["rule"])
+			}
+		case "undecided":
+			if l["rule"] != "none" {
+				t.Errorf("undecided line %v has rule %v", l, l["rule"])
+			}
+		default:
+			t.Errorf("line %v: verifier %q", l, v)
+		}
+	}
+	if lines[1]["verifier"] != lines[2]["verifier"] {
+		t.Errorf("one pair, two verdicts: %v, %v", lines[1]["verifier"], lines[2]["verifier"])
+	}
+	if !strings.Contains(stderr, "verifier         3 pairs robust did not decide") || !strings.Contains(stderr, "0 skipped (budget); 2 asked") {
+		t.Errorf("stats: %s", stderr)
+	}
+	// Without --verifier the output has no verifier field.
+	plain, _, err := runGradeCmd(t, "--in", in)
+	if err != nil || strings.Contains(plain, `"verifier"`) {
+		t.Errorf("without --verifier: %v\n%s", err, plain)
+	}
+}
+
+// A spent budget skips the pairs, counted, and leaves robust's verdict.
+func TestGradeVerifierBudget(t *testing.T) {
+	in := writeLines(t, verifierLines...)
+	stdout, stderr, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--threads", "1", "--verifier-budget", "1ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range gradedLines(t, stdout)[1:4] {
+		if l["verifier"] != "skipped" || l["rule"] != "none" || l["robust"] != false {
+			t.Errorf("line %v: want skipped", l)
+		}
+	}
+	if !strings.Contains(stderr, "3 skipped (budget); 0 asked") {
+		t.Errorf("stats: %s", stderr)
+	}
+	if _, _, err := runGradeCmd(t, "--in", in, "--verifier-budget", "1s"); err == nil {
+		t.Error("--verifier-budget without --verifier was accepted")
+	}
+	if _, _, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--verifier-budget", "-1s"); err == nil {
+		t.Error("a negative --verifier-budget was accepted")
+	}
+}
+
+// A verifier that cannot load is one line of error before anything is graded or written.
+func TestGradeVerifierLoadError(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.jsonl")
+	for _, path := range []string{bad, filepath.Join(dir, "missing.gguf")} {
+		stdout, _, err := runGradeCmd(t, "--in", writeLines(t, verifierLines...), "--out", out, "--verifier", path)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "verifier: load model") || !strings.Contains(err.Error(), path) {
+			t.Errorf("--verifier %s: %v; want one line naming the file", path, err)
+		}
+		if _, serr := os.Stat(out); serr == nil || stdout != "" {
+			t.Errorf("--verifier %s: output written before the model loaded", path)
+		}
+	}
+}
+
+// train --reward robust+verifier=MODEL.gguf trains with the verifier, records it with the
+// run, and every metrics line counts the rewards the verifier decided.
+func TestTrainVerifier(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	gguf := testmodel.GGUF(t, "qwen2")
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-budget", "1m")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	if !strings.Contains(string(b), `"reward": "robust+verifier"`) || !strings.Contains(string(b), `"verifier": "`+gguf+`"`) {
+		t.Errorf("config.json does not record the verifier:\n%s", b)
+	}
+	train, _, err := trainlog.Read(filepath.Join(out, trainlog.File))
+	if err != nil || len(train) == 0 {
+		t.Fatalf("metrics: %v, %d lines", err, len(train))
+	}
+	for _, l := range train {
+		if v := l.Verifier; v == nil || v.Decided+v.Undecided+v.Skipped > 4*4 || v.Equal > v.Decided {
+			t.Errorf("step %d agent %d: verifier counts %+v", l.Step, l.Agent, l.Verifier)
+		}
+	}
+	// Without the verifier the lines have no such field.
+	plain := filepath.Join(t.TempDir(), "run")
+	if _, stderr, err := runApp(t, trainArgs(t, plain, "1", "--val-synthetic", "0", "--reward", "robust")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(plain, trainlog.File)); strings.Contains(string(b), `"verifier"`) {
+		t.Errorf("a run without a verifier logs verifier counts:\n%s", b)
+	}
+}
+
+// A verifier that cannot load, or a --reward that names none, is refused in one line
+// before the run directory exists.
+func TestTrainVerifierErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--reward", "robust+verifier=" + bad},
+		{"--reward", "robust+verifier=" + filepath.Join(dir, "missing.gguf")},
+		{"--reward", "robust+verifier"},
+		{"--reward", "robust=" + bad},
+		{"--reward", "robust", "--verifier-budget", "1m"},
+		{"--reward", "robust+verifier=" + bad, "--verifier-budget", "-1s"},
+	} {
+		out := filepath.Join(dir, "run")
+		_, _, err := runApp(t, trainArgs(t, out, "1", args...)...)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "verifier") {
+			t.Errorf("%v: %v; want one line about the verifier", args, err)
+		}
+		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+			t.Errorf("%v: the refused run left %s", args, out)
+		}
+	}
+}
+
+// A line the verifier decided says so: rule verifier, its verdict, and robust+verifier's
+// count; robust's own field is unchanged.
+func TestGradeVerifierFields(t *testing.T) {
+	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &gradeVerifier{}}
+	for _, c := range []struct {
+		check    reward.Check
+		rule     string
+		verified int
+	}{{reward.CheckEqual, "verifier", 1}, {reward.CheckNotEqual, "verifier", 0}, {reward.CheckUndecided, "none", 0}, {reward.CheckSkipped, "none", 0}} {
+		g, err := cfg.gradeLine(1, []byte(`{"question": "How many?", "pred": "three", "gold": "3"}`))
+		if err != nil || !g.ask || g.question != "How many?" {
+			t.Fatalf("gradeLine: %+v, %v", g, err)
+		}
+		g.v.Verifier = c.check
+		stats := gradeStats{withVerifier: true}
+		b, err := g.finish(&stats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["rule"] != c.rule || m["verifier"] != string(c.check) || m["robust"] != false || stats.verified != c.verified {
+			t.Errorf("%s: %v, %d verified", c.check, m, stats.verified)
+		}
+	}
+}
