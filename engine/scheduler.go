@@ -123,16 +123,22 @@ func (s *scheduler) run(ctx context.Context) error {
 				return err
 			}
 		case err := <-s.stopped:
-			s.running--
-			if err == nil {
-				err = errors.New("debate: a generator stopped early")
-			}
-			return err
+			return s.generatorStopped(err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	return nil
+}
+
+// generatorStopped accounts for a generator whose Serve returned while the debate still
+// needed it, and says why the debate cannot go on.
+func (s *scheduler) generatorStopped(err error) error {
+	s.running--
+	if err == nil {
+		return errors.New("debate: a generator stopped early")
+	}
+	return err
 }
 
 // runStepped debates on a step clock: every generator takes the requests given so far
@@ -148,11 +154,7 @@ func (s *scheduler) runStepped(ctx context.Context) error {
 			select {
 			case <-s.queues[g].step.tock:
 			case err := <-s.stopped:
-				s.running--
-				if err == nil {
-					err = errors.New("debate: a generator stopped early")
-				}
-				return err
+				return s.generatorStopped(err)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
