@@ -23,7 +23,7 @@ func init() {
 	register(&ucli.Command{
 		Name:      "grade",
 		Usage:     "grade answers in a JSONL file with both checkers, strict and robust, and compare them",
-		UsageText: "umad grade --in FILE [--out FILE] [--compare FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input] [--gsm8k-hash] [--answer-phrase] [--last-math] [--last-number] [--verifier MODEL.gguf [--verifier-budget 10m] [--question-field question]]",
+		UsageText: "umad grade --in FILE [--out FILE] [--compare FILE] [--response-field response] [--pred-field pred] [--gold-field gold] [--strict-input] [--gsm8k-hash] [--answer-phrase] [--last-math] [--last-number] [--verifier MODEL.gguf --verifier-prompt FILE [--verifier-budget 10m] [--question-field question]]",
 		Description: "Each input line is a JSON object holding a gold answer and either a full model\n" +
 			"response (its final answer is extracted: the last \\boxed{}) or a bare prediction.\n" +
 			"Each line is written back with every field it had, plus:\n" +
@@ -37,7 +37,7 @@ func init() {
 			"             --verifier model decided a pair robust's rules do not\n" +
 			"With --verifier MODEL.gguf, the pairs no robust rule decides (a side robust could\n" +
 			"not parse, or a word or choice letter against mathematics) go to a verifier model\n" +
-			"with CompassVerifier's prompt (the question is --question-field, empty if absent),\n" +
+			"asked with the --verifier-prompt template (the question is --question-field, empty if absent),\n" +
 			"and each line gets a verifier field: equal, not equal, undecided (output naming no\n" +
 			"verdict), skipped (--verifier-budget spent), or null for a pair it was not asked.\n" +
 			"When a line has both fields, the response is graded. Agreement statistics go to\n" +
@@ -61,7 +61,8 @@ func init() {
 			&ucli.BoolFlag{Name: "last-math", Usage: `take the last math span ($...$, \(...\), \[...\]) of a response in prose when it has no boxed answer or answer phrase`},
 			&ucli.BoolFlag{Name: "last-number", Usage: "take a response's last number when it has no boxed answer"},
 			&ucli.StringFlag{Name: "compare", Usage: "write a Markdown report of the lines where strict and robust disagree, by rule, to this file"},
-			&ucli.StringFlag{Name: "verifier", Usage: "GGUF verifier model (CompassVerifier's prompt) for the pairs robust's rules do not decide"},
+			&ucli.StringFlag{Name: "verifier", Usage: "GGUF verifier model for the pairs robust's rules do not decide, asked with --verifier-prompt"},
+			verifierPromptFlag(),
 			&ucli.DurationFlag{Name: "verifier-budget", Usage: "most time the verifier model may take in all (0 = no limit); the pairs left are counted as skipped"},
 			&ucli.StringFlag{Name: "question-field", Value: "question", Usage: "field with the question, for the verifier's prompt"},
 		}, verifierLlamaFlags()...),
@@ -119,8 +120,8 @@ func runGrade(c *ucli.Context) error {
 		ctx, release := interruptContext("")
 		defer release()
 		cfg.check = &gradeVerifier{v: v, ctx: ctx, budget: c.Duration("verifier-budget")}
-	} else if c.IsSet("verifier-budget") {
-		return errors.New("--verifier-budget needs --verifier")
+	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
+		return errors.New("--verifier-budget and --verifier-prompt need --verifier")
 	}
 	inPath := c.String("in")
 	in := c.App.Reader

@@ -105,7 +105,8 @@ func init() {
 			&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
 			&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
 			&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},
-			&ucli.StringFlag{Name: "reward", Value: string(reward.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper), robust (equivalent forms: fractions, sets, intervals, symbolic) or robust+verifier=MODEL.gguf (robust, and a verifier model with CompassVerifier's prompt for the pairs robust's rules do not decide)"},
+			&ucli.StringFlag{Name: "reward", Value: string(reward.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper), robust (equivalent forms: fractions, sets, intervals, symbolic) or robust+verifier=MODEL.gguf (robust, and a verifier model, asked with --verifier-prompt, for the pairs robust's rules do not decide)"},
+			verifierPromptFlag(),
 			&ucli.DurationFlag{Name: "verifier-budget", Usage: "with robust+verifier, most time the verifier model may take per rollout batch (0 = no limit); the pairs left are counted as skipped in the metrics"},
 			&ucli.BoolFlag{Name: "robust", Usage: "the same as --reward robust"},
 			&ucli.IntFlag{Name: "val-every", Value: 20, Usage: "validate every N steps (also before training and at the end)"},
@@ -204,11 +205,14 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		return rc, err
 	}
 	if verifierPath != "" {
+		if c.String("verifier-prompt") == "" {
+			return rc, fmt.Errorf("--reward %s needs --verifier-prompt FILE: the model's prompt template, as its authors publish it (README, \"Verifier model\")", reward.Verified)
+		}
 		if verifierPath, err = filepath.Abs(verifierPath); err != nil {
 			return rc, err
 		}
-	} else if c.IsSet("verifier-budget") {
-		return rc, fmt.Errorf("--verifier-budget needs --reward %s=MODEL.gguf", reward.Verified)
+	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
+		return rc, fmt.Errorf("--verifier-budget and --verifier-prompt need --reward %s=MODEL.gguf", reward.Verified)
 	}
 	if c.Bool("robust") {
 		if c.IsSet("reward") && mode != reward.Robust {

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,9 +26,23 @@ func verifierLlamaFlags() []ucli.Flag {
 	return slices.DeleteFunc(llamaFlags(), func(f ucli.Flag) bool { return slices.Contains(f.Names(), "ctx") })
 }
 
-// openVerifier loads the verifier model with the command's llama.cpp flags and threads
-// (0 = the physical cores).
+// verifierPromptFlag names the verifier's prompt template. umad ships none: the text is
+// its authors', and a verifier model answers well only to the one it was trained on.
+func verifierPromptFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "verifier-prompt", Usage: "the verifier model's prompt template file, as its authors publish it: " +
+		"str.format text with {question}, {gold_answer} and {llm_response} (CompassVerifier's CV_PROMPT; README, \"Verifier model\")"}
+}
+
+// openVerifier loads the verifier model with --verifier-prompt's template, the command's
+// llama.cpp flags and threads (0 = the physical cores).
 func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier, error) {
+	if c.String("verifier-prompt") == "" {
+		return nil, errors.New("a verifier model needs --verifier-prompt FILE: its prompt template, as its authors publish it (README, \"Verifier model\")")
+	}
+	template, err := verifier.ReadTemplate(c.String("verifier-prompt"))
+	if err != nil {
+		return nil, err
+	}
 	if err := checkThreads("threads", threads); err != nil {
 		return nil, err
 	}
@@ -39,7 +54,7 @@ func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier
 	if err != nil {
 		return nil, err
 	}
-	return verifier.Open(path, place, opt)
+	return verifier.Open(path, template, place, opt)
 }
 
 // parseReward reads --reward: strict, robust, or robust+verifier=MODEL.gguf, which also

@@ -39,7 +39,7 @@ func gradedLines(t *testing.T, stdout string) []map[string]any {
 // repeated pair once, marks the lines it decided with rule "verifier", and counts.
 func TestGradeVerifier(t *testing.T) {
 	in := writeLines(t, verifierLines...)
-	stdout, stderr, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--threads", "1")
+	stdout, stderr, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--verifier-prompt", testmodel.VerifierPrompt(t), "--threads", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestGradeVerifier(t *testing.T) {
 // A spent budget skips the pairs, counted, and leaves robust's verdict.
 func TestGradeVerifierBudget(t *testing.T) {
 	in := writeLines(t, verifierLines...)
-	stdout, stderr, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--threads", "1", "--verifier-budget", "1ns")
+	stdout, stderr, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--verifier-prompt", testmodel.VerifierPrompt(t), "--threads", "1", "--verifier-budget", "1ns")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,14 @@ func TestGradeVerifierBudget(t *testing.T) {
 	if _, _, err := runGradeCmd(t, "--in", in, "--verifier-budget", "1s"); err == nil {
 		t.Error("--verifier-budget without --verifier was accepted")
 	}
-	if _, _, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--verifier-budget", "-1s"); err == nil {
+	if _, _, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2"), "--verifier-prompt", testmodel.VerifierPrompt(t), "--verifier-budget", "-1s"); err == nil {
 		t.Error("a negative --verifier-budget was accepted")
+	}
+	if _, _, err := runGradeCmd(t, "--in", in, "--verifier-prompt", testmodel.VerifierPrompt(t)); err == nil {
+		t.Error("--verifier-prompt without --verifier was accepted")
+	}
+	if _, _, err := runGradeCmd(t, "--in", in, "--verifier", testmodel.GGUF(t, "qwen2")); err == nil || !strings.Contains(err.Error(), "--verifier-prompt") {
+		t.Errorf("--verifier without its prompt: %v", err)
 	}
 }
 
@@ -110,7 +116,7 @@ func TestGradeVerifierLoadError(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out.jsonl")
 	for _, path := range []string{bad, filepath.Join(dir, "missing.gguf")} {
-		stdout, _, err := runGradeCmd(t, "--in", writeLines(t, verifierLines...), "--out", out, "--verifier", path)
+		stdout, _, err := runGradeCmd(t, "--in", writeLines(t, verifierLines...), "--out", out, "--verifier", path, "--verifier-prompt", testmodel.VerifierPrompt(t))
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "verifier: load model") || !strings.Contains(err.Error(), path) {
 			t.Errorf("--verifier %s: %v; want one line naming the file", path, err)
 		}
@@ -125,7 +131,7 @@ func TestGradeVerifierLoadError(t *testing.T) {
 func TestTrainVerifier(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	gguf := testmodel.GGUF(t, "qwen2")
-	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-budget", "1m")...); err != nil {
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-prompt", testmodel.VerifierPrompt(t), "--verifier-budget", "1m")...); err != nil {
 		t.Fatalf("train: %v\n%s", err, stderr)
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
@@ -159,9 +165,12 @@ func TestTrainVerifierErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	prompt := testmodel.VerifierPrompt(t)
 	for _, args := range [][]string{
-		{"--reward", "robust+verifier=" + bad},
-		{"--reward", "robust+verifier=" + filepath.Join(dir, "missing.gguf")},
+		{"--reward", "robust+verifier=" + bad, "--verifier-prompt", prompt},
+		{"--reward", "robust+verifier=" + filepath.Join(dir, "missing.gguf"), "--verifier-prompt", prompt},
+		{"--reward", "robust+verifier=" + bad}, // no prompt
+		{"--reward", "robust", "--verifier-prompt", prompt},
 		{"--reward", "robust+verifier"},
 		{"--reward", "robust=" + bad},
 		{"--reward", "robust", "--verifier-budget", "1m"},

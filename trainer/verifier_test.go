@@ -19,7 +19,11 @@ func TestVerifierMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := verifier.Open(testmodel.GGUF(t, "qwen2"), engine.Placement{}, opt)
+	tmpl, err := verifier.ReadTemplate(testmodel.VerifierPrompt(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verifier.Open(testmodel.GGUF(t, "qwen2"), tmpl, engine.Placement{}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

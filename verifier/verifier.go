@@ -18,7 +18,7 @@ import (
 const (
 	MaxTokens = 8
 	slots     = 8
-	// seqContext bounds a prompt: CompassVerifier's template is about 590 tokens in
+	// seqContext bounds a prompt: CompassVerifier's is about 590 tokens in
 	// Qwen2.5's chat format, a question rarely more than a thousand. A pair whose prompt
 	// does not fit is undecided.
 	seqContext = 4096
@@ -36,10 +36,11 @@ func (p Pair) key() key { return key{reward.Key(p.Answer), reward.Key(p.Gold)} }
 
 // Verifier is a loaded verifier model with the verdicts it gave in this run.
 type Verifier struct {
-	model  *engine.Model
-	engine *engine.Engine
-	format chat.Format
-	cache  map[key]reward.Check
+	model    *engine.Model
+	engine   *engine.Engine
+	format   chat.Format
+	template Template
+	cache    map[key]reward.Check
 }
 
 // Counts are what the verifier did with the pairs it was given.
@@ -75,10 +76,10 @@ func (c *Counts) count(v reward.Check) {
 	}
 }
 
-// Open loads the verifier model at path, placed as p says, with opt's threads, KV-cache
-// type and flash attention; it fails, before any work, on a file that does not load or
+// Open loads the verifier model at path, to be asked with template, placed as p says,
+// with opt's threads, KV-cache type and flash attention; it fails, before any work, on a file that does not load or
 // a model without a known chat template.
-func Open(path string, p engine.Placement, opt engine.Options) (*Verifier, error) {
+func Open(path string, template Template, p engine.Placement, opt engine.Options) (*Verifier, error) {
 	m, err := engine.OpenModel(path, p)
 	if err != nil {
 		return nil, fmt.Errorf("verifier: %w", err)
@@ -97,7 +98,7 @@ func Open(path string, p engine.Placement, opt engine.Options) (*Verifier, error
 		m.Close()
 		return nil, fmt.Errorf("verifier %s: %w", path, err)
 	}
-	return &Verifier{model: m, engine: e, format: f, cache: map[key]reward.Check{}}, nil
+	return &Verifier{model: m, engine: e, format: f, template: template, cache: map[key]reward.Check{}}, nil
 }
 
 // Close frees the engine and the model; a nil verifier is a no-op.
@@ -153,7 +154,7 @@ func (v *Verifier) Check(ctx context.Context, pairs []Pair, budget time.Duration
 // prompt renders a pair's question in the model's chat format, with its own default
 // system message (as Hugging Face's apply_chat_template does), and tokenizes it.
 func (v *Verifier) prompt(p Pair) ([]int32, error) {
-	text, err := v.format.Render([]chat.Message{{Role: "user", Content: Prompt(p)}}, chat.Options{})
+	text, err := v.format.Render([]chat.Message{{Role: "user", Content: v.template.Prompt(p)}}, chat.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("verifier: %w", err)
 	}

@@ -24,7 +24,11 @@ func open(t *testing.T) *Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := Open(testmodel.GGUF(t, "qwen2"), engine.Placement{}, opt)
+	tmpl, err := ReadTemplate(testmodel.VerifierPrompt(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Open(testmodel.GGUF(t, "qwen2"), tmpl, engine.Placement{}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,23 +52,29 @@ func TestParseVerdict(t *testing.T) {
 	}
 }
 
-// The prompt is CompassVerifier's CV_PROMPT, fields in place, nothing substituted twice.
-func TestPrompt(t *testing.T) {
-	p := Prompt(Pair{Question: "What is %G?", Gold: `\frac{1}{2}`, Answer: "one half"})
-	for _, want := range []string{
-		"\nPlease as a grading expert, judge whether the final answers given by the candidates below are consistent with the standard answers, that is, whether the candidates answered correctly. \n",
-		"5. If the prediction is given with \\\\boxed{}, please ignore the \\\\boxed{} and only",
-		"A: CORRECT \nB: INCORRECT\nC: INVALID\n",
-		"<Original Question Begin>:\nWhat is %G?\n<Original Question End>\n",
-		"<Standard Answer Begin>:\n\\frac{1}{2}\n<Standard Answer End>\n",
-		"<Candidate's Answer Begin>: \none half\n<Candidate's Answer End>\nJudging the correctness of the candidate's answer:\n",
+// A template's fields are put in once each, in their places, with {{ and }} as braces; a
+// brace that is neither, an unknown field or a missing one is refused.
+func TestTemplate(t *testing.T) {
+	tmpl, err := ParseTemplate("Q: {question}\nGold: {gold_answer}; {{boxed}}\nAnswer: {llm_response}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tmpl.Prompt(Pair{Question: "What is {gold_answer}?", Gold: `\frac{1}{2}`, Answer: "one half"})
+	if want := "Q: What is {gold_answer}?\nGold: \\frac{1}{2}; {boxed}\nAnswer: one half\n"; got != want {
+		t.Errorf("prompt %q, want %q", got, want)
+	}
+	for _, bad := range []string{
+		"{question} {gold_answer}",                    // a field missing
+		"{question} {gold_answer} {llm_response} {x}", // an unknown field
+		"{question} {gold_answer} {llm_response} {",   // unclosed
+		"{question} {gold_answer} {llm_response} }",   // a lone brace
 	} {
-		if !strings.Contains(p, want) {
-			t.Errorf("prompt lacks %q", want)
+		if _, err := ParseTemplate(bad); err == nil {
+			t.Errorf("ParseTemplate(%q) accepted", bad)
 		}
 	}
-	if !strings.HasSuffix(p, "answer:\n") {
-		t.Errorf("prompt ends %q", p[len(p)-20:])
+	if _, err := ReadTemplate(filepath.Join(t.TempDir(), "missing.txt")); err == nil || !strings.HasPrefix(err.Error(), "verifier prompt") {
+		t.Errorf("a missing template file: %v", err)
 	}
 }
 
@@ -162,7 +172,7 @@ func TestOpenError(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{bad, filepath.Join(t.TempDir(), "missing.gguf")} {
-		_, err := Open(path, engine.Placement{}, engine.Options{Threads: 1})
+		_, err := Open(path, Template{}, engine.Placement{}, engine.Options{Threads: 1})
 		if err == nil || !strings.HasPrefix(err.Error(), "verifier") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("Open(%s) = %v: want a one-line verifier error", path, err)
 		}

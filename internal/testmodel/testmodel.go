@@ -85,3 +85,17 @@ func Main(m *testing.M) int {
 	}
 	return code
 }
+
+// VerifierPrompt is the path of a verifier prompt template in the format of
+// --verifier-prompt (umad ships none: a verifier's own comes from its authors), written
+// for the test.
+func VerifierPrompt(t testing.TB) string {
+	p := filepath.Join(t.TempDir(), "verifier-prompt.txt")
+	text := "Does the candidate's final answer match the reference answer?\n" +
+		"Question: {question}\nReference answer: {gold_answer}\nCandidate's answer: {llm_response}\n" +
+		"Reply A if it matches, B if it does not, C if the answer is invalid.\n"
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
