@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/gpu-check.sh: a first check of umad on a GPU server, about 6 minutes on one H100 or
-# H200 (bench/gpu.sh, 30-60 min, measures in full). It builds the CUDA backend for this GPU
+# bench/gpu-check.sh: a first check of umad on a GPU server (bench/gpu.sh, 30-60 min,
+# measures in full). On the H200 of 2026-11-26 its build, model and rollout steps took about
+# 5 minutes; its training steps never ran there (the plugin crashed at load, since fixed). It builds the CUDA backend for this GPU
 # and the plugin against python3's PyTorch, makes random Qwen2.5-0.5B and -3B models, then
 # runs `umad env`, `umad generate`, `umad bench rollout` (BF16, K 64) and two GRPO LoRA steps
 # per shape with both rollouts and training on the GPU, printing what each gives.
