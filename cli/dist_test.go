@@ -246,10 +246,15 @@ func TestTrainRankFailureAndResume(t *testing.T) {
 	w, g := want[len(want)-1], got[len(got)-1]
 	w.Times, g.Times = trainlog.Times{}, trainlog.Times{}
 	w.RolloutTokensPerSec, g.RolloutTokensPerSec = 0, 0
-	if d := g.LogpGap - w.LogpGap; d > 2e-6 || d < -2e-6 { // llama.cpp's rounding, as in trainer.TestResumeIsExact
-		t.Errorf("step 4's log-prob gap %g, uninterrupted %g", g.LogpGap, w.LogpGap)
+	for _, f := range []struct {
+		name string
+		w, g *float64
+	}{{"log-prob gap", &w.LogpGap, &g.LogpGap}, {"largest log-prob gap", &w.LogpGapMax, &g.LogpGapMax}, {"rollout KL", &w.RolloutKL, &g.RolloutKL}} {
+		if d := *f.g - *f.w; d > 2e-6 || d < -2e-6 { // llama.cpp's rounding, as in trainer.TestResumeIsExact
+			t.Errorf("step 4's %s %g, uninterrupted %g", f.name, *f.g, *f.w)
+		}
+		*f.w, *f.g = 0, 0
 	}
-	w.LogpGap, g.LogpGap = 0, 0
 	if !reflect.DeepEqual(w, g) {
 		t.Errorf("step 4 after the resume:\n%+v\nuninterrupted:\n%+v", g, w)
 	}

@@ -58,7 +58,7 @@ func planTrain(cfg trainer.Config, rt *torch.Runtime) ([]memplan.Agent, error) {
 		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s, LoRA: lora,
 			DType: memplan.DType(cfg.DType), GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.Device.CUDA, FusedAttention: fused >= 2,
 			MicroBatchSeqs: cfg.G, PromptTokens: cfg.PromptLimit, ResponseTokens: a.MaxTokens,
-			RolloutType: trainer.SyncGGUFType, FileSync: cfg.Sync == trainer.SyncFile, Slots: cfg.Engine.Slots, SeqContext: cfg.Engine.SeqContext,
+			RolloutType: cfg.RolloutDType.GGUFType(), FileSync: cfg.Sync == trainer.SyncFile, Slots: cfg.Engine.Slots, SeqContext: cfg.Engine.SeqContext,
 			KVType: string(cfg.Engine.KVType), GPULayers: cfg.Placement.GPULayers})
 	}
 	return agents, nil

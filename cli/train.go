@@ -101,7 +101,7 @@ func init() {
 			&ucli.BoolFlag{Name: "dynamic-sampling", Usage: "DAPO dynamic sampling: drop groups whose rewards are all equal, roll out more problems to refill the batch"},
 			&ucli.IntFlag{Name: "max-gen-batches", Value: 3, Usage: "with --dynamic-sampling, most rollout batches per step"},
 			&ucli.BoolFlag{Name: "overlong-filter", Usage: "mask responses cut off at --max-tokens out of the loss (DAPO)"},
-			&ucli.Float64Flag{Name: "tis-cap", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob) x the mass top-k/top-p kept, cap); 0 = off, 2 is usual"},
+			&ucli.Float64Flag{Name: "tis-cap", DefaultText: "0 (off); 2 when --rollout-dtype differs from --dtype", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob) x the mass top-k/top-p kept, cap); 0 = off, 2 is usual"},
 			&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
 			&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
 			&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},
@@ -115,7 +115,8 @@ func init() {
 			&ucli.IntFlag{Name: "keep", Value: 2, Usage: "checkpoints to keep"},
 			&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
 			&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file; with LoRA, the adapters swapped onto the loaded base) or file (a GGUF written and reloaded each step; slower, for comparison)"},
-			&ucli.Float64Flag{Name: "probe-tol", Value: probeTolF32, DefaultText: fmt.Sprintf("%g, %g with --dtype bf16", probeTolF32, probeTolBF16), Usage: "largest mean |delta log-prob| between llama.cpp (f32) and the trainer after a sync (0 = no check)"},
+			&ucli.StringFlag{Name: "rollout-dtype", DefaultText: "the trainer's: f32, bf16 with --dtype bf16", Usage: "type of the rollout weights in llama.cpp: f32, bf16 or f16 (the sync converts on the way in; bf16 and f16 read half the bytes per decoded token, and a dtype other than the trainer's turns --tis-cap on at 2)"},
+			&ucli.Float64Flag{Name: "probe-tol", Value: probeTolF32, DefaultText: fmt.Sprintf("%g; %g with bf16 or f16 rollouts or --dtype bf16", probeTolF32, probeTolBF16), Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning. It plus --max-tokens must fit --ctx when that is given, else, when set, the model's context"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
@@ -232,9 +233,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, fmt.Errorf("--dtype: %w", err)
 	}
-	probeTol := c.Float64("probe-tol")
-	if dtype == torch.PrecisionBF16 && !c.IsSet("probe-tol") {
-		probeTol = probeTolBF16
+	rollout, probeTol, tisCap, err := rolloutSettings(c, dtype)
+	if err != nil {
+		return rc, err
 	}
 	loss, err := lossSettings(c)
 	if err != nil {
@@ -245,9 +246,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
 		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
-		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, Sync: sync,
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, RolloutDType: rollout, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
-		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
+		OverlongFilter: c.Bool("overlong-filter"), TISCap: tisCap,
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c)
@@ -480,4 +481,32 @@ func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error)
 		return nil, err
 	}
 	return func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }, nil
+}
+
+// defaultTISCap is the truncated importance sampling cap a run gets when its rollout
+// weights have another dtype than the trainer's (verl's and prime-rl's usual 2).
+const defaultTISCap = 2
+
+// rolloutSettings reads --rollout-dtype, defaulting to the trainer's precision, and the
+// probe tolerance and TIS cap that follow from it unless set.
+func rolloutSettings(c *ucli.Context, dtype torch.Precision) (trainer.RolloutDType, float64, float64, error) {
+	rollout := trainer.RolloutF32
+	if dtype == torch.PrecisionBF16 {
+		rollout = trainer.RolloutBF16
+	}
+	if c.IsSet("rollout-dtype") {
+		var err error
+		if rollout, err = trainer.ParseRolloutDType(c.String("rollout-dtype")); err != nil {
+			return "", 0, 0, fmt.Errorf("--rollout-dtype: %w", err)
+		}
+	}
+	probeTol, tisCap := c.Float64("probe-tol"), c.Float64("tis-cap")
+	if (dtype == torch.PrecisionBF16 || rollout != trainer.RolloutF32) && !c.IsSet("probe-tol") {
+		probeTol = probeTolBF16
+	}
+	differs := string(rollout) != string(dtype)
+	if differs && !c.IsSet("tis-cap") {
+		tisCap = defaultTISCap
+	}
+	return rollout, probeTol, tisCap, nil
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
@@ -111,6 +114,7 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"bad --agent key", []string{"--agent", hf + ",colour=red"}, false, []string{`unknown setting "colour"`}},
 		{"data without answers", []string{"--data", noAnswers}, false, []string{noAnswers, "no usable problems"}},
 		{"data of another layout", []string{"--data", noLayout}, false, []string{noLayout, "unknown data layout"}},
+		{"unknown rollout dtype", []string{"--rollout-dtype", "q8_0"}, false, []string{"--rollout-dtype", `unknown rollout dtype "q8_0"`}},
 		{"negative LoRA rank", []string{"--lora-rank", "-1"}, false, []string{"--lora-rank must be at least 0"}},
 		{"LoRA rank above the hidden size", []string{"--lora-rank", "65"}, false, []string{"--lora-rank", hf, "exceeds the model's hidden size 64"}},
 		{"unknown LoRA target", []string{"--lora-rank", "4", "--lora-targets", "q,lm_head"}, false, []string{"--lora-targets", `unknown LoRA target "lm_head"`, "q,k,v,o,gate,up,down"}},
@@ -398,6 +402,40 @@ func TestTrainFailedStartLeavesNothing(t *testing.T) {
 	for _, f := range []string{filepath.Join(out, "config.json"), filepath.Join(out, trainlog.File), filepath.Join(ck, "adapter_model.safetensors")} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("the failed resume removed %s", f)
+		}
+	}
+}
+
+// The rollout dtype follows the trainer's unless set; a dtype other than the trainer's
+// turns truncated importance sampling on, and any bf16 or f16 side widens the probe
+// tolerance, each unless its own flag is given.
+func TestRolloutSettings(t *testing.T) {
+	flags := App().Command("train").Flags
+	for _, tc := range []struct {
+		args     []string
+		rollout  trainer.RolloutDType
+		tol, tis float64
+	}{
+		{nil, trainer.RolloutF32, probeTolF32, 0},
+		{[]string{"--dtype", "bf16"}, trainer.RolloutBF16, probeTolBF16, 0},
+		{[]string{"--rollout-dtype", "bf16"}, trainer.RolloutBF16, probeTolBF16, defaultTISCap},
+		{[]string{"--rollout-dtype", "BF16", "--tis-cap", "0", "--probe-tol", "1e-3"}, trainer.RolloutBF16, 1e-3, 0},
+		{[]string{"--rollout-dtype", "f16", "--dtype", "bf16"}, trainer.RolloutF16, probeTolBF16, defaultTISCap},
+		{[]string{"--rollout-dtype", "f32", "--dtype", "bf16"}, trainer.RolloutF32, probeTolBF16, defaultTISCap},
+	} {
+		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
+			dtype, err := torch.ParsePrecision(c.String("dtype"))
+			if err != nil {
+				return err
+			}
+			rollout, tol, tis, err := rolloutSettings(c, dtype)
+			if err != nil || rollout != tc.rollout || tol != tc.tol || tis != tc.tis {
+				t.Errorf("%v: rollout %s, probe tolerance %g, TIS cap %g (%v); want %s, %g, %g", tc.args, rollout, tol, tis, err, tc.rollout, tc.tol, tc.tis)
+			}
+			return nil
+		}}
+		if err := app.Run(append([]string{"umad", "--out", "x", "--agent", "a"}, tc.args...)); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

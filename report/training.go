@@ -208,6 +208,8 @@ var curveColumns = []struct {
 	{"dropped_groups", func(m trainlog.StepMetrics) float64 { return float64(m.DroppedGroups) }},
 	{"overlong", func(m trainlog.StepMetrics) float64 { return float64(m.Overlong) }},
 	{"logp_gap", func(m trainlog.StepMetrics) float64 { return m.LogpGap }},
+	{"logp_gap_max", func(m trainlog.StepMetrics) float64 { return m.LogpGapMax }},
+	{"rollout_kl", func(m trainlog.StepMetrics) float64 { return m.RolloutKL }},
 	{"tokens", func(m trainlog.StepMetrics) float64 { return float64(m.Tokens) }},
 }
 

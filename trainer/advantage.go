@@ -184,7 +184,10 @@ func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent 
 			r.KLSum, r.NLL, r.Tokens = klSums[k], nll[k], float64(len(b.old[i]))
 			for j := range b.old[i] {
 				r.Entropy += float64(b.ent[i][j])
-				r.Gap += math.Abs(float64(b.old[i][j]) - float64(b.rolloutLogp[i][j]))
+				d := float64(b.old[i][j]) - float64(b.rolloutLogp[i][j])
+				r.Gap += math.Abs(d)
+				r.GapMax = math.Max(r.GapMax, math.Abs(d))
+				r.RolloutK3 += math.Expm1(d) - d
 			}
 		}
 		g, err := t.cfg.Algo.GroupAdvantage(correct[p], turn, agent, klSums, nll)
@@ -208,7 +211,8 @@ func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent 
 
 // sampleRow is what one response contributes to a step's metrics.
 type sampleRow struct {
-	KLSum, NLL, Entropy, Gap, Tokens                   float64 // sums over its tokens
+	KLSum, NLL, Entropy, Gap, RolloutK3, Tokens        float64 // sums over its tokens
+	GapMax                                             float64 // largest |trainer - rollout log-prob|
 	Correct, Advantage, Weight, Team, Influence, Score float64
 	Dropped                                            bool // its group was dropped
 }
@@ -217,9 +221,10 @@ type sampleRow struct {
 // step's responses (groups of G rows, in the step's order).
 func rowMetrics(rows []sampleRow, G int, m *trainlog.StepMetrics) {
 	var advAll, weights, team, infl, score, nlls []float64
-	var klTok, entTok, gapTok, tokens float64
+	var klTok, entTok, gapTok, k3Tok, tokens float64
 	for i, r := range rows {
-		klTok, entTok, gapTok, tokens = klTok+r.KLSum, entTok+r.Entropy, gapTok+r.Gap, tokens+r.Tokens
+		klTok, entTok, gapTok, k3Tok, tokens = klTok+r.KLSum, entTok+r.Entropy, gapTok+r.Gap, k3Tok+r.RolloutK3, tokens+r.Tokens
+		m.LogpGapMax = math.Max(m.LogpGapMax, r.GapMax)
 		m.Accuracy += r.Correct
 		if r.Dropped && i%G == 0 {
 			m.DroppedGroups++
@@ -235,6 +240,6 @@ func rowMetrics(rows []sampleRow, G int, m *trainlog.StepMetrics) {
 	m.Weight = summarise(weights)
 	m.Tokens = int(tokens)
 	if tokens > 0 {
-		m.KL, m.Entropy, m.LogpGap = klTok/tokens, entTok/tokens, gapTok/tokens
+		m.KL, m.Entropy, m.LogpGap, m.RolloutKL = klTok/tokens, entTok/tokens, gapTok/tokens, k3Tok/tokens
 	}
 }

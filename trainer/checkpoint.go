@@ -134,7 +134,7 @@ func (t *Trainer) checkpoint() (err error) {
 		// A LoRA checkpoint names its base and holds the adapters; llama.cpp gets the merged
 		// weights, converted from a staging directory.
 		staging := filepath.Join(tmp, fmt.Sprintf(".merged-%d", i))
-		if err := writeGGUF(a.actor, staging, gguf, false); err != nil {
+		if err := writeGGUF(a.actor, staging, gguf, false, model.TypeF32); err != nil {
 			return err
 		}
 		if err := os.RemoveAll(staging); err != nil {

@@ -74,6 +74,9 @@ type Config struct {
 	DType torch.Precision `json:"dtype"`
 	// Sync is how updated weights reach llama.cpp: in place (the default) or by file.
 	Sync SyncMode `json:"sync"`
+	// RolloutDType is the type of the rollout weights in llama.cpp; a config.json written
+	// before it existed reads as f32.
+	RolloutDType RolloutDType `json:"rollout_dtype"`
 	// KeepRollouts is how many problems' training debates each step keeps in
 	// RUN/rollouts/step-N.jsonl.zst, for inspection (0: none).
 	KeepRollouts int `json:"keep_rollouts"`
@@ -142,6 +145,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	if c.DType == "" {
 		c.DType = torch.PrecisionF32
 	}
+	if c.RolloutDType == "" {
+		c.RolloutDType = RolloutF32
+	}
 	if c.Loss == "" {
 		c.Loss = torch.LossPPO
 	}
@@ -181,6 +187,12 @@ func (c *Config) Check() error {
 	}
 	c.Sync = mode
 	if c.DType, err = torch.ParsePrecision(string(c.DType)); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if c.RolloutDType == "" {
+		c.RolloutDType = RolloutF32
+	}
+	if c.RolloutDType, err = ParseRolloutDType(string(c.RolloutDType)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	if _, err := reward.ParseMode(string(c.Reward)); err != nil {

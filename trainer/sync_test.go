@@ -9,6 +9,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
 )
 
@@ -92,4 +93,59 @@ func checkProbeGaps(t *testing.T, want, got *trainlog.StepMetrics, tol float64) 
 		t.Errorf("step %d agent %d: probe gaps %g (reference) and %g: want both <= 1e-5, within %g", want.Step, want.Agent, want.ProbeGap, got.ProbeGap, tol)
 	}
 	got.ProbeGap = want.ProbeGap
+}
+
+// bf16 rollout weights: the sync gives llama.cpp a BF16 copy (the checkpoint's GGUF stays
+// F32), the same bytes in place as by file, so both runs log the same metrics. The probe gap
+// and the rollout-trainer gap are then bf16 rounding, which the metrics report and
+// truncated importance sampling weighs.
+func TestBF16Rollouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 2 runs of 2 tiny steps")
+	}
+	rt := torchtest.Open(t)
+	start := warmStart(t, rt, "qwen2")
+	run := func(mode SyncMode) Config {
+		cfg := demoConfig(t, "grpo", []string{start}, 2)
+		cfg.ValProblems, cfg.Sync = cfg.ValProblems[:8], mode
+		cfg.RolloutDType, cfg.ProbeTol, cfg.TISCap = RolloutBF16, 5e-2, 2
+		if err := Run(context.Background(), rt, cfg); err != nil {
+			t.Fatalf("sync %s: %v", mode, err)
+		}
+		return cfg
+	}
+	file, inplace := run(SyncFile), run(SyncInPlace)
+	compareSyncRuns(t, file, inplace, 0)
+	lines, _ := readMetrics(t, inplace.Out)
+	for _, l := range lines {
+		t.Logf("step %d turn %d: probe gap %.3g, rollout gap mean %.3g max %.3g, rollout KL %.3g, IS weight mean %.4f",
+			l.Step, l.Turn, l.ProbeGap, l.LogpGap, l.LogpGapMax, l.RolloutKL, l.ISWeight.Mean)
+		if !(l.ProbeGap > 1e-5 && l.ProbeGap < inplace.ProbeTol) {
+			t.Errorf("step %d: probe gap %g, want bf16 rounding (above 1e-5, below %g)", l.Step, l.ProbeGap, inplace.ProbeTol)
+		}
+		if !(l.LogpGap > 1e-5) || !(l.LogpGapMax >= l.LogpGap) || !(l.RolloutKL > 0) || !(l.ISWeight.Mean > 0) {
+			t.Errorf("step %d turn %d: rollout gap mean %g max %g, KL %g, IS weight %+v: want a bf16 gap, reported and weighted",
+				l.Step, l.Turn, l.LogpGap, l.LogpGapMax, l.RolloutKL, l.ISWeight)
+		}
+	}
+	ck, err := LatestCheckpoint(inplace.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]model.GGMLType{
+		filepath.Join(inplace.Out, "sync", "agent-0", "model.gguf"): model.TypeBF16,
+		filepath.Join(AgentCheckpointDir(ck, 0), "model.gguf"):      model.TypeF32,
+	} {
+		g, err := model.OpenGGUF(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range g.Tensors {
+			if len(ti.Dims) == 2 && ti.Type != want {
+				t.Errorf("%s: matrix %s is %v, want %v", path, ti.Name, ti.Type, want)
+				break
+			}
+		}
+		g.Close()
+	}
 }

@@ -65,6 +65,11 @@ type StepMetrics struct {
 	// LogpGap is mean |rollout log-prob - trainer log-prob|; at turn 0 it is the numeric
 	// gap, at later turns it also holds the earlier turns' updates.
 	LogpGap float64 `json:"logp_gap"`
+	// LogpGapMax is the largest |rollout - trainer log-prob| of a token, and RolloutKL the
+	// k3 estimate of KL(rollout || trainer) per token, exp(d) - 1 - d with d = trainer -
+	// rollout log-prob: how far the rollout weights' dtype and staleness move the policy.
+	LogpGapMax float64 `json:"logp_gap_max"`
+	RolloutKL  float64 `json:"rollout_kl"`
 	// ProbeGap is llama.cpp vs the plugin on the fixed probe after this step's sync.
 	ProbeGap            float64 `json:"probe_gap"`
 	Tokens              int     `json:"tokens"`
