@@ -34,13 +34,14 @@ func init() {
 			"previous responses with their final boxed answers masked as <answer>.\n\n" +
 			"--agent takes a GGUF path and optional comma-separated settings: name=, seed=, temperature=,\n" +
 			"top-p=, top-k=, min-p=, max-tokens=, chat-format=. Agents on the same file share one engine.\n" +
+			"--agent RUN,agent=I debates agent I of the newest checkpoint of the `umad train` run RUN.\n" +
 			"--data takes any format `umad grade`'s loaders read (JSONL, MATH folders, Parquet); without it\n" +
 			"the built-in synthetic arithmetic set is used.\n\n" +
 			"The run directory gets config.json, seed-S/rollouts.jsonl.zst (every turn of every trajectory:\n" +
 			"prompts, responses, tokens, log-probs, answers, verdicts) and report/ (summary.json, CSV tables,\n" +
 			"report.md, SVG and PNG figures). Ctrl-C stops cleanly; the same command resumes.",
 		Flags: append([]ucli.Flag{
-			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent)", Required: true},
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent); RUN,agent=I debates agent I of training run RUN's newest checkpoint", Required: true},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "problem set file or folder (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 20, Usage: "problems of the built-in set, when --data is not given"},
 			&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
@@ -118,7 +119,7 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		return cfg, fmt.Errorf("--prompt-limit must be positive")
 	}
 	for i, spec := range c.StringSlice("agent") {
-		a, err := parseAgent(spec, i, c)
+		a, err := parseAgent(spec, i, c, true)
 		if err != nil {
 			return cfg, err
 		}

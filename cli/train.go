@@ -72,7 +72,7 @@ func init() {
 			"of every step's problems and the gradients are summed, so the run means what one process's\n" +
 			"does (README \"Several processes\").",
 		Flags: append(append([]ucli.Flag{
-			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; repeat per agent)", Required: true},
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; RUN,agent=I: agent I of training run RUN's newest checkpoint; repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
@@ -250,7 +250,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
 	for i, spec := range c.StringSlice("agent") {
-		a, err := parseAgent(spec, i, c)
+		a, err := parseAgent(spec, i, c, false)
 		if err != nil {
 			return rc, err
 		}
