@@ -240,7 +240,7 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte) (*gradedLine, error) {
 		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.keys())
 	}
 	g := &gradedLine{obj: obj, lineNo: lineNo, v: v, extracted: extracted, gold: gold}
-	if cfg.check != nil && !v.NoAnswer && !reward.Decided(extracted, gold) {
+	if cfg.check != nil && !v.NoAnswer && !v.Decided(extracted, gold) {
 		g.ask = true
 		if raw, ok := obj.get(cfg.questionField); ok {
 			if g.question, err = answerText(raw); err != nil {

@@ -1,5 +1,5 @@
 // Package verifier asks a verifier model, a GGUF run by the engine, about the answer pairs
-// robust grading does not decide (reward.Decided): --reward robust+verifier=MODEL.gguf.
+// robust grading does not decide (reward.Verdict.Decided): --reward robust+verifier=MODEL.gguf.
 package verifier
 
 import (
