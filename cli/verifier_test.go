@@ -109,11 +109,8 @@ func TestGradeVerifierBudget(t *testing.T) {
 
 // A verifier that cannot load is one line of error before anything is graded or written.
 func TestGradeVerifierLoadError(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.gguf")
-	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := brokenGGUF(t)
+	dir := filepath.Dir(bad)
 	out := filepath.Join(dir, "out.jsonl")
 	for _, path := range []string{bad, filepath.Join(dir, "missing.gguf")} {
 		stdout, _, err := runGradeCmd(t, "--in", writeLines(t, verifierLines...), "--out", out, "--verifier", path, "--verifier-prompt", testmodel.VerifierPrompt(t))
@@ -160,11 +157,8 @@ func TestTrainVerifier(t *testing.T) {
 // A verifier that cannot load, or a --reward that names none, is refused in one line
 // before the run directory exists.
 func TestTrainVerifierErrors(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.gguf")
-	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := brokenGGUF(t)
+	dir := filepath.Dir(bad)
 	prompt := testmodel.VerifierPrompt(t)
 	for _, args := range [][]string{
 		{"--reward", "robust+verifier=" + bad, "--verifier-prompt", prompt},
