@@ -168,6 +168,9 @@ type trainRunConfig struct {
 	Trainer     trainer.Config       `json:"trainer"`
 	KVType      string               `json:"kv_type"`
 	FlashAttn   string               `json:"flash_attn"`
+	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
+	VerifierPrompt string `json:"verifier_prompt,omitempty"`
+	Deterministic  bool   `json:"deterministic,omitempty"`
 }
 
 // The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
@@ -182,7 +185,7 @@ const valSeed = 1_000_003
 
 func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	rc := trainRunConfig{Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
-		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed")}
+		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed"), Deterministic: c.Bool("deterministic")}
 	if rc.Data == "" {
 		if err := checkSynthetic(c); err != nil {
 			return rc, err
@@ -209,6 +212,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			return rc, fmt.Errorf("--reward %s needs --verifier-prompt FILE: the model's prompt template, as its authors publish it (README, \"Verifier model\")", reward.Verified)
 		}
 		if verifierPath, err = filepath.Abs(verifierPath); err != nil {
+			return rc, err
+		}
+		if rc.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
 			return rc, err
 		}
 	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
@@ -323,7 +329,7 @@ func trainCmd(c *ucli.Context) error {
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
 	}
-	cfg.Deterministic = c.Bool("deterministic")
+	cfg.Deterministic = rc.Deterministic
 	for _, a := range rc.Agents {
 		hc, err := model.LoadHFConfig(a.Model)
 		if err != nil {

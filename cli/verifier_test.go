@@ -128,12 +128,14 @@ func TestGradeVerifierLoadError(t *testing.T) {
 func TestTrainVerifier(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	gguf := testmodel.GGUF(t, "qwen2")
-	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-prompt", testmodel.VerifierPrompt(t), "--verifier-budget", "1m")...); err != nil {
+	prompt := testmodel.VerifierPrompt(t)
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-prompt", prompt, "--verifier-budget", "1m", "--deterministic")...); err != nil {
 		t.Fatalf("train: %v\n%s", err, stderr)
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
-	if !strings.Contains(string(b), `"reward": "robust+verifier"`) || !strings.Contains(string(b), `"verifier": "`+gguf+`"`) {
-		t.Errorf("config.json does not record the verifier:\n%s", b)
+	if !strings.Contains(string(b), `"reward": "robust+verifier"`) || !strings.Contains(string(b), `"verifier": "`+gguf+`"`) ||
+		!strings.Contains(string(b), `"verifier_prompt": "`+prompt+`"`) || !strings.Contains(string(b), `"deterministic": true`) {
+		t.Errorf("config.json does not record the verifier, its prompt and --deterministic:\n%s", b)
 	}
 	train, _, err := trainlog.Read(filepath.Join(out, trainlog.File))
 	if err != nil || len(train) == 0 {
