@@ -186,7 +186,7 @@ func TestTrainVerifierErrors(t *testing.T) {
 // A line the verifier decided says so: rule verifier, its verdict, and robust+verifier's
 // count; robust's own field is unchanged.
 func TestGradeVerifierFields(t *testing.T) {
-	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &gradeVerifier{}}
+	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &runVerifier{}}
 	for _, c := range []struct {
 		check    reward.Check
 		rule     string

@@ -54,6 +54,12 @@ type Counts struct {
 	Seconds   float64
 }
 
+// String is the counts as the commands print them.
+func (c Counts) String() string {
+	return fmt.Sprintf("%d pairs robust did not decide: %d equal, %d not equal, %d undecided, %d skipped (budget); %d asked in %.1fs",
+		c.Pairs, c.Equal, c.NotEqual, c.Undecided, c.Skipped, c.Asked, c.Seconds)
+}
+
 // Decided is the number of pairs the model decided, equal or not.
 func (c Counts) Decided() int { return c.Equal + c.NotEqual }
 
