@@ -38,7 +38,10 @@ func init() {
 			"the built-in synthetic arithmetic set is used.\n\n" +
 			"The run directory gets config.json, seed-S/rollouts.jsonl.zst (every turn of every trajectory:\n" +
 			"prompts, responses, tokens, log-probs, answers, verdicts) and report/ (summary.json, CSV tables,\n" +
-			"report.md, SVG and PNG figures). Ctrl-C stops cleanly; the same command resumes.",
+			"report.md, SVG and PNG figures). Ctrl-C stops cleanly; the same command resumes.\n\n" +
+			"With --verifier MODEL.gguf (and --verifier-prompt, as in umad grade), the answers robust's rules\n" +
+			"do not decide go to a verifier model as each problem finishes; the robust figures count its\n" +
+			"\"equal\", and the run counts the answers it decided.",
 		Flags: append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "problem set file or folder (default: built-in synthetic set)"},
@@ -59,7 +62,7 @@ func init() {
 			distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
 			deterministicFlag(),
 			&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice (--deterministic unless set to false), in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
-		}, append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...)...),
+		}, append(append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...), verifierFlags()...)...),
 		Action: debateCmd,
 	})
 }
@@ -88,6 +91,10 @@ type debateConfig struct {
 	FlashAttn     string                `json:"flash_attn"`
 	Ctx           int                   `json:"ctx"`
 	Deterministic bool                  `json:"deterministic,omitempty"`
+	// Verifier and VerifierPrompt are --verifier's model and template, absolute.
+	Verifier       string        `json:"verifier,omitempty"`
+	VerifierPrompt string        `json:"verifier_prompt,omitempty"`
+	VerifierBudget time.Duration `json:"verifier_budget,omitempty"`
 }
 
 func resolveDebate(c *ucli.Context) (debateConfig, error) {
@@ -108,6 +115,19 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
 	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
 		cfg.Data = abs
+	}
+	if err := checkVerifierFlags(c); err != nil {
+		return cfg, err
+	}
+	if c.String("verifier") != "" {
+		var err error
+		if cfg.Verifier, err = filepath.Abs(c.String("verifier")); err != nil {
+			return cfg, err
+		}
+		if cfg.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
+			return cfg, err
+		}
+		cfg.VerifierBudget = c.Duration("verifier-budget")
 	}
 	switch {
 	case cfg.K < 1:
@@ -251,19 +271,30 @@ func debateCmd(c *ucli.Context) error {
 		return err
 	}
 	defer closeServers(servers)
+	check, err := openRunVerifier(c, c.Int("threads"))
+	if err != nil {
+		return err
+	}
+	defer check.Close()
 	if err := save(); err != nil {
 		return err
 	}
 
 	ctx, release := interruptContext("")
 	defer release()
+	if check != nil {
+		check.ctx = ctx
+	}
 	for _, seed := range cfg.Seeds {
-		if err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)), rankPart{d.Rank, d.World}); err != nil {
+		if err := runSeed(ctx, cfg, agents, check, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)), rankPart{d.Rank, d.World}); err != nil {
 			if ctx.Err() != nil {
 				return errInterrupted
 			}
 			return err
 		}
+	}
+	if check != nil {
+		fmt.Fprintf(c.App.ErrWriter, "verifier: %s\n", check.done)
 	}
 	if isRank {
 		return nil // the launcher merges and reports
@@ -348,8 +379,9 @@ func closeServers(servers map[string]*engine.Server) {
 }
 
 // runSeed debates every problem of part not yet in dir's rollouts, appending each
-// finished one (to part's own file, debate_dist.go).
-func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, problems []data.Problem, seed uint64, dir string, part rankPart) error {
+// finished one (to part's own file, debate_dist.go) once check, when given, has judged
+// the answers robust did not decide.
+func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, check *runVerifier, problems []data.Problem, seed uint64, dir string, part rankPart) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -396,6 +428,9 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 		progress()
 		stats, err := engine.Debate(ctx, dcfg, problems, func(i int) bool { _, ok := done[i]; return ok || !part.owns(i) },
 			func(r engine.DebateRecord) error {
+				if err := check.records([]engine.DebateRecord{r}); err != nil {
+					return err
+				}
 				if err := w.Append(r); err != nil {
 					return err
 				}

@@ -211,3 +211,50 @@ func TestGradeVerifierFields(t *testing.T) {
 		}
 	}
 }
+
+// debate --verifier loads the model before the run starts, records it with the run, and
+// counts what it decided; its flags are refused as grade refuses them, before the run
+// directory exists.
+func TestDebateVerifier(t *testing.T) {
+	gguf, prompt := testmodel.GGUF(t, "qwen2"), testmodel.VerifierPrompt(t)
+	debate := func(out string, extra ...string) (string, error) {
+		args := append([]string{"debate", "--agent", gguf, "--synthetic", "2", "-k", "2", "--turns", "2", "--max-tokens", "8",
+			"--prompt-limit", "256", "--threads", "1", "--out", out}, extra...)
+		_, stderr, err := runApp(t, args...)
+		return stderr, err
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	stderr, err := debate(out, "--verifier", gguf, "--verifier-prompt", prompt, "--verifier-budget", "1m")
+	if err != nil {
+		t.Fatalf("debate: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "verifier: ") || !strings.Contains(stderr, "pairs robust did not decide") {
+		t.Errorf("stderr does not count the verifier's verdicts:\n%s", stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	for _, want := range []string{`"verifier": "` + gguf + `"`, `"verifier_prompt": "` + prompt + `"`, `"verifier_budget": 60000000000`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("config.json lacks %s:\n%s", want, b)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "report", "report.md")); err != nil {
+		t.Errorf("no report: %v", err)
+	}
+	bad := brokenGGUF(t)
+	for _, args := range [][]string{
+		{"--verifier", bad, "--verifier-prompt", prompt},
+		{"--verifier", gguf},
+		{"--verifier-prompt", prompt},
+		{"--verifier-budget", "1m"},
+		{"--verifier", gguf, "--verifier-prompt", prompt, "--verifier-budget", "-1s"},
+	} {
+		refused := filepath.Join(t.TempDir(), "run")
+		_, err := debate(refused, args...)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "verifier") {
+			t.Errorf("%v: %v; want one line about the verifier", args, err)
+		}
+		if _, serr := os.Stat(refused); !os.IsNotExist(serr) {
+			t.Errorf("%v: the refused debate left %s", args, refused)
+		}
+	}
+}
