@@ -213,7 +213,7 @@ func debateCmd(c *ucli.Context) error {
 		return err
 	}
 	if !isRank { // the launcher's ranks run the same command
-		cfg.Recipe.write(c.App.ErrWriter)
+		cfg.Recipe.write(c.App.ErrWriter, c)
 	}
 	problems, err := cfg.problems()
 	if err != nil {

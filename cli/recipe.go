@@ -27,18 +27,35 @@ func recipeHelp(command string) string {
 		"other sets needs --max-tokens and --prompt-limit.\n" + recipe.Help(command)
 }
 
-// recipeRun is what --recipe did, as config.json records it.
+// recipeRun is what --recipe did, as config.json records it; a resume compares it with the
+// saved one, so it holds only what reads back the same.
 type recipeRun struct {
-	Name   string           `json:"name"`
-	Source string           `json:"source"`
-	Set    []recipe.Setting `json:"set"`
+	Name   string        `json:"name"`
+	Source string        `json:"source"`
+	Set    []recipeValue `json:"set"`
 	// Overrides are the recipe's settings that flags given explicitly replaced.
 	Overrides []recipeOverride `json:"overrides,omitempty"`
 }
 
+// recipeValue is a recipe.Setting with its value as text ("0.8", "256"): JSON would read a
+// number back as a float64 where the recipe has an int.
+type recipeValue struct {
+	Flag   string `json:"flag"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+}
+
+func recorded(s recipe.Setting) recipeValue {
+	return recipeValue{Flag: s.Flag, Value: fmt.Sprint(s.Value), Source: s.Source}
+}
+
+func (v recipeValue) arg() string { return recipe.Flag(v.Flag) + " " + v.Value }
+
+// recipeOverride is a recipe's setting and the flag given instead: its name, not its value,
+// which the rest of the config holds (--steps may change on a resume).
 type recipeOverride struct {
-	Recipe recipe.Setting `json:"recipe"`
-	Given  string         `json:"given"` // the flag as given: "--lr 1e-05"
+	Recipe recipeValue `json:"recipe"`
+	Flag   string      `json:"given_flag"`
 }
 
 // recipeRivals are flags that give a recipe's setting another way.
@@ -86,10 +103,10 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
 				return nil, fmt.Errorf("--recipe %s: %s: %w", r.Name, s.Arg(), err)
 			}
 		case given != s.Flag || fmt.Sprint(c.Value(given)) != fmt.Sprint(s.Value):
-			run.Overrides = append(run.Overrides, recipeOverride{Recipe: s, Given: recipe.Setting{Flag: given, Value: c.Value(given)}.Arg()})
+			run.Overrides = append(run.Overrides, recipeOverride{Recipe: recorded(s), Flag: given})
 			continue
 		}
-		run.Set = append(run.Set, s) // also when given with the recipe's own value
+		run.Set = append(run.Set, recorded(s)) // also when given with the recipe's own value
 	}
 	return run, nil
 }
@@ -124,23 +141,25 @@ func (run *recipeRun) scaleLoRALR(rc *trainRunConfig) {
 	for i, s := range run.Set {
 		if s.Flag == "lr" {
 			rc.Trainer.Opt.LR = recipe.LoRALR(rc.Trainer.Opt.LR)
-			run.Set[i].Value = rc.Trainer.Opt.LR
+			run.Set[i].Value = fmt.Sprint(rc.Trainer.Opt.LR)
 			run.Set[i].Source += fmt.Sprintf("; x%d for LoRA: %s", recipe.LoRALRScale, recipe.LoRAWhy)
 		}
 	}
 }
 
-// write prints what the recipe set and every override: a run's first lines.
-func (run *recipeRun) write(w io.Writer) {
+// write prints what the recipe set and every override, with the value c gives it: a run's
+// first lines.
+func (run *recipeRun) write(w io.Writer, c *ucli.Context) {
 	if run == nil {
 		return
 	}
 	fmt.Fprintf(w, "recipe %s: %s\n", run.Name, run.Source)
 	for _, s := range run.Set {
-		fmt.Fprintf(w, "  %s  (%s)\n", s.Arg(), s.Source)
+		fmt.Fprintf(w, "  %s  (%s)\n", s.arg(), s.Source)
 	}
 	for _, o := range run.Overrides {
-		fmt.Fprintf(w, "  override: %s instead of the recipe's %s  (%s)\n", o.Given, o.Recipe.Arg(), o.Recipe.Source)
+		given := recipe.Setting{Flag: o.Flag, Value: c.Value(o.Flag)}.Arg()
+		fmt.Fprintf(w, "  override: %s instead of the recipe's %s  (%s)\n", given, o.Recipe.arg(), o.Recipe.Source)
 	}
 }
 

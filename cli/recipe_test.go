@@ -43,6 +43,7 @@ func resolveOnly[T any](t *testing.T, command string, resolve func(*ucli.Context
 type resolvedTrain struct {
 	trainRunConfig
 	epochs, steps int
+	lines         string // the run's first lines
 }
 
 func resolveTrainArgs(t *testing.T, args ...string) (resolvedTrain, error) {
@@ -50,7 +51,9 @@ func resolveTrainArgs(t *testing.T, args ...string) (resolvedTrain, error) {
 	args = append([]string{"--agent", filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"), "--out", t.TempDir()}, args...)
 	return resolveOnly(t, "train", func(c *ucli.Context) (resolvedTrain, error) {
 		rc, err := resolveTrain(c)
-		return resolvedTrain{rc, c.Int("epochs"), c.Int("steps")}, err
+		var lines strings.Builder
+		rc.Recipe.write(&lines, c)
+		return resolvedTrain{rc, c.Int("epochs"), c.Int("steps"), lines.String()}, err
 	}, args...)
 }
 
@@ -61,13 +64,13 @@ func resolveDebateArgs(t *testing.T, args ...string) (debateConfig, error) {
 }
 
 // A value a recipe must resolve to, with where the source gives it.
-type recipeValue struct {
+type recipeCheck struct {
 	what string
 	got  func(r resolvedTrain) any
 	want any
 }
 
-func (v recipeValue) check(t *testing.T, r resolvedTrain) {
+func (v recipeCheck) check(t *testing.T, r resolvedTrain) {
 	t.Run(v.what, func(t *testing.T) {
 		if got := v.got(r); !reflect.DeepEqual(got, v.want) {
 			t.Errorf("%v, want %v", got, v.want)
@@ -97,7 +100,7 @@ func TestRecipePaperValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []recipeValue{
+	for _, v := range []recipeCheck{
 		{"training temperature 0.8", temperature, 0.8},
 		{"top-p 0.95", topP, 0.95},
 		{"max response length 2048", maxTokens, 2048},
@@ -125,12 +128,12 @@ func TestRecipePaperValues(t *testing.T) {
 	// The ablations keep their own axes; the Single-GRPO pair trains one turn for 15 epochs.
 	for _, tc := range []struct {
 		algo   string
-		values []recipeValue
+		values []recipeCheck
 	}{
-		{"ippo", []recipeValue{{"no influence", influence, trainer.InfluenceOff}, {"no NLL weight", alpha, 0.0}, {"KL in the loss", klInLoss, [2]float64{0.001, 0}}}},
-		{"nll-only", []recipeValue{{"no influence", influence, trainer.InfluenceOff}, {"alpha 0.25", alpha, 0.25}}},
-		{"intrinsic-only", []recipeValue{{"peer-mean", influence, trainer.InfluencePeerMean}, {"eta 0.25", eta, 0.25}, {"no NLL weight", alpha, 0.0}}},
-		{"grpo", []recipeValue{{"one turn", turns, 1}, {"15 epochs", epochs, 15}, {"temperature 0.8", temperature, 0.8}, {"KL in the loss", klInLoss, [2]float64{0.001, 0}}}},
+		{"ippo", []recipeCheck{{"no influence", influence, trainer.InfluenceOff}, {"no NLL weight", alpha, 0.0}, {"KL in the loss", klInLoss, [2]float64{0.001, 0}}}},
+		{"nll-only", []recipeCheck{{"no influence", influence, trainer.InfluenceOff}, {"alpha 0.25", alpha, 0.25}}},
+		{"intrinsic-only", []recipeCheck{{"peer-mean", influence, trainer.InfluencePeerMean}, {"eta 0.25", eta, 0.25}, {"no NLL weight", alpha, 0.0}}},
+		{"grpo", []recipeCheck{{"one turn", turns, 1}, {"15 epochs", epochs, 15}, {"temperature 0.8", temperature, 0.8}, {"KL in the loss", klInLoss, [2]float64{0.001, 0}}}},
 	} {
 		t.Run(tc.algo, func(t *testing.T) {
 			r, err := resolveTrainArgs(t, "--recipe", "paper", "--algo", tc.algo)
@@ -147,8 +150,8 @@ func TestRecipePaperValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recipeValue{"AIME response length 4096", maxTokens, 4096}.check(t, r)
-	recipeValue{"AIME prompt length 9216", promptLimit, 9216}.check(t, r)
+	recipeCheck{"AIME response length 4096", maxTokens, 4096}.check(t, r)
+	recipeCheck{"AIME prompt length 9216", promptLimit, 9216}.check(t, r)
 }
 
 // --recipe reference resolves to the reference run (UMAD-reference.md), value by value, and
@@ -158,7 +161,7 @@ func TestRecipeReferenceValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []recipeValue{
+	for _, v := range []recipeCheck{
 		{"temperature 0.6", temperature, 0.6},
 		{"top-p 0.95", topP, 0.95},
 		{"response length 2048", maxTokens, 2048},
@@ -191,7 +194,7 @@ func TestRecipeReferenceValues(t *testing.T) {
 		if with.Recipe == nil || without.Recipe != nil {
 			t.Fatalf("%s: recipe records %v and %v", algo, with.Recipe, without.Recipe)
 		}
-		with.Recipe, with.Trainer.Out, without.Trainer.Out = nil, "", ""
+		with.Recipe, with.lines = nil, ""
 		if !reflect.DeepEqual(with, without) {
 			t.Errorf("%s: --recipe reference resolves to\n%+v\numad's defaults to\n%+v", algo, with, without)
 		}
@@ -201,7 +204,7 @@ func TestRecipeReferenceValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []recipeValue{{"batch 1024", batch, 1024}, {"mini-batch 256", miniBatch, 256}, {"15 epochs", epochs, 15},
+	for _, v := range []recipeCheck{{"batch 1024", batch, 1024}, {"mini-batch 256", miniBatch, 256}, {"15 epochs", epochs, 15},
 		{"prompt length 2048", promptLimit, 2048}, {"k3 KL in the loss", klInLoss, [2]float64{0.001, 0}}, {"one turn", turns, 1}} {
 		v.check(t, r)
 	}
@@ -220,17 +223,15 @@ func TestRecipeOverrides(t *testing.T) {
 	}
 	var given []string
 	for _, o := range r.Recipe.Overrides {
-		given = append(given, o.Given)
+		given = append(given, o.Flag)
 	}
-	if want := []string{"--lr 2e-06", "--influence sign", "--steps 3"}; !sameSet(given, want) {
+	if want := []string{"lr", "influence", "steps"}; !sameSet(given, want) {
 		t.Errorf("overrides %v, want %v", given, want)
 	}
-	var lines bytes.Buffer
-	r.Recipe.write(&lines)
 	for _, want := range []string{"recipe paper: paper.tex: Table 3", "--temperature 0.8  (paper.tex Table 3", "override: --lr 2e-06 instead of the recipe's --lr 1e-06",
-		"override: --steps 3 instead of the recipe's --epochs 2"} {
-		if !strings.Contains(lines.String(), want) {
-			t.Errorf("first lines lack %q:\n%s", want, lines.String())
+		"override: --influence sign instead of the recipe's --influence peer-mean", "override: --steps 3 instead of the recipe's --epochs 2"} {
+		if !strings.Contains(r.lines, want) {
+			t.Errorf("first lines lack %q:\n%s", want, r.lines)
 		}
 	}
 
@@ -370,9 +371,38 @@ func TestRecipeDebateRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"name": "paper"`, `"flag": "temperature"`, `"value": 0.6`, `"given": "--seeds 1"`} {
+	for _, want := range []string{`"name": "paper"`, `"flag": "temperature"`, `"value": "0.6"`, `"given_flag": "seeds"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("config.json lacks %s:\n%s", want, b)
 		}
+	}
+}
+
+// A training run under the paper's recipe (seq-mean-token-mean, no dual clip, k3 KL in the
+// loss) trains, lists the recipe and its overrides first, records them in config.json, and
+// resumes under the same command.
+func TestRecipeTrainRun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	_, stderr, err := runApp(t, trainArgs(t, out, "1", "--recipe", "paper", "--val-synthetic", "0")...)
+	if err != nil {
+		t.Fatalf("train --recipe paper: %v\n%s", err, stderr)
+	}
+	if !strings.HasPrefix(stderr, "recipe paper: ") || !strings.Contains(stderr, "override: --batch 4 instead of the recipe's --batch 256") {
+		t.Errorf("the run's first lines do not give the recipe and its overrides:\n%s", stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name": "paper"`, `"flag": "loss-agg"`, `"loss_agg": "seq-mean-token-mean"`, `"clip_c": 0`, `"given_flag": "g"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("config.json lacks %s:\n%s", want, b)
+		}
+	}
+	if _, stderr, err := runApp(t, trainArgs(t, out, "2", "--recipe", "paper", "--val-synthetic", "0", "--resume")...); err != nil {
+		t.Fatalf("resume: %v\n%s", err, stderr)
+	}
+	if _, _, err := runApp(t, trainArgs(t, out, "2", "--recipe", "reference", "--val-synthetic", "0", "--resume")...); err == nil || !strings.Contains(err.Error(), "holds a run with other settings") {
+		t.Errorf("resuming under another recipe: %v", err)
 	}
 }

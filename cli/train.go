@@ -302,7 +302,7 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	if !ownRank() { // the launcher's ranks run the same command
-		rc.Recipe.write(recipeWriter(c))
+		rc.Recipe.write(recipeWriter(c), c)
 	}
 	d := distSpec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run prints one process's plan
