@@ -58,8 +58,16 @@ type recipeOverride struct {
 	Flag   string      `json:"given_flag"`
 }
 
-// recipeRivals are flags that give a recipe's setting another way.
-var recipeRivals = map[string]string{"seeds": "seed", "reward": "robust", "epochs": "steps"}
+// recipeRivals are flags that give a recipe's setting another way, when given a value
+// that does (--steps 0 trains --epochs passes; --robust=false leaves --reward).
+var recipeRivals = map[string]struct {
+	flag  string
+	gives func(*ucli.Context) bool
+}{
+	"seeds":  {"seed", func(*ucli.Context) bool { return true }},
+	"reward": {"robust", func(c *ucli.Context) bool { return c.Bool("robust") }},
+	"epochs": {"steps", func(c *ucli.Context) bool { return c.Int("steps") > 0 }},
+}
 
 // applyRecipe sets every flag of --recipe that the command line left out, and returns what
 // it set and which flags given explicitly override it (nil without --recipe). algo is the
@@ -94,8 +102,8 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
 	run := &recipeRun{Name: r.Name, Source: r.Source}
 	for _, s := range settings {
 		given := s.Flag
-		if rival := recipeRivals[s.Flag]; rival != "" && c.IsSet(rival) {
-			given = rival
+		if rival, ok := recipeRivals[s.Flag]; ok && c.IsSet(rival.flag) && rival.gives(c) {
+			given = rival.flag
 		}
 		switch {
 		case !c.IsSet(given):

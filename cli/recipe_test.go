@@ -235,6 +235,11 @@ func TestRecipeOverrides(t *testing.T) {
 		}
 	}
 
+	// --steps 0 trains --epochs passes: the recipe's, here the Single-GRPO pair's 15.
+	if r, err := resolveTrainArgs(t, "--recipe", "paper", "--algo", "grpo", "--steps", "0"); err != nil || r.epochs != 15 || len(r.Recipe.Overrides) != 0 {
+		t.Errorf("--steps 0: %d epochs, overrides %v (%v); want the recipe's 15 and none", r.epochs, r.Recipe.Overrides, err)
+	}
+
 	for _, tc := range []struct {
 		args []string
 		want float64
