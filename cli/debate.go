@@ -41,10 +41,12 @@ func init() {
 			"report.md, SVG and PNG figures). Ctrl-C stops cleanly; the same command resumes.\n\n" +
 			"With --verifier MODEL.gguf (and --verifier-prompt, as in umad grade), the answers robust's rules\n" +
 			"do not decide go to a verifier model as each problem finishes; the robust figures count its\n" +
-			"\"equal\", and the run counts the answers it decided.",
+			"\"equal\", and the run counts the answers it decided.\n\n" +
+			recipeHelp("debate"),
 		Flags: append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "problem set file or folder (default: built-in synthetic set)"},
+			recipeFlag(),
 			&ucli.IntFlag{Name: "synthetic", Value: 20, Usage: "problems of the built-in set, when --data is not given"},
 			&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
 			&ucli.Float64Flag{Name: "sample-ratio", Usage: "debate a seeded random share of the problems (0 = all)"},
@@ -95,10 +97,15 @@ type debateConfig struct {
 	Verifier       string        `json:"verifier,omitempty"`
 	VerifierPrompt string        `json:"verifier_prompt,omitempty"`
 	VerifierBudget time.Duration `json:"verifier_budget,omitempty"`
+	Recipe         *recipeRun    `json:"recipe,omitempty"`
 }
 
 func resolveDebate(c *ucli.Context) (debateConfig, error) {
-	cfg := debateConfig{Data: c.String("data"), Limit: c.Int("limit"), SampleRatio: c.Float64("sample-ratio"),
+	rec, err := applyRecipe(c, "debate", "")
+	if err != nil {
+		return debateConfig{}, err
+	}
+	cfg := debateConfig{Recipe: rec, Data: c.String("data"), Limit: c.Int("limit"), SampleRatio: c.Float64("sample-ratio"),
 		K: c.Int("k"), Turns: c.Int("turns"), PromptLimit: c.Int("prompt-limit"), Mask: !c.Bool("no-mask"),
 		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx"),
@@ -224,6 +231,9 @@ func debateCmd(c *ucli.Context) error {
 	cfg, err := resolveDebate(c)
 	if err != nil {
 		return err
+	}
+	if !isRank { // the launcher's ranks run the same command
+		cfg.Recipe.write(c.App.ErrWriter, c)
 	}
 	problems, err := cfg.problems()
 	if err != nil {
