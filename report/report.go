@@ -49,6 +49,7 @@ const (
 	ReportFile      = "report.md"
 	CompareFile     = "compare.md"
 	CompareCSVFile  = "compare.csv"
+	CompareFigure   = "compare-uncertainty" // .svg and .png
 )
 
 // Write writes the report of one run into dir: summary.json, accuracy.csv,
