@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -145,5 +147,58 @@ func TestDebateConfigBeforeProtocol(t *testing.T) {
 	var cfg debateConfig
 	if err := json.Unmarshal([]byte(`{"k": 4, "turns": 2}`), &cfg); err != nil || cfg.Protocol != "trajectories" || cfg.K != 4 {
 		t.Errorf("%+v, %v", cfg, err)
+	}
+}
+
+// Ctrl-C during a probe debate keeps every finished problem as written; the same
+// command resumes and finishes the others.
+func TestDebateProbeInterrupt(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"debate", "--protocol", "probe", "--agent", testmodel.GGUF(t, "qwen2"), "--agent", testmodel.GGUF(t, "llama"),
+		"--synthetic", "40", "-k", "4", "--turns", "2", "--max-tokens", "32", "--slots", "4", "--threads", "1", "--out", out}
+	cmd := umadProcess(t, 0, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, "seed-1", "rollouts.jsonl.zst")
+	var before []json.RawMessage
+	for deadline := time.Now().Add(2 * time.Minute); len(before) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no problem finished:\n%s", stderr.String())
+		}
+		before = before[:0]
+		rollouts.Read(path, func(l []byte) error { before = append(before, append(json.RawMessage(nil), l...)); return nil })
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); exitCode(err) != 130 {
+		t.Fatalf("interrupted debate: %v, want exit 130 (did it finish first?)\n%s", err, stderr.String())
+	}
+	if code, stderr := runUmadProcess(t, 0, args...); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	var after []string
+	if _, err := rollouts.Read(path, func(l []byte) error { after = append(after, string(l)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, l := range after {
+		var r engine.DebateRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil || seen[r.Index] || len(r.Continuations) != 2 {
+			t.Fatalf("record of problem %d: %v, seen before %v, %d continuations", r.Index, err, seen[r.Index], len(r.Continuations))
+		}
+		seen[r.Index] = true
+	}
+	if len(seen) != 40 {
+		t.Errorf("%d problems after resuming, want 40", len(seen))
+	}
+	for i, l := range before {
+		if !slices.Contains(after, string(l)) {
+			t.Errorf("record %d written before the interrupt changed or was lost", i)
+		}
 	}
 }
