@@ -31,7 +31,11 @@ func init() {
 		Description: "Each problem is debated in K trajectories for T turns (the UMAD reference protocol):\n" +
 			"turn 0 asks every agent the question with the boxed-answer instruction (K samples per agent);\n" +
 			"each later turn gives every agent of trajectory k one new user message holding all agents'\n" +
-			"previous responses with their final boxed answers masked as <answer>.\n\n" +
+			"previous responses with their final boxed answers masked as <answer>.\n" +
+			"--protocol probe is the paper's Algorithm 1 instead: one debate per problem; at each turn every\n" +
+			"agent draws K samples from its context (they give the turn's answer distributions and TU/EU/AU)\n" +
+			"and one continuation from the same context (--continue sample|greedy), sharing its prefill; the\n" +
+			"continuations build the next turn's message as above.\n\n" +
 			"--agent takes a GGUF path and optional comma-separated settings: name=, seed=, temperature=,\n" +
 			"top-p=, top-k=, min-p=, max-tokens=, chat-format=. Agents on the same file share one engine.\n" +
 			"--data takes any format `umad grade`'s loaders read (JSONL, MATH folders, Parquet); without it\n" +
@@ -50,7 +54,9 @@ func init() {
 			&ucli.IntFlag{Name: "synthetic", Value: 20, Usage: "problems of the built-in set, when --data is not given"},
 			&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
 			&ucli.Float64Flag{Name: "sample-ratio", Usage: "debate a seeded random share of the problems (0 = all)"},
-			&ucli.IntFlag{Name: "k", Value: 4, Usage: "trajectories per problem"},
+			&ucli.IntFlag{Name: "k", Value: 4, Usage: "trajectories per problem (--protocol probe: samples per agent and turn)"},
+			&ucli.StringFlag{Name: "protocol", Value: string(engine.Trajectories), Usage: "trajectories (K debates per problem, the UMAD reference's) or probe (the paper's Algorithm 1: one debate, K samples per agent and turn from its context)"},
+			&ucli.StringFlag{Name: "continue", Value: "sample", Usage: "with --protocol probe: each agent's response that continues the debate is sampled with its settings (sample) or greedy"},
 			&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns T: the first answer plus T-1 debate rounds"},
 			&ucli.StringFlag{Name: "seeds", Value: "1", Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning from the left"},
@@ -81,6 +87,8 @@ type debateConfig struct {
 	Limit         int                   `json:"limit,omitempty"`
 	SampleRatio   float64               `json:"sample_ratio,omitempty"`
 	K             int                   `json:"k"`
+	Protocol      string                `json:"protocol"`
+	Continue      string                `json:"continue,omitempty"` // probe's continuations: sample or greedy
 	Turns         int                   `json:"turns"`
 	Seeds         []uint64              `json:"seeds"`
 	PromptLimit   int                   `json:"prompt_limit"`
@@ -98,6 +106,54 @@ type debateConfig struct {
 	VerifierPrompt string        `json:"verifier_prompt,omitempty"`
 	VerifierBudget time.Duration `json:"verifier_budget,omitempty"`
 	Recipe         *recipeRun    `json:"recipe,omitempty"`
+}
+
+// UnmarshalJSON reads a config.json; one written before --protocol existed is a run of
+// the trajectories protocol (so it resumes).
+func (cfg *debateConfig) UnmarshalJSON(b []byte) error {
+	type plain debateConfig
+	p := plain{Protocol: string(engine.Trajectories)}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*cfg = debateConfig(p)
+	return nil
+}
+
+// protocolText names the run's protocol in its report.
+func (cfg debateConfig) protocolText() string {
+	if engine.Protocol(cfg.Protocol) == engine.Probe {
+		how := "sampled"
+		if cfg.Continue == "greedy" {
+			how = "greedy"
+		}
+		return fmt.Sprintf("probe (the paper's Algorithm 1): at each turn, K = %d samples per agent from one context give the "+
+			"answer distributions; one %s continuation per agent forms the next turn's context. Flips pair samples by index "+
+			"across turns, which here are independent draws, not one trajectory", cfg.K, how)
+	}
+	return fmt.Sprintf("trajectories (the UMAD reference's): K = %d debates per problem, sample k of every turn continuing trajectory k", cfg.K)
+}
+
+// resolveProtocol checks --protocol and --continue against -k.
+func resolveProtocol(c *ucli.Context, cfg *debateConfig) error {
+	cfg.Protocol = c.String("protocol")
+	switch engine.Protocol(cfg.Protocol) {
+	case engine.Trajectories:
+		if c.IsSet("continue") {
+			return errors.New("--continue chooses the probe protocol's continuations; add --protocol probe")
+		}
+	case engine.Probe:
+		if cfg.K < 2 {
+			return fmt.Errorf("--protocol probe estimates each turn's answer distributions from K samples per agent; -k must be at least 2, got %d", cfg.K)
+		}
+		cfg.Continue = c.String("continue")
+		if cfg.Continue != "sample" && cfg.Continue != "greedy" {
+			return fmt.Errorf("--continue %q: want sample or greedy", cfg.Continue)
+		}
+	default:
+		return fmt.Errorf("--protocol %q: want one of %v", cfg.Protocol, engine.Protocols)
+	}
+	return nil
 }
 
 func resolveDebate(c *ucli.Context) (debateConfig, error) {
@@ -143,6 +199,9 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		return cfg, fmt.Errorf("--turns must be at least 1, got %d", cfg.Turns)
 	case cfg.PromptLimit < 1:
 		return cfg, fmt.Errorf("--prompt-limit must be positive")
+	}
+	if err := resolveProtocol(c, &cfg); err != nil {
+		return cfg, err
 	}
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c)
@@ -412,6 +471,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 		agents[i].Seed = seed + cfg.Agents[i].SeedOffset
 	}
 	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
+		Protocol: engine.Protocol(cfg.Protocol), GreedyContinuation: cfg.Continue == "greedy",
 		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU, Deterministic: cfg.Deterministic,
 		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise, Seed: seed}}
 	if cfg.FullHistory {
@@ -446,9 +506,14 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 				}
 				done[r.Index] = problemRecord(r)
 				finished++
-				for _, turn := range r.Turns {
+				for t, turn := range r.Turns {
 					for _, byTraj := range turn {
 						for _, at := range byTraj {
+							tokens += int64(len(at.Tokens))
+						}
+					}
+					if r.Continuations != nil {
+						for _, at := range r.Continuations[t] {
 							tokens += int64(len(at.Tokens))
 						}
 					}

@@ -279,7 +279,7 @@ func TestWriteComparison(t *testing.T) {
 	dir := t.TempDir()
 	runs := []Run{
 		{Name: "zero-shot", Summary: combined(t, 3, false)},
-		{Name: "umad", Summary: combined(t, 2, true, false)},
+		{Name: "umad", Protocol: "probe (one debate)", Summary: combined(t, 2, true, false)},
 	}
 	if err := WriteComparison(dir, runs); err != nil {
 		t.Fatal(err)
@@ -295,9 +295,16 @@ func TestWriteComparison(t *testing.T) {
 		// umad has no turn 2.
 		"| 2 (T=3) | 100.0 | 100.0 | – | – |",
 		"| Turn | zero-shot | umad |",
+		"- umad: protocol probe (one debate).",
+		"](compare-uncertainty.png)",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("compare.md lacks %q", want)
+		}
+	}
+	for _, ext := range []string{".svg", ".png"} {
+		if fi, err := os.Stat(filepath.Join(dir, CompareFigure+ext)); err != nil || fi.Size() == 0 {
+			t.Errorf("no comparison figure %s%s: %v", CompareFigure, ext, err)
 		}
 	}
 	rows := readCSV(t, filepath.Join(dir, CompareCSVFile))

@@ -287,6 +287,9 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	n := s.Seeds
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Debate evaluation: %s\n\n", run.Name)
+	if run.Protocol != "" {
+		fmt.Fprintf(&b, "Protocol: %s.\n\n", run.Protocol)
+	}
 	fmt.Fprintf(&b, "%d agents, %d turns, %d seed(s)", s.Mean.Agents, s.Mean.Turns, n)
 	if n > 1 {
 		b.WriteString(" (cells: mean ± population standard deviation over seeds)")
