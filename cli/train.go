@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainer"
@@ -35,10 +36,19 @@ func init() {
 			"by default) and AdamW, and syncs the weights back to llama.cpp (checked on a fixed probe).\n" +
 			"--agent takes an HF directory and the settings `umad debate` accepts (name=, seed=,\n" +
 			"temperature=, ...). Algorithms (--algo), with defaults from the reference code:\n" + trainer.AlgoHelp() +
-			"The paper's variant is --influence peer-mean --eta 0.25 --kl-in-loss --temperature 0.8\n" +
-			"--batch 256. Policy losses (--loss), which any algorithm's advantages drive, with the clip\n" +
+			"An algorithm is defined by whether it has a team reward, an influence reward and an NLL\n" +
+			"weight: a flag that changes one (--algo ippo --influence peer-mean) is refused, naming the\n" +
+			"algorithm that has the combination (intrinsic-only). The forms and strengths stay free:\n" +
+			"--influence sign|peer-mean, --eta, --nll-alpha, --team sum|max|dictator, --kl-in-loss, --kl-coef.\n" +
+			"Policy losses (--loss), which any algorithm's advantages drive, with the clip\n" +
 			"range and aggregation each defaults to (--clip-low/--clip-high, --clip-c, --loss-agg):\n" +
-			trainer.LossHelp() + "\n" +
+			trainer.LossHelp() + "\n" + recipeHelp("train") +
+			"With LoRA (--lora-rank, or an agent that starts from an adapter) a recipe's --lr is\n" +
+			fmt.Sprintf("multiplied by %d (1e-6 becomes 1e-5, the low end of the 1e-5 to 1e-4 LoRA usually wants):\n", recipe.LoRALRScale) +
+			recipe.LoRAWhy + ".\n" +
+			"The Single-GRPO pair is one --algo grpo run per model (a recipe gives its one turn and 15\n" +
+			"epochs), then umad debate of the two checkpoints; the homogeneous pair is any of these\n" +
+			"with one model given twice (no recipe setting).\n\n" +
 			"RUN gets config.json, metrics.jsonl (one line per step, agent and turn, plus validation\n" +
 			"lines), rollouts/step-N.jsonl.zst (a few problems' training debates), checkpoints/step-N/\n" +
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
@@ -74,6 +84,7 @@ func init() {
 		Flags: append(append([]ucli.Flag{
 			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; RUN,agent=I: agent I of training run RUN's newest checkpoint; repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
+			recipeFlag(),
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
 			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed); 0 = no validation"},
@@ -168,6 +179,10 @@ type trainRunConfig struct {
 	Trainer     trainer.Config       `json:"trainer"`
 	KVType      string               `json:"kv_type"`
 	FlashAttn   string               `json:"flash_attn"`
+	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
+	VerifierPrompt string     `json:"verifier_prompt,omitempty"`
+	Deterministic  bool       `json:"deterministic,omitempty"`
+	Recipe         *recipeRun `json:"recipe,omitempty"`
 }
 
 // The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
@@ -181,8 +196,12 @@ const (
 const valSeed = 1_000_003
 
 func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
-	rc := trainRunConfig{Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
-		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed")}
+	rec, err := applyRecipe(c, "train", c.String("algo"))
+	if err != nil {
+		return trainRunConfig{}, err
+	}
+	rc := trainRunConfig{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
+		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed"), Deterministic: c.Bool("deterministic")}
 	if rc.Data == "" {
 		if err := checkSynthetic(c); err != nil {
 			return rc, err
@@ -209,6 +228,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			return rc, fmt.Errorf("--reward %s needs --verifier-prompt FILE: the model's prompt template, as its authors publish it (README, \"Verifier model\")", reward.Verified)
 		}
 		if verifierPath, err = filepath.Abs(verifierPath); err != nil {
+			return rc, err
+		}
+		if rc.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
 			return rc, err
 		}
 	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
@@ -276,6 +298,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			}
 		}
 	}
+	rc.Recipe.scaleLoRALR(&rc)
 	return rc, nil
 }
 
@@ -283,6 +306,9 @@ func trainCmd(c *ucli.Context) error {
 	rc, err := resolveTrain(c)
 	if err != nil {
 		return err
+	}
+	if !ownRank() { // the launcher's ranks run the same command
+		rc.Recipe.write(recipeWriter(c), c)
 	}
 	d := distSpec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run prints one process's plan
@@ -323,7 +349,7 @@ func trainCmd(c *ucli.Context) error {
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
 	}
-	cfg.Deterministic = c.Bool("deterministic")
+	cfg.Deterministic = rc.Deterministic
 	for _, a := range rc.Agents {
 		hc, err := model.LoadHFConfig(a.Model)
 		if err != nil {

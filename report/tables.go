@@ -287,6 +287,9 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	n := s.Seeds
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Debate evaluation: %s\n\n", run.Name)
+	if run.Protocol != "" {
+		fmt.Fprintf(&b, "Protocol: %s.\n\n", run.Protocol)
+	}
 	fmt.Fprintf(&b, "%d agents, %d turns, %d seed(s)", s.Mean.Agents, s.Mean.Turns, n)
 	if n > 1 {
 		b.WriteString(" (cells: mean ± population standard deviation over seeds)")
@@ -300,6 +303,7 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	b.WriteString("## Accuracy, strict grading (MATH is_equiv, as the paper)\n\n")
 	turnTable(&b, turns, runColumns("", s, datasets, agents), percentCell(strictAccuracy))
 	b.WriteString("## Accuracy, robust grading\n\n")
+	writeVerified(&b, s.Mean)
 	turnTable(&b, turns, runColumns("", s, datasets, agents), percentCell(robustAccuracy))
 	if slices.Contains(figures, "accuracy") {
 		fmt.Fprintf(&b, "![Accuracy per turn, %s](accuracy.png)\n\n", focusDataset(s.Mean))
@@ -349,6 +353,23 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	b.WriteString("; figures as .svg and .png.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeVerified says, where a verifier model judged answers, that the robust figures
+// count its verdicts, and the share of the team's samples it decided per turn.
+func writeVerified(b *strings.Builder, s uncertainty.Summary) {
+	focus := focusDataset(s)
+	var shares []string
+	decided := false
+	for t := range s.Turns {
+		r, _ := s.Find(focus, uncertainty.System, t)
+		shares = append(shares, fmt.Sprintf("turn %s %.1f%%", turnLabel(t), 100*r.Verified))
+		decided = decided || r.Verified > 0
+	}
+	if decided {
+		fmt.Fprintf(b, "A verifier model judged the answers robust's rules do not decide, and these figures count its verdicts. "+
+			"Share of the samples it decided (%s): %s.\n\n", focus, strings.Join(shares, ", "))
+	}
 }
 
 // flipTargets are the turns whose flips from turn 0 the report shows: 1 and the last.
