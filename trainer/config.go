@@ -64,6 +64,16 @@ type Config struct {
 	SaveEvery   int         `json:"save_every"` // 0: at the end only
 	KeepLast    int         `json:"keep_last"`
 	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// ValTurns is the turns of a validation debate (0: Turns), and ValTemperature every
+	// agent's sampling temperature in it (0: greedy): the paper evaluates at 0.6 what it
+	// trains at 0.8.
+	ValTurns       int     `json:"val_turns,omitempty"`
+	ValTemperature float64 `json:"val_temperature"`
+	// NoMask, FullHistory and Anonymise shape the debate messages of turns t >= 1 in the
+	// training rollouts and the validation, as umad debate's flags of those names do.
+	NoMask      bool `json:"no_mask"`
+	FullHistory bool `json:"full_history"`
+	Anonymise   bool `json:"anonymise"`
 	// Verifier is the GGUF verifier model of a robust+verifier run, and VerifierBudget the
 	// most time it may take per rollout batch (0: no limit). Checker is it loaded.
 	Verifier       string             `json:"verifier,omitempty"`
@@ -119,16 +129,28 @@ type testHooks struct {
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
 // "robust": true|false becomes Reward, before the sync mode had one (then in place, the
-// default), before the dtype had one (then f32), or before the policy loss had one (then
-// ppo), so runs from then still resume.
+// default), before the dtype had one (then f32), before the policy loss had one (then
+// ppo), or before validation had its own temperature (then the agents' one, when they
+// share it), so runs from then still resume.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
 	old := struct {
 		*plain
-		Robust *bool `json:"robust"`
+		Robust  *bool    `json:"robust"`
+		ValTemp *float64 `json:"val_temperature"` // shadows plain's, to see it missing
 	}{plain: (*plain)(c)}
 	if err := json.Unmarshal(b, &old); err != nil {
 		return err
+	}
+	if old.ValTemp != nil {
+		c.ValTemperature = *old.ValTemp
+	} else if len(c.Agents) > 0 {
+		c.ValTemperature = c.Agents[0].Params.Temperature
+		for _, a := range c.Agents {
+			if a.Params.Temperature != c.ValTemperature {
+				c.ValTemperature = -1 // no one temperature: no flag matches, the resume is refused
+			}
+		}
 	}
 	if c.Reward == "" && old.Robust != nil {
 		c.Reward = reward.Strict
@@ -164,6 +186,8 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: steps must be at least 1, got %d", c.Steps)
 	case c.Out == "":
 		return errors.New("train: an output directory is required")
+	case c.ValTurns < 0 || !(c.ValTemperature >= 0 && c.ValTemperature <= math.MaxFloat32):
+		return fmt.Errorf("train: validation turns %d and temperature %g must be non-negative numbers", c.ValTurns, c.ValTemperature)
 	case c.ValEvery < 0 || c.SaveEvery < 0 || c.KeepLast < 0 || c.ProbeTol < 0 || c.TISCap < 0 || c.KeepRollouts < 0:
 		return errors.New("train: intervals, tolerances and caps must not be negative")
 	case c.DynamicSampling && c.MaxGenBatches < 1:
