@@ -84,7 +84,7 @@ func init() {
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
 			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed), when --val-data is not given; 0 = no validation"},
-			&ucli.StringFlag{Name: "val-data", Usage: "validation problems: a file or folder in any format `umad debate --data` reads (default: the built-in set, --val-synthetic)"},
+			&ucli.StringFlag{Name: "val-data", Usage: "validation problems: a `FILE` or folder in any format umad debate's --data reads (default: the built-in set, --val-synthetic)"},
 			&ucli.IntFlag{Name: "val-limit", Usage: "with --val-data, validate on at most this many of its problems (0 = all)"},
 			&ucli.Float64Flag{Name: "val-temperature", Value: 0.6, Usage: "every agent's sampling temperature in validation (the paper's inference temperature; 0 = greedy); its other sampling settings stay"},
 			&ucli.IntFlag{Name: "val-turns", Usage: "turns of a validation debate (0 = --turns)"},

@@ -127,3 +127,33 @@ func TestTrainValDataErrors(t *testing.T) {
 		})
 	}
 }
+
+// A run from before --val-temperature validated at its agents' temperature: it resumes
+// with that validation temperature, and is refused with another.
+func TestResumeRunFromBeforeValTemperature(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	args := func(steps string, extra ...string) []string {
+		return trainArgs(t, out, steps, append([]string{"--val-synthetic", "0", "--temperature", "0.8"}, extra...)...)
+	}
+	if _, stderr, err := runApp(t, args("1", "--val-temperature", "0.8")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	path := filepath.Join(out, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(b), `"val_temperature": 0.8,`, "", 1)
+	if old == string(b) {
+		t.Fatalf("config.json has no validation temperature to remove:\n%s", b)
+	}
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runApp(t, args("2", "--resume")...); err == nil || !strings.Contains(err.Error(), "holds a run with other settings") {
+		t.Errorf("resume at the default validation temperature: %v", err)
+	}
+	if _, stderr, err := runApp(t, args("2", "--resume", "--val-temperature", "0.8")...); err != nil {
+		t.Errorf("resume at the agents' temperature: %v\n%s", err, stderr)
+	}
+}
