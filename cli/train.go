@@ -256,12 +256,13 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
+	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
 		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
-		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), ValTurns: c.Int("val-turns"), ValTemperature: c.Float64("val-temperature"),
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), ValTurns: c.Int("val-turns"), ValTemperature: &valTemp,
 		NoMask: c.Bool("no-mask"), FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),

@@ -72,8 +72,9 @@ func TestTrainValidatesOnDataFile(t *testing.T) {
 		t.Fatalf("config.json: %v\n%s", err, b)
 	}
 	tr := cfg.Trainer
-	if cfg.ValData != gsm || cfg.ValLimit != 2 || tr.ValTurns != 1 || tr.ValTemperature != 0.6 || !tr.NoMask || !tr.FullHistory || !tr.Anonymise {
-		t.Errorf("config.json records val data %q, limit %d, turns %d, temperature %g, no-mask %v, full history %v, anonymise %v",
+	if cfg.ValData != gsm || cfg.ValLimit != 2 || tr.ValTurns != 1 || tr.ValTemperature == nil || *tr.ValTemperature != 0.6 ||
+		!tr.NoMask || !tr.FullHistory || !tr.Anonymise {
+		t.Errorf("config.json records val data %q, limit %d, turns %d, temperature %v, no-mask %v, full history %v, anonymise %v",
 			cfg.ValData, cfg.ValLimit, tr.ValTurns, tr.ValTemperature, tr.NoMask, tr.FullHistory, tr.Anonymise)
 	}
 
@@ -105,7 +106,7 @@ func TestTrainValDataErrors(t *testing.T) {
 		{"a negative limit", []string{"--val-data", noAnswers, "--val-limit", "-1"}, []string{"--val-data", "limit -1 is negative"}},
 		{"a limit without a file", []string{"--val-limit", "3"}, []string{"--val-limit chooses among the problems of --val-data"}},
 		{"two sources", []string{"--val-data", noAnswers, "--val-synthetic", "4"}, []string{"--val-data or --val-synthetic, not both"}},
-		{"a negative temperature", []string{"--val-temperature", "-1"}, []string{"validation turns 0 and temperature -1"}},
+		{"a negative temperature", []string{"--val-temperature", "-1"}, []string{"validation temperature must be a non-negative number, got -1"}},
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")

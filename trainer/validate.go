@@ -84,10 +84,13 @@ func (c *Config) valTurns() int {
 	return c.ValTurns
 }
 
-// valParams is agent a's sampling in validation: its own, at the validation temperature.
+// valParams is agent a's sampling in validation: its own, at the validation temperature
+// when one is set.
 func (c *Config) valParams(a int) sampler.Params {
 	p := c.Agents[a].Params
-	p.Temperature = c.ValTemperature
+	if c.ValTemperature != nil {
+		p.Temperature = *c.ValTemperature
+	}
 	return p
 }
 

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/umad-dev/umad/engine"
@@ -11,7 +12,8 @@ import (
 // Validation samples every agent at the validation temperature, with the agent's other
 // sampling settings, for ValTurns turns (Turns when 0); training keeps the agents' own.
 func TestValidationSampling(t *testing.T) {
-	cfg := Config{Turns: 2, ValTemperature: 0.6, Agents: []Agent{
+	temp := 0.6
+	cfg := Config{Turns: 2, ValTemperature: &temp, Agents: []Agent{
 		{Params: sampler.Params{Temperature: 0.8, TopP: 0.95, TopK: 20}},
 		{Params: sampler.Params{Temperature: 1.0, TopP: 0.9, MinP: 0.05}},
 	}}
@@ -24,6 +26,10 @@ func TestValidationSampling(t *testing.T) {
 	}
 	if cfg.Agents[0].Params.Temperature != 0.8 {
 		t.Errorf("validation changed the training temperature to %g", cfg.Agents[0].Params.Temperature)
+	}
+	cfg.ValTemperature = nil // a Config built in Go, or a run from before the setting
+	if got := cfg.valParams(1); got != cfg.Agents[1].Params {
+		t.Errorf("without a validation temperature agent 1 validates with %+v, want its own %+v", got, cfg.Agents[1].Params)
 	}
 	if got := cfg.valTurns(); got != 2 {
 		t.Errorf("validation turns %d, want --turns 2", got)
@@ -47,22 +53,27 @@ func TestDebatePromptSettings(t *testing.T) {
 }
 
 // A config.json from before the validation temperature validated at the agents' own:
-// it reads as that temperature when the agents share one, else as one no flag gives.
+// it reads as that temperature when the agents share one (so a resume gives it as
+// --val-temperature), else as none (the agents' own, which no flag gives).
 func TestConfigBeforeValTemperature(t *testing.T) {
 	for _, tc := range []struct {
 		json string
-		want float64
+		want string
 	}{
-		{`{"agents": [{"params": {"Temperature": 0.8}}, {"params": {"Temperature": 0.8}}]}`, 0.8},
-		{`{"agents": [{"params": {"Temperature": 0.8}}, {"params": {"Temperature": 1}}]}`, -1},
-		{`{"agents": [{"params": {"Temperature": 0.8}}], "val_temperature": 0}`, 0},
+		{`{"agents": [{"params": {"Temperature": 0.8}}, {"params": {"Temperature": 0.8}}]}`, "0.8"},
+		{`{"agents": [{"params": {"Temperature": 0.8}}, {"params": {"Temperature": 1}}]}`, "none"},
+		{`{"agents": [{"params": {"Temperature": 0.8}}], "val_temperature": 0}`, "0"},
 	} {
 		var c Config
 		if err := json.Unmarshal([]byte(tc.json), &c); err != nil {
 			t.Fatal(err)
 		}
-		if c.ValTemperature != tc.want {
-			t.Errorf("%s: validation temperature %g, want %g", tc.json, c.ValTemperature, tc.want)
+		got := "none"
+		if c.ValTemperature != nil {
+			got = fmt.Sprint(*c.ValTemperature)
+		}
+		if got != tc.want {
+			t.Errorf("%s: validation temperature %s, want %s", tc.json, got, tc.want)
 		}
 	}
 }
