@@ -61,9 +61,6 @@ func init() {
 			&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns T: the first answer plus T-1 debate rounds"},
 			&ucli.StringFlag{Name: "seeds", Value: "1", Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning from the left"},
-			&ucli.BoolFlag{Name: "no-mask", Usage: "show peers' final answers instead of masking them as <answer>"},
-			&ucli.BoolFlag{Name: "full-history", Usage: "show every earlier round, not only the previous one"},
-			&ucli.BoolFlag{Name: "anonymise", Usage: "label agents in a random order per trajectory and turn"},
 			&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
@@ -71,7 +68,7 @@ func init() {
 			distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
 			deterministicFlag(),
 			&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice (--deterministic unless set to false), in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
-		}, append(append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...), verifierFlags()...)...),
+		}, append(append(append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...), verifierFlags()...), debatePromptFlags()...)...),
 		Action: debateCmd,
 	})
 }

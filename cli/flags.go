@@ -39,6 +39,16 @@ func deterministicFlag() ucli.Flag {
 	return &ucli.BoolFlag{Name: "deterministic", Usage: "step the agents' engines on one clock, so the same seed and settings give the same bytes whatever the timing (bench/RESULTS.md, determinism)"}
 }
 
+// debatePromptFlags shape the debate messages of turns t >= 1 (engine.DebatePrompt), in
+// umad debate and in umad train's rollouts and validation alike.
+func debatePromptFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.BoolFlag{Name: "no-mask", Usage: "show peers' final answers instead of masking them as <answer>"},
+		&ucli.BoolFlag{Name: "full-history", Usage: "show every earlier round, not only the previous one"},
+		&ucli.BoolFlag{Name: "anonymise", Usage: "label agents in a random order per trajectory and turn"},
+	}
+}
+
 // samplingFlags are the sampling parameters, with the paper's defaults.
 func samplingFlags() []ucli.Flag {
 	return []ucli.Flag{

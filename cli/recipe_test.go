@@ -63,6 +63,8 @@ func resolveDebateArgs(t *testing.T, args ...string) (debateConfig, error) {
 	return resolveOnly(t, "debate", resolveDebate, args...)
 }
 
+func valTemperature(r resolvedTrain) any { return *r.Trainer.ValTemperature }
+
 // A value a recipe must resolve to, with where the source gives it.
 type recipeCheck struct {
 	what string
@@ -122,6 +124,7 @@ func TestRecipePaperValues(t *testing.T) {
 		{"G 5", func(r resolvedTrain) any { return r.Trainer.G }, 5},
 		{"strict equivalence", func(r resolvedTrain) any { return r.Trainer.Reward }, reward.Strict},
 		{"team reward sum", func(r resolvedTrain) any { return r.Trainer.Algo.Team }, trainer.TeamSum},
+		{"validation at the inference temperature 0.6", valTemperature, 0.6},
 	} {
 		v.check(t, r)
 	}
@@ -179,6 +182,7 @@ func TestRecipeReferenceValues(t *testing.T) {
 		{"2 turns", turns, 2},
 		{"validate every 20", func(r resolvedTrain) any { return r.Trainer.ValEvery }, 20},
 		{"save every 40", func(r resolvedTrain) any { return r.Trainer.SaveEvery }, 40},
+		{"validation temperature 0.6", valTemperature, 0.6},
 	} {
 		v.check(t, r)
 	}

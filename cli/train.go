@@ -55,6 +55,13 @@ func init() {
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
 			"command with --resume continues where it stopped.\n\n" +
+			"Validation debates held-out problems (--val-data FILE, any format `umad debate --data` reads,\n" +
+			"at most --val-limit of them; else --val-synthetic problems of the built-in set) before training,\n" +
+			"every --val-every steps and at the end, with --val-k trajectories of --val-turns turns and every\n" +
+			"agent at --val-temperature (0.6, the paper's inference temperature, where it trains at 0.8);\n" +
+			"the report shows the last validation's per-turn tables as `umad debate`'s report does.\n" +
+			"--no-mask, --full-history and --anonymise shape the debate messages of the training rollouts\n" +
+			"and the validation as they do umad debate's; config.json records them.\n\n" +
 			"Before loading anything it prints the memory plan (per agent: trainer weights, gradients,\n" +
 			"AdamW moments, reference model, one micro-batch's activations, llama.cpp weights, KV cache,\n" +
 			"and the copies of the sync and the checkpoints) against MemAvailable, and refuses a run that\n" +
@@ -87,7 +94,11 @@ func init() {
 			recipeFlag(),
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
-			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed); 0 = no validation"},
+			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed), when --val-data is not given; 0 = no validation"},
+			&ucli.StringFlag{Name: "val-data", Usage: "validation problems: a `FILE` or folder in any format umad debate's --data reads (default: the built-in set, --val-synthetic)"},
+			&ucli.IntFlag{Name: "val-limit", Usage: "with --val-data, validate on at most this many of its problems (0 = all)"},
+			&ucli.Float64Flag{Name: "val-temperature", Value: 0.6, Usage: "every agent's sampling temperature in validation (the paper's inference temperature; 0 = greedy); its other sampling settings stay"},
+			&ucli.IntFlag{Name: "val-turns", Usage: "turns of a validation debate (0 = --turns)"},
 			&ucli.IntFlag{Name: "steps", Usage: "optimisation steps (0 = --epochs passes over the data)"},
 			&ucli.IntFlag{Name: "epochs", Value: 2, Usage: "passes over the data when --steps is 0"},
 			&ucli.IntFlag{Name: "batch", Value: 128, Usage: "problems per step"},
@@ -132,7 +143,7 @@ func init() {
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
 			deterministicFlag(),
-		}, append(samplingFlags(), llamaFlags()...)...), append(append(append(append(syntheticFlags(), torchFlags()...), memoryFlags()...), distFlags()...),
+		}, append(append(samplingFlags(), llamaFlags()...), debatePromptFlags()...)...), append(append(append(append(syntheticFlags(), torchFlags()...), memoryFlags()...), distFlags()...),
 			loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update")...)...),
 		Action: trainCmd,
 	})
@@ -176,6 +187,8 @@ type trainRunConfig struct {
 	SynthConfig data.SyntheticConfig `json:"synthetic_config"`
 	SynthSeed   uint64               `json:"synthetic_seed"`
 	ValProblems int                  `json:"val_problems"`
+	ValData     string               `json:"val_data,omitempty"`
+	ValLimit    int                  `json:"val_limit,omitempty"`
 	Trainer     trainer.Config       `json:"trainer"`
 	KVType      string               `json:"kv_type"`
 	FlashAttn   string               `json:"flash_attn"`
@@ -209,6 +222,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		rc.Synthetic = c.Int("synthetic")
 	} else if abs, err := filepath.Abs(rc.Data); err == nil {
 		rc.Data = abs
+	}
+	if err := resolveValidation(c, &rc); err != nil {
+		return rc, err
 	}
 	algo, err := trainer.LookupAlgo(c.String("algo"))
 	if err != nil {
@@ -262,12 +278,14 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
+	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
 		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
-		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, Sync: sync,
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), ValTurns: c.Int("val-turns"), ValTemperature: &valTemp,
+		NoMask: c.Bool("no-mask"), FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: c.Float64("tis-cap"),
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
@@ -302,6 +320,41 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	return rc, nil
 }
 
+// resolveValidation takes the validation problems' source: --val-data's file, or the
+// built-in set's --val-synthetic problems.
+func resolveValidation(c *ucli.Context, rc *trainRunConfig) error {
+	if !c.IsSet("val-data") {
+		if c.IsSet("val-limit") {
+			return errors.New("--val-limit chooses among the problems of --val-data; the built-in set's size is --val-synthetic N")
+		}
+		return nil
+	}
+	if c.IsSet("val-synthetic") {
+		return errors.New("give --val-data or --val-synthetic, not both")
+	}
+	if c.String("val-data") == "" {
+		return errors.New("--val-data is empty; name a problem file or folder")
+	}
+	abs, err := filepath.Abs(c.String("val-data"))
+	if err != nil {
+		return fmt.Errorf("--val-data: %w", err)
+	}
+	rc.ValData, rc.ValLimit, rc.ValProblems = abs, c.Int("val-limit"), 0
+	return nil
+}
+
+// valProblems are the held-out validation problems.
+func (rc trainRunConfig) valProblems() ([]data.Problem, error) {
+	if rc.ValData == "" {
+		return data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig)
+	}
+	ps, err := data.Load(rc.ValData, data.Options{Limit: rc.ValLimit})
+	if err != nil {
+		return nil, fmt.Errorf("--val-data: %w", err) // also when no problem is usable
+	}
+	return ps, nil
+}
+
 func trainCmd(c *ucli.Context) error {
 	rc, err := resolveTrain(c)
 	if err != nil {
@@ -325,7 +378,7 @@ func trainCmd(c *ucli.Context) error {
 	} else if cfg.Problems, err = data.SyntheticWith(rc.Synthetic, rc.SynthSeed, rc.SynthConfig); err != nil {
 		return err
 	}
-	if cfg.ValProblems, err = data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig); err != nil {
+	if cfg.ValProblems, err = rc.valProblems(); err != nil {
 		return err
 	}
 	if cfg.Steps == 0 {

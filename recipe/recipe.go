@@ -92,6 +92,7 @@ var recipes = []Recipe{
 			{"turns", 2, paper + " Table 3, T_train"},
 			{"g", 5, paper + " Table 3, group size"},
 			{"reward", "strict", paper + " L804: the MATH benchmark's strict equivalence"},
+			{"val-temperature", 0.6, paper + " Table 3, inference temperature"},
 		},
 		Algos: map[string][]Setting{
 			"umad": {
@@ -143,6 +144,7 @@ var recipes = []Recipe{
 			{"val-every", 20, ref + " 4.6"},
 			{"save-every", 40, ref + " 4.6"},
 			{"reward", "strict", ref + " 2.2"},
+			{"val-temperature", 0.6, ref + " 1.3 (rollout.val_kwargs T 0.6)"},
 		},
 		Algos: map[string][]Setting{
 			"umad": {

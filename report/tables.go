@@ -299,26 +299,7 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 		"Entropies are in nats.\n\n")
 
 	agents := agentIndices(s.Mean.Agents, false)
-	turns, datasets := s.Mean.Turns, s.Mean.Datasets
-	b.WriteString("## Accuracy, strict grading (MATH is_equiv, as the paper)\n\n")
-	turnTable(&b, turns, runColumns("", s, datasets, agents), percentCell(strictAccuracy))
-	b.WriteString("## Accuracy, robust grading\n\n")
-	writeVerified(&b, s.Mean)
-	turnTable(&b, turns, runColumns("", s, datasets, agents), percentCell(robustAccuracy))
-	if slices.Contains(figures, "accuracy") {
-		fmt.Fprintf(&b, "![Accuracy per turn, %s](accuracy.png)\n\n", focusDataset(s.Mean))
-	}
-	b.WriteString("## Majority vote (percent, strict / robust)\n\n" +
-		"The most frequent answer among an agent's samples (Team: among all samples); reported, not used to score agents.\n\n")
-	turnTable(&b, turns, runColumns("", s, datasets, agentIndices(s.Mean.Agents, true)), majorityCell)
-
-	b.WriteString("## Uncertainty of the team (nats)\n\n" +
-		"TU = H(p_sys) = EU + AU over the agents' answer distributions; EU is their Jensen-Shannon divergence, " +
-		"AU their mean entropy.\n\n")
-	turnTable(&b, turns, runColumns("", s, datasets, []int{uncertainty.System}), uncertaintyCell)
-	if slices.Contains(figures, "uncertainty") {
-		fmt.Fprintf(&b, "![EU and AU stacked, TU on top, %s](uncertainty.png)\n\n", focusDataset(s.Mean))
-	}
+	writeTurnTables(&b, "##", s, figures)
 
 	if s.Mean.Turns > 1 {
 		writeFlipsMarkdown(&b, s)
@@ -369,6 +350,33 @@ func writeVerified(b *strings.Builder, s uncertainty.Summary) {
 	if decided {
 		fmt.Fprintf(b, "A verifier model judged the answers robust's rules do not decide, and these figures count its verdicts. "+
 			"Share of the samples it decided (%s): %s.\n\n", focus, strings.Join(shares, ", "))
+	}
+}
+
+// writeTurnTables writes the per-turn accuracy, majority and uncertainty tables of a
+// debate run, under headings of the given level, with the figures among figures; the
+// training report shows a validation's with them.
+func writeTurnTables(b *strings.Builder, level string, s uncertainty.Combined, figures []string) {
+	agents := agentIndices(s.Mean.Agents, false)
+	turns, datasets := s.Mean.Turns, s.Mean.Datasets
+	b.WriteString(level + " Accuracy, strict grading (MATH is_equiv, as the paper)\n\n")
+	turnTable(b, turns, runColumns("", s, datasets, agents), percentCell(strictAccuracy))
+	b.WriteString(level + " Accuracy, robust grading\n\n")
+	writeVerified(b, s.Mean)
+	turnTable(b, turns, runColumns("", s, datasets, agents), percentCell(robustAccuracy))
+	if slices.Contains(figures, "accuracy") {
+		fmt.Fprintf(b, "![Accuracy per turn, %s](accuracy.png)\n\n", focusDataset(s.Mean))
+	}
+	b.WriteString(level + " Majority vote (percent, strict / robust)\n\n" +
+		"The most frequent answer among an agent's samples (Team: among all samples); reported, not used to score agents.\n\n")
+	turnTable(b, turns, runColumns("", s, datasets, agentIndices(s.Mean.Agents, true)), majorityCell)
+
+	b.WriteString(level + " Uncertainty of the team (nats)\n\n" +
+		"TU = H(p_sys) = EU + AU over the agents' answer distributions; EU is their Jensen-Shannon divergence, " +
+		"AU their mean entropy.\n\n")
+	turnTable(b, turns, runColumns("", s, datasets, []int{uncertainty.System}), uncertaintyCell)
+	if slices.Contains(figures, "uncertainty") {
+		fmt.Fprintf(b, "![EU and AU stacked, TU on top, %s](uncertainty.png)\n\n", focusDataset(s.Mean))
 	}
 }
 
