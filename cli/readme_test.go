@@ -3,20 +3,32 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 )
 
 // oneStep shrinks a README command to one step on a tiny model: the flags are appended,
 // and a repeated flag's last value wins, so every other value stays as the README has it.
-var oneStep = map[string][]string{
-	"train": {"--steps", "1", "--batch", "2", "-g", "2", "--mini-batch", "2", "--max-tokens", "12",
-		"--prompt-limit", "512", "--val-limit", "2", "--val-synthetic", "2", "--slots", "4", "--threads", "1", "--torch-threads", "1"},
-	"debate":  {"--limit", "2", "--seeds", "1", "--max-tokens", "12", "--prompt-limit", "512", "--slots", "8", "--threads", "1"},
-	"convert": nil,
+func oneStep(cmd []string) ([]string, bool) {
+	switch cmd[0] {
+	case "train":
+		val := []string{"--val-synthetic", "2"}
+		if slices.Contains(cmd, "--val-data") {
+			val = []string{"--val-limit", "2"}
+		}
+		return append([]string{"--steps", "1", "--batch", "2", "-g", "2", "--mini-batch", "2", "--max-tokens", "12",
+			"--prompt-limit", "512", "--slots", "4", "--threads", "1", "--torch-threads", "1"}, val...), true
+	case "debate":
+		return []string{"--limit", "2", "--seeds", "1", "--max-tokens", "12", "--prompt-limit", "512", "--slots", "8", "--threads", "1"}, true
+	case "convert":
+		return nil, true
+	}
+	return nil, false
 }
 
 // readmeCommands returns the `./umad` command lines of README.md between
@@ -93,6 +105,11 @@ func TestReadmePaperRecipes(t *testing.T) {
 	if len(cmds) < 10 {
 		t.Fatalf("the recipes section has %d commands; want every row of Tables 1 and 2", len(cmds))
 	}
+	torchtest.Open(t) // the plugin is there (or the test skips, or fails in CI)
+	build, err := filepath.Abs(filepath.Join("..", "build"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	root := t.TempDir()
 	work := filepath.Join(root, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
@@ -100,6 +117,7 @@ func TestReadmePaperRecipes(t *testing.T) {
 	}
 	links := map[string]string{
 		filepath.Join(root, "shared"):                 filepath.Dir(sharedtest.Path(t, "data")),
+		filepath.Join(root, "build"):                  build, // the plugin, found as in a checkout
 		filepath.Join(work, "Qwen2.5-3B-Instruct"):    filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"),
 		filepath.Join(work, "Qwen3-4B-Instruct-2507"): filepath.Join(testmodel.Tiny(t, "qwen3"), "hf"),
 	}
@@ -110,7 +128,7 @@ func TestReadmePaperRecipes(t *testing.T) {
 	}
 	t.Chdir(work)
 	for _, c := range cmds {
-		shrink, ok := oneStep[c[0]]
+		shrink, ok := oneStep(c)
 		if !ok {
 			t.Fatalf("README recipe %q: the test has no one-step form of umad %s", strings.Join(c, " "), c[0])
 		}
