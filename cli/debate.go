@@ -31,27 +31,36 @@ func init() {
 		Description: "Each problem is debated in K trajectories for T turns (the UMAD reference protocol):\n" +
 			"turn 0 asks every agent the question with the boxed-answer instruction (K samples per agent);\n" +
 			"each later turn gives every agent of trajectory k one new user message holding all agents'\n" +
-			"previous responses with their final boxed answers masked as <answer>.\n\n" +
+			"previous responses with their final boxed answers masked as <answer>.\n" +
+			"--protocol probe is the paper's Algorithm 1 instead: one debate per problem; at each turn every\n" +
+			"agent draws K samples from its context (they give the turn's answer distributions and TU/EU/AU)\n" +
+			"and one continuation from the same context (--continue sample|greedy), sharing its prefill; the\n" +
+			"continuations build the next turn's message as above.\n\n" +
 			"--agent takes a GGUF path and optional comma-separated settings: name=, seed=, temperature=,\n" +
 			"top-p=, top-k=, min-p=, max-tokens=, chat-format=. Agents on the same file share one engine.\n" +
+			"--agent RUN,agent=I debates agent I of the newest checkpoint of the `umad train` run RUN.\n" +
 			"--data takes any format `umad grade`'s loaders read (JSONL, MATH folders, Parquet); without it\n" +
 			"the built-in synthetic arithmetic set is used.\n\n" +
 			"The run directory gets config.json, seed-S/rollouts.jsonl.zst (every turn of every trajectory:\n" +
 			"prompts, responses, tokens, log-probs, answers, verdicts) and report/ (summary.json, CSV tables,\n" +
-			"report.md, SVG and PNG figures). Ctrl-C stops cleanly; the same command resumes.",
+			"report.md, SVG and PNG figures). Ctrl-C stops cleanly; the same command resumes.\n\n" +
+			"With --verifier MODEL.gguf (and --verifier-prompt, as in umad grade), the answers robust's rules\n" +
+			"do not decide go to a verifier model as each problem finishes; the robust figures count its\n" +
+			"\"equal\", and the run counts the answers it decided.\n\n" +
+			recipeHelp("debate"),
 		Flags: append([]ucli.Flag{
-			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent)", Required: true},
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent); RUN,agent=I debates agent I of training run RUN's newest checkpoint", Required: true},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "problem set file or folder (default: built-in synthetic set)"},
+			recipeFlag(),
 			&ucli.IntFlag{Name: "synthetic", Value: 20, Usage: "problems of the built-in set, when --data is not given"},
 			&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
 			&ucli.Float64Flag{Name: "sample-ratio", Usage: "debate a seeded random share of the problems (0 = all)"},
-			&ucli.IntFlag{Name: "k", Value: 4, Usage: "trajectories per problem"},
+			&ucli.IntFlag{Name: "k", Value: 4, Usage: "trajectories per problem (--protocol probe: samples per agent and turn)"},
+			&ucli.StringFlag{Name: "protocol", Value: string(engine.Trajectories), Usage: "trajectories (K debates per problem, the UMAD reference's) or probe (the paper's Algorithm 1: one debate, K samples per agent and turn from its context)"},
+			&ucli.StringFlag{Name: "continue", Value: "sample", Usage: "with --protocol probe: each agent's response that continues the debate is sampled with its settings (sample) or greedy"},
 			&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns T: the first answer plus T-1 debate rounds"},
 			&ucli.StringFlag{Name: "seeds", Value: "1", Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning from the left"},
-			&ucli.BoolFlag{Name: "no-mask", Usage: "show peers' final answers instead of masking them as <answer>"},
-			&ucli.BoolFlag{Name: "full-history", Usage: "show every earlier round, not only the previous one"},
-			&ucli.BoolFlag{Name: "anonymise", Usage: "label agents in a random order per trajectory and turn"},
 			&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
 			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
@@ -59,7 +68,7 @@ func init() {
 			distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
 			deterministicFlag(),
 			&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice (--deterministic unless set to false), in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
-		}, append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...)...),
+		}, append(append(append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...), verifierFlags()...), debatePromptFlags()...)...),
 		Action: debateCmd,
 	})
 }
@@ -76,6 +85,8 @@ type debateConfig struct {
 	Limit         int                   `json:"limit,omitempty"`
 	SampleRatio   float64               `json:"sample_ratio,omitempty"`
 	K             int                   `json:"k"`
+	Protocol      string                `json:"protocol"`
+	Continue      string                `json:"continue,omitempty"` // probe's continuations: sample or greedy
 	Turns         int                   `json:"turns"`
 	Seeds         []uint64              `json:"seeds"`
 	PromptLimit   int                   `json:"prompt_limit"`
@@ -88,10 +99,67 @@ type debateConfig struct {
 	FlashAttn     string                `json:"flash_attn"`
 	Ctx           int                   `json:"ctx"`
 	Deterministic bool                  `json:"deterministic,omitempty"`
+	// Verifier and VerifierPrompt are --verifier's model and template, absolute.
+	Verifier       string        `json:"verifier,omitempty"`
+	VerifierPrompt string        `json:"verifier_prompt,omitempty"`
+	VerifierBudget time.Duration `json:"verifier_budget,omitempty"`
+	Recipe         *recipeRun    `json:"recipe,omitempty"`
+}
+
+// UnmarshalJSON reads a config.json; one written before --protocol existed is a run of
+// the trajectories protocol (so it resumes).
+func (cfg *debateConfig) UnmarshalJSON(b []byte) error {
+	type plain debateConfig
+	p := plain{Protocol: string(engine.Trajectories)}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*cfg = debateConfig(p)
+	return nil
+}
+
+// protocolText names the run's protocol in its report.
+func (cfg debateConfig) protocolText() string {
+	if engine.Protocol(cfg.Protocol) == engine.Probe {
+		how := "sampled"
+		if cfg.Continue == "greedy" {
+			how = "greedy"
+		}
+		return fmt.Sprintf("probe (the paper's Algorithm 1): at each turn, K = %d samples per agent from one context give the "+
+			"answer distributions; one %s continuation per agent forms the next turn's context. Flips pair samples by index "+
+			"across turns, which here are independent draws, not one trajectory", cfg.K, how)
+	}
+	return fmt.Sprintf("trajectories (the UMAD reference's): K = %d debates per problem, sample k of every turn continuing trajectory k", cfg.K)
+}
+
+// resolveProtocol checks --protocol and --continue against -k.
+func resolveProtocol(c *ucli.Context, cfg *debateConfig) error {
+	cfg.Protocol = c.String("protocol")
+	switch engine.Protocol(cfg.Protocol) {
+	case engine.Trajectories:
+		if c.IsSet("continue") {
+			return errors.New("--continue chooses the probe protocol's continuations; add --protocol probe")
+		}
+	case engine.Probe:
+		if cfg.K < 2 {
+			return fmt.Errorf("--protocol probe estimates each turn's answer distributions from K samples per agent; -k must be at least 2, got %d", cfg.K)
+		}
+		cfg.Continue = c.String("continue")
+		if cfg.Continue != "sample" && cfg.Continue != "greedy" {
+			return fmt.Errorf("--continue %q: want sample or greedy", cfg.Continue)
+		}
+	default:
+		return fmt.Errorf("--protocol %q: want one of %v", cfg.Protocol, engine.Protocols)
+	}
+	return nil
 }
 
 func resolveDebate(c *ucli.Context) (debateConfig, error) {
-	cfg := debateConfig{Data: c.String("data"), Limit: c.Int("limit"), SampleRatio: c.Float64("sample-ratio"),
+	rec, err := applyRecipe(c, "debate", "")
+	if err != nil {
+		return debateConfig{}, err
+	}
+	cfg := debateConfig{Recipe: rec, Data: c.String("data"), Limit: c.Int("limit"), SampleRatio: c.Float64("sample-ratio"),
 		K: c.Int("k"), Turns: c.Int("turns"), PromptLimit: c.Int("prompt-limit"), Mask: !c.Bool("no-mask"),
 		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx"),
@@ -109,6 +177,19 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
 		cfg.Data = abs
 	}
+	if err := checkVerifierFlags(c); err != nil {
+		return cfg, err
+	}
+	if c.String("verifier") != "" {
+		var err error
+		if cfg.Verifier, err = filepath.Abs(c.String("verifier")); err != nil {
+			return cfg, err
+		}
+		if cfg.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
+			return cfg, err
+		}
+		cfg.VerifierBudget = c.Duration("verifier-budget")
+	}
 	switch {
 	case cfg.K < 1:
 		return cfg, fmt.Errorf("-k must be at least 1, got %d", cfg.K)
@@ -117,8 +198,11 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 	case cfg.PromptLimit < 1:
 		return cfg, fmt.Errorf("--prompt-limit must be positive")
 	}
+	if err := resolveProtocol(c, &cfg); err != nil {
+		return cfg, err
+	}
 	for i, spec := range c.StringSlice("agent") {
-		a, err := parseAgent(spec, i, c)
+		a, err := parseAgent(spec, i, c, true)
 		if err != nil {
 			return cfg, err
 		}
@@ -205,6 +289,9 @@ func debateCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if !isRank { // the launcher's ranks run the same command
+		cfg.Recipe.write(c.App.ErrWriter, c)
+	}
 	problems, err := cfg.problems()
 	if err != nil {
 		return err
@@ -251,19 +338,30 @@ func debateCmd(c *ucli.Context) error {
 		return err
 	}
 	defer closeServers(servers)
+	check, err := openRunVerifier(c, c.Int("threads"))
+	if err != nil {
+		return err
+	}
+	defer check.Close()
 	if err := save(); err != nil {
 		return err
 	}
 
 	ctx, release := interruptContext("")
 	defer release()
+	if check != nil {
+		check.ctx = ctx
+	}
 	for _, seed := range cfg.Seeds {
-		if err := runSeed(ctx, cfg, agents, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)), rankPart{d.Rank, d.World}); err != nil {
+		if err := runSeed(ctx, cfg, agents, check, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)), rankPart{d.Rank, d.World}); err != nil {
 			if ctx.Err() != nil {
 				return errInterrupted
 			}
 			return err
 		}
+	}
+	if check != nil {
+		fmt.Fprintf(c.App.ErrWriter, "verifier: %s\n", check.done)
 	}
 	if isRank {
 		return nil // the launcher merges and reports
@@ -348,8 +446,9 @@ func closeServers(servers map[string]*engine.Server) {
 }
 
 // runSeed debates every problem of part not yet in dir's rollouts, appending each
-// finished one (to part's own file, debate_dist.go).
-func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, problems []data.Problem, seed uint64, dir string, part rankPart) error {
+// finished one (to part's own file, debate_dist.go) once check, when given, has judged
+// the answers robust did not decide.
+func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, check *runVerifier, problems []data.Problem, seed uint64, dir string, part rankPart) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -370,6 +469,7 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 		agents[i].Seed = seed + cfg.Agents[i].SeedOffset
 	}
 	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
+		Protocol: engine.Protocol(cfg.Protocol), GreedyContinuation: cfg.Continue == "greedy",
 		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU, Deterministic: cfg.Deterministic,
 		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise, Seed: seed}}
 	if cfg.FullHistory {
@@ -396,14 +496,22 @@ func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent,
 		progress()
 		stats, err := engine.Debate(ctx, dcfg, problems, func(i int) bool { _, ok := done[i]; return ok || !part.owns(i) },
 			func(r engine.DebateRecord) error {
+				if err := check.records([]engine.DebateRecord{r}); err != nil {
+					return err
+				}
 				if err := w.Append(r); err != nil {
 					return err
 				}
 				done[r.Index] = problemRecord(r)
 				finished++
-				for _, turn := range r.Turns {
+				for t, turn := range r.Turns {
 					for _, byTraj := range turn {
 						for _, at := range byTraj {
+							tokens += int64(len(at.Tokens))
+						}
+					}
+					if r.Continuations != nil {
+						for _, at := range r.Continuations[t] {
 							tokens += int64(len(at.Tokens))
 						}
 					}

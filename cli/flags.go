@@ -6,6 +6,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/trainer"
 )
 
 // llamaFlags are the llama.cpp settings every command that runs a model shares.
@@ -35,6 +37,16 @@ func llamaFlags() []ucli.Flag {
 // deterministicFlag is --deterministic of umad debate, umad train and umad bench debate.
 func deterministicFlag() ucli.Flag {
 	return &ucli.BoolFlag{Name: "deterministic", Usage: "step the agents' engines on one clock, so the same seed and settings give the same bytes whatever the timing (bench/RESULTS.md, determinism)"}
+}
+
+// debatePromptFlags shape the debate messages of turns t >= 1 (engine.DebatePrompt), in
+// umad debate and in umad train's rollouts and validation alike.
+func debatePromptFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.BoolFlag{Name: "no-mask", Usage: "show peers' final answers instead of masking them as <answer>"},
+		&ucli.BoolFlag{Name: "full-history", Usage: "show every earlier round, not only the previous one"},
+		&ucli.BoolFlag{Name: "anonymise", Usage: "label agents in a random order per trajectory and turn"},
+	}
 }
 
 // samplingFlags are the sampling parameters, with the paper's defaults.
@@ -229,7 +241,10 @@ type agentSpec struct {
 	SeedOffset uint64 `json:"seed_offset"`
 }
 
-func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
+// parseAgent reads one --agent value. With agent=J, its path is a `umad train` run
+// directory, and the agent is agent J of the run's newest checkpoint: its model.gguf when
+// gguf is set (debates), else its HF directory.
+func parseAgent(spec string, i int, c *ucli.Context, gguf bool) (agentSpec, error) {
 	parts := strings.Split(spec, ",")
 	a := agentSpec{Name: fmt.Sprintf("agent %d", i), Model: parts[0], MaxTokens: c.Int("max-tokens"),
 		SeedOffset: uint64(i) * 1000003,
@@ -238,6 +253,7 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 		return a, fmt.Errorf("--agent %q: no model path", spec)
 	}
 	seen := map[string]bool{}
+	runAgent := 0
 	for _, kv := range parts[1:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -263,8 +279,12 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 			a.MaxTokens, err = strconv.Atoi(v)
 		case "adapter":
 			a.Adapter, err = filepath.Abs(v)
+		case "agent":
+			if runAgent, err = strconv.Atoi(v); err == nil && runAgent < 0 {
+				err = errors.New("must not be negative")
+			}
 		default:
-			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format, adapter)", spec, k)
+			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format, adapter, agent)", spec, k)
 		}
 		// An empty adapter= named the working directory, and a repeated key took the last.
 		switch {
@@ -283,11 +303,36 @@ func parseAgent(spec string, i int, c *ucli.Context) (agentSpec, error) {
 	if a.MaxTokens < 1 {
 		return a, fmt.Errorf("--agent %q: max tokens must be at least 1", spec)
 	}
+	if seen["agent"] {
+		dir, err := trainedAgent(a.Model, runAgent)
+		if err != nil {
+			return a, fmt.Errorf("--agent %q: %w", spec, err)
+		}
+		if a.Model = dir; gguf {
+			a.Model = filepath.Join(dir, "model.gguf")
+		}
+	}
 	// Absolute, so the saved config still names the file when run from elsewhere.
 	if abs, err := filepath.Abs(a.Model); err == nil {
 		a.Model = abs
 	}
 	return a, nil
+}
+
+// trainedAgent is agent i's directory in the newest checkpoint of the training run.
+func trainedAgent(run string, i int) (string, error) {
+	ckpt, err := trainer.LatestCheckpoint(run)
+	if err != nil {
+		return "", err
+	}
+	if ckpt == "" {
+		return "", fmt.Errorf("%s holds no checkpoint of a umad train run", run)
+	}
+	dir := trainer.AgentCheckpointDir(ckpt, i)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("checkpoint %s has no agent %d", ckpt, i)
+	}
+	return dir, nil
 }
 
 // setFloat is a float flag's value when the user set it, else nil.

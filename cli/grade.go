@@ -16,7 +16,6 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/reward"
-	"github.com/umad-dev/umad/verifier"
 )
 
 func init() {
@@ -61,11 +60,8 @@ func init() {
 			&ucli.BoolFlag{Name: "last-math", Usage: `take the last math span ($...$, \(...\), \[...\]) of a response in prose when it has no boxed answer or answer phrase`},
 			&ucli.BoolFlag{Name: "last-number", Usage: "take a response's last number when it has no boxed answer"},
 			&ucli.StringFlag{Name: "compare", Usage: "write a Markdown report of the lines where strict and robust disagree, by rule, to this file"},
-			&ucli.StringFlag{Name: "verifier", Usage: "GGUF verifier model for the pairs robust's rules do not decide, asked with --verifier-prompt"},
-			verifierPromptFlag(),
-			&ucli.DurationFlag{Name: "verifier-budget", Usage: "most time the verifier model may take in all (0 = no limit); the pairs left are counted as skipped"},
 			&ucli.StringFlag{Name: "question-field", Value: "question", Usage: "field with the question, for the verifier's prompt"},
-		}, verifierLlamaFlags()...),
+		}, append(verifierFlags(), verifierLlamaFlags()...)...),
 		Action: runGrade,
 	})
 }
@@ -75,7 +71,7 @@ type gradeConfig struct {
 	responseField, predField, goldField string
 	extract                             reward.ExtractOptions
 	// check, when set, asks the verifier model about the pairs robust does not decide.
-	check         *gradeVerifier
+	check         *runVerifier
 	questionField string
 }
 
@@ -84,7 +80,6 @@ type gradeStats struct {
 	graded, skipped, strict, robust, strictOnly, robustOnly, noAnswer int
 	verified                                                          int // correct in robust+verifier mode
 	withVerifier                                                      bool
-	checks                                                            verifier.Counts
 	// disagree holds the lines where the modes differ, for --compare.
 	disagree []disagreement
 }
@@ -108,20 +103,15 @@ func runGrade(c *ucli.Context) error {
 		},
 		questionField: c.String("question-field"),
 	}
-	if c.Duration("verifier-budget") < 0 {
-		return fmt.Errorf("--verifier-budget must not be negative, got %v", c.Duration("verifier-budget"))
+	check, err := openRunVerifier(c, c.Int("threads"))
+	if err != nil {
+		return err
 	}
-	if path := c.String("verifier"); path != "" {
-		v, err := openVerifier(c, path, c.Int("threads"))
-		if err != nil {
-			return err
-		}
-		defer v.Close()
+	if check != nil {
+		defer check.Close()
 		ctx, release := interruptContext("")
 		defer release()
-		cfg.check = &gradeVerifier{v: v, ctx: ctx, budget: c.Duration("verifier-budget")}
-	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
-		return errors.New("--verifier-budget and --verifier-prompt need --verifier")
+		check.ctx, cfg.check = ctx, check
 	}
 	inPath := c.String("in")
 	in := c.App.Reader
@@ -140,7 +130,7 @@ func runGrade(c *ucli.Context) error {
 	if err := writeOutput(c, c.String("out"), grade); err != nil {
 		return fmt.Errorf("grade %s: %w", inPath, err)
 	}
-	stats.print(c.App.ErrWriter)
+	stats.print(c.App.ErrWriter, cfg.check)
 	if path := c.String("compare"); path != "" {
 		if err := atomicfile.Write(path, stats.writeComparison); err != nil {
 			return fmt.Errorf("grade --compare %s: %w", path, err)
@@ -159,7 +149,7 @@ func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput 
 	}
 	var held []*gradedLine
 	flush := func() error {
-		if err := cfg.check.decide(held, stats); err != nil {
+		if err := cfg.check.decide(held); err != nil {
 			return err
 		}
 		for _, g := range held {
@@ -240,7 +230,7 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte) (*gradedLine, error) {
 		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.keys())
 	}
 	g := &gradedLine{obj: obj, lineNo: lineNo, v: v, extracted: extracted, gold: gold}
-	if cfg.check != nil && !v.NoAnswer && !reward.Decided(extracted, gold) {
+	if cfg.check != nil && !v.NoAnswer && !v.Decided(extracted, gold) {
 		g.ask = true
 		if raw, ok := obj.get(cfg.questionField); ok {
 			if g.question, err = answerText(raw); err != nil {
@@ -334,7 +324,8 @@ func (s *gradeStats) count(v reward.Verdict) {
 	}
 }
 
-func (s gradeStats) print(w io.Writer) {
+// print writes the counts, and the verifier's where one was given.
+func (s gradeStats) print(w io.Writer, check *runVerifier) {
 	percent := func(n int) string {
 		if s.graded == 0 {
 			return "n/a"
@@ -346,11 +337,9 @@ func (s gradeStats) print(w io.Writer) {
 	fmt.Fprintf(w, "robust accuracy  %s (%d/%d)\n", percent(s.robust), s.robust, s.graded)
 	fmt.Fprintf(w, "modes disagree   %d (robust only %d, strict only %d)\n", s.strictOnly+s.robustOnly, s.robustOnly, s.strictOnly)
 	fmt.Fprintf(w, "no answer        %d\n", s.noAnswer)
-	if s.withVerifier {
-		c := s.checks
+	if check != nil {
 		fmt.Fprintf(w, "robust+verifier  %s (%d/%d)\n", percent(s.verified), s.verified, s.graded)
-		fmt.Fprintf(w, "verifier         %d pairs robust did not decide: %d equal, %d not equal, %d undecided, %d skipped (budget); %d asked in %.1fs\n",
-			c.Pairs, c.Equal, c.NotEqual, c.Undecided, c.Skipped, c.Asked, c.Seconds)
+		fmt.Fprintf(w, "verifier         %s\n", check.done)
 	}
 }
 

@@ -95,6 +95,6 @@ func rebuildReport(dir string) (report.Run, error) {
 	if err != nil {
 		return report.Run{}, err
 	}
-	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Summary: combined, Problems: all}
+	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: cfg.protocolText(), Summary: combined, Problems: all}
 	return run, report.Write(filepath.Join(dir, "report"), run)
 }

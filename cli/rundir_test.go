@@ -65,13 +65,21 @@ func TestTrainAndSFTOutputsAreLocked(t *testing.T) {
 	}
 }
 
+// brokenGGUF writes a file with a GGUF's magic and nothing after it: a model that does
+// not load.
+func brokenGGUF(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "broken.gguf")
+	if err := os.WriteFile(path, []byte("GGUF but not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // A run that fails at start (a model that does not load) leaves nothing behind, so the
 // corrected command runs in the same directory.
 func TestFailedStartLeavesNoRun(t *testing.T) {
-	broken := filepath.Join(t.TempDir(), "broken.gguf")
-	if err := os.WriteFile(broken, []byte("GGUF but not really"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	broken := brokenGGUF(t)
 	out := filepath.Join(t.TempDir(), "run")
 	args := []string{"debate", "--synthetic", "2", "-k", "1", "--turns", "1", "--max-tokens", "4", "--prompt-limit", "256", "--out", out}
 	if _, _, err := runApp(t, append(args, "--agent", broken)...); err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainer"
@@ -35,16 +36,32 @@ func init() {
 			"by default) and AdamW, and syncs the weights back to llama.cpp (checked on a fixed probe).\n" +
 			"--agent takes an HF directory and the settings `umad debate` accepts (name=, seed=,\n" +
 			"temperature=, ...). Algorithms (--algo), with defaults from the reference code:\n" + trainer.AlgoHelp() +
-			"The paper's variant is --influence peer-mean --eta 0.25 --kl-in-loss --temperature 0.8\n" +
-			"--batch 256. Policy losses (--loss), which any algorithm's advantages drive, with the clip\n" +
+			"An algorithm is defined by whether it has a team reward, an influence reward and an NLL\n" +
+			"weight: a flag that changes one (--algo ippo --influence peer-mean) is refused, naming the\n" +
+			"algorithm that has the combination (intrinsic-only). The forms and strengths stay free:\n" +
+			"--influence sign|peer-mean, --eta, --nll-alpha, --team sum|max|dictator, --kl-in-loss, --kl-coef.\n" +
+			"Policy losses (--loss), which any algorithm's advantages drive, with the clip\n" +
 			"range and aggregation each defaults to (--clip-low/--clip-high, --clip-c, --loss-agg):\n" +
-			trainer.LossHelp() + "\n" +
+			trainer.LossHelp() + "\n" + recipeHelp("train") +
+			"With LoRA (--lora-rank, or an agent that starts from an adapter) a recipe's --lr is\n" +
+			fmt.Sprintf("multiplied by %d (1e-6 becomes 1e-5, the low end of the 1e-5 to 1e-4 LoRA usually wants):\n", recipe.LoRALRScale) +
+			recipe.LoRAWhy + ".\n" +
+			"The Single-GRPO pair is one --algo grpo run per model (a recipe gives its one turn and 15\n" +
+			"epochs), then umad debate of the two checkpoints; the homogeneous pair is any of these\n" +
+			"with one model given twice (no recipe setting).\n\n" +
 			"RUN gets config.json, metrics.jsonl (one line per step, agent and turn, plus validation\n" +
 			"lines), rollouts/step-N.jsonl.zst (a few problems' training debates), checkpoints/step-N/\n" +
 			"agent-I/ (HF checkpoint with optimizer state and model.gguf) and checkpoints/latest.\n" +
 			"At the end it writes RUN/report/training.md (as `umad report RUN`): curves, validation\n" +
 			"before and after, and where the step time went. Ctrl-C checkpoints and stops; the same\n" +
 			"command with --resume continues where it stopped.\n\n" +
+			"Validation debates held-out problems (--val-data FILE, any format `umad debate --data` reads,\n" +
+			"at most --val-limit of them; else --val-synthetic problems of the built-in set) before training,\n" +
+			"every --val-every steps and at the end, with --val-k trajectories of --val-turns turns and every\n" +
+			"agent at --val-temperature (0.6, the paper's inference temperature, where it trains at 0.8);\n" +
+			"the report shows the last validation's per-turn tables as `umad debate`'s report does.\n" +
+			"--no-mask, --full-history and --anonymise shape the debate messages of the training rollouts\n" +
+			"and the validation as they do umad debate's; config.json records them.\n\n" +
 			"Before loading anything it prints the memory plan (per agent: trainer weights, gradients,\n" +
 			"AdamW moments, reference model, one micro-batch's activations, llama.cpp weights, KV cache,\n" +
 			"and the copies of the sync and the checkpoints) against MemAvailable, and refuses a run that\n" +
@@ -72,11 +89,16 @@ func init() {
 			"of every step's problems and the gradients are summed, so the run means what one process's\n" +
 			"does (README \"Several processes\").",
 		Flags: append(append([]ucli.Flag{
-			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; repeat per agent)", Required: true},
+			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; RUN,agent=I: agent I of training run RUN's newest checkpoint; repeat per agent)", Required: true},
 			&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
+			recipeFlag(),
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
 			&ucli.IntFlag{Name: "synthetic", Value: 256, Usage: "training problems of the built-in set, when --data is not given"},
-			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed); 0 = no validation"},
+			&ucli.IntFlag{Name: "val-synthetic", Value: 64, Usage: "held-out validation problems (built-in set, another seed), when --val-data is not given; 0 = no validation"},
+			&ucli.StringFlag{Name: "val-data", Usage: "validation problems: a `FILE` or folder in any format umad debate's --data reads (default: the built-in set, --val-synthetic)"},
+			&ucli.IntFlag{Name: "val-limit", Usage: "with --val-data, validate on at most this many of its problems (0 = all)"},
+			&ucli.Float64Flag{Name: "val-temperature", Value: 0.6, Usage: "every agent's sampling temperature in validation (the paper's inference temperature; 0 = greedy); its other sampling settings stay"},
+			&ucli.IntFlag{Name: "val-turns", Usage: "turns of a validation debate (0 = --turns)"},
 			&ucli.IntFlag{Name: "steps", Usage: "optimisation steps (0 = --epochs passes over the data)"},
 			&ucli.IntFlag{Name: "epochs", Value: 2, Usage: "passes over the data when --steps is 0"},
 			&ucli.IntFlag{Name: "batch", Value: 128, Usage: "problems per step"},
@@ -122,7 +144,7 @@ func init() {
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
 			&ucli.BoolFlag{Name: "resume", Usage: "continue the run in --out from its newest complete checkpoint (same flags; --steps may grow)"},
 			deterministicFlag(),
-		}, append(samplingFlags(), llamaFlags()...)...), append(append(append(append(syntheticFlags(), torchFlags()...), memoryFlags()...), distFlags()...),
+		}, append(append(samplingFlags(), llamaFlags()...), debatePromptFlags()...)...), append(append(append(append(syntheticFlags(), torchFlags()...), memoryFlags()...), distFlags()...),
 			loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update")...)...),
 		Action: trainCmd,
 	})
@@ -166,9 +188,15 @@ type trainRunConfig struct {
 	SynthConfig data.SyntheticConfig `json:"synthetic_config"`
 	SynthSeed   uint64               `json:"synthetic_seed"`
 	ValProblems int                  `json:"val_problems"`
+	ValData     string               `json:"val_data,omitempty"`
+	ValLimit    int                  `json:"val_limit,omitempty"`
 	Trainer     trainer.Config       `json:"trainer"`
 	KVType      string               `json:"kv_type"`
 	FlashAttn   string               `json:"flash_attn"`
+	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
+	VerifierPrompt string     `json:"verifier_prompt,omitempty"`
+	Deterministic  bool       `json:"deterministic,omitempty"`
+	Recipe         *recipeRun `json:"recipe,omitempty"`
 }
 
 // The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
@@ -182,8 +210,12 @@ const (
 const valSeed = 1_000_003
 
 func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
-	rc := trainRunConfig{Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
-		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed")}
+	rec, err := applyRecipe(c, "train", c.String("algo"))
+	if err != nil {
+		return trainRunConfig{}, err
+	}
+	rc := trainRunConfig{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
+		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed"), Deterministic: c.Bool("deterministic")}
 	if rc.Data == "" {
 		if err := checkSynthetic(c); err != nil {
 			return rc, err
@@ -191,6 +223,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		rc.Synthetic = c.Int("synthetic")
 	} else if abs, err := filepath.Abs(rc.Data); err == nil {
 		rc.Data = abs
+	}
+	if err := resolveValidation(c, &rc); err != nil {
+		return rc, err
 	}
 	algo, err := trainer.LookupAlgo(c.String("algo"))
 	if err != nil {
@@ -210,6 +245,9 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			return rc, fmt.Errorf("--reward %s needs --verifier-prompt FILE: the model's prompt template, as its authors publish it (README, \"Verifier model\")", reward.Verified)
 		}
 		if verifierPath, err = filepath.Abs(verifierPath); err != nil {
+			return rc, err
+		}
+		if rc.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
 			return rc, err
 		}
 	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
@@ -241,17 +279,19 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
+	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
 	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
 		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
-		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, RolloutDType: rollout, Sync: sync,
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), ValTurns: c.Int("val-turns"), ValTemperature: &valTemp,
+		NoMask: c.Bool("no-mask"), FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, RolloutDType: rollout, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: tisCap,
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
 	for i, spec := range c.StringSlice("agent") {
-		a, err := parseAgent(spec, i, c)
+		a, err := parseAgent(spec, i, c, false)
 		if err != nil {
 			return rc, err
 		}
@@ -277,13 +317,52 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 			}
 		}
 	}
+	rc.Recipe.scaleLoRALR(&rc)
 	return rc, nil
+}
+
+// resolveValidation takes the validation problems' source: --val-data's file, or the
+// built-in set's --val-synthetic problems.
+func resolveValidation(c *ucli.Context, rc *trainRunConfig) error {
+	if !c.IsSet("val-data") {
+		if c.IsSet("val-limit") {
+			return errors.New("--val-limit chooses among the problems of --val-data; the built-in set's size is --val-synthetic N")
+		}
+		return nil
+	}
+	if c.IsSet("val-synthetic") {
+		return errors.New("give --val-data or --val-synthetic, not both")
+	}
+	if c.String("val-data") == "" {
+		return errors.New("--val-data is empty; name a problem file or folder")
+	}
+	abs, err := filepath.Abs(c.String("val-data"))
+	if err != nil {
+		return fmt.Errorf("--val-data: %w", err)
+	}
+	rc.ValData, rc.ValLimit, rc.ValProblems = abs, c.Int("val-limit"), 0
+	return nil
+}
+
+// valProblems are the held-out validation problems.
+func (rc trainRunConfig) valProblems() ([]data.Problem, error) {
+	if rc.ValData == "" {
+		return data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig)
+	}
+	ps, err := data.Load(rc.ValData, data.Options{Limit: rc.ValLimit})
+	if err != nil {
+		return nil, fmt.Errorf("--val-data: %w", err) // also when no problem is usable
+	}
+	return ps, nil
 }
 
 func trainCmd(c *ucli.Context) error {
 	rc, err := resolveTrain(c)
 	if err != nil {
 		return err
+	}
+	if !ownRank() { // the launcher's ranks run the same command
+		rc.Recipe.write(recipeWriter(c), c)
 	}
 	d := distSpec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run prints one process's plan
@@ -300,7 +379,7 @@ func trainCmd(c *ucli.Context) error {
 	} else if cfg.Problems, err = data.SyntheticWith(rc.Synthetic, rc.SynthSeed, rc.SynthConfig); err != nil {
 		return err
 	}
-	if cfg.ValProblems, err = data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig); err != nil {
+	if cfg.ValProblems, err = rc.valProblems(); err != nil {
 		return err
 	}
 	if cfg.Steps == 0 {
@@ -324,7 +403,7 @@ func trainCmd(c *ucli.Context) error {
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
 	}
-	cfg.Deterministic = c.Bool("deterministic")
+	cfg.Deterministic = rc.Deterministic
 	for _, a := range rc.Agents {
 		hc, err := model.LoadHFConfig(a.Model)
 		if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
-// The verifier model of `grade --verifier` and `train --reward robust+verifier=MODEL.gguf`.
+// The verifier model of `grade --verifier`, `debate --verifier` and
+// `train --reward robust+verifier=MODEL.gguf`.
 
 import (
 	"context"
@@ -33,12 +34,9 @@ func verifierPromptFlag() ucli.Flag {
 		"str.format text with {question}, {gold_answer} and {llm_response} (CompassVerifier's CV_PROMPT; README, \"Verifier model\")"}
 }
 
-// openVerifier loads the verifier model with --verifier-prompt's template, the command's
-// llama.cpp flags and threads (0 = the physical cores).
+// openVerifier loads the verifier model with --verifier-prompt's template (checked given),
+// the command's llama.cpp flags and threads (0 = the physical cores).
 func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier, error) {
-	if c.String("verifier-prompt") == "" {
-		return nil, errors.New("a verifier model needs --verifier-prompt FILE: its prompt template, as its authors publish it (README, \"Verifier model\")")
-	}
 	template, err := verifier.ReadTemplate(c.String("verifier-prompt"))
 	if err != nil {
 		return nil, err
@@ -73,18 +71,81 @@ func parseReward(s string) (reward.Mode, string, error) {
 	return mode, path, nil
 }
 
-// gradeVerifier is grade's verifier: the model, the run's context, and its budget for the
-// whole run.
-type gradeVerifier struct {
+// verifierFlags are grade's and debate's verifier model, its prompt, and its budget for
+// the whole run.
+func verifierFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "verifier", Usage: "GGUF verifier model for the pairs robust's rules do not decide, asked with --verifier-prompt"},
+		verifierPromptFlag(),
+		&ucli.DurationFlag{Name: "verifier-budget", Usage: "most time the verifier model may take in all (0 = no limit); the pairs left are counted as skipped"},
+	}
+}
+
+// checkVerifierFlags refuses verifierFlags that do not go together: a prompt or budget
+// without a model, a model without its prompt, a negative budget.
+func checkVerifierFlags(c *ucli.Context) error {
+	switch {
+	case c.Duration("verifier-budget") < 0:
+		return fmt.Errorf("--verifier-budget must not be negative, got %v", c.Duration("verifier-budget"))
+	case c.String("verifier") == "" && (c.IsSet("verifier-budget") || c.IsSet("verifier-prompt")):
+		return errors.New("--verifier-budget and --verifier-prompt need --verifier")
+	case c.String("verifier") != "" && c.String("verifier-prompt") == "":
+		return errors.New("a verifier model needs --verifier-prompt FILE: its prompt template, as its authors publish it (README, \"Verifier model\")")
+	}
+	return nil
+}
+
+// runVerifier is grade's or debate's verifier: the model, the run's context (set once the
+// run starts), its budget for the whole run, and what it did so far.
+type runVerifier struct {
 	v      *verifier.Verifier
 	ctx    context.Context
 	budget time.Duration
+	done   verifier.Counts
+}
+
+// openRunVerifier opens verifierFlags' model with the command's threads; nil without
+// --verifier.
+func openRunVerifier(c *ucli.Context, threads int) (*runVerifier, error) {
+	if err := checkVerifierFlags(c); err != nil || c.String("verifier") == "" {
+		return nil, err
+	}
+	v, err := openVerifier(c, c.String("verifier"), threads)
+	if err != nil {
+		return nil, err
+	}
+	return &runVerifier{v: v, budget: c.Duration("verifier-budget")}, nil
+}
+
+// Close frees the model; a nil verifier is a no-op.
+func (rv *runVerifier) Close() {
+	if rv != nil {
+		rv.v.Close()
+	}
+}
+
+// left is what is left of the run's budget (0 = no limit); once it is spent, only cached
+// pairs are answered.
+func (rv *runVerifier) left() time.Duration {
+	if rv.budget <= 0 {
+		return 0
+	}
+	return max(rv.budget-time.Duration(rv.done.Seconds*float64(time.Second)), time.Nanosecond)
+}
+
+// failed is the command's error for a failure of the model: an interruption, or the
+// engine's error.
+func (rv *runVerifier) failed(err error) error {
+	if rv.ctx.Err() != nil {
+		return errInterrupted
+	}
+	return err
 }
 
 // decide asks the verifier about the held lines' pairs and puts its verdicts in them; a
 // nil verifier does nothing.
-func (gv *gradeVerifier) decide(lines []*gradedLine, stats *gradeStats) error {
-	if gv == nil {
+func (rv *runVerifier) decide(lines []*gradedLine) error {
+	if rv == nil {
 		return nil
 	}
 	var pairs []verifier.Pair
@@ -98,21 +159,27 @@ func (gv *gradeVerifier) decide(lines []*gradedLine, stats *gradeStats) error {
 	if len(pairs) == 0 {
 		return nil
 	}
-	budget := gv.budget
-	if budget > 0 {
-		// What is left of the run's budget; once spent, only cached pairs are answered.
-		budget = max(budget-time.Duration(stats.checks.Seconds*float64(time.Second)), time.Nanosecond)
-	}
-	checks, c, err := gv.v.Check(gv.ctx, pairs, budget)
+	checks, c, err := rv.v.Check(rv.ctx, pairs, rv.left())
 	if err != nil {
-		if gv.ctx.Err() != nil {
-			return errInterrupted
-		}
-		return err
+		return rv.failed(err)
 	}
-	stats.checks = stats.checks.Add(c)
+	rv.done = rv.done.Add(c)
 	for i, g := range asked {
 		g.v.Verifier = checks[i]
 	}
+	return nil
+}
+
+// records asks the verifier about the answers of debate records that robust did not
+// decide (verifier.Records); a nil verifier does nothing.
+func (rv *runVerifier) records(recs []engine.DebateRecord) error {
+	if rv == nil {
+		return nil
+	}
+	c, err := rv.v.Records(rv.ctx, recs, rv.left())
+	if err != nil {
+		return rv.failed(err)
+	}
+	rv.done = rv.done.Add(c)
 	return nil
 }

@@ -109,11 +109,8 @@ func TestGradeVerifierBudget(t *testing.T) {
 
 // A verifier that cannot load is one line of error before anything is graded or written.
 func TestGradeVerifierLoadError(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.gguf")
-	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := brokenGGUF(t)
+	dir := filepath.Dir(bad)
 	out := filepath.Join(dir, "out.jsonl")
 	for _, path := range []string{bad, filepath.Join(dir, "missing.gguf")} {
 		stdout, _, err := runGradeCmd(t, "--in", writeLines(t, verifierLines...), "--out", out, "--verifier", path, "--verifier-prompt", testmodel.VerifierPrompt(t))
@@ -131,12 +128,14 @@ func TestGradeVerifierLoadError(t *testing.T) {
 func TestTrainVerifier(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	gguf := testmodel.GGUF(t, "qwen2")
-	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-prompt", testmodel.VerifierPrompt(t), "--verifier-budget", "1m")...); err != nil {
+	prompt := testmodel.VerifierPrompt(t)
+	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--val-synthetic", "0", "--reward", "robust+verifier="+gguf, "--verifier-prompt", prompt, "--verifier-budget", "1m", "--deterministic")...); err != nil {
 		t.Fatalf("train: %v\n%s", err, stderr)
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
-	if !strings.Contains(string(b), `"reward": "robust+verifier"`) || !strings.Contains(string(b), `"verifier": "`+gguf+`"`) {
-		t.Errorf("config.json does not record the verifier:\n%s", b)
+	if !strings.Contains(string(b), `"reward": "robust+verifier"`) || !strings.Contains(string(b), `"verifier": "`+gguf+`"`) ||
+		!strings.Contains(string(b), `"verifier_prompt": "`+prompt+`"`) || !strings.Contains(string(b), `"deterministic": true`) {
+		t.Errorf("config.json does not record the verifier, its prompt and --deterministic:\n%s", b)
 	}
 	train, _, err := trainlog.Read(filepath.Join(out, trainlog.File))
 	if err != nil || len(train) == 0 {
@@ -160,11 +159,8 @@ func TestTrainVerifier(t *testing.T) {
 // A verifier that cannot load, or a --reward that names none, is refused in one line
 // before the run directory exists.
 func TestTrainVerifierErrors(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.gguf")
-	if err := os.WriteFile(bad, []byte("GGUF but not really"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := brokenGGUF(t)
+	dir := filepath.Dir(bad)
 	prompt := testmodel.VerifierPrompt(t)
 	for _, args := range [][]string{
 		{"--reward", "robust+verifier=" + bad, "--verifier-prompt", prompt},
@@ -190,7 +186,7 @@ func TestTrainVerifierErrors(t *testing.T) {
 // A line the verifier decided says so: rule verifier, its verdict, and robust+verifier's
 // count; robust's own field is unchanged.
 func TestGradeVerifierFields(t *testing.T) {
-	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &gradeVerifier{}}
+	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &runVerifier{}}
 	for _, c := range []struct {
 		check    reward.Check
 		rule     string
@@ -212,6 +208,53 @@ func TestGradeVerifierFields(t *testing.T) {
 		}
 		if m["rule"] != c.rule || m["verifier"] != string(c.check) || m["robust"] != false || stats.verified != c.verified {
 			t.Errorf("%s: %v, %d verified", c.check, m, stats.verified)
+		}
+	}
+}
+
+// debate --verifier loads the model before the run starts, records it with the run, and
+// counts what it decided; its flags are refused as grade refuses them, before the run
+// directory exists.
+func TestDebateVerifier(t *testing.T) {
+	gguf, prompt := testmodel.GGUF(t, "qwen2"), testmodel.VerifierPrompt(t)
+	debate := func(out string, extra ...string) (string, error) {
+		args := append([]string{"debate", "--agent", gguf, "--synthetic", "2", "-k", "2", "--turns", "2", "--max-tokens", "8",
+			"--prompt-limit", "256", "--threads", "1", "--out", out}, extra...)
+		_, stderr, err := runApp(t, args...)
+		return stderr, err
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	stderr, err := debate(out, "--verifier", gguf, "--verifier-prompt", prompt, "--verifier-budget", "1m")
+	if err != nil {
+		t.Fatalf("debate: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "verifier: ") || !strings.Contains(stderr, "pairs robust did not decide") {
+		t.Errorf("stderr does not count the verifier's verdicts:\n%s", stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	for _, want := range []string{`"verifier": "` + gguf + `"`, `"verifier_prompt": "` + prompt + `"`, `"verifier_budget": 60000000000`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("config.json lacks %s:\n%s", want, b)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "report", "report.md")); err != nil {
+		t.Errorf("no report: %v", err)
+	}
+	bad := brokenGGUF(t)
+	for _, args := range [][]string{
+		{"--verifier", bad, "--verifier-prompt", prompt},
+		{"--verifier", gguf},
+		{"--verifier-prompt", prompt},
+		{"--verifier-budget", "1m"},
+		{"--verifier", gguf, "--verifier-prompt", prompt, "--verifier-budget", "-1s"},
+	} {
+		refused := filepath.Join(t.TempDir(), "run")
+		_, err := debate(refused, args...)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "verifier") {
+			t.Errorf("%v: %v; want one line about the verifier", args, err)
+		}
+		if _, serr := os.Stat(refused); !os.IsNotExist(serr) {
+			t.Errorf("%v: the refused debate left %s", args, refused)
 		}
 	}
 }

@@ -1,8 +1,9 @@
 package engine
 
-// The debate runner: N agents, T turns, K trajectories per problem, with problems
-// pipelined so every agent's generator keeps its slots busy while other problems wait
-// for their peers (spec/UMAD-reference.md section 1). This file holds its configuration,
+// The debate runner: N agents, T turns, K trajectories per problem (or, under the probe
+// protocol, K samples per agent and turn from one context), with problems pipelined so
+// every agent's generator keeps its slots busy while other problems wait for their peers
+// (spec/UMAD-reference.md section 1). This file holds its configuration,
 // records and entry point; scheduler.go runs it, debateprompt.go builds its prompts.
 
 import (
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
@@ -43,12 +45,34 @@ type DebateAgent struct {
 	Seed      uint64
 }
 
+// Protocol is how a debate's K samples per agent and turn relate to its turns.
+type Protocol string
+
+const (
+	// Trajectories is the UMAD reference's protocol: K debates per problem, paired by
+	// index; at turns after the first, the K samples come from K different contexts.
+	Trajectories Protocol = "trajectories"
+	// Probe is the paper's Algorithm 1: one debate per problem. At each turn every agent
+	// draws K samples (the probes, which give the turn's answer distributions) and one
+	// continuation from the same context; the continuations alone build the next turn's
+	// messages.
+	Probe Protocol = "probe"
+)
+
+// Protocols are the debate protocols, the default first.
+var Protocols = []Protocol{Trajectories, Probe}
+
 // DebateConfig describes a debate evaluation.
 type DebateConfig struct {
 	Agents []DebateAgent
 	Turns  int // T: turn 0 plus T-1 debate rounds
-	K      int // trajectories per problem
-	Prompt DebatePrompt
+	K      int // trajectories per problem; under Probe, samples per agent and turn
+	// Protocol is Trajectories when empty.
+	Protocol Protocol
+	// GreedyContinuation makes Probe's continuations greedy (temperature 0) instead of
+	// sampled with the agent's settings.
+	GreedyContinuation bool
+	Prompt             DebatePrompt
 	// PromptLimit is the most prompt tokens an agent gets (the reference's 5120); debate
 	// prompts over it are shortened by trimming the peers' reasoning from the left.
 	PromptLimit int
@@ -97,8 +121,12 @@ type AgentTurn struct {
 type DebateRecord struct {
 	Index   int          `json:"index"` // position in the problem list
 	Problem data.Problem `json:"problem"`
-	// Turns[t][a][k] is agent a's response in trajectory k at turn t.
+	// Turns[t][a][k] is agent a's response in trajectory k at turn t; under the probe
+	// protocol, its k-th probe sample at turn t.
 	Turns [][][]AgentTurn `json:"turns"`
+	// Continuations[t][a] is, under the probe protocol only, agent a's response at turn t
+	// that the next turn's messages show (drawn from the probes' context).
+	Continuations [][]AgentTurn `json:"continuations,omitempty"`
 }
 
 // Verdicts returns the record's verdicts agent by agent, [agent][turn][k]: the Answers
@@ -169,6 +197,9 @@ func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip
 }
 
 func (cfg *DebateConfig) check() error {
+	if cfg.Protocol == "" {
+		cfg.Protocol = Trajectories
+	}
 	switch {
 	case len(cfg.Agents) == 0:
 		return errors.New("debate: no agents")
@@ -176,6 +207,10 @@ func (cfg *DebateConfig) check() error {
 		return fmt.Errorf("debate: turns must be at least 1, got %d", cfg.Turns)
 	case cfg.K < 1:
 		return fmt.Errorf("debate: K must be at least 1, got %d", cfg.K)
+	case !slices.Contains(Protocols, cfg.Protocol):
+		return fmt.Errorf("debate: unknown protocol %q; the protocols are %v", cfg.Protocol, Protocols)
+	case cfg.Protocol == Probe && cfg.K < 2:
+		return fmt.Errorf("debate: the probe protocol estimates each turn's answer distributions from K samples; K must be at least 2, got %d", cfg.K)
 	case cfg.StopAgree < 0 || cfg.StopEU < 0:
 		return errors.New("debate: stopping thresholds must not be negative")
 	case cfg.StopEU > 0 && cfg.EU == nil:

@@ -63,8 +63,9 @@ func (f *fakeGen) Serve(ctx context.Context, q *Queue, emit func(Result)) error 
 	}
 }
 
-// generate answers a request. Its stream is [problem, agent, turn] at turn 0 (sample k
-// is trajectory k) and [problem, agent, turn, trajectory] later.
+// generate answers a request. Its stream is [problem, agent, turn] for the samples of one
+// context (sample k is trajectory k, or probe k) and [problem, agent, turn, trajectory]
+// for a later turn's trajectory (trajectory K: the probe protocol's continuation).
 func (f *fakeGen) generate(r *Request) Result {
 	f.mu.Lock()
 	f.requests = append(f.requests, *r)
@@ -74,7 +75,7 @@ func (f *fakeGen) generate(r *Request) Result {
 	res := Result{Request: r}
 	for k := range r.K {
 		traj := k
-		if turn > 0 {
+		if len(r.Stream) > 3 {
 			traj = int(r.Stream[3])
 		}
 		toks := byteTokens(f.respond(userMessage(prompt), agent, turn, traj))
@@ -502,15 +503,21 @@ func TestDebateTrimsPrompts(t *testing.T) {
 }
 
 // A run cut after some problems and resumed with skip for those gives the same records
-// as an uninterrupted run.
+// as an uninterrupted run, under either protocol.
 func TestDebateResume(t *testing.T) {
+	for _, protocol := range Protocols {
+		t.Run(string(protocol), func(t *testing.T) { testDebateResume(t, protocol) })
+	}
+}
+
+func testDebateResume(t *testing.T, protocol Protocol) {
 	respond := func(msg string, agent, turn, traj int) string {
 		// Depends on the prompt, so a turn depends on the turns before it.
 		return fmt.Sprintf(`%d bytes seen; \boxed{%d}`, len(msg), (len(msg)+agent+traj)%3+5)
 	}
 	g := &fakeGen{respond: respond}
 	cfg := fakeConfig(3, 2, g, g)
-	cfg.StopAgree, cfg.InFlight = 1, 2
+	cfg.StopAgree, cfg.InFlight, cfg.Protocol = 1, 2, protocol
 	problems := fakeProblems(6)
 	full, _, err := runFake(t, cfg, problems, nil)
 	if err != nil || len(full) != 6 {
@@ -553,6 +560,20 @@ func TestDebateErrors(t *testing.T) {
 			t.Errorf("err = %v, want the tokenizer's", err)
 		}
 	})
+	for _, c := range []struct {
+		protocol Protocol
+		k        int
+		want     string
+	}{
+		{Probe, 1, "K must be at least 2"},
+		{"paths", 2, `unknown protocol "paths"; the protocols are [trajectories probe]`},
+	} {
+		cfg := fakeConfig(2, c.k, &fakeGen{respond: func(string, int, int, int) string { return "" }})
+		cfg.Protocol = c.protocol
+		if _, _, err := runFake(t, cfg, fakeProblems(1), nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("protocol %q, K %d: err = %v, want %q", c.protocol, c.k, err, c.want)
+		}
+	}
 	t.Run("a generator stops early", func(t *testing.T) {
 		cfg := fakeConfig(2, 1, &fakeGen{respond: func(string, int, int, int) string { return "" }})
 		cfg.Agents = append(cfg.Agents, cfg.Agents[0])
@@ -615,5 +636,104 @@ func TestSteppedDebate(t *testing.T) {
 	cfg.Deterministic = true
 	if _, _, err := runFake(t, cfg, fakeProblems(1), nil); err == nil || !strings.Contains(err.Error(), "stopped early") {
 		t.Errorf("err = %v, want a generator that stopped early", err)
+	}
+}
+
+// The probe protocol (the paper's Algorithm 1): at every turn each agent gets one request
+// of K probes and one of a continuation, with the identical prompt; the probes are the
+// record's Turns (and so its verdicts), the continuations alone build the next turn's
+// message; a greedy continuation asks for temperature 0. The step clock gives the same
+// records, and agreement of the continuations stops the debate.
+func TestDebateProbe(t *testing.T) {
+	const K = 3
+	respond := func(msg string, agent, turn, sample int) string {
+		// Depends on the prompt, so a turn depends on the continuations before it.
+		return fmt.Sprintf(`agent %d turn %d sample %d saw %d bytes: \boxed{%d}`, agent, turn, sample, len(msg), 5+(agent+sample)%2)
+	}
+	var runs []map[int]DebateRecord
+	for _, det := range []bool{false, true} {
+		gens := []*fakeGen{{respond: respond}, {respond: respond}}
+		cfg := fakeConfig(3, K, gens...)
+		cfg.Protocol, cfg.GreedyContinuation, cfg.Deterministic = Probe, true, det
+		problems := fakeProblems(2)
+		recs, stats, err := runFake(t, cfg, problems, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 2 || stats.Generations != 2*3*2*(K+1) {
+			t.Fatalf("%d records, stats %+v", len(recs), stats)
+		}
+		for i, p := range problems {
+			r := recs[i]
+			if len(r.Turns) != 3 || len(r.Continuations) != 3 {
+				t.Fatalf("problem %d: %d turns, %d continuations", i, len(r.Turns), len(r.Continuations))
+			}
+			var rounds [][]string
+			for tt := range 3 {
+				want := Turn0Message(p.Question)
+				if tt > 0 {
+					if want, err = cfg.Prompt.Message(p.Question, rounds, TrajectoryID{Problem: ProblemKey(p)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var round []string
+				for a := range 2 {
+					c := r.Continuations[tt][a]
+					if c.Prompt != want || c.Text != respond(want, a, tt, K) {
+						t.Errorf("problem %d turn %d agent %d: continuation %q after %q", i, tt, a, c.Text, c.Prompt)
+					}
+					round = append(round, c.Text)
+					for k, at := range r.Turns[tt][a] {
+						if at.Prompt != want || at.Text != respond(want, a, tt, k) || at.Answer == nil {
+							t.Errorf("problem %d turn %d agent %d probe %d: %q after %q", i, tt, a, k, at.Text, at.Prompt)
+						}
+					}
+				}
+				rounds = append(rounds, round)
+			}
+			if v := r.Verdicts(); len(v) != 2 || len(v[0]) != 3 || len(v[0][2]) != K {
+				t.Errorf("problem %d: verdicts of shape %d x %d x %d, want 2 x 3 x %d", i, len(v), len(v[0]), len(v[0][2]), K)
+			}
+		}
+		for a, g := range gens {
+			reqs := g.served()
+			if len(reqs) != 2*3*2 {
+				t.Fatalf("agent %d: %d requests, want a probe and a continuation request per problem and turn", a, len(reqs))
+			}
+			for j := 0; j < len(reqs); j += 2 {
+				probes, cont := reqs[j], reqs[j+1]
+				if probes.K != K || cont.K != 1 || len(probes.Stream) != 3 || !slices.Equal(cont.Stream, append(slices.Clone(probes.Stream), K)) ||
+					!slices.Equal(probes.Prompt, cont.Prompt) || probes.Params.Temperature != 1 || cont.Params.Temperature != 0 {
+					t.Errorf("agent %d: probes %+v and continuation %+v", a, probes, cont)
+				}
+			}
+		}
+		runs = append(runs, recs)
+	}
+	if !reflect.DeepEqual(runs[0], runs[1]) {
+		t.Error("the stepped probe debate's records differ from the free-running one's")
+	}
+
+	// Continuations that agree stop the debate; probes and continuations are carried.
+	agree := func(msg string, agent, turn, sample int) string {
+		if sample == K {
+			return `\boxed{7}`
+		}
+		return fmt.Sprintf(`\boxed{%d}`, agent+sample)
+	}
+	cfg := fakeConfig(3, K, &fakeGen{respond: agree}, &fakeGen{respond: agree})
+	cfg.Protocol, cfg.StopAgree = Probe, 1
+	recs, stats, err := runFake(t, cfg, fakeProblems(1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Generations != 2*(K+1) || stats.Carried != 2*2*(K+1) {
+		t.Errorf("stopping on agreement: stats %+v, want one turn generated and two carried", stats)
+	}
+	r := recs[0]
+	for tt := 1; tt < 3; tt++ {
+		if c := r.Continuations[tt][1]; !c.Carried || c.Text != `\boxed{7}` || !r.Turns[tt][0][K-1].Carried {
+			t.Errorf("turn %d: continuation %+v not carried", tt, c)
+		}
 	}
 }

@@ -25,7 +25,7 @@ type debate struct {
 	key     uint64
 	turn    int
 	pending int    // requests of this turn not yet back
-	stopped []bool // per trajectory
+	stopped []bool // per trajectory (under Probe, one: the debate's)
 	agree   []int  // consecutive turns of agreement, per trajectory
 }
 
@@ -33,11 +33,12 @@ type debate struct {
 type pendingReq struct {
 	d     *debate
 	agent int
-	traj  []int // trajectory of each sample
+	traj  []int // trajectory (under Probe, probe) of each sample
 	turn  int
 	msg   string
 	ids   []int32 // the rendered prompt
 	trim  bool
+	cont  bool // Probe's continuation, one sample
 }
 
 // scheduler is the state of one Debate call. It admits problems while fewer than
@@ -197,8 +198,15 @@ func (s *scheduler) admit() error {
 			continue
 		}
 		p := s.problems[i]
+		threads := s.cfg.K
+		if s.cfg.Protocol == Probe {
+			threads = 1
+		}
 		d := &debate{rec: DebateRecord{Index: i, Problem: p, Turns: make([][][]AgentTurn, s.cfg.Turns)},
-			key: ProblemKey(p), stopped: make([]bool, s.cfg.K), agree: make([]int, s.cfg.K)}
+			key: ProblemKey(p), stopped: make([]bool, threads), agree: make([]int, threads)}
+		if s.cfg.Protocol == Probe {
+			d.rec.Continuations = make([][]AgentTurn, s.cfg.Turns)
+		}
 		reqs, err := s.turn0(d)
 		if err != nil {
 			return err
@@ -209,25 +217,35 @@ func (s *scheduler) admit() error {
 			continue
 		}
 		for _, r := range reqs {
-			s.submit(r, s.cfg.K)
+			s.submit(r)
 		}
 		s.active++
 	}
 	return nil
 }
 
-// submit queues a request for k samples with its agent's generator.
-func (s *scheduler) submit(p *pendingReq, k int) {
+// submit queues a request for a sample per entry of p.traj with its agent's generator.
+// Its stream is [problem, agent, turn] for the samples of one context (turn 0's, and
+// Probe's probes), with the trajectory appended for a later turn's trajectory, and
+// with K appended for Probe's continuation (so it draws apart from the probes).
+func (s *scheduler) submit(p *pendingReq) {
 	a := s.cfg.Agents[p.agent]
 	s.lastID++
 	stream := []uint64{p.d.key, uint64(p.agent), uint64(p.turn)}
-	if p.turn > 0 {
+	params := a.Params
+	switch {
+	case p.cont:
+		stream = append(stream, uint64(s.cfg.K))
+		if s.cfg.GreedyContinuation {
+			params.Temperature = 0
+		}
+	case p.turn > 0 && s.cfg.Protocol == Trajectories:
 		stream = append(stream, uint64(p.traj[0]))
 	}
 	s.pending[s.lastID] = p
 	p.d.pending++
-	s.queues[a.Generator].Push(Request{ID: s.lastID, Prompt: p.ids, K: k, MaxTokens: a.MaxTokens,
-		Params: a.Params, Seed: a.Seed, Stream: stream})
+	s.queues[a.Generator].Push(Request{ID: s.lastID, Prompt: p.ids, K: len(p.traj), MaxTokens: a.MaxTokens,
+		Params: params, Seed: a.Seed, Stream: stream})
 }
 
 // receive records a result; when it completes its problem's turn, the problem advances
@@ -250,7 +268,7 @@ func (s *scheduler) receive(r Result) error {
 		return err
 	}
 	for _, q := range reqs {
-		s.submit(q, 1)
+		s.submit(q)
 	}
 	if d.pending > 0 {
 		return nil
@@ -313,13 +331,32 @@ func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
 		for k := range traj {
 			traj[k] = k
 		}
-		out = append(out, &pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks})
+		out = append(out, s.withContinuation(&pendingReq{d: d, agent: a, traj: traj, turn: 0, msg: msg, ids: toks})...)
 	}
-	d.rec.Turns[0] = make([][]AgentTurn, len(s.cfg.Agents))
-	for a := range d.rec.Turns[0] {
-		d.rec.Turns[0][a] = make([]AgentTurn, s.cfg.K)
-	}
+	s.makeTurn(d, 0)
 	return out, nil
+}
+
+// makeTurn allocates turn t of d's record.
+func (s *scheduler) makeTurn(d *debate, t int) {
+	d.rec.Turns[t] = make([][]AgentTurn, len(s.cfg.Agents))
+	for a := range d.rec.Turns[t] {
+		d.rec.Turns[t][a] = make([]AgentTurn, s.cfg.K)
+	}
+	if s.cfg.Protocol == Probe {
+		d.rec.Continuations[t] = make([]AgentTurn, len(s.cfg.Agents))
+	}
+}
+
+// withContinuation is p, followed under Probe by the continuation from p's context. The
+// identical prompt lets the engine decode it once for both (prefix sharing).
+func (s *scheduler) withContinuation(p *pendingReq) []*pendingReq {
+	if s.cfg.Protocol != Probe {
+		return []*pendingReq{p}
+	}
+	c := *p
+	c.traj, c.cont = []int{0}, true
+	return []*pendingReq{p, &c}
 }
 
 // record stores a request's samples in the debate record, graded.
@@ -348,7 +385,11 @@ func (s *scheduler) record(p *pendingReq, samples []Sample) error {
 			v.MeanEntropy, v.MeanNLL = ent/n, nll/n
 		}
 		at.Grade = v
-		d.rec.Turns[p.turn][p.agent][p.traj[i]] = at
+		if p.cont {
+			d.rec.Continuations[p.turn][p.agent] = at
+		} else {
+			d.rec.Turns[p.turn][p.agent][p.traj[i]] = at
+		}
 		s.stats.Generations++
 		s.stats.GeneratedTokens += int64(len(smp.Tokens))
 	}
@@ -377,11 +418,15 @@ func (s *scheduler) advance(d *debate) ([]*pendingReq, error) {
 func (s *scheduler) applyStops(d *debate) error {
 	cur := d.rec.Turns[d.turn]
 	if s.cfg.StopAgree > 0 {
+		threads := cur
+		if s.cfg.Protocol == Probe { // the debate goes on with the continuations
+			threads = column(d.rec.Continuations[d.turn])
+		}
 		for k := range d.agree {
 			if d.stopped[k] {
 				continue
 			}
-			if agreed(cur, k) {
+			if agreed(threads, k) {
 				d.agree[k]++
 			} else {
 				d.agree[k] = 0
@@ -406,63 +451,102 @@ func (s *scheduler) applyStops(d *debate) error {
 }
 
 // nextTurn starts the next turn: stopped trajectories carry their responses forward, the
-// others get one request per agent.
+// others get one request per agent (under Probe, the debate's one thread gets each agent
+// K probes and a continuation).
 func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
 	cur := d.rec.Turns[d.turn]
 	d.turn++
-	next := make([][]AgentTurn, len(s.cfg.Agents))
-	for a := range next {
-		next[a] = make([]AgentTurn, s.cfg.K)
-	}
-	d.rec.Turns[d.turn] = next
-	// The reference recovers the question from the turn-0 message (remove_template).
-	question := RemoveTemplate(Turn0Message(d.rec.Problem.Question))
+	s.makeTurn(d, d.turn)
+	next := d.rec.Turns[d.turn]
+	probe := s.cfg.Protocol == Probe
 	var out []*pendingReq
 	memo := tokenMemo{}
-	for k := range s.cfg.K {
+	for k := range d.stopped {
 		if d.stopped[k] {
 			for a := range next {
-				c := cur[a][k]
-				c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies, c.KeptMass = "", nil, false, nil, nil, nil, nil
-				c.Carried = true
-				next[a][k] = c
-				s.stats.Carried++
+				if probe {
+					for j := range next[a] {
+						next[a][j] = s.carry(cur[a][j])
+					}
+					d.rec.Continuations[d.turn][a] = s.carry(d.rec.Continuations[d.turn-1][a])
+				} else {
+					next[a][k] = s.carry(cur[a][k])
+				}
 			}
 			continue
 		}
 		rounds := d.rounds(k)
 		for a := range s.cfg.Agents {
-			count := func(msg string) (int, error) {
-				toks, err := s.render(a, msg, memo)
-				return len(toks), err
-			}
-			msg, trimmed, err := s.cfg.Prompt.FitMessage(question, rounds,
-				TrajectoryID{Problem: d.key, Trajectory: uint64(k)}, count, s.cfg.PromptLimit)
-			if err != nil {
-				return nil, fmt.Errorf("problem %s: %w", d.rec.Problem.ID, err)
-			}
-			if trimmed {
-				s.stats.Trimmed++
-			}
-			toks, err := s.render(a, msg, memo)
+			p, err := s.message(d, a, k, rounds, memo)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, &pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed})
+			if probe {
+				p.traj = make([]int, s.cfg.K)
+				for j := range p.traj {
+					p.traj[j] = j
+				}
+			}
+			out = append(out, s.withContinuation(p)...)
 		}
 	}
 	return out, nil
 }
 
-// rounds are trajectory k's responses so far, rounds[t][a], as the next prompt shows them.
+// carry is a response carried forward to the next turn by adaptive stopping.
+func (s *scheduler) carry(c AgentTurn) AgentTurn {
+	c.Prompt, c.PromptTokens, c.Trimmed, c.Tokens, c.LogProbs, c.Entropies, c.KeptMass = "", nil, false, nil, nil, nil, nil
+	c.Carried = true
+	s.stats.Carried++
+	return c
+}
+
+// message builds agent a's request for trajectory k's current turn from its rounds.
+func (s *scheduler) message(d *debate, a, k int, rounds [][]string, memo tokenMemo) (*pendingReq, error) {
+	// The reference recovers the question from the turn-0 message (remove_template).
+	question := RemoveTemplate(Turn0Message(d.rec.Problem.Question))
+	count := func(msg string) (int, error) {
+		toks, err := s.render(a, msg, memo)
+		return len(toks), err
+	}
+	msg, trimmed, err := s.cfg.Prompt.FitMessage(question, rounds,
+		TrajectoryID{Problem: d.key, Trajectory: uint64(k)}, count, s.cfg.PromptLimit)
+	if err != nil {
+		return nil, fmt.Errorf("problem %s: %w", d.rec.Problem.ID, err)
+	}
+	if trimmed {
+		s.stats.Trimmed++
+	}
+	toks, err := s.render(a, msg, memo)
+	if err != nil {
+		return nil, err
+	}
+	return &pendingReq{d: d, agent: a, traj: []int{k}, turn: d.turn, msg: msg, ids: toks, trim: trimmed}, nil
+}
+
+// rounds are trajectory k's responses so far, rounds[t][a], as the next prompt shows them
+// (under Probe, the continuations).
 func (d *debate) rounds(k int) [][]string {
 	var out [][]string
 	for t := 0; t <= d.turn-1; t++ {
 		var r []string
-		for _, byTraj := range d.rec.Turns[t] {
-			r = append(r, byTraj[k].Text)
+		for a, byTraj := range d.rec.Turns[t] {
+			if d.rec.Continuations != nil {
+				r = append(r, d.rec.Continuations[t][a].Text)
+			} else {
+				r = append(r, byTraj[k].Text)
+			}
 		}
 		out = append(out, r)
+	}
+	return out
+}
+
+// column is one response per agent as a turn of one trajectory, [a][0].
+func column(row []AgentTurn) [][]AgentTurn {
+	out := make([][]AgentTurn, len(row))
+	for a := range row {
+		out[a] = row[a : a+1]
 	}
 	return out
 }

@@ -21,6 +21,9 @@ const EntropyUnit = "nats"
 // Run is one evaluation to report.
 type Run struct {
 	Name string
+	// Protocol names the debate protocol the samples come from (engine.Protocol, with
+	// the probe protocol's continuation), for report.md and summary.json.
+	Protocol string
 	// Summary is the mean and deviation over the run's seeds (uncertainty.CombineSeeds;
 	// a single seed has Seeds = 1).
 	Summary uncertainty.Combined
@@ -31,6 +34,7 @@ type Run struct {
 // summaryFile is the layout of summary.json.
 type summaryFile struct {
 	Name        string `json:"name"`
+	Protocol    string `json:"protocol,omitempty"`
 	EntropyUnit string `json:"entropy_unit"`
 	uncertainty.Combined
 }
@@ -45,6 +49,7 @@ const (
 	ReportFile      = "report.md"
 	CompareFile     = "compare.md"
 	CompareCSVFile  = "compare.csv"
+	CompareFigure   = "compare-uncertainty" // .svg and .png
 )
 
 // Write writes the report of one run into dir: summary.json, accuracy.csv,
@@ -55,7 +60,7 @@ func Write(dir string, run Run) error {
 	if len(s.Mean.Rows) == 0 {
 		return fmt.Errorf("report %s: empty summary", dir)
 	}
-	data, err := json.MarshalIndent(summaryFile{Name: run.Name, EntropyUnit: EntropyUnit, Combined: s}, "", "  ")
+	data, err := json.MarshalIndent(summaryFile{Name: run.Name, Protocol: run.Protocol, EntropyUnit: EntropyUnit, Combined: s}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report %s: %w", dir, err)
 	}
@@ -108,5 +113,5 @@ func ReadRun(dir string) (Run, error) {
 	if f.Seeds < 1 || len(f.Mean.Rows) == 0 || len(f.Std.Rows) != len(f.Mean.Rows) {
 		return Run{}, fmt.Errorf("read %s: not a run summary (no seeds or no rows)", path)
 	}
-	return Run{Name: f.Name, Summary: f.Combined}, nil
+	return Run{Name: f.Name, Protocol: f.Protocol, Summary: f.Combined}, nil
 }

@@ -218,6 +218,38 @@ func TestWriteSingleTurnSingleSeed(t *testing.T) {
 	}
 }
 
+// report.md says when a verifier model's verdicts are in the robust figures, and how
+// many samples it decided; a run without one says nothing of it.
+func TestWriteVerified(t *testing.T) {
+	answers := func(v reward.Check) [][][]reward.Verdict {
+		return [][][]reward.Verdict{{{{Key: "three", Verifier: v}, {Key: "3", Robust: true}}}}
+	}
+	for _, c := range []struct {
+		check reward.Check
+		want  string
+	}{
+		{reward.CheckEqual, "Share of the samples it decided (d): turn 0 (T=1) 50.0%."},
+		{"", ""},
+	} {
+		s, err := uncertainty.Summarise([]uncertainty.ProblemRecord{{Dataset: "d", ID: "x", Answers: answers(c.check)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := uncertainty.CombineSeeds([]uncertainty.Summary{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := Write(dir, Run{Name: "v", Summary: run}); err != nil {
+			t.Fatal(err)
+		}
+		md, _ := os.ReadFile(filepath.Join(dir, ReportFile))
+		if said := strings.Contains(string(md), "verifier model"); said != (c.want != "") || !strings.Contains(string(md), c.want) {
+			t.Errorf("verifier %q: report.md\n%s\nwant %q", c.check, md, c.want)
+		}
+	}
+}
+
 func TestWriteAndReadErrors(t *testing.T) {
 	if err := Write(t.TempDir(), Run{Name: "empty"}); err == nil {
 		t.Error("Write of an empty summary: want an error")
@@ -247,7 +279,7 @@ func TestWriteComparison(t *testing.T) {
 	dir := t.TempDir()
 	runs := []Run{
 		{Name: "zero-shot", Summary: combined(t, 3, false)},
-		{Name: "umad", Summary: combined(t, 2, true, false)},
+		{Name: "umad", Protocol: "probe (one debate)", Summary: combined(t, 2, true, false)},
 	}
 	if err := WriteComparison(dir, runs); err != nil {
 		t.Fatal(err)
@@ -263,9 +295,16 @@ func TestWriteComparison(t *testing.T) {
 		// umad has no turn 2.
 		"| 2 (T=3) | 100.0 | 100.0 | – | – |",
 		"| Turn | zero-shot | umad |",
+		"- umad: protocol probe (one debate).",
+		"](compare-uncertainty.png)",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("compare.md lacks %q", want)
+		}
+	}
+	for _, ext := range []string{".svg", ".png"} {
+		if fi, err := os.Stat(filepath.Join(dir, CompareFigure+ext)); err != nil || fi.Size() == 0 {
+			t.Errorf("no comparison figure %s%s: %v", CompareFigure, ext, err)
 		}
 	}
 	rows := readCSV(t, filepath.Join(dir, CompareCSVFile))

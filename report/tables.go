@@ -287,6 +287,9 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	n := s.Seeds
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Debate evaluation: %s\n\n", run.Name)
+	if run.Protocol != "" {
+		fmt.Fprintf(&b, "Protocol: %s.\n\n", run.Protocol)
+	}
 	fmt.Fprintf(&b, "%d agents, %d turns, %d seed(s)", s.Mean.Agents, s.Mean.Turns, n)
 	if n > 1 {
 		b.WriteString(" (cells: mean ± population standard deviation over seeds)")
@@ -296,25 +299,7 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 		"Entropies are in nats.\n\n")
 
 	agents := agentIndices(s.Mean.Agents, false)
-	turns, datasets := s.Mean.Turns, s.Mean.Datasets
-	b.WriteString("## Accuracy, strict grading (MATH is_equiv, as the paper)\n\n")
-	turnTable(&b, turns, runColumns("", s, datasets, agents), percentCell(strictAccuracy))
-	b.WriteString("## Accuracy, robust grading\n\n")
-	turnTable(&b, turns, runColumns("", s, datasets, agents), percentCell(robustAccuracy))
-	if slices.Contains(figures, "accuracy") {
-		fmt.Fprintf(&b, "![Accuracy per turn, %s](accuracy.png)\n\n", focusDataset(s.Mean))
-	}
-	b.WriteString("## Majority vote (percent, strict / robust)\n\n" +
-		"The most frequent answer among an agent's samples (Team: among all samples); reported, not used to score agents.\n\n")
-	turnTable(&b, turns, runColumns("", s, datasets, agentIndices(s.Mean.Agents, true)), majorityCell)
-
-	b.WriteString("## Uncertainty of the team (nats)\n\n" +
-		"TU = H(p_sys) = EU + AU over the agents' answer distributions; EU is their Jensen-Shannon divergence, " +
-		"AU their mean entropy.\n\n")
-	turnTable(&b, turns, runColumns("", s, datasets, []int{uncertainty.System}), uncertaintyCell)
-	if slices.Contains(figures, "uncertainty") {
-		fmt.Fprintf(&b, "![EU and AU stacked, TU on top, %s](uncertainty.png)\n\n", focusDataset(s.Mean))
-	}
+	writeTurnTables(&b, "##", s, figures)
 
 	if s.Mean.Turns > 1 {
 		writeFlipsMarkdown(&b, s)
@@ -349,6 +334,50 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	b.WriteString("; figures as .svg and .png.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeVerified says, where a verifier model judged answers, that the robust figures
+// count its verdicts, and the share of the team's samples it decided per turn.
+func writeVerified(b *strings.Builder, s uncertainty.Summary) {
+	focus := focusDataset(s)
+	var shares []string
+	decided := false
+	for t := range s.Turns {
+		r, _ := s.Find(focus, uncertainty.System, t)
+		shares = append(shares, fmt.Sprintf("turn %s %.1f%%", turnLabel(t), 100*r.Verified))
+		decided = decided || r.Verified > 0
+	}
+	if decided {
+		fmt.Fprintf(b, "A verifier model judged the answers robust's rules do not decide, and these figures count its verdicts. "+
+			"Share of the samples it decided (%s): %s.\n\n", focus, strings.Join(shares, ", "))
+	}
+}
+
+// writeTurnTables writes the per-turn accuracy, majority and uncertainty tables of a
+// debate run, under headings of the given level, with the figures among figures; the
+// training report shows a validation's with them.
+func writeTurnTables(b *strings.Builder, level string, s uncertainty.Combined, figures []string) {
+	agents := agentIndices(s.Mean.Agents, false)
+	turns, datasets := s.Mean.Turns, s.Mean.Datasets
+	b.WriteString(level + " Accuracy, strict grading (MATH is_equiv, as the paper)\n\n")
+	turnTable(b, turns, runColumns("", s, datasets, agents), percentCell(strictAccuracy))
+	b.WriteString(level + " Accuracy, robust grading\n\n")
+	writeVerified(b, s.Mean)
+	turnTable(b, turns, runColumns("", s, datasets, agents), percentCell(robustAccuracy))
+	if slices.Contains(figures, "accuracy") {
+		fmt.Fprintf(b, "![Accuracy per turn, %s](accuracy.png)\n\n", focusDataset(s.Mean))
+	}
+	b.WriteString(level + " Majority vote (percent, strict / robust)\n\n" +
+		"The most frequent answer among an agent's samples (Team: among all samples); reported, not used to score agents.\n\n")
+	turnTable(b, turns, runColumns("", s, datasets, agentIndices(s.Mean.Agents, true)), majorityCell)
+
+	b.WriteString(level + " Uncertainty of the team (nats)\n\n" +
+		"TU = H(p_sys) = EU + AU over the agents' answer distributions; EU is their Jensen-Shannon divergence, " +
+		"AU their mean entropy.\n\n")
+	turnTable(b, turns, runColumns("", s, datasets, []int{uncertainty.System}), uncertaintyCell)
+	if slices.Contains(figures, "uncertainty") {
+		fmt.Fprintf(b, "![EU and AU stacked, TU on top, %s](uncertainty.png)\n\n", focusDataset(s.Mean))
+	}
 }
 
 // flipTargets are the turns whose flips from turn 0 the report shows: 1 and the last.

@@ -393,6 +393,7 @@ func writeTrainingMarkdown(w io.Writer, r *training, figures []string) error {
 	}
 
 	writeBeforeAfterMarkdown(&b, r)
+	writeLastValidation(&b, r)
 	if slices.Contains(figures, "validation") {
 		b.WriteString("## Validation accuracy\n\n![Validation accuracy per step, agent and turn](validation.png)\n\n")
 	}
@@ -422,6 +423,17 @@ func writeTrainingMarkdown(w io.Writer, r *training, figures []string) error {
 	b.WriteString("Files: " + strings.Join(files, ", ") + "; figures as .svg and .png.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLastValidation shows the last validation in the per-turn tables of umad debate's
+// report.
+func writeLastValidation(b *strings.Builder, r *training) {
+	if len(r.val) == 0 || r.val[len(r.val)-1].Summary == nil {
+		return
+	}
+	last := r.val[len(r.val)-1]
+	fmt.Fprintf(b, "## Last validation: step %d, %d problems\n\nIts debates in the tables of `umad debate`'s report.\n\n", last.Step, last.Problems)
+	writeTurnTables(b, "###", uncertainty.Combined{Seeds: 1, Mean: *last.Summary}, nil)
 }
 
 // writeBeforeAfterMarkdown compares the first and the last validation, with a column

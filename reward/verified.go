@@ -3,7 +3,7 @@ package reward
 // What a verifier model adds to robust: the pairs no rule decides, and its verdict on them.
 
 // Verified is robust with a verifier model deciding the pairs robust's rules do not
-// (Decided); the model and its calls live above the engine (package verifier).
+// (Verdict.Decided); the model and its calls live above the engine (package verifier).
 const Verified Mode = "robust+verifier"
 
 // Check is a verifier model's verdict on a pair robust did not decide.
@@ -18,13 +18,14 @@ const (
 	CheckSkipped   Check = "skipped"   // the verifier's time budget ran out first
 )
 
-// Decided reports whether robust's rules decide a pair: they do when robust calls the
-// answers equal, or when it read both sides (Readable) and neither is a word or choice
-// letter set against mathematics. A side kept as text robust could not parse ("11:21"), or
-// "three" against 3, or "(B)" against the value of option B that only the question names,
-// is a pair no rule decides: the pairs a verifier model is asked about.
-func Decided(answer, gold string) bool {
-	if RobustEquiv(answer, gold) {
+// Decided reports whether robust's rules decide a pair, given v, its verdict of answer
+// against gold (Grade, GradeAnswer), so the pair is not judged twice: they do when robust
+// calls the answers equal, or when it read both sides (Readable) and neither is a word or
+// choice letter set against mathematics. A side kept as text robust could not parse
+// ("11:21"), or "three" against 3, or "(B)" against the value of option B that only the
+// question names, is a pair no rule decides: the pairs a verifier model is asked about.
+func (v Verdict) Decided(answer, gold string) bool {
+	if v.Robust {
 		return true
 	}
 	if !Readable(answer) || !Readable(gold) {

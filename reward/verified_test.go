@@ -22,7 +22,7 @@ func TestDecided(t *testing.T) {
 		{"11:21", "681", false},        // a side robust could not parse
 		{"\\frac{1}{", "1", false},
 	} {
-		if got := Decided(c.answer, c.gold); got != c.decided {
+		if got := GradeAnswer(c.answer, c.gold).Decided(c.answer, c.gold); got != c.decided {
 			t.Errorf("Decided(%q, %q) = %v, want %v", c.answer, c.gold, got, c.decided)
 		}
 	}

@@ -112,10 +112,15 @@ type Overrides struct {
 	DrGRPO    bool     // advantages centred, not divided by the group std
 }
 
-// Override applies o to the recipe. Turning an influence reward on gives it the default
-// strength unless Eta says otherwise; KLInLoss moves the reward's KL coefficient to the
-// loss; KLCoef then sets the coefficient wherever the KL is.
+// Override applies o to the recipe. KLInLoss moves the reward's KL coefficient to the loss;
+// KLCoef then sets the coefficient wherever the KL is. An override may change an axis's
+// form or strength (sign or peer-mean influence, eta, alpha, the team reward's sum, max or
+// dictator, the KL's place and coefficient: the paper and the reference code place the KL
+// differently for the same algorithms), never what defines the algorithm: whether it has
+// a team reward, an influence reward and an NLL weight. That is refused, naming the
+// algorithm that has the combination, since the run would train it under another name.
 func (a Algo) Override(o Overrides) (Algo, error) {
+	before := a.defining()
 	var err error
 	if o.Team != "" {
 		if a.Team, err = ParseTeamMode(o.Team); err != nil {
@@ -127,7 +132,7 @@ func (a Algo) Override(o Overrides) (Algo, error) {
 			return a, err
 		}
 		if a.Influence != InfluenceOff && a.Eta == 0 {
-			a.Eta = DefaultEta
+			a.Eta = DefaultEta // a reward switched on, unless --eta 0 switches it off again
 		}
 	}
 	if o.Eta != nil {
@@ -135,6 +140,16 @@ func (a Algo) Override(o Overrides) (Algo, error) {
 	}
 	if o.NLLAlpha != nil {
 		a.NLLAlpha = *o.NLLAlpha
+	}
+	after := a.defining()
+	if o.Eta != nil && *o.Eta != 0 && a.Influence == InfluenceOff {
+		if o.Influence != "" {
+			return a, fmt.Errorf("--influence %s and --eta %g disagree: a strength for an influence reward that is off", o.Influence, *o.Eta)
+		}
+		after.influence = true // a strength for a reward the algorithm has not
+	}
+	if after != before {
+		return a, a.refuse(o, before, after)
 	}
 	if o.KLInLoss && a.KLLossCoef == 0 {
 		a.KLLossCoef, a.KLRewardCoef = a.KLRewardCoef, 0
@@ -148,6 +163,50 @@ func (a Algo) Override(o Overrides) (Algo, error) {
 	}
 	a.NoStd = o.DrGRPO
 	return a, nil
+}
+
+// defining are the axes that tell the named algorithms apart.
+type defining struct{ debate, team, influence, nll bool }
+
+func (a Algo) defining() defining {
+	return defining{debate: a.Debate, team: a.Team != TeamIndividual,
+		influence: a.Influence != InfluenceOff && a.Eta != 0, nll: a.NLLAlpha != 0}
+}
+
+// refuse says which flags would change which defining axis of a (before) and what
+// algorithm has the result (after).
+func (a Algo) refuse(o Overrides, before, after defining) error {
+	var flags, changed []string
+	has := func(b bool, article, what string) string {
+		if b {
+			return "has " + article + " " + what
+		}
+		return "has no " + what
+	}
+	if before.team != after.team {
+		flags = append(flags, "--team "+o.Team)
+		changed = append(changed, has(before.team, "a", "team reward"))
+	}
+	if before.influence != after.influence {
+		if o.Influence != "" {
+			flags = append(flags, "--influence "+o.Influence)
+		}
+		if o.Eta != nil {
+			flags = append(flags, fmt.Sprintf("--eta %g", *o.Eta))
+		}
+		changed = append(changed, has(before.influence, "an", "influence reward"))
+	}
+	if before.nll != after.nll {
+		flags = append(flags, fmt.Sprintf("--nll-alpha %g", *o.NLLAlpha))
+		changed = append(changed, has(before.nll, "an", "NLL weight"))
+	}
+	that := "no named algorithm has that combination"
+	for _, r := range recipes {
+		if r.defining() == after {
+			that = fmt.Sprintf("that is %s (--algo %s)", r.Name, r.Name)
+		}
+	}
+	return fmt.Errorf("--algo %s %s: %s %s; %s", a.Name, strings.Join(flags, " "), a.Name, strings.Join(changed, " and "), that)
 }
 
 // Check validates the recipe against the run's shape.

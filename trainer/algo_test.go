@@ -55,11 +55,18 @@ func TestOverride(t *testing.T) {
 		{"ippo", Overrides{KLCoef: f(0.02)}, func(a Algo) Algo { a.KLRewardCoef = 0.02; return a }},
 		// grpo's KL is in the loss already: --kl-in-loss changes nothing, --kl-coef sets it.
 		{"grpo", Overrides{KLInLoss: true, KLCoef: f(0.05)}, func(a Algo) Algo { a.KLLossCoef = 0.05; return a }},
-		// Turning an influence reward on gives it the default strength, unless eta is set.
-		{"ippo", Overrides{Influence: "peer-mean"}, func(a Algo) Algo { a.Influence, a.Eta = InfluencePeerMean, DefaultEta; return a }},
-		{"ippo", Overrides{Influence: "peer-mean", Eta: f(0.25)}, func(a Algo) Algo { a.Influence, a.Eta = InfluencePeerMean, 0.25; return a }},
-		{"umad", Overrides{Influence: "off"}, func(a Algo) Algo { a.Influence = InfluenceOff; return a }},
 		{"umad", Overrides{Team: "max", NLLAlpha: f(0.5), DrGRPO: true}, func(a Algo) Algo { a.Team, a.NLLAlpha, a.NoStd = TeamMax, 0.5, true; return a }},
+		// Axes that define no algorithm stay free: the influence reward's form and strength
+		// where there is one, alpha where there is an NLL weight, the team reward's form, the
+		// KL's place and coefficient.
+		{"umad", Overrides{Influence: "peer-mean", Eta: f(0.25)}, func(a Algo) Algo { a.Influence, a.Eta = InfluencePeerMean, 0.25; return a }},
+		{"intrinsic-only", Overrides{Influence: "sign", Eta: f(0.5)}, func(a Algo) Algo { a.Eta = 0.5; return a }},
+		{"nll-only", Overrides{NLLAlpha: f(1)}, func(a Algo) Algo { a.NLLAlpha = 1; return a }},
+		{"ippo", Overrides{Team: "dictator", KLInLoss: true}, func(a Algo) Algo {
+			a.Team, a.KLLossCoef, a.KLRewardCoef = TeamDictator, DefaultKLCoef, 0
+			return a
+		}},
+		{"grpo", Overrides{Team: "individual"}, func(a Algo) Algo { return a }},
 	} {
 		base, err := LookupAlgo(tc.algo)
 		if err != nil {
@@ -93,5 +100,42 @@ func TestAlgoHelp(t *testing.T) {
 	}
 	if d, _ := LookupAlgo("umad"); !strings.Contains(d.Describe(), "influence reward sign") || !strings.Contains(d.Describe(), "NLL weight") {
 		t.Errorf("umad described as %q", d.Describe())
+	}
+}
+
+// A flag that changes what defines the algorithm is refused, naming the algorithm that has
+// the combination: --algo ippo --influence peer-mean once trained intrinsic-only as "ippo".
+func TestOverrideRefusesAnotherAlgorithm(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		algo string
+		o    Overrides
+		want string
+	}{
+		{"ippo", Overrides{Influence: "peer-mean"}, "--algo ippo --influence peer-mean: ippo has no influence reward; that is intrinsic-only (--algo intrinsic-only)"},
+		{"ippo", Overrides{Influence: "peer-mean", Eta: f(0.25)}, "that is intrinsic-only"},
+		{"ippo", Overrides{Eta: f(0.25)}, "--algo ippo --eta 0.25: ippo has no influence reward; that is intrinsic-only"},
+		{"nll-only", Overrides{Influence: "sign"}, "that is umad"},
+		{"nll-only", Overrides{Eta: f(0.2)}, "that is umad"},
+		{"ippo", Overrides{NLLAlpha: f(0.25)}, "ippo has no NLL weight; that is nll-only"},
+		{"intrinsic-only", Overrides{NLLAlpha: f(0.25)}, "that is umad"},
+		{"umad", Overrides{Influence: "off"}, "umad has an influence reward; that is nll-only"},
+		{"umad", Overrides{Eta: f(0)}, "--algo umad --eta 0: umad has an influence reward; that is nll-only"},
+		{"umad", Overrides{NLLAlpha: f(0)}, "umad has an NLL weight; that is intrinsic-only"},
+		{"umad", Overrides{Influence: "off", NLLAlpha: f(0)}, "umad has an influence reward and has an NLL weight; that is ippo"},
+		{"intrinsic-only", Overrides{Influence: "off"}, "that is ippo"},
+		{"ippo", Overrides{Team: "individual"}, "ippo has a team reward; no named algorithm has that combination"},
+		{"grpo", Overrides{Team: "sum"}, "grpo has no team reward; no named algorithm"},
+		{"grpo", Overrides{NLLAlpha: f(0.25)}, "grpo has no NLL weight; no named algorithm"},
+		{"umad", Overrides{Influence: "off", Eta: f(0.3)}, "--influence off and --eta 0.3 disagree"},
+	} {
+		base, err := LookupAlgo(tc.algo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = base.Override(tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %+v: error %v, want one with %q", tc.algo, tc.o, err, tc.want)
+		}
 	}
 }

@@ -64,6 +64,16 @@ type Config struct {
 	SaveEvery   int         `json:"save_every"` // 0: at the end only
 	KeepLast    int         `json:"keep_last"`
 	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	// ValTurns is the turns of a validation debate (0: Turns), and ValTemperature, when
+	// set, every agent's sampling temperature in it (0: greedy; the paper evaluates at 0.6
+	// what it trains at 0.8); nil keeps the agents' own.
+	ValTurns       int      `json:"val_turns,omitempty"`
+	ValTemperature *float64 `json:"val_temperature,omitempty"`
+	// NoMask, FullHistory and Anonymise shape the debate messages of turns t >= 1 in the
+	// training rollouts and the validation, as umad debate's flags of those names do.
+	NoMask      bool `json:"no_mask"`
+	FullHistory bool `json:"full_history"`
+	Anonymise   bool `json:"anonymise"`
 	// Verifier is the GGUF verifier model of a robust+verifier run, and VerifierBudget the
 	// most time it may take per rollout batch (0: no limit). Checker is it loaded.
 	Verifier       string             `json:"verifier,omitempty"`
@@ -122,8 +132,9 @@ type testHooks struct {
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
 // "robust": true|false becomes Reward, before the sync mode had one (then in place, the
-// default), before the dtype had one (then f32), or before the policy loss had one (then
-// ppo), so runs from then still resume.
+// default), before the dtype had one (then f32), before the policy loss had one (then
+// ppo), or before validation had its own temperature (then the agents' one, when they
+// share it), so runs from then still resume.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
 	old := struct {
@@ -132,6 +143,10 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}{plain: (*plain)(c)}
 	if err := json.Unmarshal(b, &old); err != nil {
 		return err
+	}
+	if c.ValTemperature == nil && len(c.Agents) > 0 && c.sharedTemperature() {
+		temp := c.Agents[0].Params.Temperature
+		c.ValTemperature = &temp
 	}
 	if c.Reward == "" && old.Robust != nil {
 		c.Reward = reward.Strict
@@ -154,6 +169,16 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// sharedTemperature reports whether every agent samples at the same temperature.
+func (c *Config) sharedTemperature() bool {
+	for _, a := range c.Agents {
+		if a.Params.Temperature != c.Agents[0].Params.Temperature {
+			return false
+		}
+	}
+	return true
+}
+
 // Check validates a configuration. Run calls it; the CLI calls it before it claims the
 // run directory, so that a mistake leaves nothing behind.
 func (c *Config) Check() error {
@@ -170,6 +195,10 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: steps must be at least 1, got %d", c.Steps)
 	case c.Out == "":
 		return errors.New("train: an output directory is required")
+	case c.ValTurns < 0:
+		return fmt.Errorf("train: validation turns must not be negative, got %d", c.ValTurns)
+	case c.ValTemperature != nil && !(*c.ValTemperature >= 0 && *c.ValTemperature <= math.MaxFloat32):
+		return fmt.Errorf("train: the validation temperature must be a non-negative number, got %g", *c.ValTemperature)
 	case c.ValEvery < 0 || c.SaveEvery < 0 || c.KeepLast < 0 || c.ProbeTol < 0 || c.TISCap < 0 || c.KeepRollouts < 0:
 		return errors.New("train: intervals, tolerances and caps must not be negative")
 	case c.DynamicSampling && c.MaxGenBatches < 1:

@@ -100,13 +100,23 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 
 // debateConfig is the engine's view of the agents for one rollout or validation.
 func (t *Trainer) debateConfig(turns, k int, seed func(agent int) uint64) engine.DebateConfig {
-	dc := engine.DebateConfig{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Deterministic}
+	dc := engine.DebateConfig{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Deterministic,
+		Prompt: t.cfg.debatePrompt(seed(0))}
 	for i, a := range t.cfg.Agents {
 		st := t.agents[i]
 		dc.Agents = append(dc.Agents, engine.DebateAgent{Name: a.Name, Generator: st.server.Engine, Format: st.format,
 			Params: a.Params, MaxTokens: a.MaxTokens, Seed: seed(i)})
 	}
 	return dc
+}
+
+// debatePrompt is the debate messages' shape; seed draws Anonymise's labels.
+func (c *Config) debatePrompt(seed uint64) engine.DebatePrompt {
+	p := engine.DebatePrompt{KeepAnswers: c.NoMask, Anonymise: c.Anonymise, Seed: seed}
+	if c.FullHistory {
+		p.History = engine.HistoryFull
+	}
+	return p
 }
 
 // rollout debates the problems and returns their records in the given order.

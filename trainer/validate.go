@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/uncertainty"
 )
@@ -19,7 +20,10 @@ func (t *Trainer) validate(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	dc := t.debateConfig(t.cfg.Turns, max(t.cfg.ValK, 1), func(a int) uint64 { return t.cfg.Seed + t.cfg.Agents[a].SeedOffset })
+	dc := t.debateConfig(t.cfg.valTurns(), max(t.cfg.ValK, 1), func(a int) uint64 { return t.cfg.Seed + t.cfg.Agents[a].SeedOffset })
+	for a := range dc.Agents {
+		dc.Agents[a].Params = t.cfg.valParams(a)
+	}
 	var mine []valRecord // this rank's share of the problems (dist.go)
 	if lo, hi := share(len(t.cfg.ValProblems), t.rank(), t.world()); lo < hi {
 		recs, _, err := t.rollout(ctx, dc, t.cfg.ValProblems[lo:hi])
@@ -37,7 +41,7 @@ func (t *Trainer) validate(ctx context.Context) error {
 	}
 	acc := make([][]float64, len(t.cfg.Agents))
 	for a := range acc {
-		acc[a] = make([]float64, t.cfg.Turns)
+		acc[a] = make([]float64, t.cfg.valTurns())
 	}
 	var n float64
 	for _, r := range recs {
@@ -70,6 +74,24 @@ func (t *Trainer) validate(ctx context.Context) error {
 		fmt.Fprintf(t.cfg.Progress, "step %d validation: accuracy per agent and turn %v (%d problems)\n", t.step, roundAll(acc), len(recs))
 	}
 	return t.metrics.Append(line)
+}
+
+// valTurns is the turns of a validation debate.
+func (c *Config) valTurns() int {
+	if c.ValTurns == 0 {
+		return c.Turns
+	}
+	return c.ValTurns
+}
+
+// valParams is agent a's sampling in validation: its own, at the validation temperature
+// when one is set.
+func (c *Config) valParams(a int) sampler.Params {
+	p := c.Agents[a].Params
+	if c.ValTemperature != nil {
+		p.Temperature = *c.ValTemperature
+	}
+	return p
 }
 
 func roundAll(v [][]float64) [][]float64 {

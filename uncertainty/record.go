@@ -129,7 +129,7 @@ func PerProblem(p ProblemRecord) ([]ProblemTurn, error) {
 			AccStrict: make([]float64, agents), AccRobust: make([]float64, agents)}
 		for a, samples := range byAgent {
 			pt.AccStrict[a] = fraction(samples, correctIn(reward.Strict))
-			pt.AccRobust[a] = fraction(samples, correctIn(reward.Robust))
+			pt.AccRobust[a] = fraction(samples, correctIn(robustMode))
 		}
 		out[t] = pt
 	}
@@ -151,6 +151,11 @@ func atTurn(p ProblemRecord, t int) [][]reward.Verdict {
 	}
 	return byAgent
 }
+
+// robustMode grades the robust figures: robust, and a verifier model's verdict on the pairs
+// its rules do not decide where one was asked (debate --verifier, train's robust+verifier
+// reward); without a verifier it is robust.
+const robustMode = reward.Verified
 
 // correctIn is the test of correctness in mode m, for fraction and flips.
 func correctIn(m reward.Mode) func(reward.Verdict) bool {

@@ -42,7 +42,8 @@ type Row struct {
 	Problems int `json:"problems"`
 	Samples  int `json:"samples"`
 	// AccStrict and AccRobust are pass@1: the fraction of correct samples. System rows
-	// hold the mean over agents.
+	// hold the mean over agents. The robust figures take a verifier model's verdict where
+	// one judged a pair (Verified).
 	AccStrict float64 `json:"acc_strict"`
 	AccRobust float64 `json:"acc_robust"`
 	// MajStrict and MajRobust are the accuracy of the most frequent answer key among the
@@ -62,6 +63,9 @@ type Row struct {
 	Tokens       float64 `json:"tokens"`
 	Truncated    float64 `json:"truncated"`
 	Boxed        float64 `json:"boxed"`
+	// Verified is the share of samples whose pair a verifier model decided (equal or not),
+	// robust's rules having not: in the robust figures they count as it judged them.
+	Verified float64 `json:"verified,omitempty"`
 	// FromPrevious compares each trajectory with itself at turn-1, FromStart at turn 0
 	// (both zero at turn 0). System rows hold the mean over agents.
 	FromPrevious Transition `json:"from_previous"`
@@ -71,7 +75,7 @@ type Row struct {
 // metrics lists the row's averaged figures, for sums, means and deviations.
 func (r *Row) metrics() []*float64 {
 	m := []*float64{&r.AccStrict, &r.AccRobust, &r.MajStrict, &r.MajRobust, &r.TU, &r.EU, &r.AU,
-		&r.TokenEntropy, &r.NLL, &r.Tokens, &r.Truncated, &r.Boxed}
+		&r.TokenEntropy, &r.NLL, &r.Tokens, &r.Truncated, &r.Boxed, &r.Verified}
 	for _, f := range []*Flips{&r.FromPrevious.Strict, &r.FromPrevious.Robust, &r.FromStart.Strict, &r.FromStart.Robust} {
 		m = append(m, &f.C2C, &f.C2W, &f.W2C, &f.W2W, &f.Ratio)
 	}
@@ -206,13 +210,16 @@ func problemRows(p ProblemRecord) ([]Row, error) {
 			if r.Decomposition, err = Decompose(counts[a : a+1]); err != nil {
 				return nil, fmt.Errorf("turn %d agent %d: %w", t, a, err)
 			}
-			r.AccStrict, r.AccRobust = fraction(samples, correctIn(reward.Strict)), fraction(samples, correctIn(reward.Robust))
+			r.AccStrict, r.AccRobust = fraction(samples, correctIn(reward.Strict)), fraction(samples, correctIn(robustMode))
 			r.MajStrict, r.MajRobust = majority(samples)
 			r.TokenEntropy = mean(samples, func(s reward.Verdict) float64 { return s.MeanEntropy })
 			r.NLL = mean(samples, func(s reward.Verdict) float64 { return s.MeanNLL })
 			r.Tokens = mean(samples, func(s reward.Verdict) float64 { return float64(s.Tokens) })
 			r.Truncated = fraction(samples, func(s reward.Verdict) bool { return s.Truncated })
 			r.Boxed = fraction(samples, func(s reward.Verdict) bool { return s.Boxed })
+			r.Verified = fraction(samples, func(s reward.Verdict) bool {
+				return s.Verifier == reward.CheckEqual || s.Verifier == reward.CheckNotEqual
+			})
 			if t > 0 {
 				r.FromPrevious = transition(p.Answers[a][t-1], samples)
 				r.FromStart = transition(p.Answers[a][0], samples)
@@ -262,7 +269,7 @@ func majority(samples []reward.Verdict) (strict, robust float64) {
 		}
 		t.n++
 		t.strict += boolInt(s.Strict)
-		t.robust += boolInt(s.Robust)
+		t.robust += boolInt(s.Correct(robustMode))
 		best = max(best, t.n)
 	}
 	if best == 0 {
@@ -281,7 +288,7 @@ func majority(samples []reward.Verdict) (strict, robust float64) {
 
 // transition counts flips from before[k] to after[k] in both modes.
 func transition(before, after []reward.Verdict) Transition {
-	return Transition{Strict: flips(before, after, correctIn(reward.Strict)), Robust: flips(before, after, correctIn(reward.Robust))}
+	return Transition{Strict: flips(before, after, correctIn(reward.Strict)), Robust: flips(before, after, correctIn(robustMode))}
 }
 
 func flips(before, after []reward.Verdict, correct func(reward.Verdict) bool) Flips {

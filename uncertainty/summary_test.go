@@ -171,6 +171,32 @@ func TestSummariseTokenStatistics(t *testing.T) {
 	}
 }
 
+// A verifier model's verdict on a pair robust did not decide counts in the robust figures
+// (pass@1, majority, flips), never in the strict ones, and Verified is the share it decided.
+func TestSummariseCountsVerifierVerdicts(t *testing.T) {
+	p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]reward.Verdict{{
+		{{Key: "three"}, {Key: "three"}, {Key: "4"}, {Key: "5"}},
+		{{Key: "three", Verifier: reward.CheckEqual}, {Key: "three", Verifier: reward.CheckEqual},
+			{Key: "4", Verifier: reward.CheckUndecided}, {Key: "5", Verifier: reward.CheckNotEqual}},
+	}}}
+	s, err := Summarise([]ProblemRecord{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Find("d", 0, 0)
+	r, _ := s.Find("d", 0, 1)
+	if before.AccRobust != 0 || before.Verified != 0 {
+		t.Errorf("turn 0 without a verifier: robust %g, verified %g", before.AccRobust, before.Verified)
+	}
+	if r.AccRobust != 0.5 || r.MajRobust != 1 || r.AccStrict != 0 || r.MajStrict != 0 || r.Verified != 0.75 {
+		t.Errorf("robust %g majority %g, strict %g majority %g, verified %g; want 0.5 1, 0 0, 0.75",
+			r.AccRobust, r.MajRobust, r.AccStrict, r.MajStrict, r.Verified)
+	}
+	if f := r.FromPrevious.Robust; f.W2C != 0.5 || f.W2W != 0.5 {
+		t.Errorf("robust flips %+v: want half wrong to correct", f)
+	}
+}
+
 func TestSummariseAveragesProblemsAndDatasets(t *testing.T) {
 	one := func(dataset, id string, correct ...bool) ProblemRecord {
 		var samples []reward.Verdict

@@ -9,8 +9,8 @@ import (
 )
 
 // Records asks the verifier about every answer of the debate records that robust did not
-// decide against its problem's gold answer, and sets the answer's Grade.Verifier. Answers
-// robust decided, and responses without an answer, are left alone.
+// decide against its problem's gold answer, by the answer's Grade, and sets its
+// Grade.Verifier. Answers robust decided, and responses without an answer, are left alone.
 func (v *Verifier) Records(ctx context.Context, recs []engine.DebateRecord, budget time.Duration) (Counts, error) {
 	var pairs []Pair
 	var grades []*reward.Verdict
@@ -19,7 +19,7 @@ func (v *Verifier) Records(ctx context.Context, recs []engine.DebateRecord, budg
 			for _, byTraj := range turn {
 				for k := range byTraj {
 					at := &byTraj[k]
-					if at.Answer == nil || reward.Decided(*at.Answer, r.Problem.Gold) {
+					if at.Answer == nil || at.Grade.Decided(*at.Answer, r.Problem.Gold) {
 						continue
 					}
 					pairs = append(pairs, Pair{Question: r.Problem.Question, Gold: r.Problem.Gold, Answer: *at.Answer})

@@ -1,5 +1,5 @@
 // Package verifier asks a verifier model, a GGUF run by the engine, about the answer pairs
-// robust grading does not decide (reward.Decided): --reward robust+verifier=MODEL.gguf.
+// robust grading does not decide (reward.Verdict.Decided): --reward robust+verifier=MODEL.gguf.
 package verifier
 
 import (
@@ -52,6 +52,12 @@ type Counts struct {
 	Undecided int // output matching no verdict, or a prompt too long for the context
 	Skipped   int // the time budget ran out before they were asked
 	Seconds   float64
+}
+
+// String is the counts as the commands print them.
+func (c Counts) String() string {
+	return fmt.Sprintf("%d pairs robust did not decide: %d equal, %d not equal, %d undecided, %d skipped (budget); %d asked in %.1fs",
+		c.Pairs, c.Equal, c.NotEqual, c.Undecided, c.Skipped, c.Asked, c.Seconds)
 }
 
 // Decided is the number of pairs the model decided, equal or not.

@@ -133,7 +133,9 @@ func TestCheckBudget(t *testing.T) {
 // Only answers robust did not decide go to the verifier; the others keep no verdict.
 func TestRecords(t *testing.T) {
 	v := open(t)
-	answer := func(s string) engine.AgentTurn { return engine.AgentTurn{Answer: &s} }
+	answer := func(s string) engine.AgentTurn {
+		return engine.AgentTurn{Answer: &s, Grade: reward.GradeAnswer(s, "3")}
+	}
 	recs := []engine.DebateRecord{{
 		Problem: data.Problem{Question: "How many?", Gold: "3"},
 		Turns: [][][]engine.AgentTurn{
@@ -162,6 +164,24 @@ func TestRecords(t *testing.T) {
 	tally := Tally(recs, 2, 2)
 	if n := tally[0][0].Pairs + tally[0][1].Pairs + tally[1][0].Pairs + tally[1][1].Pairs; n != 4 || tally[1][1].Pairs != 0 {
 		t.Errorf("tally %+v: want 4 pairs, none for agent 1 at turn 1", tally)
+	}
+}
+
+// Records takes robust's verdict from the answer's Grade instead of judging the pair
+// again: an answer its grade calls equal is not sent, whatever its text.
+func TestRecordsUsesGrade(t *testing.T) {
+	v := open(t)
+	three := "three"
+	recs := []engine.DebateRecord{{
+		Problem: data.Problem{Question: "How many?", Gold: "3"},
+		Turns:   [][][]engine.AgentTurn{{{{Answer: &three, Grade: reward.Verdict{Robust: true}}}}},
+	}}
+	c, err := v.Records(context.Background(), recs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pairs != 0 || recs[0].Turns[0][0][0].Grade.Verifier != "" {
+		t.Errorf("counts %+v, verdict %q: an answer graded equal was sent", c, recs[0].Turns[0][0][0].Grade.Verifier)
 	}
 }
 

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/recipe"
+	"github.com/umad-dev/umad/trainer"
+)
+
+// recipeFlag is --recipe of umad train and umad debate.
+func recipeFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "recipe", Usage: "set every knob from a source: " + strings.Join(recipe.Names(), " or ") +
+		" (listed above); a flag given explicitly overrides the recipe's value"}
+}
+
+// recipeHelp is the help text's paragraph on --recipe, with every recipe's values.
+func recipeHelp(command string) string {
+	return "--recipe paper|reference sets every knob its source gives, listed below with the source; a\n" +
+		"flag given explicitly overrides the recipe's value. The run's first lines list what the recipe\n" +
+		"set and every override, and config.json records both. Knobs a source does not give keep\n" +
+		"umad's defaults. Lengths follow the problem set (AIME's are longer); --data mixing AIME with\n" +
+		"other sets needs --max-tokens and --prompt-limit.\n" + recipe.Help(command)
+}
+
+// recipeRun is what --recipe did, as config.json records it; a resume compares it with the
+// saved one, so it holds only what reads back the same.
+type recipeRun struct {
+	Name   string        `json:"name"`
+	Source string        `json:"source"`
+	Set    []recipeValue `json:"set"`
+	// Overrides are the recipe's settings that flags given explicitly replaced.
+	Overrides []recipeOverride `json:"overrides,omitempty"`
+}
+
+// recipeValue is a recipe.Setting with its value as text ("0.8", "256"): JSON would read a
+// number back as a float64 where the recipe has an int.
+type recipeValue struct {
+	Flag   string `json:"flag"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+}
+
+func recorded(s recipe.Setting) recipeValue {
+	return recipeValue{Flag: s.Flag, Value: fmt.Sprint(s.Value), Source: s.Source}
+}
+
+func (v recipeValue) arg() string { return recipe.Flag(v.Flag) + " " + v.Value }
+
+// recipeOverride is a recipe's setting and the flag given instead: its name, not its value,
+// which the rest of the config holds (--steps may change on a resume).
+type recipeOverride struct {
+	Recipe recipeValue `json:"recipe"`
+	Flag   string      `json:"given_flag"`
+}
+
+// recipeRivals are flags that give a recipe's setting another way, when given a value
+// that does (--steps 0 trains --epochs passes; --robust=false leaves --reward).
+var recipeRivals = map[string]struct {
+	flag  string
+	gives func(*ucli.Context) bool
+}{
+	"seeds":  {"seed", func(*ucli.Context) bool { return true }},
+	"reward": {"robust", func(c *ucli.Context) bool { return c.Bool("robust") }},
+	"epochs": {"steps", func(c *ucli.Context) bool { return c.Int("steps") > 0 }},
+}
+
+// applyRecipe sets every flag of --recipe that the command line left out, and returns what
+// it set and which flags given explicitly override it (nil without --recipe). algo is the
+// training algorithm; command is "train" or "debate".
+func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
+	if !c.IsSet("recipe") {
+		return nil, nil
+	}
+	r, err := recipe.Lookup(c.String("recipe"))
+	if err != nil {
+		return nil, fmt.Errorf("--recipe: %w", err)
+	}
+	if command == "train" {
+		if _, err := trainer.LookupAlgo(algo); err != nil {
+			return nil, err
+		}
+	}
+	var lengths recipe.Lengths // none when both are given
+	if !c.IsSet("max-tokens") || !c.IsSet("prompt-limit") {
+		sets, err := problemSets(c)
+		if err != nil {
+			return nil, err
+		}
+		if lengths, err = r.LengthsFor(sets); err != nil {
+			return nil, err
+		}
+	}
+	settings, err := r.Settings(command, algo, lengths)
+	if err != nil {
+		return nil, err
+	}
+	run := &recipeRun{Name: r.Name, Source: r.Source}
+	for _, s := range settings {
+		given := s.Flag
+		if rival, ok := recipeRivals[s.Flag]; ok && c.IsSet(rival.flag) && rival.gives(c) {
+			given = rival.flag
+		}
+		switch {
+		case !c.IsSet(given):
+			if err := c.Set(s.Flag, fmt.Sprint(s.Value)); err != nil {
+				return nil, fmt.Errorf("--recipe %s: %s: %w", r.Name, s.Arg(), err)
+			}
+		case given != s.Flag || fmt.Sprint(c.Value(given)) != fmt.Sprint(s.Value):
+			run.Overrides = append(run.Overrides, recipeOverride{Recipe: recorded(s), Flag: given})
+			continue
+		}
+		run.Set = append(run.Set, recorded(s)) // also when given with the recipe's own value
+	}
+	return run, nil
+}
+
+// problemSets names the problem sets of --data (the built-in set without it), whose
+// lengths a recipe gives.
+func problemSets(c *ucli.Context) ([]string, error) {
+	if c.String("data") == "" {
+		return []string{"synthetic"}, nil
+	}
+	ps, err := data.Load(c.String("data"), data.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var sets []string
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if !seen[p.Dataset] {
+			seen[p.Dataset] = true
+			sets = append(sets, p.Dataset)
+		}
+	}
+	return sets, nil
+}
+
+// scaleLoRALR multiplies the learning rate of a LoRA run whose --lr the recipe set (see
+// recipe.LoRALRScale), in the run and in the record.
+func (run *recipeRun) scaleLoRALR(rc *trainRunConfig) {
+	if run == nil || rc.Trainer.LoRA.Rank == 0 {
+		return
+	}
+	for i, s := range run.Set {
+		if s.Flag == "lr" {
+			rc.Trainer.Opt.LR = recipe.LoRALR(rc.Trainer.Opt.LR)
+			run.Set[i].Value = fmt.Sprint(rc.Trainer.Opt.LR)
+			run.Set[i].Source += fmt.Sprintf("; x%d for LoRA: %s", recipe.LoRALRScale, recipe.LoRAWhy)
+		}
+	}
+}
+
+// write prints what the recipe set and every override, with the value c gives it: a run's
+// first lines.
+func (run *recipeRun) write(w io.Writer, c *ucli.Context) {
+	if run == nil {
+		return
+	}
+	fmt.Fprintf(w, "recipe %s: %s\n", run.Name, run.Source)
+	for _, s := range run.Set {
+		fmt.Fprintf(w, "  %s  (%s)\n", s.arg(), s.Source)
+	}
+	for _, o := range run.Overrides {
+		given := recipe.Setting{Flag: o.Flag, Value: c.Value(o.Flag)}.Arg()
+		fmt.Fprintf(w, "  override: %s instead of the recipe's %s  (%s)\n", given, o.Recipe.arg(), o.Recipe.Source)
+	}
+}
+
+// recipeWriter is where a run's first lines go: stderr, or stdout for --dry-run, as the
+// memory plan.
+func recipeWriter(c *ucli.Context) io.Writer {
+	if c.Bool("dry-run") {
+		return c.App.Writer
+	}
+	return c.App.ErrWriter
+}
