@@ -307,8 +307,8 @@ demo)
 	}
 	debate "$out/sft-qwen2/model.gguf" "$out/sft-qwen3/model.gguf" "$out/before"
 	./umad train --agent "$out/sft-qwen2/hf" --agent "$out/sft-qwen3/hf" --algo umad --synthetic 64 "${task[@]}" \
-		--val-synthetic 32 --val-k 4 --val-every 10 --steps 20 --batch 8 -g 8 --mini-batch 4 --lr 1e-3 \
-		"${sampling[@]}" --prompt-limit 512 --out "$out/train"
+		--val-synthetic 32 --val-k 4 --val-every 10 --val-temperature 1 --steps 20 --batch 8 -g 8 --mini-batch 4 --lr 1e-3 \
+		"${sampling[@]}" --prompt-limit 512 --out "$out/train" # validation samples as the debates before and after do
 	ck="$out/train/checkpoints/$(cat "$out/train/checkpoints/latest")"
 	debate "$ck/agent-0/model.gguf" "$ck/agent-1/model.gguf" "$out/after"
 	./umad report --out "$out" "$out/before" "$out/after"
