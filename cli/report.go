@@ -75,6 +75,7 @@ func rebuildReport(dir string) (report.Run, error) {
 	}
 	var summaries []uncertainty.Summary
 	var all []uncertainty.ProblemRecord
+	var replicates []report.Replicate
 	for _, seed := range cfg.Seeds {
 		done, err := readDebateRecords(filepath.Join(dir, fmt.Sprintf("seed-%d", seed), "rollouts.jsonl.zst"))
 		if err != nil {
@@ -90,11 +91,12 @@ func rebuildReport(dir string) (report.Run, error) {
 		}
 		summaries = append(summaries, s)
 		all = append(all, recs...)
+		replicates = append(replicates, report.Replicate{Key: fmt.Sprint(seed), Problems: recs})
 	}
 	combined, err := uncertainty.CombineSeeds(summaries)
 	if err != nil {
 		return report.Run{}, err
 	}
-	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: cfg.protocolText(), Summary: combined, Problems: all}
+	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: cfg.protocolText(), Summary: combined, Problems: all, Replicates: replicates}
 	return run, report.Write(filepath.Join(dir, "report"), run)
 }
