@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
@@ -531,4 +532,32 @@ func writeTable1HTML(w io.Writer, t *table1) error {
 	b.WriteString("</table>\n</body>\n</html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// TrainingMethod is a training run's last summarised validation as a method named name
+// (one seed, no problem records), with its first and last as a base/trained pair where
+// they differ; ok is false where no validation has a summary.
+func TrainingMethod(dir, name string) (m Method, pair *Pair, ok bool, err error) {
+	_, val, err := trainlog.Read(filepath.Join(dir, trainlog.File))
+	if err != nil {
+		return Method{}, nil, false, fmt.Errorf("training run %s: %w", dir, err)
+	}
+	var sums []trainlog.ValMetrics
+	for _, v := range val {
+		if v.Summary != nil {
+			sums = append(sums, v)
+		}
+	}
+	if len(sums) == 0 {
+		return Method{}, nil, false, nil
+	}
+	first, last := sums[0], sums[len(sums)-1]
+	c, err := uncertainty.CombineSeeds([]uncertainty.Summary{*last.Summary})
+	if err != nil {
+		return Method{}, nil, false, fmt.Errorf("training run %s: %w", dir, err)
+	}
+	if first.Step != last.Step {
+		pair = &Pair{Name: fmt.Sprintf("%s (step %d → %d)", name, first.Step, last.Step), Base: *first.Summary, Trained: *last.Summary}
+	}
+	return Method{Name: name, Summary: c}, pair, true, nil
 }
