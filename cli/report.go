@@ -35,16 +35,18 @@ func init() {
 			".svg and .png). A method is a label given as LABEL=RUN, else the run's directory name; debate runs\n" +
 			"with one label are merged as seeds of one configuration, and a training run counts with its last\n" +
 			"validation (Fig. 3 draws its first and last). Table 1's rows are methods x agents, its columns\n" +
-			"datasets x T (T = turn+1; --turns, default 1, 2 and the longest debate's last) and the Average over\n" +
-			"datasets (per seed, then mean ± std over seeds). Each cell is strict pass@1 with its difference\n" +
+			"datasets x T (T = turn+1; --turns, default 1, 2 and the longest debate's last) and, with several\n" +
+			"datasets, their Average (per seed, then mean ± std over seeds). Each cell is strict pass@1 with its difference\n" +
 			"from --baseline (default: the first method) and a 95% interval, marked * where it excludes zero.\n" +
 			"The interval is a paired bootstrap over problems (4000 resamples, fixed seed, stratified by\n" +
 			"dataset): each problem's difference is averaged over the seeds both methods share (or, sharing\n" +
-			"none, is the difference of their means over seeds). Problems, not seeds, are resampled because\n" +
-			"they are the larger source of variance and the unit both methods share; a bootstrap rather than\n" +
-			"a t interval because per-problem differences of a few samples are far from normal. With few\n" +
-			"problems (under about 30) the percentile interval is too narrow. A training run's validation\n" +
-			"keeps no per-problem records, so its differences have no interval.",
+			"none, is the difference of their means over seeds). Problems are resampled, each carrying all\n" +
+			"its seeds, because they are the unit both methods share and the question is how a method does on\n" +
+			"problems like these; seed noise stays inside each problem's difference. A bootstrap rather than\n" +
+			"a t interval because per-problem differences of K samples are discrete and bounded, far from\n" +
+			"normal, and the Average's strata need no degrees-of-freedom formula. With few problems (tens)\n" +
+			"the percentile interval runs narrow: read it as optimistic. A training run's validation keeps\n" +
+			"no per-problem records, so its differences have no interval.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison, Table 1 and the figures of several runs go"},
 			&ucli.StringFlag{Name: "baseline", Usage: "the method Table 1 compares every row with (default: the first)"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -369,13 +370,12 @@ func (t *table1) columnLabel(i int) string {
 	return fmt.Sprintf("%s T=%d", d, turn+1)
 }
 
-func signed(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) }
-
-func plusSigned(v float64) string {
-	if s := signed(v); !strings.HasPrefix(s, "-") {
+// withSign prefixes a formatted number that is not negative with "+".
+func withSign(s string) string {
+	if !strings.HasPrefix(s, "-") {
 		return "+" + s
 	}
-	return signed(v)
+	return s
 }
 
 // text formats a cell as "62.4 ± 0.5 (+1.4 [+0.3, +2.6] *)".
@@ -386,13 +386,13 @@ func (c tableCell) text() string {
 	s := cell(c.mean, c.std, c.seeds, percent)
 	switch {
 	case c.ci:
-		s += fmt.Sprintf(" (%s [%s, %s]", plusSigned(c.delta), plusSigned(c.lo), plusSigned(c.hi))
+		s += fmt.Sprintf(" (%s [%s, %s]", withSign(percent(c.delta)), withSign(percent(c.lo)), withSign(percent(c.hi)))
 		if c.significant() {
 			s += " *"
 		}
 		s += ")"
 	case c.diff:
-		s += " (" + plusSigned(c.delta) + ")"
+		s += " (" + withSign(percent(c.delta)) + ")"
 	}
 	return s
 }
@@ -476,18 +476,11 @@ func (c tableCell) background(isBase bool) string {
 	case !c.diff || c.delta == 0:
 		return ""
 	}
-	pct := min(75, max(10, int(5*100*abs(c.delta))))
+	pct := min(75, max(10, int(5*100*math.Abs(c.delta))))
 	if c.delta > 0 {
 		return tint(gainColour, pct)
 	}
 	return tint(lossColour, pct)
-}
-
-func abs(v float64) float64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
 
 func writeTable1HTML(w io.Writer, t *table1) error {
