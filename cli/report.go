@@ -134,6 +134,7 @@ type table struct {
 	debates  map[string][]report.Run
 	training map[string]report.Method
 	pairs    []report.Pair
+	skipped  []string // training runs without a summarised validation
 }
 
 func (t *table) claim(label string, training bool) error {
@@ -161,8 +162,12 @@ func (t *table) addDebate(label string, run report.Run) error {
 
 func (t *table) addTraining(label, dir string) error {
 	m, pair, ok, err := report.TrainingMethod(dir, label)
-	if err != nil || !ok {
-		return err // a run without a summarised validation has nothing to tabulate
+	if err != nil {
+		return err
+	}
+	if !ok {
+		t.skipped = append(t.skipped, dir)
+		return nil
 	}
 	if err := t.claim(label, true); err != nil {
 		return err
@@ -181,6 +186,9 @@ func (t *table) addTraining(label, dir string) error {
 func (t *table) write(c *ucli.Context, turns []int) error {
 	if len(t.order) < 2 {
 		return nil
+	}
+	for _, dir := range t.skipped {
+		fmt.Fprintf(c.App.Writer, "table: %s has no validation with a summary; not a method of Table 1\n", dir)
 	}
 	var methods []report.Method
 	var series []report.Series

@@ -100,15 +100,30 @@ func TestReportTable1(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A training run whose validation has no summary is no method.
+	bare := filepath.Join(dir, "bare-train")
+	if err := os.MkdirAll(bare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if log, err = trainlog.Open(filepath.Join(bare, trainlog.File), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Append(trainlog.ValMetrics{Kind: trainlog.KindVal, Problems: 3, Accuracy: [][]float64{{0.5}, {0.5}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+
 	out := filepath.Join(dir, "cmp")
 	var stdout, stderr bytes.Buffer
 	app := App()
 	app.Writer, app.ErrWriter = &stdout, &stderr
 	if err := app.Run([]string{"umad", "report", "--out", out, "--baseline", "Zero-Shot", "--turns", "1,3",
-		"Zero-Shot=" + zero, "hot=" + hot, "UMAD=" + train}); err != nil {
+		"Zero-Shot=" + zero, "hot=" + hot, "UMAD=" + train, bare}); err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"comparison: " + filepath.Join(out, "compare.md"), "table: " + filepath.Join(out, "table1.md"),
+	for _, want := range []string{"table: " + bare + " has no validation with a summary; not a method of Table 1", "comparison: " + filepath.Join(out, "compare.md"), "table: " + filepath.Join(out, "table1.md"),
 		"figures: " + strings.Join([]string{filepath.Join(out, "fig1-accuracy-entropy.png"), filepath.Join(out, "fig2-uncertainty.png"),
 			filepath.Join(out, "fig3-base-trained.png"), filepath.Join(out, "fig5-flips.png")}, ", ")} {
 		if !strings.Contains(stdout.String(), want+"\n") {
