@@ -488,7 +488,7 @@ func writeTable1HTML(w io.Writer, t *table1) error {
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Table 1</title>\n<style>\n" +
 		"body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}" +
 		"th,td{border:1px solid #ccc;padding:4px 6px;text-align:center;white-space:nowrap}" +
-		"td.ci{font-size:11px;color:#333}.sig{font-weight:bold}caption{caption-side:bottom;text-align:left;max-width:60em;padding-top:1em}\n" +
+		".sig{font-weight:bold}caption{caption-side:bottom;text-align:left;max-width:60em;padding-top:1em}\n" +
 		"</style>\n</head>\n<body>\n<table>\n")
 	fmt.Fprintf(&b, "<caption>%s Light blue <span style=\"background:%s\">+ gain</span>, light pink "+
 		"<span style=\"background:%s\">− loss</span>, grey the baseline.</caption>\n",
