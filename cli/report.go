@@ -44,8 +44,9 @@ func init() {
 			"its seeds, because they are the unit both methods share and the question is how a method does on\n" +
 			"problems like these; seed noise stays inside each problem's difference. A bootstrap rather than\n" +
 			"a t interval because per-problem differences of K samples are discrete and bounded, far from\n" +
-			"normal, and the Average's strata need no degrees-of-freedom formula. With few problems (tens)\n" +
-			"the percentile interval runs narrow: read it as optimistic. A training run's validation keeps\n" +
+			"normal, and the Average's strata need no degrees-of-freedom formula. With few problems the\n" +
+			"percentile interval runs narrow: in a simulation (K = 4, a 9.5-point gain) it covered the true\n" +
+			"difference 88% of the time with 8 problems, 92% with 20 and 95-97% from 50. A training run's validation keeps\n" +
 			"no per-problem records, so its differences have no interval.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison, Table 1 and the figures of several runs go"},
