@@ -29,25 +29,25 @@ func init() {
 			"validations have them), training curves (accuracy, team reward, KL, entropy, gradient norm,\n" +
 			"clip fraction), where each step's time goes and the weight sync's share of it, with CSV\n" +
 			"tables and SVG and PNG figures.\n\n" +
-			"With two methods or more, also writes the paper's Table 1 into --out (table1.md, table1.csv and\n" +
-			"a self-contained table1.html in the paper's colours: blue gain, pink loss, grey baseline) and its\n" +
+			"With two methods or more, also writes the paper's Table 1 into --out (table1.md, table1.csv and a\n" +
+			"self-contained table1.html in the paper's colours: blue gain, pink loss, grey baseline) and its\n" +
 			"figures (fig1-accuracy-entropy, fig2-uncertainty for Figs. 2 and 6, fig3-base-trained, fig5-flips;\n" +
 			".svg and .png). A method is a label given as LABEL=RUN, else the run's directory name; debate runs\n" +
 			"with one label are merged as seeds of one configuration, and a training run counts with its last\n" +
 			"validation (Fig. 3 draws its first and last). Table 1's rows are methods x agents, its columns\n" +
 			"datasets x T (T = turn+1; --turns, default 1, 2 and the longest debate's last) and, with several\n" +
-			"datasets, their Average (per seed, then mean ± std over seeds). Each cell is strict pass@1 with its difference\n" +
-			"from --baseline (default: the first method) and a 95% interval, marked * where it excludes zero.\n" +
-			"The interval is a paired bootstrap over problems (4000 resamples, fixed seed, stratified by\n" +
-			"dataset): each problem's difference is averaged over the seeds both methods share (or, sharing\n" +
-			"none, is the difference of their means over seeds). Problems are resampled, each carrying all\n" +
-			"its seeds, because they are the unit both methods share and the question is how a method does on\n" +
-			"problems like these; seed noise stays inside each problem's difference. A bootstrap rather than\n" +
-			"a t interval because per-problem differences of K samples are discrete and bounded, far from\n" +
-			"normal, and the Average's strata need no degrees-of-freedom formula. With few problems the\n" +
-			"percentile interval runs narrow: in a simulation (K = 4, a 9.5-point gain) it covered the true\n" +
-			"difference 88% of the time with 8 problems, 92% with 20 and 95-97% from 50. A training run's validation keeps\n" +
-			"no per-problem records, so its differences have no interval.",
+			"datasets, their Average (per seed, then mean ± std over seeds). Each cell is strict pass@1 with\n" +
+			"its difference from --baseline (default: the first method) and a 95% interval, marked * where it\n" +
+			"excludes zero. The interval is a paired bootstrap over problems (4000 resamples, fixed seed,\n" +
+			"stratified by dataset): each problem's difference is averaged over the seeds both methods share\n" +
+			"(or, sharing none, is the difference of their means over seeds). Problems are resampled, each\n" +
+			"carrying all its seeds, because they are the unit both methods share and the question is how a\n" +
+			"method does on problems like these; seed noise stays inside each problem's difference. A bootstrap\n" +
+			"rather than a t interval because per-problem differences of K samples are discrete and bounded,\n" +
+			"far from normal, and the Average's strata need no degrees-of-freedom formula. With few problems\n" +
+			"the percentile interval runs narrow: in a simulation (K = 4, a 9.5-point gain) it covered the true\n" +
+			"difference 88% of the time with 8 problems, 92% with 20 and 95-97% from 50. A training run's\n" +
+			"validation keeps no per-problem records, so its differences have no interval.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison, Table 1 and the figures of several runs go"},
 			&ucli.StringFlag{Name: "baseline", Usage: "the method Table 1 compares every row with (default: the first)"},
