@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/csv"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,5 +63,119 @@ func TestReportTrainingRun(t *testing.T) {
 	app.Writer, app.ErrWriter = &stdout, &stderr
 	if err := app.Run([]string{"umad", "report", t.TempDir()}); err == nil || !strings.Contains(err.Error(), "is not a debate run") {
 		t.Errorf("report of an empty directory: %v", err)
+	}
+}
+
+// `umad report` over two labelled debate runs of tiny models (the baseline of two
+// seeds) and a training run writes Table 1, paired by seed and problem where the debate
+// runs share them, and the four figure kinds; the comparison is written as before.
+func TestReportTable1(t *testing.T) {
+	dir := t.TempDir()
+	zero, hot := filepath.Join(dir, "zero"), filepath.Join(dir, "hot")
+	runDebate(t, zero, "--seeds", "1,2")
+	runDebate(t, hot, "--seeds", "1", "--temperature", "1.5")
+	// A training run whose validations hold summaries of the zero-shot debate's seed 1.
+	train := filepath.Join(dir, "train-run")
+	if err := os.MkdirAll(train, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(zero, "report", "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum summaryJSON
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		t.Fatal(err)
+	}
+	log, err := trainlog.Open(filepath.Join(train, trainlog.File), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []int{0, 5} {
+		if err := log.Append(trainlog.ValMetrics{Kind: trainlog.KindVal, Step: step, Problems: 3, Accuracy: [][]float64{{0.5}, {0.5}}, Summary: &sum.Mean}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A training run whose validation has no summary is no method.
+	bare := filepath.Join(dir, "bare-train")
+	if err := os.MkdirAll(bare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if log, err = trainlog.Open(filepath.Join(bare, trainlog.File), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Append(trainlog.ValMetrics{Kind: trainlog.KindVal, Problems: 3, Accuracy: [][]float64{{0.5}, {0.5}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	out := filepath.Join(dir, "cmp")
+	var stdout, stderr bytes.Buffer
+	app := App()
+	app.Writer, app.ErrWriter = &stdout, &stderr
+	if err := app.Run([]string{"umad", "report", "--out", out, "--baseline", "Zero-Shot", "--turns", "1,3",
+		"Zero-Shot=" + zero, "hot=" + hot, "UMAD=" + train, bare}); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"table: " + bare + " has no validation with a summary; not a method of Table 1", "comparison: " + filepath.Join(out, "compare.md"), "table: " + filepath.Join(out, "table1.md"),
+		"figures: " + strings.Join([]string{filepath.Join(out, "fig1-accuracy-entropy.png"), filepath.Join(out, "fig2-uncertainty.png"),
+			filepath.Join(out, "fig3-base-trained.png"), filepath.Join(out, "fig5-flips.png")}, ", ")} {
+		if !strings.Contains(stdout.String(), want+"\n") {
+			t.Errorf("printed\n%s\nwithout %q", stdout.String(), want)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "table1.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| Method | Agent | gsm8k T=1 | gsm8k T=3 |", "| Zero-Shot | A1 |", "| hot | A0 |", "| UMAD | A1 |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("table1.md lacks %q:\n%s", want, md)
+		}
+	}
+	f, err := os.Open(filepath.Join(out, "table1.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hot pairs with Zero-Shot on seed 1 over the 3 problems; the training run, equal to
+	// Zero-Shot's seed 1 summary, has a difference but no interval.
+	for _, r := range rows[1:] {
+		switch method, T := r[0], r[3]; {
+		case method == "hot" && r[11] != "3":
+			t.Errorf("hot T=%s pairs %q problems, want 3: %v", T, r[11], r)
+		case method == "UMAD" && (r[7] == "" || r[8] != ""):
+			t.Errorf("UMAD T=%s: diff %q, interval %q: %v", T, r[7], r[8], r)
+		case method == "Zero-Shot" && (r[4] != "2" || r[7] != ""):
+			t.Errorf("baseline row %v", r)
+		}
+	}
+	for _, name := range []string{"table1.html", "compare.md", "fig1-accuracy-entropy.svg", "fig5-flips.svg"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+
+	for _, tc := range []struct{ args, want string }{
+		{"--baseline nope Zero-Shot=" + zero + " hot=" + hot, `no method named "nope"`},
+		{"=" + zero + " hot=" + hot, "give LABEL=RUN with both parts"},
+		{"UMAD=" + train + " UMAD=" + zero, "label UMAD names a training run and another run"},
+	} {
+		app = App()
+		app.Writer, app.ErrWriter = &stdout, &stderr
+		err := app.Run(append([]string{"umad", "report", "--out", t.TempDir()}, strings.Fields(tc.args)...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }

@@ -29,6 +29,14 @@ type Run struct {
 	Summary uncertainty.Combined
 	// Problems, when present, are written to problems.csv, one line per problem and turn.
 	Problems []uncertainty.ProblemRecord
+	// Replicates, when present, hold each seed's problems, for Table 1's paired intervals.
+	Replicates []Replicate
+}
+
+// Replicate is one seed's problem records; Key names the seed.
+type Replicate struct {
+	Key      string
+	Problems []uncertainty.ProblemRecord
 }
 
 // summaryFile is the layout of summary.json.

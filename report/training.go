@@ -353,11 +353,7 @@ func beforeAfterCell(m valMetric, first, last trainlog.ValMetrics, agent, turn i
 	cell := side(b, bok) + " → " + side(a, aok)
 	if bok && aok {
 		// The change in the cell's own unit and precision, signed.
-		d := m.format(a - b)
-		if !strings.HasPrefix(d, "-") {
-			d = "+" + d
-		}
-		cell += " (" + d + ")"
+		cell += " (" + withSign(m.format(a-b)) + ")"
 	}
 	return cell
 }
