@@ -322,7 +322,12 @@ func runCommand(c *ucli.Context, args []string) error {
 // generated-token estimates (from the count where there are none).
 func runCells(c *ucli.Context, todo, states []*cellState) error {
 	w := c.App.Writer
-	done := len(states) - len(todo)
+	done := 0
+	for _, st := range states {
+		if st.done {
+			done++
+		}
+	}
 	var tokensRun, tokensLeft int64
 	for _, st := range todo {
 		tokensLeft += st.tokens
@@ -349,6 +354,6 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 		}
 		fmt.Fprintf(w, "experiment: %d of %d cells done, %d left, ETA %s\n", done, len(states), len(todo)-i-1, eta.Round(time.Second))
 	}
-	fmt.Fprintf(w, "experiment: ran %d cells in %s; %d of %d are done\n", len(todo), time.Since(start).Round(time.Second), done, len(states))
+	fmt.Fprintf(w, "experiment: ran %d of %d cells in %s; %d are done\n", len(todo), len(states), time.Since(start).Round(time.Second), done)
 	return nil
 }
