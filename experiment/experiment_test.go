@@ -105,3 +105,23 @@ func TestLoadErrors(t *testing.T) {
 		}
 	}
 }
+
+// The repository's example reads and expands: 4 seeds of Zero-Shot MAD, the Single-GRPO pair
+// (two trainings), IPPO and UMAD, each with its debate.
+func TestExampleToyTable1(t *testing.T) {
+	f, err := Load("../examples/toy-table1.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := f.Cells()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, c := range cells {
+		kinds[c.Kind]++
+	}
+	if kinds["train"] != 16 || kinds["debate"] != 16 {
+		t.Errorf("the example has %v cells, want 16 trainings and 16 debates", kinds)
+	}
+}
