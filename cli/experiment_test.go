@@ -1,15 +1,18 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/rollouts"
 )
 
 // expGrid is a three-cell grid on the tiny models: a zero-shot debate, an IPPO training of
@@ -132,4 +135,64 @@ func TestExperimentGrid(t *testing.T) {
 	if _, _, err := runApp(t, "experiment", file); err == nil || !strings.Contains(err.Error(), "in use by another umad process") {
 		t.Errorf("a second process on the experiment: %v", err)
 	}
+}
+
+// Ctrl-C in the middle of a cell stops it as the command would (exit 130), and the same
+// experiment command resumes the cell and finishes it.
+func TestExperimentInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "exp")
+	file := filepath.Join(dir, "grid.toml")
+	grid := `out = "` + out + `"
+seeds = [1]
+debate_flags = { threads = 1, slots = 4, synthetic = 16 }
+[agents.pair]
+gguf = ["` + testmodel.GGUF(t, "qwen2") + `", "` + testmodel.GGUF(t, "llama") + `"]
+[eval.toy]
+turns = 2
+k = 4
+max_tokens = 24
+[methods.zero-shot]
+agents = ["pair"]
+eval = ["toy"]
+`
+	if err := os.WriteFile(file, []byte(grid), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := umadProcess(t, 0, "experiment", file)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, "debate/zero-shot/pair/toy/seed-1/seed-1/rollouts.jsonl.zst")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if records(path) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no problem finished:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); exitCode(err) != 130 || !strings.Contains(stderr.String(), "cell debate/zero-shot/pair/toy/seed-1 stopped; the same command resumes it") {
+		t.Fatalf("interrupted experiment: %v, want exit 130 (did it finish first?)\n%s", err, stderr.String())
+	}
+	stdout, stderrText, err := runApp(t, "experiment", file)
+	if err != nil || !strings.Contains(stdout, "rerun") || !strings.Contains(stdout, "1 of 1 cells done") {
+		t.Fatalf("resume: %v\n%s\n%s", err, stdout, stderrText)
+	}
+	if n := records(path); n != 16 {
+		t.Errorf("%d problems after resuming, want 16", n)
+	}
+}
+
+// records counts the records of a rollouts file (0 if unreadable).
+func records(path string) int {
+	n := 0
+	rollouts.Read(path, func([]byte) error { n++; return nil })
+	return n
 }
