@@ -106,9 +106,9 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// The repository's example reads and expands: 4 seeds of Zero-Shot MAD, the Single-GRPO pair
+// The repository's examples read and expand. Toy: 4 seeds of Zero-Shot MAD, the Single-GRPO pair
 // (two trainings), IPPO and UMAD, each with its debate.
-func TestExampleToyTable1(t *testing.T) {
+func TestExamples(t *testing.T) {
 	f, err := Load("../examples/toy-table1.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -123,5 +123,14 @@ func TestExampleToyTable1(t *testing.T) {
 	}
 	if kinds["train"] != 16 || kinds["debate"] != 16 {
 		t.Errorf("the example has %v cells, want 16 trainings and 16 debates", kinds)
+	}
+	// The paper's: zero-shot 2 x 5 x 5 debates, Single-GRPO 5 x (2 + 5), IPPO and UMAD
+	// 2 x 5 x (1 + 5) each.
+	f, err = Load("../examples/paper-table1.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cells, err = f.Cells(); err != nil || len(cells) != 205 {
+		t.Errorf("the paper's example has %d cells (%v), want 205", len(cells), err)
 	}
 }
