@@ -6,6 +6,7 @@ require (
 	github.com/klauspost/compress v1.18.3
 	github.com/ollama/ollama v0.17.4
 	github.com/parquet-go/parquet-go v0.32.0
+	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.38.0
 	gonum.org/v1/plot v0.16.0

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -54,9 +56,74 @@ func claimRunDir(dir string, cfg any) (save func() error, err error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !reflect.DeepEqual(reflect.ValueOf(oldCfg).Elem().Interface(), cfg) {
-		return nil, fmt.Errorf("%s holds a run with other settings; resume it with the same flags or choose another --out", dir)
+		return nil, fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", dir, configDiff(old, want))
 	}
 	return func() error { return nil }, nil
+}
+
+// configDiff names the first setting where two config.json texts differ, with both values
+// ("trainer.optimizer.lr: 0.001 there, 0.002 here").
+func configDiff(old, cur []byte) string {
+	var a, b any
+	if json.Unmarshal(old, &a) != nil || json.Unmarshal(cur, &b) != nil {
+		return "config.json is unreadable"
+	}
+	key, there, here := jsonDiff("", a, b)
+	if key == "" {
+		key = "a value" // equal as JSON: a float or type that reads back otherwise
+	}
+	return fmt.Sprintf("%s: %s there, %s here", key, jsonText(there), jsonText(here))
+}
+
+// jsonDiff walks two decoded JSON values and returns the path of their first difference.
+func jsonDiff(at string, a, b any) (key string, x, y any) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		names := map[string]bool{}
+		for k := range am {
+			names[k] = true
+		}
+		for k := range bm {
+			names[k] = true
+		}
+		for _, k := range slices.Sorted(maps.Keys(names)) {
+			if key, x, y := jsonDiff(joinKey(at, k), am[k], bm[k]); key != "" {
+				return key, x, y
+			}
+		}
+		return "", nil, nil
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok && len(al) == len(bl) {
+		for i := range al {
+			if key, x, y := jsonDiff(fmt.Sprintf("%s[%d]", at, i), al[i], bl[i]); key != "" {
+				return key, x, y
+			}
+		}
+		return "", nil, nil
+	}
+	if reflect.DeepEqual(a, b) {
+		return "", nil, nil
+	}
+	return at, a, b
+}
+
+func joinKey(at, k string) string {
+	if at == "" {
+		return k
+	}
+	return at + "." + k
+}
+
+// jsonText is a value as config.json writes it; "unset" where the key is absent.
+func jsonText(v any) string {
+	if v == nil {
+		return "unset"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // sftLock locks sft's output directory, which does not exist until the end (it is built

@@ -1,0 +1,359 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/experiment"
+	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/trainer"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:      "experiment",
+		Usage:     "run a grid of trainings and debates (methods x agent sets x evaluations x seeds) from one file",
+		UsageText: "umad experiment [--dry-run] [--only REGEXP] FILE.toml",
+		Description: "Every cell of the grid is an ordinary `umad train` or `umad debate` run directory under the\n" +
+			"file's out, run in this process by the command itself. The plan comes first: the cells, each\n" +
+			"one's state (done, new, resume) and generated tokens at most (training rollouts, validation\n" +
+			"not counted), and the memory plan of the largest training cell left. Cells that are done are\n" +
+			"skipped, a cut one resumes (train --resume; a debate reruns), and one whose directory holds other\n" +
+			"settings is refused, naming the setting. Ctrl-C stops the cell as the command would; the same\n" +
+			"command resumes it. One process per experiment directory.\n\n" + experiment.Help,
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "dry-run", Usage: "print the plan and stop"},
+			&ucli.StringFlag{Name: "only", Usage: "run only the cells whose name (train/METHOD/AGENTS/seed-S, debate/METHOD/AGENTS/EVAL/seed-S) matches this regular expression"},
+		},
+		Action: experimentCmd,
+	})
+}
+
+// cellState is a cell as the plan found it.
+type cellState struct {
+	experiment.Cell
+	dir    string
+	exists bool // its run directory holds a config.json
+	done   bool
+	// ready: a debate of trained agents whose training cells are done (else it resolved on
+	// the agent set's GGUFs, for the plan).
+	ready  bool
+	tokens int64
+	bytes  int64 // a training cell's model files, to find the largest
+}
+
+func experimentCmd(c *ucli.Context) error {
+	if c.NArg() != 1 {
+		return errors.New("give one experiment file: umad experiment FILE.toml")
+	}
+	f, err := experiment.Load(c.Args().First())
+	if err != nil {
+		return err
+	}
+	cells, err := f.Cells()
+	if err != nil {
+		return err
+	}
+	if !c.Bool("dry-run") {
+		lock, err := runlock.Dir(f.Out)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
+	states, err := planCells(f, cells)
+	if err != nil {
+		return err
+	}
+	todo, err := selectCells(c.String("only"), states)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	printPlan(w, c.Args().First(), states, todo)
+	if len(todo) == 0 {
+		fmt.Fprintln(w, "experiment: every selected cell is done; nothing to run")
+		return nil
+	}
+	if err := largestTrainPlan(c, todo); err != nil {
+		return err
+	}
+	if c.Bool("dry-run") {
+		return nil
+	}
+	return runCells(c, todo, states)
+}
+
+// planCells resolves every cell through its command's own flag handling: its tokens, whether
+// it is done, and a directory that holds other settings refused before anything runs.
+func planCells(f *experiment.File, cells []experiment.Cell) ([]*cellState, error) {
+	byName := map[string]*cellState{}
+	var states []*cellState
+	for _, cell := range cells {
+		st := &cellState{Cell: cell, dir: cell.Dir(f), ready: true}
+		_, err := os.Stat(filepath.Join(st.dir, "config.json"))
+		st.exists = err == nil
+		for _, n := range cell.Needs {
+			st.ready = st.ready && byName[n].done
+		}
+		if err := st.resolve(); err != nil {
+			return nil, fmt.Errorf("cell %s: %w", cell.Name, err)
+		}
+		byName[cell.Name] = st
+		states = append(states, st)
+	}
+	return states, nil
+}
+
+func (st *cellState) resolve() error {
+	args := st.Args
+	if !st.ready {
+		if args = st.BaseArgs; args == nil {
+			return nil // tokens unknown until its training is done
+		}
+	}
+	if st.Kind == "train" {
+		return resolveCommand(args, st.resolveTrain)
+	}
+	return resolveCommand(args, st.resolveDebate)
+}
+
+func (st *cellState) resolveTrain(c *ucli.Context) error {
+	rc, err := resolveTrain(c)
+	if err != nil {
+		return err
+	}
+	if rc.Trainer.Steps == 0 { // --epochs: as trainCmd counts them
+		n := rc.Synthetic
+		if rc.Data != "" {
+			ps, err := data.Load(rc.Data, data.Options{})
+			if err != nil {
+				return err
+			}
+			n = len(ps)
+		}
+		rc.Trainer.Steps = c.Int("epochs") * (n / max(rc.Trainer.BatchSize, 1))
+	}
+	t := rc.Trainer
+	for _, a := range rc.Agents {
+		st.tokens += int64(t.Steps) * int64(t.BatchSize) * int64(t.G) * int64(t.Turns) * int64(a.MaxTokens)
+		st.bytes += dirBytes(a.Model)
+	}
+	if !st.exists {
+		return nil
+	}
+	if _, err := claimTrainRun(st.dir, rc); err != nil {
+		return err
+	}
+	step, err := checkpointStep(st.dir)
+	st.done = step >= t.Steps
+	return err
+}
+
+func (st *cellState) resolveDebate(c *ucli.Context) error {
+	cfg, err := resolveDebate(c)
+	if err != nil {
+		return err
+	}
+	ps, err := cfg.problems()
+	if err != nil {
+		return err
+	}
+	per := int64(cfg.K) // samples per agent and turn
+	if cfg.Protocol == "probe" {
+		per++ // and the continuation
+	}
+	for _, a := range cfg.Agents {
+		st.tokens += int64(len(ps)) * int64(len(cfg.Seeds)) * per * int64(cfg.Turns) * int64(a.MaxTokens)
+	}
+	if !st.exists || !st.ready {
+		return nil
+	}
+	if _, err := claimRunDir(st.dir, cfg); err != nil {
+		return err
+	}
+	_, err = os.Stat(filepath.Join(st.dir, "report", report.ReportFile))
+	st.done = err == nil
+	return nil
+}
+
+// resolveCommand parses args (a command line after "umad") with that command's own flags
+// and runs fn on them instead of the command: what the command would resolve, unrun.
+func resolveCommand(args []string, fn ucli.ActionFunc) error {
+	i := slices.IndexFunc(commands, func(cmd *ucli.Command) bool { return cmd.Name == args[0] })
+	cmd := *commands[i]
+	cmd.Action = fn
+	app := &ucli.App{Name: "umad", Commands: []*ucli.Command{&cmd}, DisableSliceFlagSeparator: true,
+		Writer: io.Discard, ErrWriter: io.Discard, ExitErrHandler: func(*ucli.Context, error) {}}
+	return app.Run(append([]string{"umad"}, args...))
+}
+
+// checkpointStep is the step of a training run's newest checkpoint (0: none).
+func checkpointStep(run string) (int, error) {
+	ckpt, err := trainer.LatestCheckpoint(run)
+	if err != nil || ckpt == "" {
+		return 0, err
+	}
+	b, err := os.ReadFile(filepath.Join(ckpt, "state.json"))
+	if err != nil {
+		return 0, err
+	}
+	var st trainer.CheckpointState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Join(ckpt, "state.json"), err)
+	}
+	return st.Step, nil
+}
+
+// dirBytes is the size of the files in a model directory (not its subdirectories).
+func dirBytes(dir string) int64 {
+	var n int64
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n
+}
+
+// selectCells returns the cells to run: those --only matches that are not done. A debate of
+// trained agents needs its training cells done or selected too.
+func selectCells(only string, states []*cellState) ([]*cellState, error) {
+	re, err := regexp.Compile(only)
+	if err != nil {
+		return nil, fmt.Errorf("--only: %w", err)
+	}
+	var todo []*cellState
+	for _, st := range states {
+		if st.done || !re.MatchString(st.Name) {
+			continue
+		}
+		for _, n := range st.Needs {
+			i := slices.IndexFunc(states, func(s *cellState) bool { return s.Name == n })
+			if !states[i].done && !re.MatchString(n) {
+				return nil, fmt.Errorf("cell %s debates the agents of %s, which is not done; select it too (--only)", st.Name, n)
+			}
+		}
+		todo = append(todo, st)
+	}
+	return todo, nil
+}
+
+func printPlan(w io.Writer, file string, states, todo []*cellState) {
+	var left int64
+	for _, st := range todo {
+		left += st.tokens
+	}
+	fmt.Fprintf(w, "experiment %s: %d cells, %d to run, about %s generated tokens at most to run\n", file, len(states), len(todo), countText(left))
+	for _, st := range states {
+		state := "new"
+		switch {
+		case st.done:
+			state = "done"
+		case !slices.Contains(todo, st):
+			state = "not selected"
+		case st.exists && st.Kind == "train":
+			state = "resume"
+		case st.exists:
+			state = "rerun"
+		}
+		tokens := countText(st.tokens)
+		if st.tokens == 0 && !st.done {
+			tokens = "?"
+		}
+		fmt.Fprintf(w, "  %-6s %-48s %8s tokens  %s\n", st.Kind, st.Name, tokens, state)
+	}
+}
+
+// countText writes a count as 12, 3.4k or 5.6M.
+func countText(n int64) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+// largestTrainPlan prints the memory plan of the training cell left with the largest models
+// (then the most tokens), as its own --dry-run does; one that does not fit fails here.
+func largestTrainPlan(c *ucli.Context, todo []*cellState) error {
+	var big *cellState
+	for _, st := range todo {
+		if st.Kind == "train" && (big == nil || st.bytes > big.bytes || st.bytes == big.bytes && st.tokens > big.tokens) {
+			big = st
+		}
+	}
+	if big == nil {
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "memory plan of the largest training cell, %s:\n", big.Name)
+	args := append(append([]string(nil), big.Args...), "--dry-run")
+	if big.exists {
+		args = append(args, "--resume")
+	}
+	return runCommand(c, args)
+}
+
+// runCommand runs a umad command line in this process, on this app's outputs.
+func runCommand(c *ucli.Context, args []string) error {
+	app := App()
+	app.Writer, app.ErrWriter = c.App.Writer, c.App.ErrWriter
+	if c.Bool("verbose") {
+		args = append([]string{"--verbose"}, args...)
+	}
+	return app.Run(append([]string{"umad"}, args...))
+}
+
+// runCells runs the cells in order, with the cells done and left and an ETA from the
+// generated-token estimates (from the count where there are none).
+func runCells(c *ucli.Context, todo, states []*cellState) error {
+	w := c.App.Writer
+	done := 0
+	for _, st := range states {
+		if st.done {
+			done++
+		}
+	}
+	var tokensRun, tokensLeft int64
+	for _, st := range todo {
+		tokensLeft += st.tokens
+	}
+	start := time.Now()
+	for i, st := range todo {
+		fmt.Fprintf(w, "experiment: cell %d of %d to run: %s\n", i+1, len(todo), st.Name)
+		args := st.Args
+		if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil && st.Kind == "train" {
+			args = append(append([]string(nil), args...), "--resume")
+		}
+		if err := runCommand(c, args); err != nil {
+			if errors.Is(err, errInterrupted) {
+				fmt.Fprintf(c.App.ErrWriter, "umad: experiment: cell %s stopped; the same command resumes it\n", st.Name)
+			}
+			return fmt.Errorf("cell %s: %w", st.Name, err)
+		}
+		done++
+		tokensRun, tokensLeft = tokensRun+st.tokens, tokensLeft-st.tokens
+		elapsed := time.Since(start)
+		eta := elapsed / time.Duration(i+1) * time.Duration(len(todo)-i-1)
+		if tokensRun > 0 && tokensLeft >= 0 {
+			eta = time.Duration(float64(elapsed) * float64(tokensLeft) / float64(tokensRun))
+		}
+		fmt.Fprintf(w, "experiment: %d of %d cells done, %d left, ETA %s\n", done, len(states), len(todo)-i-1, eta.Round(time.Second))
+	}
+	fmt.Fprintf(w, "experiment: ran %d of %d cells in %s; %d are done\n", len(todo), len(states), time.Since(start).Round(time.Second), done)
+	return nil
+}

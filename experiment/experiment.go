@@ -1,0 +1,344 @@
+// Package experiment reads an experiment file (TOML: agent sets, training and evaluation
+// recipes, methods and seeds) and expands it into its grid of cells, each one ordinary
+// `umad train` or `umad debate` command line with its own run directory.
+package experiment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Help describes the file, for `umad experiment --help`; the README's subsection says the same.
+const Help = `The file (TOML) holds:
+  out = "runs/x"                     the experiment directory; every cell is a run directory in it
+  seeds = [1, 2, 3, 4]               one cell per seed: the training --seed and the debate's --seeds
+  train_flags = { threads = 1 }      flags of every train cell (name = value; a list repeats the flag)
+  debate_flags = { threads = 1 }     flags of every debate cell
+  [agents.NAME]                      an agent set: hf = [HF dirs] (trained), gguf = [GGUFs] (debated untrained)
+  [train.NAME]                       a training recipe: algo, recipe (paper|reference), alone = true
+                                     (each agent trained by itself, as the Single-GRPO pair), flags = {...}
+  [eval.NAME]                        an evaluation recipe: data (a --data path; none = the built-in set),
+                                     turns, k, max_tokens, prompt_limit, recipe, flags = {...}
+  [methods.NAME]                     a row: train = a [train] NAME (none: the GGUFs as they are),
+                                     agents = [agent sets], eval = [evaluation recipes]
+Relative paths are relative to the working directory, as on the command line. Cells:
+  train/METHOD/AGENTS/seed-S                     (alone: train/METHOD/AGENTS-agent-I/seed-S)
+  debate/METHOD/AGENTS/EVAL/seed-S               a trained method's debate uses --agent RUN,agent=I`
+
+// File is an experiment file.
+type File struct {
+	Out         string              `toml:"out"`
+	Seeds       []uint64            `toml:"seeds"`
+	TrainFlags  map[string]any      `toml:"train_flags"`
+	DebateFlags map[string]any      `toml:"debate_flags"`
+	Agents      map[string]AgentSet `toml:"agents"`
+	Train       map[string]Train    `toml:"train"`
+	Eval        map[string]Eval     `toml:"eval"`
+	Methods     map[string]Method   `toml:"methods"`
+}
+
+// AgentSet is a team: its HF directories (what training starts from) and GGUFs (what an
+// untrained debate runs), agent by agent.
+type AgentSet struct {
+	HF   []string `toml:"hf"`
+	GGUF []string `toml:"gguf"`
+}
+
+// Train is a training recipe.
+type Train struct {
+	Algo   string         `toml:"algo"`
+	Recipe string         `toml:"recipe"`
+	Alone  bool           `toml:"alone"`
+	Flags  map[string]any `toml:"flags"`
+}
+
+// Eval is an evaluation recipe: a debate.
+type Eval struct {
+	Recipe      string         `toml:"recipe"`
+	Data        string         `toml:"data"`
+	Turns       int            `toml:"turns"`
+	K           int            `toml:"k"`
+	MaxTokens   int            `toml:"max_tokens"`
+	PromptLimit int            `toml:"prompt_limit"`
+	Flags       map[string]any `toml:"flags"`
+}
+
+// Method is a row of the grid: agent sets, trained by a recipe or not, evaluated by recipes.
+type Method struct {
+	Train  string   `toml:"train"`
+	Agents []string `toml:"agents"`
+	Eval   []string `toml:"eval"`
+}
+
+// Cell is one run of the grid.
+type Cell struct {
+	// Name is the run directory relative to the experiment's out; --only matches it.
+	Name string
+	Kind string // "train" or "debate"
+	Seed uint64
+	// Args is the command line after "umad", --out included.
+	Args []string
+	// Needs names the train cells whose checkpoints a debate cell debates; BaseArgs is its
+	// command line on the agent set's GGUFs instead, which resolve before training.
+	Needs    []string
+	BaseArgs []string
+}
+
+// Dir is the cell's run directory.
+func (c Cell) Dir(f *File) string { return filepath.Join(f.Out, c.Name) }
+
+// Load reads and checks an experiment file; an unknown key is an error naming its line.
+func Load(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f File
+	if err := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields().Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, decodeError(err))
+	}
+	if err := f.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &f, nil
+}
+
+// decodeError gives the line of go-toml's errors ("line 12: unknown key eval.x.turn").
+func decodeError(err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		e := strict.Errors[0]
+		row, _ := e.Position()
+		return fmt.Errorf("line %d: unknown key %s", row, strings.Join(e.Key(), "."))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		return fmt.Errorf("line %d: %v", row, de)
+	}
+	return err
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func (f *File) check() error {
+	if f.Out == "" {
+		return errors.New("out is missing: name the experiment directory")
+	}
+	if len(f.Seeds) == 0 {
+		return errors.New("seeds is missing or empty")
+	}
+	for i, s := range f.Seeds {
+		if slices.Contains(f.Seeds[:i], s) {
+			return fmt.Errorf("seeds: %d is given twice", s)
+		}
+	}
+	if len(f.Methods) == 0 {
+		return errors.New("no [methods.NAME]: the grid is empty")
+	}
+	for _, group := range []struct {
+		what  string
+		names []string
+	}{{"agents", keys(f.Agents)}, {"train", keys(f.Train)}, {"eval", keys(f.Eval)}, {"methods", keys(f.Methods)}} {
+		for _, n := range group.names {
+			if !nameRE.MatchString(n) {
+				return fmt.Errorf("[%s.%s]: a name is letters, digits, '.', '-' and '_' (it names directories)", group.what, n)
+			}
+		}
+	}
+	for _, name := range keys(f.Methods) {
+		if err := f.checkMethod(name, f.Methods[name]); err != nil {
+			return fmt.Errorf("[methods.%s]: %w", name, err)
+		}
+	}
+	for _, name := range keys(f.Train) {
+		if f.Train[name].Algo == "" {
+			return fmt.Errorf("[train.%s]: algo is missing", name)
+		}
+	}
+	return nil
+}
+
+func (f *File) checkMethod(name string, m Method) error {
+	if m.Train != "" {
+		if _, ok := f.Train[m.Train]; !ok {
+			return fmt.Errorf("train %q: no [train.%s]", m.Train, m.Train)
+		}
+	}
+	if len(m.Agents) == 0 || len(m.Eval) == 0 {
+		return errors.New("agents and eval must each name at least one set")
+	}
+	for _, e := range m.Eval {
+		if _, ok := f.Eval[e]; !ok {
+			return fmt.Errorf("eval %q: no [eval.%s]", e, e)
+		}
+	}
+	for _, a := range m.Agents {
+		set, ok := f.Agents[a]
+		switch {
+		case !ok:
+			return fmt.Errorf("agents %q: no [agents.%s]", a, a)
+		case m.Train != "" && len(set.HF) == 0:
+			return fmt.Errorf("agents %q: a trained method needs the set's hf directories", a)
+		case m.Train == "" && len(set.GGUF) == 0:
+			return fmt.Errorf("agents %q: a method without train debates the set's gguf files; there are none", a)
+		}
+	}
+	return nil
+}
+
+func keys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Cells expands the grid, in the order it runs: method by method (by name), agent set,
+// seed; a seed's training before its debates.
+func (f *File) Cells() ([]Cell, error) {
+	var cells []Cell
+	for _, mname := range keys(f.Methods) {
+		m := f.Methods[mname]
+		for _, aname := range m.Agents {
+			for _, seed := range f.Seeds {
+				cs, err := f.methodCells(mname, m, aname, seed)
+				if err != nil {
+					return nil, fmt.Errorf("[methods.%s]: %w", mname, err)
+				}
+				cells = append(cells, cs...)
+			}
+		}
+	}
+	return cells, nil
+}
+
+func (f *File) methodCells(mname string, m Method, aname string, seed uint64) ([]Cell, error) {
+	set := f.Agents[aname]
+	seedDir := fmt.Sprintf("seed-%d", seed)
+	var cells []Cell
+	var trained []string // debate --agent values of the trained agents
+	var needs []string
+	if m.Train != "" {
+		tr := f.Train[m.Train]
+		teams := [][]string{set.HF}
+		if tr.Alone {
+			teams = nil
+			for _, hf := range set.HF {
+				teams = append(teams, []string{hf})
+			}
+		}
+		for i, team := range teams {
+			name := strings.Join([]string{"train", mname, aname, seedDir}, "/")
+			if tr.Alone {
+				name = strings.Join([]string{"train", mname, fmt.Sprintf("%s-agent-%d", aname, i), seedDir}, "/")
+			}
+			args := []string{"train", "--algo", tr.Algo}
+			if tr.Recipe != "" {
+				args = append(args, "--recipe", tr.Recipe)
+			}
+			for _, hf := range team {
+				args = append(args, "--agent", hf)
+			}
+			args = append(args, "--seed", fmt.Sprint(seed), "--out", filepath.Join(f.Out, name))
+			flags, err := flagArgs(f.TrainFlags, tr.Flags, gridFlags)
+			if err != nil {
+				return nil, fmt.Errorf("train %s: %w", m.Train, err)
+			}
+			cells = append(cells, Cell{Name: name, Kind: "train", Seed: seed, Args: append(args, flags...)})
+			needs = append(needs, name)
+			for j := range team {
+				trained = append(trained, fmt.Sprintf("%s,agent=%d", filepath.Join(f.Out, name), j))
+			}
+		}
+		if len(set.GGUF) > 0 && len(set.GGUF) != len(trained) {
+			return nil, fmt.Errorf("agents %q: %d gguf files for %d hf directories", aname, len(set.GGUF), len(trained))
+		}
+	}
+	for _, ename := range m.Eval {
+		ev := f.Eval[ename]
+		name := strings.Join([]string{"debate", mname, aname, ename, seedDir}, "/")
+		agents := set.GGUF
+		if m.Train != "" {
+			agents = trained
+		}
+		args, err := f.debateArgs(ev, agents, seed, filepath.Join(f.Out, name))
+		if err != nil {
+			return nil, fmt.Errorf("eval %s: %w", ename, err)
+		}
+		cell := Cell{Name: name, Kind: "debate", Seed: seed, Args: args, Needs: needs}
+		if m.Train != "" && len(set.GGUF) > 0 {
+			cell.BaseArgs, _ = f.debateArgs(ev, set.GGUF, seed, filepath.Join(f.Out, name))
+		}
+		cells = append(cells, cell)
+	}
+	return cells, nil
+}
+
+func (f *File) debateArgs(ev Eval, agents []string, seed uint64, out string) ([]string, error) {
+	args := []string{"debate"}
+	if ev.Recipe != "" {
+		args = append(args, "--recipe", ev.Recipe)
+	}
+	for _, a := range agents {
+		args = append(args, "--agent", a)
+	}
+	if ev.Data != "" {
+		args = append(args, "--data", ev.Data)
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"--turns", ev.Turns}, {"-k", ev.K}, {"--max-tokens", ev.MaxTokens}, {"--prompt-limit", ev.PromptLimit}} {
+		if n.v != 0 {
+			args = append(args, n.flag, fmt.Sprint(n.v))
+		}
+	}
+	args = append(args, "--seeds", fmt.Sprint(seed), "--out", out)
+	flags, err := flagArgs(f.DebateFlags, ev.Flags, append(evalFlags, gridFlags...))
+	return append(args, flags...), err
+}
+
+// gridFlags are set by the grid itself, and evalFlags by an evaluation recipe's own keys; a
+// flags table may not give them.
+var (
+	gridFlags = []string{"agent", "out", "seed", "seeds", "resume", "algo", "recipe", "dry-run"}
+	evalFlags = []string{"data", "turns", "k", "max-tokens", "prompt-limit"}
+)
+
+// flagArgs turns flags tables into arguments (--name=value, a list repeating the flag),
+// by name; a recipe's table overrides the common one.
+func flagArgs(common, own map[string]any, refused []string) ([]string, error) {
+	all := map[string]any{}
+	for k, v := range common {
+		all[k] = v
+	}
+	for k, v := range own {
+		all[k] = v
+	}
+	var args []string
+	for _, k := range keys(all) {
+		if slices.Contains(refused, k) {
+			return nil, fmt.Errorf("flags: --%s is the grid's to set (its own key, or the cell's)", k)
+		}
+		vs, ok := all[k].([]any)
+		if !ok {
+			vs = []any{all[k]}
+		}
+		for _, v := range vs {
+			args = append(args, fmt.Sprintf("--%s=%v", k, v))
+		}
+	}
+	return args, nil
+}
