@@ -18,6 +18,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/uncertainty"
 )
@@ -277,7 +278,7 @@ func debateCmd(c *ucli.Context) error {
 	if c.Bool("check-determinism") {
 		return checkDeterminism(c)
 	}
-	if os.Getenv("RANK") != "" && !ownRank() {
+	if os.Getenv("RANK") != "" && !launch.OwnRank() {
 		return fmt.Errorf("RANK=%s is set (by torchrun or a job system?), but umad debate starts its own ranks with --nproc N and merges their shares into one report; run it once per job, without RANK",
 			os.Getenv("RANK"))
 	}
@@ -313,11 +314,11 @@ func debateCmd(c *ucli.Context) error {
 		if err := mergeRanks(out, cfg.Seeds); err != nil { // a stopped multi-process run's
 			return err
 		}
-		if d.multi() {
+		if d.Multi() {
 			if err := save(); err != nil {
 				return err
 			}
-			if err := startRanks(c, d, d.Timeout); err != nil {
+			if err := launch.Start(d, d.Timeout, rankOutput(c)); err != nil {
 				return err
 			}
 			if err := mergeRanks(out, cfg.Seeds); err != nil {
@@ -355,7 +356,7 @@ func debateCmd(c *ucli.Context) error {
 	for _, seed := range cfg.Seeds {
 		if err := runSeed(ctx, cfg, agents, check, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)), rankPart{d.Rank, d.World}); err != nil {
 			if ctx.Err() != nil {
-				return errInterrupted
+				return launch.ErrInterrupted
 			}
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/launch"
 )
 
 func init() {
@@ -112,7 +113,7 @@ func generate(c *ucli.Context) error {
 	var res engine.Result
 	if err := e.Generate(ctx, req, func(r engine.Result) { res = r }); err != nil {
 		if ctx.Err() != nil {
-			return errInterrupted
+			return launch.ErrInterrupted
 		}
 		return err
 	}

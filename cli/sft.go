@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -147,7 +148,7 @@ func sftCmd(c *ucli.Context) (err error) {
 		}})
 	fmt.Fprintln(c.App.ErrWriter)
 	if errors.Is(err, trainer.ErrInterrupted) {
-		return errors.Join(errInterrupted, err)
+		return errors.Join(launch.ErrInterrupted, err)
 	}
 	if err != nil {
 		return err

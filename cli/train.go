@@ -15,6 +15,7 @@ import (
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/report"
@@ -360,10 +361,10 @@ func trainCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if !ownRank() { // the launcher's ranks run the same command
+	if !launch.OwnRank() { // the launcher's ranks run the same command
 		rc.Recipe.write(recipeWriter(c), c)
 	}
-	d := distSpec{World: 1, LocalWorld: 1}
+	d := launch.Spec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run prints one process's plan
 		var launched bool
 		if d, launched, err = launchRanks(c, rc.Trainer.CheckWorld); launched || err != nil {
@@ -464,8 +465,8 @@ func trainCmd(c *ucli.Context) error {
 			return err
 		}
 	}
-	if d.multi() {
-		if cfg.Group, err = joinJob(rt, d, rc); err != nil {
+	if d.Multi() {
+		if cfg.Group, err = launch.Join(rt, d, rc); err != nil {
 			return err
 		}
 		defer cfg.Group.Close()
@@ -477,7 +478,7 @@ func trainCmd(c *ucli.Context) error {
 	defer release()
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
 		if errors.Is(err, trainer.ErrInterrupted) {
-			return errors.Join(errInterrupted, err)
+			return errors.Join(launch.ErrInterrupted, err)
 		}
 		if !exists {
 			abandonRun(out)
