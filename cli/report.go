@@ -8,6 +8,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/uncertainty"
@@ -76,14 +77,14 @@ func rebuildReport(dir string) (report.Run, error) {
 	var summaries []uncertainty.Summary
 	var all []uncertainty.ProblemRecord
 	for _, seed := range cfg.Seeds {
-		done, err := readDebateRecords(filepath.Join(dir, fmt.Sprintf("seed-%d", seed), "rollouts.jsonl.zst"))
+		done, err := evalrun.ReadRecords(filepath.Join(dir, fmt.Sprintf("seed-%d", seed), "rollouts.jsonl.zst"))
 		if err != nil {
 			return report.Run{}, err
 		}
 		if len(done) == 0 {
 			return report.Run{}, fmt.Errorf("report: %s seed %d has no finished problems yet", dir, seed)
 		}
-		recs := inProblemOrder(done)
+		recs := evalrun.InProblemOrder(done)
 		s, err := uncertainty.Summarise(recs)
 		if err != nil {
 			return report.Run{}, err
