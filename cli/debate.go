@@ -164,31 +164,8 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx"),
 		Deterministic: c.Bool("deterministic")}
-	if cfg.Data == "" {
-		if c.IsSet("limit") || c.IsSet("sample-ratio") {
-			return cfg, errors.New("--limit and --sample-ratio choose among the problems of --data; the built-in set's size is --synthetic N")
-		}
-		if err := checkSynthetic(c); err != nil {
-			return cfg, err
-		}
-		cfg.Synthetic = c.Int("synthetic")
-		set := syntheticSet(c)
-		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
-	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
-		cfg.Data = abs
-	}
-	if err := checkVerifierFlags(c); err != nil {
+	if err := resolveDebateData(c, &cfg); err != nil {
 		return cfg, err
-	}
-	if c.String("verifier") != "" {
-		var err error
-		if cfg.Verifier, err = filepath.Abs(c.String("verifier")); err != nil {
-			return cfg, err
-		}
-		if cfg.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
-			return cfg, err
-		}
-		cfg.VerifierBudget = c.Duration("verifier-budget")
 	}
 	switch {
 	case cfg.K < 1:
@@ -201,13 +178,60 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 	if err := resolveProtocol(c, &cfg); err != nil {
 		return cfg, err
 	}
+	if err := resolveDebateAgents(c, &cfg); err != nil {
+		return cfg, err
+	}
+	if cfg.Seeds, err = parseSeeds(c); err != nil {
+		return cfg, err
+	}
+	if err := parseStop(c, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// resolveDebateData takes the problems' source: --data's file, or the built-in set; and
+// --verifier's model and template, made absolute.
+func resolveDebateData(c *ucli.Context, cfg *debateConfig) error {
+	if cfg.Data == "" {
+		if c.IsSet("limit") || c.IsSet("sample-ratio") {
+			return errors.New("--limit and --sample-ratio choose among the problems of --data; the built-in set's size is --synthetic N")
+		}
+		if err := checkSynthetic(c); err != nil {
+			return err
+		}
+		cfg.Synthetic = c.Int("synthetic")
+		set := syntheticSet(c)
+		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
+	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
+		cfg.Data = abs
+	}
+	if err := checkVerifierFlags(c); err != nil {
+		return err
+	}
+	if c.String("verifier") != "" {
+		var err error
+		if cfg.Verifier, err = filepath.Abs(c.String("verifier")); err != nil {
+			return err
+		}
+		if cfg.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
+			return err
+		}
+		cfg.VerifierBudget = c.Duration("verifier-budget")
+	}
+	return nil
+}
+
+// resolveDebateAgents reads the agents and sizes the context for the longest prompt plus
+// the longest response, unless --ctx says.
+func resolveDebateAgents(c *ucli.Context, cfg *debateConfig) error {
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c, true)
 		if err != nil {
-			return cfg, err
+			return err
 		}
 		if a.Adapter != "" {
-			return cfg, fmt.Errorf("--agent %q: adapter= is for umad train; debate a merged model (umad convert lora2hf, then hf2gguf)", spec)
+			return fmt.Errorf("--agent %q: adapter= is for umad train; debate a merged model (umad convert lora2hf, then hf2gguf)", spec)
 		}
 		cfg.Agents = append(cfg.Agents, a)
 	}
@@ -218,23 +242,34 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 			cfg.Ctx = max(cfg.Ctx, cfg.PromptLimit+a.MaxTokens)
 		}
 	}
+	return nil
+}
+
+// parseSeeds reads --seeds, or --seed as one seed.
+func parseSeeds(c *ucli.Context) ([]uint64, error) {
+	var list []uint64
 	seeds := c.String("seeds")
 	if c.IsSet("seed") {
 		if c.IsSet("seeds") {
-			return cfg, errors.New("give --seed or --seeds, not both")
+			return nil, errors.New("give --seed or --seeds, not both")
 		}
 		seeds = strconv.FormatUint(c.Uint64("seed"), 10)
 	}
 	for _, s := range strings.Split(seeds, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil {
-			return cfg, fmt.Errorf("--seeds %q: %w", c.String("seeds"), err)
+			return nil, fmt.Errorf("--seeds %q: %w", c.String("seeds"), err)
 		}
-		if slices.Contains(cfg.Seeds, v) {
-			return cfg, fmt.Errorf("--seeds: seed %d given twice", v)
+		if slices.Contains(list, v) {
+			return nil, fmt.Errorf("--seeds: seed %d given twice", v)
 		}
-		cfg.Seeds = append(cfg.Seeds, v)
+		list = append(list, v)
 	}
+	return list, nil
+}
+
+// parseStop reads --stop's adaptive-stopping rules.
+func parseStop(c *ucli.Context, cfg *debateConfig) error {
 	for _, s := range c.StringSlice("stop") {
 		k, v, _ := strings.Cut(s, "=")
 		var err error
@@ -253,10 +288,10 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 			err = errors.New("want agree=R or eu=X")
 		}
 		if err != nil {
-			return cfg, fmt.Errorf("--stop %q: %w", s, err)
+			return fmt.Errorf("--stop %q: %w", s, err)
 		}
 	}
-	return cfg, nil
+	return nil
 }
 
 func (cfg debateConfig) problems() ([]data.Problem, error) {
