@@ -16,6 +16,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/launch"
 )
 
 // commands lists every top-level command; each file of this package adds its own in init.
@@ -62,15 +63,13 @@ func run(args []string, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if errors.Is(err, errInterrupted) {
+	if errors.Is(err, launch.ErrInterrupted) {
 		fmt.Fprintln(stderr, "umad: interrupted; completed work is on disk")
 		return 130
 	}
 	fmt.Fprintf(stderr, "umad: %v\n", err)
 	return 1
 }
-
-var errInterrupted = errors.New("interrupted")
 
 // withFloatChecks makes every command refuse NaN and infinite values of its float flags,
 // which otherwise fail far from the flag (--lr NaN: "json: unsupported value: NaN").

@@ -17,66 +17,9 @@ import (
 
 func init() {
 	register(&ucli.Command{
-		Name:  "bench",
-		Usage: "measure throughput against bare baselines",
-		Subcommands: []*ucli.Command{{
-			Name:      "rollout",
-			Usage:     "engine tokens/s against a bare llama.cpp decode loop, sampler share, prefix-sharing savings",
-			UsageText: "umad bench rollout [--model M.gguf] [-k 16] [--max-tokens 128] [--big-vocab 151936] [--results bench/RESULTS.md]",
-			Description: "Runs the rollout engine (sampling at T=0.6, top-p 0.95, with log-probs and entropies)\n" +
-				"and a bare loop (greedy argmax, nothing else) on the same model, batch and threads, in\n" +
-				"one process, and prints engine/bare. Every sample decodes exactly --max-tokens tokens.\n" +
-				"Without --model it generates a tiny qwen2 model, plus one with a --big-vocab vocabulary\n" +
-				"for the sampler's share at a real vocabulary size (batch --big-batch).",
-			Flags: []ucli.Flag{
-				&ucli.StringFlag{Name: "model", Usage: "GGUF model (default: a generated tiny qwen2 model)"},
-				&ucli.IntFlag{Name: "k", Value: 16, Usage: "samples of one prompt, decoded together"},
-				&ucli.IntFlag{Name: "max-tokens", Value: 128, Usage: "tokens per sample"},
-				&ucli.IntFlag{Name: "prompt-tokens", Value: 64, Usage: "prompt length"},
-				&ucli.IntFlag{Name: "big-vocab", Value: 151936, Usage: "vocabulary of the second generated model (0 = skip)"},
-				&ucli.IntFlag{Name: "big-batch", Value: 64, Usage: "samples decoded together on the big-vocabulary model"},
-				&ucli.StringFlag{Name: "preset", Usage: "also measure random weights of a real shape at --big-batch: " + presetNames()},
-				&ucli.IntFlag{Name: "preset-tokens", Value: 8, Usage: "tokens per sample on the preset model"},
-				&ucli.IntFlag{Name: "repeats", Value: 3, Usage: "best of this many runs"},
-				&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads; 0 = physical cores"},
-				&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU"},
-				&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
-				&ucli.StringFlag{Name: "section", Value: "rollout", Usage: "name of the section --results rewrites (bench/gpu.sh keeps one per GPU setting)"},
-			},
-			Action: benchRollout,
-		}, {
-			Name:      "debate",
-			Usage:     "a whole debate's wall time against a bare llama.cpp loop's time for the same tokens, and prompt sharing",
-			UsageText: "umad bench debate [--agent M.gguf --agent M.gguf] [--synthetic 24] [-k 4] [--turns 3] [--results bench/RESULTS.md]",
-			Description: "Debates the built-in synthetic problems (twice by default), then times a bare llama.cpp\n" +
-				"loop on each model with the same threads and slots, at two depths: prefill of --slots\n" +
-				"prompts of the debate's mean prompt length from position 0 and decode steps after them,\n" +
-				"then as many prompt tokens again and decode steps after those. A token costs more the\n" +
-				"deeper it sits (it attends over every cell before it), so each token is priced at its\n" +
-				"position by a line through those times. Efficiency is the bare loop's time for the\n" +
-				"prompt tokens the engines decoded and the tokens they generated, over the best debate\n" +
-				"wall time; \"naive prompts\" prices every sample's whole prompt from position 0 instead\n" +
-				"(what prompt sharing saves). Also prints the cost of one KV stream copy.\n" +
-				"Without --agent both agents run on one generated tiny qwen2 model (--two-models: a\n" +
-				"second one for the second agent).",
-			Flags: []ucli.Flag{
-				&ucli.StringSliceFlag{Name: "agent", Usage: "GGUF model of an agent, once per agent (the same path twice: one engine)"},
-				&ucli.BoolFlag{Name: "two-models", Usage: "without --agent: the second agent gets its own generated model"},
-				&ucli.IntFlag{Name: "synthetic", Value: 24, Usage: "synthetic problems"},
-				&ucli.IntFlag{Name: "k", Aliases: []string{"K"}, Value: 4, Usage: "trajectories per problem"},
-				&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns, turn 0 included"},
-				&ucli.IntFlag{Name: "max-tokens", Value: 64, Usage: "most tokens per response"},
-				&ucli.IntFlag{Name: "prompt-limit", Value: 512, Usage: "most prompt tokens"},
-				&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per engine"},
-				&ucli.IntFlag{Name: "repeats", Value: 2, Usage: "debate runs; bare rates are the best of as many"},
-				&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads per engine; 0 = physical cores shared among the engines"},
-				&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU"},
-				&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
-				&ucli.StringFlag{Name: "section", Value: "debate", Usage: "name of the section --results rewrites"},
-				deterministicFlag(),
-			},
-			Action: benchDebate,
-		}},
+		Name:        "bench",
+		Usage:       "measure throughput against bare baselines",
+		Subcommands: []*ucli.Command{benchRolloutCommand(), benchDebateCommand()},
 	})
 }
 
@@ -170,60 +113,95 @@ func benchDebate(c *ucli.Context) error {
 	return nil
 }
 
+// benchRolloutCommand is `umad bench rollout`.
+func benchRolloutCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "rollout",
+		Usage:     "engine tokens/s against a bare llama.cpp decode loop, sampler share, prefix-sharing savings",
+		UsageText: "umad bench rollout [--model M.gguf] [-k 16] [--max-tokens 128] [--big-vocab 151936] [--results bench/RESULTS.md]",
+		Description: "Runs the rollout engine (sampling at T=0.6, top-p 0.95, with log-probs and entropies)\n" +
+			"and a bare loop (greedy argmax, nothing else) on the same model, batch and threads, in\n" +
+			"one process, and prints engine/bare. Every sample decodes exactly --max-tokens tokens.\n" +
+			"Without --model it generates a tiny qwen2 model, plus one with a --big-vocab vocabulary\n" +
+			"for the sampler's share at a real vocabulary size (batch --big-batch).",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "model", Usage: "GGUF model (default: a generated tiny qwen2 model)"},
+			&ucli.IntFlag{Name: "k", Value: 16, Usage: "samples of one prompt, decoded together"},
+			&ucli.IntFlag{Name: "max-tokens", Value: 128, Usage: "tokens per sample"},
+			&ucli.IntFlag{Name: "prompt-tokens", Value: 64, Usage: "prompt length"},
+			&ucli.IntFlag{Name: "big-vocab", Value: 151936, Usage: "vocabulary of the second generated model (0 = skip)"},
+			&ucli.IntFlag{Name: "big-batch", Value: 64, Usage: "samples decoded together on the big-vocabulary model"},
+			&ucli.StringFlag{Name: "preset", Usage: "also measure random weights of a real shape at --big-batch: " + presetNames()},
+			&ucli.IntFlag{Name: "preset-tokens", Value: 8, Usage: "tokens per sample on the preset model"},
+			&ucli.IntFlag{Name: "repeats", Value: 3, Usage: "best of this many runs"},
+			&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads; 0 = physical cores"},
+			&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU"},
+			&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
+			&ucli.StringFlag{Name: "section", Value: "rollout", Usage: "name of the section --results rewrites (bench/gpu.sh keeps one per GPU setting)"},
+		},
+		Action: benchRollout,
+	}
+}
+
+// benchDebateCommand is `umad bench debate`.
+func benchDebateCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "debate",
+		Usage:     "a whole debate's wall time against a bare llama.cpp loop's time for the same tokens, and prompt sharing",
+		UsageText: "umad bench debate [--agent M.gguf --agent M.gguf] [--synthetic 24] [-k 4] [--turns 3] [--results bench/RESULTS.md]",
+		Description: "Debates the built-in synthetic problems (twice by default), then times a bare llama.cpp\n" +
+			"loop on each model with the same threads and slots, at two depths: prefill of --slots\n" +
+			"prompts of the debate's mean prompt length from position 0 and decode steps after them,\n" +
+			"then as many prompt tokens again and decode steps after those. A token costs more the\n" +
+			"deeper it sits (it attends over every cell before it), so each token is priced at its\n" +
+			"position by a line through those times. Efficiency is the bare loop's time for the\n" +
+			"prompt tokens the engines decoded and the tokens they generated, over the best debate\n" +
+			"wall time; \"naive prompts\" prices every sample's whole prompt from position 0 instead\n" +
+			"(what prompt sharing saves). Also prints the cost of one KV stream copy.\n" +
+			"Without --agent both agents run on one generated tiny qwen2 model (--two-models: a\n" +
+			"second one for the second agent).",
+		Flags: []ucli.Flag{
+			&ucli.StringSliceFlag{Name: "agent", Usage: "GGUF model of an agent, once per agent (the same path twice: one engine)"},
+			&ucli.BoolFlag{Name: "two-models", Usage: "without --agent: the second agent gets its own generated model"},
+			&ucli.IntFlag{Name: "synthetic", Value: 24, Usage: "synthetic problems"},
+			&ucli.IntFlag{Name: "k", Aliases: []string{"K"}, Value: 4, Usage: "trajectories per problem"},
+			&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns, turn 0 included"},
+			&ucli.IntFlag{Name: "max-tokens", Value: 64, Usage: "most tokens per response"},
+			&ucli.IntFlag{Name: "prompt-limit", Value: 512, Usage: "most prompt tokens"},
+			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per engine"},
+			&ucli.IntFlag{Name: "repeats", Value: 2, Usage: "debate runs; bare rates are the best of as many"},
+			&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads per engine; 0 = physical cores shared among the engines"},
+			&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU"},
+			&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
+			&ucli.StringFlag{Name: "section", Value: "debate", Usage: "name of the section --results rewrites"},
+			deterministicFlag(),
+		},
+		Action: benchDebate,
+	}
+}
+
 func benchRollout(c *ucli.Context) error {
 	if err := checkBenchRollout(c); err != nil {
 		return err
 	}
-	type run struct {
-		label  string
-		path   string
-		k      int
-		tokens int
-	}
-	var runs []run
+	var runs []benchRun
 	if p := c.String("model"); p != "" {
-		runs = append(runs, run{filepath.Base(p), p, c.Int("k"), c.Int("max-tokens")})
+		runs = append(runs, benchRun{filepath.Base(p), p, c.Int("k"), c.Int("max-tokens")})
 	} else {
 		dir, err := os.MkdirTemp("", "umad-bench-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		tmpl, _ := chat.Template(chat.Qwen25)
-		tiny := filepath.Join(dir, "tiny")
-		if err := model.WriteTiny(tiny, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl}); err != nil {
+		if runs, err = benchModels(c, dir); err != nil {
 			return err
-		}
-		runs = append(runs, run{"tiny qwen2", filepath.Join(tiny, "model.gguf"), c.Int("k"), c.Int("max-tokens")})
-		if v := c.Int("big-vocab"); v > 0 {
-			big := filepath.Join(dir, "big")
-			if err := model.WriteTiny(big, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl, VocabSize: v}); err != nil {
-				return err
-			}
-			runs = append(runs, run{fmt.Sprintf("tiny qwen2, vocab %d", v), filepath.Join(big, "model.gguf"), c.Int("big-batch"), c.Int("max-tokens")})
-		}
-		if p := c.String("preset"); p != "" {
-			shape := model.Presets[p]
-			dst := filepath.Join(dir, "preset")
-			if err := model.WriteTiny(dst, model.TinyOptions{Shape: &shape, Seed: 1, ChatTemplate: tmpl}); err != nil {
-				return err
-			}
-			runs = append(runs, run{"random " + p, filepath.Join(dst, "model.gguf"), c.Int("big-batch"), c.Int("preset-tokens")})
 		}
 	}
 	layers, err := gpuLayers(c)
 	if err != nil {
 		return err
 	}
-	device := "CPU"
-	if layers > 0 {
-		for _, d := range engine.Devices() {
-			if d.Kind == "gpu" {
-				device = fmt.Sprintf("GPU %s, %d layers offloaded", d.Description, layers)
-				break
-			}
-		}
-	}
+	device := benchDevice(layers)
 	var rows []string
 	for _, r := range runs {
 		f, err := bench.Rollout(r.path, bench.RolloutConfig{
@@ -241,4 +219,51 @@ func benchRollout(c *ucli.Context) error {
 		return bench.UpdateSection(p, c.String("section"), body)
 	}
 	return nil
+}
+
+// benchRun is one model bench rollout measures: its label, GGUF, batch and tokens per sample.
+type benchRun struct {
+	label  string
+	path   string
+	k      int
+	tokens int
+}
+
+// benchModels writes the generated models into dir: a tiny qwen2, one with --big-vocab's
+// vocabulary and --preset's shape, as each is asked for.
+func benchModels(c *ucli.Context, dir string) ([]benchRun, error) {
+	tmpl, _ := chat.Template(chat.Qwen25)
+	tiny := filepath.Join(dir, "tiny")
+	if err := model.WriteTiny(tiny, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl}); err != nil {
+		return nil, err
+	}
+	runs := []benchRun{{"tiny qwen2", filepath.Join(tiny, "model.gguf"), c.Int("k"), c.Int("max-tokens")}}
+	if v := c.Int("big-vocab"); v > 0 {
+		big := filepath.Join(dir, "big")
+		if err := model.WriteTiny(big, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl, VocabSize: v}); err != nil {
+			return nil, err
+		}
+		runs = append(runs, benchRun{fmt.Sprintf("tiny qwen2, vocab %d", v), filepath.Join(big, "model.gguf"), c.Int("big-batch"), c.Int("max-tokens")})
+	}
+	if p := c.String("preset"); p != "" {
+		shape := model.Presets[p]
+		dst := filepath.Join(dir, "preset")
+		if err := model.WriteTiny(dst, model.TinyOptions{Shape: &shape, Seed: 1, ChatTemplate: tmpl}); err != nil {
+			return nil, err
+		}
+		runs = append(runs, benchRun{"random " + p, filepath.Join(dst, "model.gguf"), c.Int("big-batch"), c.Int("preset-tokens")})
+	}
+	return runs, nil
+}
+
+// benchDevice names where the engine decodes: the CPU, or the GPU with layers offloaded.
+func benchDevice(layers int) string {
+	if layers > 0 {
+		for _, d := range engine.Devices() {
+			if d.Kind == "gpu" {
+				return fmt.Sprintf("GPU %s, %d layers offloaded", d.Description, layers)
+			}
+		}
+	}
+	return "CPU"
 }

@@ -39,26 +39,7 @@ func init() {
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "type", Value: "f32", Usage: "matrix type: f32, f16, bf16 or q8_0"},
 			},
-			Action: func(c *ucli.Context) error {
-				dir, out, err := twoArgs(c, "DIR OUT.gguf")
-				if err != nil {
-					return err
-				}
-				if err := checkOutput(c, out, dir); err != nil {
-					return err
-				}
-				typ, ok := convertTypes[strings.ToLower(c.String("type"))]
-				if !ok {
-					return fmt.Errorf("--type %q: want f32, f16, bf16 or q8_0", c.String("type"))
-				}
-				start := time.Now()
-				if err := model.HFToGGUF(dir, out, model.HFToGGUFOptions{Type: typ, Progress: progress(c.App.ErrWriter)}); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.ErrWriter, "\n")
-				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())
-				return nil
-			},
+			Action: convertHF2GGUF,
 		}, {
 			Name:      "gguf2hf",
 			Usage:     "convert an F32/F16/BF16 GGUF file to a Hugging Face checkpoint directory",
@@ -73,33 +54,7 @@ func init() {
 				&ucli.Int64Flag{Name: "shard-size", Value: model.DefaultShardBytes, Usage: "largest single safetensors file, in bytes"},
 				forceFlag,
 			},
-			Action: func(c *ucli.Context) error {
-				in, dir, err := twoArgs(c, "M.gguf DIR")
-				if err != nil {
-					return err
-				}
-				dtype, ok := hfDTypes[strings.ToLower(c.String("dtype"))]
-				if !ok {
-					return fmt.Errorf("--dtype %q: want f32, f16 or bf16", c.String("dtype"))
-				}
-				if c.Int64("shard-size") <= 0 {
-					return fmt.Errorf("--shard-size must be positive, got %d", c.Int64("shard-size"))
-				}
-				if err := checkOutput(c, dir, in); err != nil {
-					return err
-				}
-				if err := prepareOutDir(c, dir, model.RemoveHFFiles); err != nil {
-					return err
-				}
-				start := time.Now()
-				opt := model.GGUFToHFOptions{DType: dtype, ShardBytes: c.Int64("shard-size"), Progress: progress(c.App.ErrWriter)}
-				if err := model.GGUFToHF(in, dir, opt); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.ErrWriter, "\n")
-				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", dir, time.Since(start).Seconds())
-				return nil
-			},
+			Action: convertGGUF2HF,
 		}, {
 			Name:      "lora2gguf",
 			Usage:     "convert a Hugging Face PEFT LoRA adapter to llama.cpp's LoRA GGUF for a base GGUF model",
@@ -116,26 +71,80 @@ func init() {
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "base", Usage: "the base model GGUF the adapter was trained on (required)"},
 			},
-			Action: func(c *ucli.Context) error {
-				dir, out, err := twoArgs(c, "PEFT_DIR OUT.gguf")
-				if err != nil {
-					return err
-				}
-				if c.String("base") == "" {
-					return errors.New("lora2gguf: --base BASE.gguf is required (the model the adapter applies to)")
-				}
-				if err := checkOutput(c, out, dir, c.String("base")); err != nil {
-					return err
-				}
-				start := time.Now()
-				if err := model.PEFTToGGUF(dir, c.String("base"), out); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())
-				return nil
-			},
+			Action: convertLoRA2GGUF,
 		}, lora2hfCommand},
 	})
+}
+
+// convertHF2GGUF is `umad convert hf2gguf DIR OUT.gguf`.
+func convertHF2GGUF(c *ucli.Context) error {
+	dir, out, err := twoArgs(c, "DIR OUT.gguf")
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(c, out, dir); err != nil {
+		return err
+	}
+	typ, ok := convertTypes[strings.ToLower(c.String("type"))]
+	if !ok {
+		return fmt.Errorf("--type %q: want f32, f16, bf16 or q8_0", c.String("type"))
+	}
+	start := time.Now()
+	if err := model.HFToGGUF(dir, out, model.HFToGGUFOptions{Type: typ, Progress: progress(c.App.ErrWriter)}); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "\n")
+	fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())
+	return nil
+}
+
+// convertGGUF2HF is `umad convert gguf2hf M.gguf DIR`.
+func convertGGUF2HF(c *ucli.Context) error {
+	in, dir, err := twoArgs(c, "M.gguf DIR")
+	if err != nil {
+		return err
+	}
+	dtype, ok := hfDTypes[strings.ToLower(c.String("dtype"))]
+	if !ok {
+		return fmt.Errorf("--dtype %q: want f32, f16 or bf16", c.String("dtype"))
+	}
+	if c.Int64("shard-size") <= 0 {
+		return fmt.Errorf("--shard-size must be positive, got %d", c.Int64("shard-size"))
+	}
+	if err := checkOutput(c, dir, in); err != nil {
+		return err
+	}
+	if err := prepareOutDir(c, dir, model.RemoveHFFiles); err != nil {
+		return err
+	}
+	start := time.Now()
+	opt := model.GGUFToHFOptions{DType: dtype, ShardBytes: c.Int64("shard-size"), Progress: progress(c.App.ErrWriter)}
+	if err := model.GGUFToHF(in, dir, opt); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "\n")
+	fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", dir, time.Since(start).Seconds())
+	return nil
+}
+
+// convertLoRA2GGUF is `umad convert lora2gguf PEFT_DIR OUT.gguf`.
+func convertLoRA2GGUF(c *ucli.Context) error {
+	dir, out, err := twoArgs(c, "PEFT_DIR OUT.gguf")
+	if err != nil {
+		return err
+	}
+	if c.String("base") == "" {
+		return errors.New("lora2gguf: --base BASE.gguf is required (the model the adapter applies to)")
+	}
+	if err := checkOutput(c, out, dir, c.String("base")); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := model.PEFTToGGUF(dir, c.String("base"), out); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())
+	return nil
 }
 
 // twoArgs returns the command's two positional arguments. urfave/cli v2 stops parsing

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +15,10 @@ import (
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/internal/runlock"
-	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/launch"
+	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
@@ -164,31 +164,8 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"),
 		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx"),
 		Deterministic: c.Bool("deterministic")}
-	if cfg.Data == "" {
-		if c.IsSet("limit") || c.IsSet("sample-ratio") {
-			return cfg, errors.New("--limit and --sample-ratio choose among the problems of --data; the built-in set's size is --synthetic N")
-		}
-		if err := checkSynthetic(c); err != nil {
-			return cfg, err
-		}
-		cfg.Synthetic = c.Int("synthetic")
-		set := syntheticSet(c)
-		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
-	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
-		cfg.Data = abs
-	}
-	if err := checkVerifierFlags(c); err != nil {
+	if err := resolveDebateData(c, &cfg); err != nil {
 		return cfg, err
-	}
-	if c.String("verifier") != "" {
-		var err error
-		if cfg.Verifier, err = filepath.Abs(c.String("verifier")); err != nil {
-			return cfg, err
-		}
-		if cfg.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
-			return cfg, err
-		}
-		cfg.VerifierBudget = c.Duration("verifier-budget")
 	}
 	switch {
 	case cfg.K < 1:
@@ -201,13 +178,60 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 	if err := resolveProtocol(c, &cfg); err != nil {
 		return cfg, err
 	}
+	if err := resolveDebateAgents(c, &cfg); err != nil {
+		return cfg, err
+	}
+	if cfg.Seeds, err = parseSeeds(c); err != nil {
+		return cfg, err
+	}
+	if err := parseStop(c, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// resolveDebateData takes the problems' source: --data's file, or the built-in set; and
+// --verifier's model and template, made absolute.
+func resolveDebateData(c *ucli.Context, cfg *debateConfig) error {
+	if cfg.Data == "" {
+		if c.IsSet("limit") || c.IsSet("sample-ratio") {
+			return errors.New("--limit and --sample-ratio choose among the problems of --data; the built-in set's size is --synthetic N")
+		}
+		if err := checkSynthetic(c); err != nil {
+			return err
+		}
+		cfg.Synthetic = c.Int("synthetic")
+		set := syntheticSet(c)
+		cfg.SyntheticSet, cfg.SyntheticSeed = &set, c.Uint64("synthetic-seed")
+	} else if abs, err := filepath.Abs(cfg.Data); err == nil {
+		cfg.Data = abs
+	}
+	if err := checkVerifierFlags(c); err != nil {
+		return err
+	}
+	if c.String("verifier") != "" {
+		var err error
+		if cfg.Verifier, err = filepath.Abs(c.String("verifier")); err != nil {
+			return err
+		}
+		if cfg.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
+			return err
+		}
+		cfg.VerifierBudget = c.Duration("verifier-budget")
+	}
+	return nil
+}
+
+// resolveDebateAgents reads the agents and sizes the context for the longest prompt plus
+// the longest response, unless --ctx says.
+func resolveDebateAgents(c *ucli.Context, cfg *debateConfig) error {
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c, true)
 		if err != nil {
-			return cfg, err
+			return err
 		}
 		if a.Adapter != "" {
-			return cfg, fmt.Errorf("--agent %q: adapter= is for umad train; debate a merged model (umad convert lora2hf, then hf2gguf)", spec)
+			return fmt.Errorf("--agent %q: adapter= is for umad train; debate a merged model (umad convert lora2hf, then hf2gguf)", spec)
 		}
 		cfg.Agents = append(cfg.Agents, a)
 	}
@@ -218,23 +242,34 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 			cfg.Ctx = max(cfg.Ctx, cfg.PromptLimit+a.MaxTokens)
 		}
 	}
+	return nil
+}
+
+// parseSeeds reads --seeds, or --seed as one seed.
+func parseSeeds(c *ucli.Context) ([]uint64, error) {
+	var list []uint64
 	seeds := c.String("seeds")
 	if c.IsSet("seed") {
 		if c.IsSet("seeds") {
-			return cfg, errors.New("give --seed or --seeds, not both")
+			return nil, errors.New("give --seed or --seeds, not both")
 		}
 		seeds = strconv.FormatUint(c.Uint64("seed"), 10)
 	}
 	for _, s := range strings.Split(seeds, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil {
-			return cfg, fmt.Errorf("--seeds %q: %w", c.String("seeds"), err)
+			return nil, fmt.Errorf("--seeds %q: %w", c.String("seeds"), err)
 		}
-		if slices.Contains(cfg.Seeds, v) {
-			return cfg, fmt.Errorf("--seeds: seed %d given twice", v)
+		if slices.Contains(list, v) {
+			return nil, fmt.Errorf("--seeds: seed %d given twice", v)
 		}
-		cfg.Seeds = append(cfg.Seeds, v)
+		list = append(list, v)
 	}
+	return list, nil
+}
+
+// parseStop reads --stop's adaptive-stopping rules.
+func parseStop(c *ucli.Context, cfg *debateConfig) error {
 	for _, s := range c.StringSlice("stop") {
 		k, v, _ := strings.Cut(s, "=")
 		var err error
@@ -253,10 +288,10 @@ func resolveDebate(c *ucli.Context) (debateConfig, error) {
 			err = errors.New("want agree=R or eu=X")
 		}
 		if err != nil {
-			return cfg, fmt.Errorf("--stop %q: %w", s, err)
+			return fmt.Errorf("--stop %q: %w", s, err)
 		}
 	}
-	return cfg, nil
+	return nil
 }
 
 func (cfg debateConfig) problems() ([]data.Problem, error) {
@@ -277,7 +312,7 @@ func debateCmd(c *ucli.Context) error {
 	if c.Bool("check-determinism") {
 		return checkDeterminism(c)
 	}
-	if os.Getenv("RANK") != "" && !ownRank() {
+	if os.Getenv("RANK") != "" && !launch.OwnRank() {
 		return fmt.Errorf("RANK=%s is set (by torchrun or a job system?), but umad debate starts its own ranks with --nproc N and merges their shares into one report; run it once per job, without RANK",
 			os.Getenv("RANK"))
 	}
@@ -300,32 +335,37 @@ func debateCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	save := func() error { return nil }
-	if !isRank { // the launcher's ranks (debate_dist.go) write only their own rollout files
-		lock, err := runlock.Dir(out)
-		if err != nil {
-			return err
-		}
-		defer lock.Release()
-		if save, err = claimRunDir(out, cfg); err != nil {
-			return err
-		}
-		if err := mergeRanks(out, cfg.Seeds); err != nil { // a stopped multi-process run's
-			return err
-		}
-		if d.multi() {
-			if err := save(); err != nil {
-				return err
-			}
-			if err := startRanks(c, d, d.Timeout); err != nil {
-				return err
-			}
-			if err := mergeRanks(out, cfg.Seeds); err != nil {
-				return err
-			}
-			return writeDebateReport(c, out)
-		}
+	if isRank { // the launcher's ranks write only their own rollout files
+		return debateRun(c, cfg, problems, out, d, true, func() error { return nil })
 	}
+	lock, err := runlock.Dir(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	save, err := claimRunDir(out, cfg)
+	if err != nil {
+		return err
+	}
+	if err := evalrun.Merge(out, cfg.Seeds); err != nil { // a stopped multi-process run's
+		return err
+	}
+	if d.Multi() {
+		if err := save(); err != nil {
+			return err
+		}
+		if err := evalrun.Launch(out, cfg.Seeds, d, rankOutput(c)); err != nil {
+			return err
+		}
+		return writeDebateReport(c, out)
+	}
+	return debateRun(c, cfg, problems, out, d, false, save)
+}
+
+// debateRun debates this process's part of the problems (all of them, or a rank's share)
+// into out, after save has saved the configuration; a one-process run then writes the
+// report (a rank leaves it to its launcher).
+func debateRun(c *ucli.Context, cfg debateConfig, problems []data.Problem, out string, d launch.Spec, isRank bool, save func() error) error {
 	distinct := map[string]bool{}
 	for _, a := range cfg.Agents {
 		distinct[a.Model] = true
@@ -346,19 +386,17 @@ func debateCmd(c *ucli.Context) error {
 	if err := save(); err != nil {
 		return err
 	}
-
 	ctx, release := interruptContext("")
 	defer release()
-	if check != nil {
-		check.ctx = ctx
+	run := evalrun.Run{Debate: cfg.debate(agents), Problems: problems, Part: evalrun.Part{Rank: d.Rank, World: d.World}, Progress: os.Stderr}
+	for _, a := range cfg.Agents {
+		run.SeedOffsets = append(run.SeedOffsets, a.SeedOffset)
 	}
-	for _, seed := range cfg.Seeds {
-		if err := runSeed(ctx, cfg, agents, check, problems, seed, filepath.Join(out, fmt.Sprintf("seed-%d", seed)), rankPart{d.Rank, d.World}); err != nil {
-			if ctx.Err() != nil {
-				return errInterrupted
-			}
-			return err
-		}
+	if check != nil {
+		check.ctx, run.Check = ctx, check.records
+	}
+	if err := run.Seeds(ctx, out, cfg.Seeds); err != nil {
+		return err
 	}
 	if check != nil {
 		fmt.Fprintf(c.App.ErrWriter, "verifier: %s\n", check.done)
@@ -366,6 +404,33 @@ func debateCmd(c *ucli.Context) error {
 	if isRank {
 		return nil // the launcher merges and reports
 	}
+	printSharing(c, servers)
+	return writeDebateReport(c, out)
+}
+
+// writeDebateReport writes a run's report from its rollouts.
+func writeDebateReport(c *ucli.Context, out string) error {
+	if _, err := rebuildReport(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(out, "report", report.ReportFile))
+	return nil
+}
+
+// debate is the debate of every seed (evalrun.Run sets the seeds).
+func (cfg debateConfig) debate(agents []engine.DebateAgent) engine.DebateConfig {
+	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
+		Protocol: engine.Protocol(cfg.Protocol), GreedyContinuation: cfg.Continue == "greedy",
+		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU, Deterministic: cfg.Deterministic,
+		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise}}
+	if cfg.FullHistory {
+		dcfg.Prompt.History = engine.HistoryFull
+	}
+	return dcfg
+}
+
+// printSharing says how many prompt tokens the engines' shared prefixes saved.
+func printSharing(c *ucli.Context, servers map[string]*engine.Server) {
 	var decoded, naive int64
 	for _, srv := range servers {
 		st := srv.Engine.Stats()
@@ -374,7 +439,6 @@ func debateCmd(c *ucli.Context) error {
 	if naive > 0 { // nothing was generated when a resumed run had every problem done
 		fmt.Fprintf(c.App.ErrWriter, "prompt tokens: %d decoded of %d, %.1f%% shared\n", decoded, naive, 100*(1-float64(decoded)/float64(naive)))
 	}
-	return writeDebateReport(c, out)
 }
 
 // openAgents loads each distinct model once, as a server with its own engine, and returns
@@ -443,128 +507,4 @@ func closeServers(servers map[string]*engine.Server) {
 	for _, srv := range servers {
 		srv.Close()
 	}
-}
-
-// runSeed debates every problem of part not yet in dir's rollouts, appending each
-// finished one (to part's own file, debate_dist.go) once check, when given, has judged
-// the answers robust did not decide.
-func runSeed(ctx context.Context, cfg debateConfig, agents []engine.DebateAgent, check *runVerifier, problems []data.Problem, seed uint64, dir string, part rankPart) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(dir, part.file())
-	if _, err := rollouts.Repair(path); err != nil {
-		return err
-	}
-	done, err := readDone(dir)
-	if err != nil {
-		return err
-	}
-	w, err := rollouts.OpenAppend(path)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	for i := range agents {
-		agents[i].Seed = seed + cfg.Agents[i].SeedOffset
-	}
-	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
-		Protocol: engine.Protocol(cfg.Protocol), GreedyContinuation: cfg.Continue == "greedy",
-		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU, Deterministic: cfg.Deterministic,
-		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise, Seed: seed}}
-	if cfg.FullHistory {
-		dcfg.Prompt.History = engine.HistoryFull
-	}
-	todo := 0
-	for i := range problems {
-		if _, ok := done[i]; !ok && part.owns(i) {
-			todo++
-		}
-	}
-	start := time.Now()
-	var tokens int64
-	finished := 0
-	progress := func() {
-		el := time.Since(start).Seconds()
-		eta := "?"
-		if finished > 0 {
-			eta = (time.Duration(el/float64(finished)*float64(todo-finished)) * time.Second).Round(time.Second).String()
-		}
-		fmt.Fprintf(os.Stderr, "\rseed %d: %d/%d problems, %.0f tok/s, ETA %s   ", seed, len(done), len(problems), float64(tokens)/max(el, 1e-9), eta)
-	}
-	if todo > 0 {
-		progress()
-		stats, err := engine.Debate(ctx, dcfg, problems, func(i int) bool { _, ok := done[i]; return ok || !part.owns(i) },
-			func(r engine.DebateRecord) error {
-				if err := check.records([]engine.DebateRecord{r}); err != nil {
-					return err
-				}
-				if err := w.Append(r); err != nil {
-					return err
-				}
-				done[r.Index] = problemRecord(r)
-				finished++
-				for t, turn := range r.Turns {
-					for _, byTraj := range turn {
-						for _, at := range byTraj {
-							tokens += int64(len(at.Tokens))
-						}
-					}
-					if r.Continuations != nil {
-						for _, at := range r.Continuations[t] {
-							tokens += int64(len(at.Tokens))
-						}
-					}
-				}
-				progress()
-				return nil
-			})
-		fmt.Fprintln(os.Stderr)
-		if err != nil {
-			return err
-		}
-		saved := 0.0
-		if n := stats.Generations + stats.Carried; n > 0 {
-			saved = float64(stats.Carried) / float64(n)
-		}
-		fmt.Fprintf(os.Stderr, "seed %d: %d problems, %d tokens in %s (%.0f tok/s); %d prompts trimmed; %d skipped as too long; adaptive stopping saved %.1f%% of generations\n",
-			seed, stats.Problems, stats.GeneratedTokens, time.Since(start).Round(time.Millisecond),
-			float64(stats.GeneratedTokens)/time.Since(start).Seconds(), stats.Trimmed, stats.SkippedOverlong, 100*saved)
-	}
-	if len(done) == 0 && part.world <= 1 {
-		return errors.New("no problem could be debated (all prompts exceed --prompt-limit?)")
-	}
-	return nil
-}
-
-// readDebateRecords reads a rollouts file into problem index -> metrics record.
-func readDebateRecords(path string) (map[int]uncertainty.ProblemRecord, error) {
-	done := map[int]uncertainty.ProblemRecord{}
-	_, err := rollouts.Read(path, func(line []byte) error {
-		var r engine.DebateRecord
-		if err := json.Unmarshal(line, &r); err != nil {
-			return err
-		}
-		done[r.Index] = problemRecord(r)
-		return nil
-	})
-	return done, err
-}
-
-// problemRecord is a debate record as the uncertainty tables read it.
-func problemRecord(r engine.DebateRecord) uncertainty.ProblemRecord {
-	return uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID, Answers: r.Verdicts()}
-}
-
-func inProblemOrder(done map[int]uncertainty.ProblemRecord) []uncertainty.ProblemRecord {
-	idx := make([]int, 0, len(done))
-	for i := range done {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	recs := make([]uncertainty.ProblemRecord, len(idx))
-	for j, i := range idx {
-		recs[j] = done[i]
-	}
-	return recs
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/rollouts"
@@ -99,7 +100,7 @@ func TestDebateEndToEnd(t *testing.T) {
 		if r.Turns[1][0][0].Prompt == "" || r.Turns[1][0][0].Prompt != r.Turns[1][1][0].Prompt {
 			t.Error("both agents of a trajectory get the same debate message")
 		}
-		pts, err := uncertainty.PerProblem(problemRecord(r))
+		pts, err := uncertainty.PerProblem(evalrun.ProblemRecord(r))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -340,7 +341,7 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 			args = append(append([]string(nil), args...), "--resume")
 		}
 		if err := runCommand(c, args); err != nil {
-			if errors.Is(err, errInterrupted) {
+			if errors.Is(err, launch.ErrInterrupted) {
 				fmt.Fprintf(c.App.ErrWriter, "umad: experiment: cell %s stopped; the same command resumes it\n", st.Name)
 			}
 			return fmt.Errorf("cell %s: %w", st.Name, err)

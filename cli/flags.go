@@ -259,31 +259,8 @@ func parseAgent(spec string, i int, c *ucli.Context, gguf bool) (agentSpec, erro
 		if !ok {
 			return a, fmt.Errorf("--agent %q: %q is not key=value", spec, kv)
 		}
-		var err error
-		switch k {
-		case "name":
-			a.Name = v
-		case "chat-format":
-			a.ChatFormat = v
-		case "seed":
-			a.SeedOffset, err = strconv.ParseUint(v, 10, 64)
-		case "temperature":
-			a.Params.Temperature, err = strconv.ParseFloat(v, 64)
-		case "top-p":
-			a.Params.TopP, err = strconv.ParseFloat(v, 64)
-		case "min-p":
-			a.Params.MinP, err = strconv.ParseFloat(v, 64)
-		case "top-k":
-			a.Params.TopK, err = strconv.Atoi(v)
-		case "max-tokens":
-			a.MaxTokens, err = strconv.Atoi(v)
-		case "adapter":
-			a.Adapter, err = filepath.Abs(v)
-		case "agent":
-			if runAgent, err = strconv.Atoi(v); err == nil && runAgent < 0 {
-				err = errors.New("must not be negative")
-			}
-		default:
+		known, err := a.set(k, v, &runAgent)
+		if !known {
 			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format, adapter, agent)", spec, k)
 		}
 		// An empty adapter= named the working directory, and a repeated key took the last.
@@ -317,6 +294,38 @@ func parseAgent(spec string, i int, c *ucli.Context, gguf bool) (agentSpec, erro
 		a.Model = abs
 	}
 	return a, nil
+}
+
+// set takes one key=value of an --agent spec (agent=I into runAgent); known is false for a
+// key it does not know.
+func (a *agentSpec) set(k, v string, runAgent *int) (known bool, err error) {
+	switch k {
+	case "name":
+		a.Name = v
+	case "chat-format":
+		a.ChatFormat = v
+	case "seed":
+		a.SeedOffset, err = strconv.ParseUint(v, 10, 64)
+	case "temperature":
+		a.Params.Temperature, err = strconv.ParseFloat(v, 64)
+	case "top-p":
+		a.Params.TopP, err = strconv.ParseFloat(v, 64)
+	case "min-p":
+		a.Params.MinP, err = strconv.ParseFloat(v, 64)
+	case "top-k":
+		a.Params.TopK, err = strconv.Atoi(v)
+	case "max-tokens":
+		a.MaxTokens, err = strconv.Atoi(v)
+	case "adapter":
+		a.Adapter, err = filepath.Abs(v)
+	case "agent":
+		if *runAgent, err = strconv.Atoi(v); err == nil && *runAgent < 0 {
+			err = errors.New("must not be negative")
+		}
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // trainedAgent is agent i's directory in the newest checkpoint of the training run.

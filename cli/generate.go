@@ -9,6 +9,7 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/launch"
 )
 
 func init() {
@@ -76,21 +77,7 @@ func generate(c *ucli.Context) error {
 	}
 	defer m.Close()
 
-	text := c.String("prompt")
-	if !c.Bool("raw") {
-		f, err := m.Format(c.String("chat-format"))
-		if err != nil {
-			return err
-		}
-		var msgs []chat.Message
-		if s := c.String("system"); s != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: s})
-		}
-		if text, err = f.Render(append(msgs, chat.Message{Role: "user", Content: text}), chat.Options{}); err != nil {
-			return err
-		}
-	}
-	prompt, err := m.Tokenize(text, c.Bool("raw"), !c.Bool("raw"))
+	prompt, err := generatePrompt(c, m)
 	if err != nil {
 		return err
 	}
@@ -112,26 +99,48 @@ func generate(c *ucli.Context) error {
 	var res engine.Result
 	if err := e.Generate(ctx, req, func(r engine.Result) { res = r }); err != nil {
 		if ctx.Err() != nil {
-			return errInterrupted
+			return launch.ErrInterrupted
 		}
 		return err
 	}
 	if res.Err != nil {
 		return res.Err
 	}
-	write := func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		for _, s := range res.Samples {
-			text, err := m.Detokenize(s.Tokens, false)
-			if err != nil {
-				return err
-			}
-			line := sampleLine{Index: s.Index, Text: text, Tokens: s.Tokens, LogProbs: s.LogProbs, Entropies: s.Entropies, KeptMass: s.KeptMass, Finish: string(s.Finish)}
-			if err := enc.Encode(line); err != nil {
-				return err
-			}
+	return writeOutput(c, c.String("out"), func(w io.Writer) error { return writeSamples(w, m, res.Samples) })
+}
+
+// generatePrompt is --prompt's tokens: rendered with the model's chat format (and
+// --system) unless --raw.
+func generatePrompt(c *ucli.Context, m *engine.Model) ([]int32, error) {
+	text := c.String("prompt")
+	if !c.Bool("raw") {
+		f, err := m.Format(c.String("chat-format"))
+		if err != nil {
+			return nil, err
 		}
-		return nil
+		var msgs []chat.Message
+		if s := c.String("system"); s != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: s})
+		}
+		if text, err = f.Render(append(msgs, chat.Message{Role: "user", Content: text}), chat.Options{}); err != nil {
+			return nil, err
+		}
 	}
-	return writeOutput(c, c.String("out"), write)
+	return m.Tokenize(text, c.Bool("raw"), !c.Bool("raw"))
+}
+
+// writeSamples writes one JSON line per sample.
+func writeSamples(w io.Writer, m *engine.Model, samples []engine.Sample) error {
+	enc := json.NewEncoder(w)
+	for _, s := range samples {
+		text, err := m.Detokenize(s.Tokens, false)
+		if err != nil {
+			return err
+		}
+		line := sampleLine{Index: s.Index, Text: text, Tokens: s.Tokens, LogProbs: s.LogProbs, Entropies: s.Entropies, KeptMass: s.KeptMass, Finish: string(s.Finish)}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/jsonline"
 	"github.com/umad-dev/umad/reward"
 )
 
@@ -187,7 +187,7 @@ func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput 
 
 // gradedLine is a line graded by the rules, waiting for the verifier's verdict.
 type gradedLine struct {
-	obj             *object
+	obj             *jsonline.Object
 	lineNo          int
 	v               reward.Verdict
 	extracted, gold string
@@ -197,13 +197,13 @@ type gradedLine struct {
 
 // gradeLine parses and grades one line.
 func (cfg gradeConfig) gradeLine(lineNo int, line []byte) (*gradedLine, error) {
-	obj, err := parseObject(line)
+	obj, err := jsonline.Parse(line)
 	if err != nil {
 		return nil, err
 	}
-	goldValue, ok := obj.get(cfg.goldField)
+	goldValue, ok := obj.Get(cfg.goldField)
 	if !ok {
-		return nil, fmt.Errorf("no %q field; fields found: %s", cfg.goldField, obj.keys())
+		return nil, fmt.Errorf("no %q field; fields found: %s", cfg.goldField, obj.Keys())
 	}
 	gold, err := answerText(goldValue)
 	if err != nil {
@@ -215,24 +215,24 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte) (*gradedLine, error) {
 
 	var v reward.Verdict
 	var extracted string
-	if raw, ok := obj.get(cfg.responseField); ok {
+	if raw, ok := obj.Get(cfg.responseField); ok {
 		var response string // null reads as "", which has no answer
 		if err := json.Unmarshal(raw, &response); err != nil {
 			return nil, fmt.Errorf("field %q is not a string", cfg.responseField)
 		}
 		v, extracted = reward.Grade(response, gold, cfg.extract)
-	} else if raw, ok := obj.get(cfg.predField); ok {
+	} else if raw, ok := obj.Get(cfg.predField); ok {
 		if extracted, err = answerText(raw); err != nil {
 			return nil, fmt.Errorf("field %q: %w", cfg.predField, err)
 		}
 		v = reward.GradeAnswer(extracted, gold)
 	} else {
-		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.keys())
+		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.Keys())
 	}
 	g := &gradedLine{obj: obj, lineNo: lineNo, v: v, extracted: extracted, gold: gold}
 	if cfg.check != nil && !v.NoAnswer && !v.Decided(extracted, gold) {
 		g.ask = true
-		if raw, ok := obj.get(cfg.questionField); ok {
+		if raw, ok := obj.Get(cfg.questionField); ok {
 			if g.question, err = answerText(raw); err != nil {
 				return nil, fmt.Errorf("field %q: %w", cfg.questionField, err)
 			}
@@ -270,7 +270,7 @@ func (g *gradedLine) finish(stats *gradeStats) ([]byte, error) {
 		}{"verifier", check})
 	}
 	for _, f := range fields {
-		if err := g.obj.set(f.name, f.value); err != nil {
+		if err := g.obj.Set(f.name, f.value); err != nil {
 			return nil, err
 		}
 	}
@@ -281,7 +281,7 @@ func (g *gradedLine) finish(stats *gradeStats) ([]byte, error) {
 		}
 		stats.disagree = append(stats.disagree, disagreement{g.lineNo, extracted, gold, v.Strict, v.Robust, ruleName})
 	}
-	return g.obj.marshal(), nil
+	return g.obj.Marshal(), nil
 }
 
 // answerText reads an answer value: a string, a number (27.0 reads "27"), or null for none.
@@ -389,135 +389,4 @@ func markdownCell(s string) string {
 		s = string(r[:maxCell]) + "..."
 	}
 	return "`` " + strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "`", "'") + " ``"
-}
-
-// object is one JSONL line parsed just enough to read fields and to write the line back
-// byte for byte, with changed values replaced where they stand and new fields appended.
-type object struct {
-	line    []byte
-	fields  []objectField
-	closing int // index of the final '}'
-	added   []objectField
-}
-
-type objectField struct {
-	key        string
-	value      json.RawMessage
-	start, end int // the value's bytes in line
-	changed    bool
-}
-
-func parseObject(line []byte) (*object, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	obj := &object{line: line}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
-		key, _ := tok.(string) // the decoder only yields strings as object keys
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, fmt.Errorf("invalid JSON in field %q: %w", key, err)
-		}
-		end := int(dec.InputOffset())
-		obj.fields = append(obj.fields, objectField{key: key, value: value, start: end - len(value), end: end})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	obj.closing = int(dec.InputOffset()) - 1
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("invalid JSON: data after the object")
-	}
-	return obj, nil
-}
-
-// field returns a field; with duplicate keys the last wins, as in most decoders.
-func (o *object) field(key string) *objectField {
-	for i := len(o.fields) - 1; i >= 0; i-- {
-		if o.fields[i].key == key {
-			return &o.fields[i]
-		}
-	}
-	for i := range o.added {
-		if o.added[i].key == key {
-			return &o.added[i]
-		}
-	}
-	return nil
-}
-
-func (o *object) get(key string) (json.RawMessage, bool) {
-	if f := o.field(key); f != nil {
-		return f.value, true
-	}
-	return nil, false
-}
-
-// set replaces a field's value where it stands (a regraded file keeps its layout) or
-// appends the field.
-func (o *object) set(key string, value any) error {
-	raw, err := marshalJSON(value)
-	if err != nil {
-		return err
-	}
-	if f := o.field(key); f != nil {
-		f.value, f.changed = raw, true
-		return nil
-	}
-	o.added = append(o.added, objectField{key: key, value: raw})
-	return nil
-}
-
-func (o *object) keys() string {
-	if len(o.fields) == 0 {
-		return "none"
-	}
-	names := make([]string, len(o.fields))
-	for i, f := range o.fields {
-		names[i] = f.key
-	}
-	return strings.Join(names, ", ")
-}
-
-// marshal writes the object back as one JSONL line.
-func (o *object) marshal() []byte {
-	var b bytes.Buffer
-	prev := 0
-	for _, f := range o.fields {
-		if f.changed {
-			b.Write(o.line[prev:f.start])
-			b.Write(f.value)
-			prev = f.end
-		}
-	}
-	b.Write(o.line[prev:o.closing])
-	for i, f := range o.added {
-		if i > 0 || len(o.fields) > 0 {
-			b.WriteByte(',')
-		}
-		key, _ := marshalJSON(f.key) // a string always encodes
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(f.value)
-	}
-	b.WriteString("}\n")
-	// Invalid UTF-8 can only stand inside a string (the decoder accepted the line), where
-	// JSON readers refuse it: it becomes U+FFFD, as the decoder itself reads it.
-	return bytes.ToValidUTF8(b.Bytes(), []byte("\uFFFD"))
-}
-
-// marshalJSON encodes without HTML escaping, so answers such as "x<3" stay readable.
-func marshalJSON(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

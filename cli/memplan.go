@@ -5,17 +5,13 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/memplan"
-	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -25,43 +21,6 @@ func memoryFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "no-memory-check", Usage: "start even when the memory plan does not fit"},
 		&ucli.StringFlag{Name: "memory-budget", DefaultText: "MemAvailable", Usage: "host memory the run may use (e.g. 48GiB), instead of /proc/meminfo's MemAvailable (which ignores container limits)"},
 	}
-}
-
-// planTrain is the memory plan of a resolved run.
-func planTrain(cfg trainer.Config, rt *torch.Runtime) ([]memplan.Agent, error) {
-	major, _, _ := strings.Cut(rt.TorchVersion(), ".")
-	fused, _ := strconv.Atoi(major)
-	var agents []memplan.Agent
-	for i, a := range cfg.Agents {
-		hc, err := model.LoadHFConfig(a.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
-		}
-		s, err := hc.Shape()
-		if err != nil {
-			return nil, fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
-		}
-		var lora memplan.LoRA
-		if cfg.LoRA.Rank > 0 {
-			lora = memplan.LoRA{Rank: cfg.LoRA.Rank, Targets: cfg.LoRA.Targets}
-			// The frozen base's type as hfmodel.Load picks it.
-			bf16 := cfg.LoRA.BaseBF16
-			if !bf16 {
-				if bf16, err = hfmodel.BF16Checkpoint(a.Dir); err != nil {
-					return nil, fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
-				}
-			}
-			if bf16 {
-				lora.BaseDType = memplan.BF16
-			}
-		}
-		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s, LoRA: lora,
-			DType: memplan.DType(cfg.DType), GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.Device.CUDA, FusedAttention: fused >= 2,
-			MicroBatchSeqs: cfg.G, PromptTokens: cfg.PromptLimit, ResponseTokens: a.MaxTokens,
-			RolloutType: cfg.RolloutDType.GGUFType(), FileSync: cfg.Sync == trainer.SyncFile, Slots: cfg.Engine.Slots, SeqContext: cfg.Engine.SeqContext,
-			KVType: string(cfg.Engine.KVType), GPULayers: cfg.Placement.GPULayers})
-	}
-	return agents, nil
 }
 
 // memoryBudget is --memory-budget or MemAvailable, and the GPUs' free memory when the plan
@@ -91,7 +50,7 @@ func memoryBudget(c *ucli.Context, p *memplan.Plan) (memplan.Budget, error) {
 // that does not fit, unless --no-memory-check, with one line saying what to change; a dry
 // run is refused as the run would be, so that a script can tell.
 func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime) error {
-	agents, err := planTrain(cfg, rt)
+	agents, err := cfg.MemoryPlan(rt.TorchVersion())
 	if err != nil {
 		return err
 	}

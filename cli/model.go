@@ -37,60 +37,63 @@ func init() {
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
 				forceFlag,
 			},
-			Action: func(c *ucli.Context) error {
-				arch := c.String("arch")
-				var shape *model.Shape
-				if p := c.String("preset"); p != "" {
-					s, ok := model.Presets[p]
-					if !ok {
-						return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
-					}
-					shape, arch = &s, string(s.Arch)
-				}
-				if n := c.Int("layers"); n != 0 {
-					if shape == nil || n < 1 || n > shape.Layers {
-						return fmt.Errorf("--layers %d: want 1 to a --preset's layer count", n)
-					}
-					shape.Layers = n
-				}
-				fam, err := chat.ForArch(arch)
-				if err != nil {
-					return err
-				}
-				tmpl, err := chat.Template(fam)
-				if err != nil {
-					return err
-				}
-				var tok *model.HFTokenizer
-				if dir := c.String("tokenizer"); dir != "" {
-					if tok, err = model.LoadHFTokenizer(dir); err != nil {
-						return err
-					}
-					tmpl = "" // the checkpoint's own
-				}
-				if v := c.Int("vocab"); v < 0 || v > model.MaxVocab {
-					return fmt.Errorf("--vocab %d: want 0 (the tokenizer's own) or at most %d", v, model.MaxVocab)
-				}
-				out, err := outDir(c)
-				if err != nil {
-					return err
-				}
-				if dir := c.String("tokenizer"); dir != "" {
-					if err := checkOutput(c, out, dir); err != nil {
-						return err
-					}
-				}
-				if err := prepareOutDir(c, out, removeTiny); err != nil {
-					return err
-				}
-				if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.Writer, "wrote %s and %s\n", filepath.Join(out, "model.gguf"), filepath.Join(out, "hf"))
-				return nil
-			},
+			Action: modelTiny,
 		}},
 	})
+}
+
+// modelTiny is `umad model tiny`.
+func modelTiny(c *ucli.Context) error {
+	arch := c.String("arch")
+	var shape *model.Shape
+	if p := c.String("preset"); p != "" {
+		s, ok := model.Presets[p]
+		if !ok {
+			return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
+		}
+		shape, arch = &s, string(s.Arch)
+	}
+	if n := c.Int("layers"); n != 0 {
+		if shape == nil || n < 1 || n > shape.Layers {
+			return fmt.Errorf("--layers %d: want 1 to a --preset's layer count", n)
+		}
+		shape.Layers = n
+	}
+	fam, err := chat.ForArch(arch)
+	if err != nil {
+		return err
+	}
+	tmpl, err := chat.Template(fam)
+	if err != nil {
+		return err
+	}
+	var tok *model.HFTokenizer
+	if dir := c.String("tokenizer"); dir != "" {
+		if tok, err = model.LoadHFTokenizer(dir); err != nil {
+			return err
+		}
+		tmpl = "" // the checkpoint's own
+	}
+	if v := c.Int("vocab"); v < 0 || v > model.MaxVocab {
+		return fmt.Errorf("--vocab %d: want 0 (the tokenizer's own) or at most %d", v, model.MaxVocab)
+	}
+	out, err := outDir(c)
+	if err != nil {
+		return err
+	}
+	if dir := c.String("tokenizer"); dir != "" {
+		if err := checkOutput(c, out, dir); err != nil {
+			return err
+		}
+	}
+	if err := prepareOutDir(c, out, removeTiny); err != nil {
+		return err
+	}
+	if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %s and %s\n", filepath.Join(out, "model.gguf"), filepath.Join(out, "hf"))
+	return nil
 }
 
 // removeTiny removes what model tiny writes into dir: model.gguf and the checkpoint in hf/.

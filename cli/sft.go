@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -80,31 +82,12 @@ func sftCmd(c *ucli.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	var pairs []trainer.TextPair
-	switch {
-	case c.String("data") != "" && c.Int("synthetic") > 0:
-		return errors.New("give --data or --synthetic, not both")
-	case c.String("data") != "":
-		if pairs, err = trainer.ReadPairs(c.String("data")); err != nil {
-			return err
-		}
-	case c.Int("synthetic") > 0:
-		ps, err := data.SyntheticWith(c.Int("synthetic"), c.Uint64("synthetic-seed"), syntheticSet(c))
-		if err != nil {
-			return err
-		}
-		pairs = trainer.SyntheticPairs(ps)
-	default:
-		return errors.New("give --data pairs.jsonl or --synthetic N")
-	}
-	// Everything is built beside out and renamed into place at the end. Under the lock,
-	// a leftover of a killed run may go.
-	clean := filepath.Clean(out)
-	tmp := filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".tmp")
-	if err := os.RemoveAll(tmp); err != nil {
+	pairs, err := sftPairs(c)
+	if err != nil {
 		return err
 	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	tmp, err := sftTemp(out)
+	if err != nil {
 		return err
 	}
 	defer func() {
@@ -114,27 +97,64 @@ func sftCmd(c *ucli.Context) (err error) {
 	}()
 	ctx, release := interruptContext("stopping after this step; nothing is written")
 	defer release()
-	// llama.cpp's tokenizer, so training sees the ids sampling will: convert, load vocab only.
-	tokGGUF := filepath.Join(tmp, "model.gguf")
-	if err := model.HFToGGUF(src, tokGGUF, model.HFToGGUFOptions{}); err != nil {
-		return err
-	}
-	tok, err := engine.OpenVocab(tokGGUF)
-	if err != nil {
-		return err
-	}
-	format, err := tok.Format(c.String("chat-format"))
-	if err != nil {
-		tok.Close()
-		return err
-	}
-	ids, err := trainer.TokenizePairs(tok, format, tok.EndOfTurn(), pairs)
-	tok.Close()
+	ids, err := sftTokenize(c, src, filepath.Join(tmp, "model.gguf"), pairs)
 	if err != nil {
 		return err
 	}
 	opts.Trainable, opts.LoRA = true, lora
-	m, err := hfmodel.Load(rt, src, opts)
+	return sftTrain(ctx, c, rt, opts, ids, tmp, out)
+}
+
+// sftTemp makes the directory beside out that everything is built in, renamed into place
+// at the end. Under the lock, a leftover of a killed run may go.
+func sftTemp(out string) (string, error) {
+	clean := filepath.Clean(out)
+	tmp := filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
+	return tmp, os.Mkdir(tmp, 0o755)
+}
+
+// sftPairs reads --data's pairs or builds --synthetic's.
+func sftPairs(c *ucli.Context) ([]trainer.TextPair, error) {
+	switch {
+	case c.String("data") != "" && c.Int("synthetic") > 0:
+		return nil, errors.New("give --data or --synthetic, not both")
+	case c.String("data") != "":
+		return trainer.ReadPairs(c.String("data"))
+	case c.Int("synthetic") > 0:
+		ps, err := data.SyntheticWith(c.Int("synthetic"), c.Uint64("synthetic-seed"), syntheticSet(c))
+		if err != nil {
+			return nil, err
+		}
+		return trainer.SyntheticPairs(ps), nil
+	default:
+		return nil, errors.New("give --data pairs.jsonl or --synthetic N")
+	}
+}
+
+// sftTokenize tokenizes the pairs with llama.cpp's tokenizer, so training sees the ids
+// sampling will: src converted to tokGGUF, its vocabulary alone loaded.
+func sftTokenize(c *ucli.Context, src, tokGGUF string, pairs []trainer.TextPair) ([]trainer.Pair, error) {
+	if err := model.HFToGGUF(src, tokGGUF, model.HFToGGUFOptions{}); err != nil {
+		return nil, err
+	}
+	tok, err := engine.OpenVocab(tokGGUF)
+	if err != nil {
+		return nil, err
+	}
+	defer tok.Close()
+	format, err := tok.Format(c.String("chat-format"))
+	if err != nil {
+		return nil, err
+	}
+	return trainer.TokenizePairs(tok, format, tok.EndOfTurn(), pairs)
+}
+
+// sftTrain trains the model of opts on ids and writes it into tmp, then renames tmp to out.
+func sftTrain(ctx context.Context, c *ucli.Context, rt *torch.Runtime, opts torch.ModelOptions, ids []trainer.Pair, tmp, out string) error {
+	m, err := hfmodel.Load(rt, c.String("model"), opts)
 	if err != nil {
 		return err
 	}
@@ -147,7 +167,7 @@ func sftCmd(c *ucli.Context) (err error) {
 		}})
 	fmt.Fprintln(c.App.ErrWriter)
 	if errors.Is(err, trainer.ErrInterrupted) {
-		return errors.Join(errInterrupted, err)
+		return errors.Join(launch.ErrInterrupted, err)
 	}
 	if err != nil {
 		return err
@@ -157,12 +177,12 @@ func sftCmd(c *ucli.Context) (err error) {
 	if err := m.SaveMerged(filepath.Join(tmp, "hf")); err != nil {
 		return err
 	}
-	if lora.Rank > 0 {
+	if opts.LoRA.Rank > 0 {
 		if err := m.SaveAdapter(filepath.Join(tmp, "adapter")); err != nil {
 			return err
 		}
 	}
-	if err := model.HFToGGUF(filepath.Join(tmp, "hf"), tokGGUF, model.HFToGGUFOptions{}); err != nil {
+	if err := model.HFToGGUF(filepath.Join(tmp, "hf"), filepath.Join(tmp, "model.gguf"), model.HFToGGUFOptions{}); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, out); err != nil {

@@ -14,6 +14,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/verifier"
 )
@@ -137,7 +138,7 @@ func (rv *runVerifier) left() time.Duration {
 // engine's error.
 func (rv *runVerifier) failed(err error) error {
 	if rv.ctx.Err() != nil {
-		return errInterrupted
+		return launch.ErrInterrupted
 	}
 	return err
 }

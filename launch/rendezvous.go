@@ -1,4 +1,4 @@
-package cli
+package launch
 
 // A training rank's place in its process group: joining it, and checking before any work
 // that every rank runs the same build with the same configuration.
@@ -13,9 +13,9 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 )
 
-// joinJob joins this rank's process group and checks, before any work, that every rank
+// Join joins this rank's process group and checks, before any work, that every rank
 // runs the same build (binary and torch plugin) with the same resolved configuration.
-func joinJob(rt *torch.Runtime, d distSpec, config any) (*torch.Group, error) {
+func Join(rt *torch.Runtime, d Spec, config any) (*torch.Group, error) {
 	fp, err := jobFingerprint(rt, config)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,83 @@
+package cli
+
+// The multi-process flags of train and debate, read into launch's options (launch/).
+
+import (
+	"runtime"
+	"strconv"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/launch"
+)
+
+// distFlags are the multi-process flags of train and debate.
+func distFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes (ranks) on this machine: one per GPU on a GPU server; on CPUs they share the cores"},
+		&ucli.IntFlag{Name: "nnodes", Value: 1, Usage: "machines in the job, each running --nproc ranks"},
+		&ucli.IntFlag{Name: "node-rank", Usage: "this machine's index among --nnodes (0 hosts the rendezvous)"},
+		&ucli.StringFlag{Name: "master-addr", Value: "127.0.0.1", Usage: "with --nnodes > 1: address of node 0, where rank 0 hosts the rendezvous store (one machine's ranks meet through a private file)"},
+		&ucli.IntFlag{Name: "master-port", Value: 29500, Usage: "with --nnodes > 1: port of the rendezvous store"},
+		distTimeoutFlag("longest wait for the other ranks (rendezvous and every collective): a rank that died or hangs fails the job after this"),
+		&ucli.StringFlag{Name: "dist-backend", Value: "gloo", Usage: "collectives: gloo (CPU tensors; every libtorch) or nccl (GPU; pip PyTorch builds)"},
+	}
+}
+
+// distTimeoutFlag is --dist-timeout, the bound on waiting for other ranks.
+func distTimeoutFlag(usage string) ucli.Flag {
+	return &ucli.DurationFlag{Name: "dist-timeout", Value: 10 * time.Minute, Usage: usage}
+}
+
+// resolveDist reads the job's shape (launch.Resolve). A command with --nproc alone
+// (debate: its ranks share no process group) passes group false.
+func resolveDist(c *ucli.Context, group bool) (launch.Spec, bool, error) {
+	o := launch.Options{Group: group, NProc: c.Int("nproc"), Timeout: c.Duration("dist-timeout")}
+	if group {
+		o.Backend, o.NNodes, o.NodeRank = c.String("dist-backend"), c.Int("nnodes"), c.Int("node-rank")
+		o.MasterAddr, o.MasterAddrSet, o.MasterPort = c.String("master-addr"), c.IsSet("master-addr"), c.Int("master-port")
+	}
+	return launch.Resolve(o)
+}
+
+// launchRanks starts this machine's ranks of a multi-process job when this process is
+// the launcher (check, when not nil, refuses a world size first), and waits for them;
+// done says it did (the command's work happened in the ranks). Otherwise it returns this
+// process's place: a rank's, or rank 0 of 1.
+func launchRanks(c *ucli.Context, check func(world int) error) (d launch.Spec, done bool, err error) {
+	d, isRank, err := resolveDist(c, true)
+	if err != nil || isRank || !d.Multi() {
+		return d, false, err
+	}
+	if check != nil {
+		if err := check(d.World); err != nil {
+			return d, true, err
+		}
+	}
+	return d, true, launch.Group(d, rankOutput(c))
+}
+
+// rankOutput is where the ranks' output goes: the command's writers.
+func rankOutput(c *ucli.Context) launch.Output {
+	return launch.Output{Stdout: c.App.Writer, Stderr: c.App.ErrWriter}
+}
+
+// shareCores gives each of a machine's ranks its share of the cores for llama.cpp and,
+// with torch, libtorch, unless --threads or --torch-threads say otherwise; engines is the
+// number of rollout engines per rank, which decode concurrently.
+func shareCores(c *ucli.Context, d launch.Spec, engines int, torch bool) error {
+	if d.LocalWorld <= 1 {
+		return nil
+	}
+	if torch && !c.IsSet("torch-threads") {
+		if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/d.LocalWorld))); err != nil {
+			return err
+		}
+	}
+	if !c.IsSet("threads") {
+		return c.Set("threads", strconv.Itoa(engine.SharedThreads(engines*d.LocalWorld)))
+	}
+	return nil
+}
