@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // Family names a chat format.
@@ -193,15 +195,11 @@ func Template(f Family) (string, error) {
 	return "", fmt.Errorf("no template for chat format %q", f)
 }
 
-// ForArch is the family a generated model of architecture arch uses.
-func ForArch(arch string) (Family, error) {
-	switch arch {
-	case "qwen2":
-		return Qwen25, nil
-	case "qwen3":
-		return Qwen3, nil
-	case "llama":
-		return Llama3, nil
+// ForArch is the family a generated model of architecture arch uses: its descriptor's.
+func ForArch(name string) (Family, error) {
+	d, err := arch.Lookup(name)
+	if err != nil {
+		return "", fmt.Errorf("no chat format: %w", err)
 	}
-	return "", fmt.Errorf("no chat format for architecture %q (supported: qwen2, qwen3, llama)", arch)
+	return ParseFamily(d.Chat)
 }

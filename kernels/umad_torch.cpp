@@ -268,7 +268,7 @@ struct Model {
   }
 
   explicit Model(const umad_model_config& c) : cfg(c) {
-    if (c.arch < UMAD_ARCH_QWEN2 || c.arch > UMAD_ARCH_LLAMA)
+    if (c.arch < 0 || c.arch >= UMAD_ARCH_COUNT)
       throw ArgError("unknown architecture code " + std::to_string(c.arch));
     if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
         c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||

@@ -27,7 +27,8 @@ enum {
   UMAD_ERR_NONFINITE = 3
 };
 
-enum { UMAD_ARCH_QWEN2 = 0, UMAD_ARCH_QWEN3 = 1, UMAD_ARCH_LLAMA = 2 };
+/* Architecture codes, in the order of model/arch's registry (a Go test checks it). */
+enum { UMAD_ARCH_QWEN2 = 0, UMAD_ARCH_QWEN3 = 1, UMAD_ARCH_LLAMA = 2, UMAD_ARCH_COUNT };
 enum { UMAD_F32 = 0, UMAD_F64 = 1, UMAD_BF16 = 2, UMAD_F16 = 3 };
 enum { UMAD_CPU = 0, UMAD_CUDA = 1 };
 

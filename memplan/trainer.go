@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 func (a Agent) lora() bool { return a.LoRA.Rank > 0 }
@@ -109,7 +110,7 @@ func (a Agent) activations() int64 {
 	// the attention output (6q); k's projection and rotate-half (2kv); the MLP's gate, SiLU,
 	// up and product (4I).
 	perToken := 6*H + 6*q + 2*kv + 4*I
-	if s.Arch == model.ArchQwen3 {
+	if d, _ := arch.Lookup(string(s.Arch)); d.QKNorm {
 		perToken += 2*q + 2*kv // QK-norm's normalised and scaled q and k
 	}
 	if a.lora() {

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // llama_ftype values for general.file_type: what most of the file's matrices are.
@@ -35,7 +36,7 @@ type HFToGGUFOptions struct {
 }
 
 // SupportedArchitectures lists the config.json model_type values that convert.
-func SupportedArchitectures() []string { return slices.Sorted(maps.Keys(archOfModelType)) }
+func SupportedArchitectures() []string { return slices.Sorted(slices.Values(arch.Names())) }
 
 // HFToGGUF converts a Hugging Face checkpoint directory (config.json, safetensors, tokenizer
 // files) to one GGUF file that llama.cpp loads with no further settings. Tensors are
@@ -55,7 +56,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := archOfModelType[cfg.ModelType]; !ok {
+	if _, ok := Arch(cfg.ModelType).desc(); !ok {
 		return fmt.Errorf("architecture %q (config.json model_type) is not supported; supported: %s",
 			cfg.ModelType, strings.Join(SupportedArchitectures(), ", "))
 	}
@@ -207,7 +208,7 @@ func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error)
 	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
 		kvs = append(kvs, KV{a + ".attention.key_length", uint32(s.HeadDim)}, KV{a + ".attention.value_length", uint32(s.HeadDim)})
 	}
-	if s.Arch == ArchLlama {
+	if d, _ := s.Arch.desc(); d.GGUFRopeDims {
 		kvs = append(kvs, KV{a + ".rope.dimension_count", uint32(s.HeadDim)})
 	}
 	if s.RopeScaling != nil {

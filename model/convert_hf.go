@@ -95,7 +95,7 @@ func ggufShape(g *GGUF) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
-	if _, ok := archOfModelType[arch]; !ok {
+	if _, ok := Arch(arch).desc(); !ok {
 		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", arch, strings.Join(SupportedArchitectures(), ", "))
 	}
 	s := Shape{Arch: Arch(arch), RopeTheta: 10000} // llama.cpp's default base
@@ -262,8 +262,7 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	}
 	var fam family
 	var names []string
-	for _, a := range []Arch{ArchQwen2, ArchLlama} {
-		f := familyOf(a)
+	for _, f := range families {
 		if f.pre == pre {
 			fam = f
 		}

@@ -32,15 +32,6 @@ type HFConfig struct {
 	TorchDType    string   `json:"torch_dtype,omitempty"`
 }
 
-// RopeScaling is config.json's rope_scaling block (Llama 3 style).
-type RopeScaling struct {
-	RopeType                      string  `json:"rope_type"`
-	Factor                        float64 `json:"factor"`
-	LowFreqFactor                 float64 `json:"low_freq_factor"`
-	HighFreqFactor                float64 `json:"high_freq_factor"`
-	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
-}
-
 // TokenIDs holds a token id field that config files write either as one number or a list
 // (Llama 3.2 lists several EOS ids).
 type TokenIDs []int
@@ -90,7 +81,8 @@ func LoadHFConfig(dir string) (*HFConfig, error) {
 
 // Shape returns the model shape the config describes, checked for consistency.
 func (c *HFConfig) Shape() (Shape, error) {
-	arch, ok := archOfModelType[c.ModelType]
+	arch := Arch(c.ModelType)
+	d, ok := arch.desc()
 	if !ok {
 		return Shape{}, fmt.Errorf("hf config: unsupported model_type %q", c.ModelType)
 	}
@@ -110,7 +102,7 @@ func (c *HFConfig) Shape() (Shape, error) {
 		RMSEps:         c.RMSNormEps,
 		Context:        c.MaxPositionEmbeddings,
 		TiedEmbeddings: c.TieWordEmbeddings,
-		QKVBias:        arch == ArchQwen2 || (c.AttentionBias != nil && *c.AttentionBias),
+		QKVBias:        d.QKVBias || (c.AttentionBias != nil && *c.AttentionBias),
 		RopeScaling:    c.RopeScaling,
 	}
 	if s.KVHeads == 0 { // HF's default: no grouping

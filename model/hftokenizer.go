@@ -136,12 +136,9 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 			return nil, fmt.Errorf("tokenizer_config.json %s %q is not in the vocabulary", f.name, text)
 		}
 	}
-	// The family's chat end-of-turn token, on which llama.cpp also stops generating.
-	eot := "<|im_end|>"
-	if fam.pre == familyOf(ArchLlama).pre {
-		eot = "<|eot_id|>"
-	}
-	if id := voc.id(eot); id >= 0 && voc.types[id] == tokenControl {
+	// The family's chat end-of-turn token (its generated models' EOS), on which llama.cpp
+	// also stops generating.
+	if id := voc.id(fam.eos); id >= 0 && voc.types[id] == tokenControl {
 		t.EOT = id
 	}
 	if tc.AddBOSToken != nil {
@@ -184,10 +181,8 @@ func preTokenizerFamily(raw json.RawMessage) (family, error) {
 			byteLevel = true
 		}
 	}
-	known := []Arch{ArchQwen2, ArchLlama}
 	var names []string
-	for _, a := range known {
-		f := familyOf(a)
+	for _, f := range families {
 		if byteLevel && regex == f.splitRegex {
 			return f, nil
 		}

@@ -20,7 +20,7 @@ import (
 
 // TinyOptions configures WriteTiny.
 type TinyOptions struct {
-	Arch         string // qwen2, qwen3 or llama; may be empty when Shape names it
+	Arch         string // an arch.Names() entry; may be empty when Shape names it
 	Shape        *Shape // nil: DefaultShape(Arch)
 	Seed         uint64
 	ChatTemplate string // Jinja template written to both tokenizers; empty writes none
@@ -226,13 +226,24 @@ const (
 	llamaSplit = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
+// families are the tokenizers of generated models, by pre-tokenizer; an architecture's
+// descriptor names its own (arch.Desc.Tokenizer).
+var families = []family{
+	{pre: "qwen2", splitRegex: qwenSplit, bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>"},
+	{pre: "llama-bpe", splitRegex: llamaSplit, addBOS: true, ignoreMerges: true, cleanSpaces: true,
+		bos: "<|begin_of_text|>", eos: "<|eot_id|>", pad: "<|end_of_text|>"},
+}
+
+// familyOf is the tokenizer family of architecture a (a supported one: the shape was
+// validated).
 func familyOf(a Arch) family {
-	if a == ArchLlama {
-		return family{pre: "llama-bpe", splitRegex: llamaSplit, addBOS: true, ignoreMerges: true, cleanSpaces: true,
-			bos: "<|begin_of_text|>", eos: "<|eot_id|>", pad: "<|end_of_text|>"}
+	d, _ := a.desc()
+	for _, f := range families {
+		if f.pre == d.Tokenizer {
+			return f
+		}
 	}
-	return family{pre: "qwen2", splitRegex: qwenSplit,
-		bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>"}
+	return families[0]
 }
 
 type specialIDs struct{ bos, eos, pad int }
@@ -267,8 +278,9 @@ type tinyTensor struct {
 func tinyTensors(s Shape, seed uint64) []tinyTensor {
 	H, V, F, D := int64(s.Hidden), int64(s.Vocab), int64(s.FFN), int64(s.HeadDim)
 	q, kv := int64(s.Heads)*D, int64(s.KVHeads)*D
+	d, _ := s.Arch.desc()
 	permQ, permK := 0, 0
-	if s.Arch == ArchLlama {
+	if d.PermuteQK {
 		permQ, permK = s.Heads, s.KVHeads
 	}
 	var ts []tinyTensor
@@ -291,7 +303,7 @@ func tinyTensors(s Shape, seed uint64) []tinyTensor {
 			add(hp+"self_attn.v_proj.bias", gp+"attn_v.bias", false, 0, kv)
 		}
 		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
-		if s.Arch == ArchQwen3 {
+		if d.QKNorm {
 			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
 			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
 		}
@@ -392,7 +404,7 @@ func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs,
 	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
 		kvs = append(kvs, KV{arch + ".attention.key_length", uint32(s.HeadDim)}, KV{arch + ".attention.value_length", uint32(s.HeadDim)})
 	}
-	if s.Arch == ArchLlama {
+	if d, _ := s.Arch.desc(); d.GGUFRopeDims {
 		kvs = append(kvs, KV{arch + ".vocab_size", uint32(s.Vocab)}, KV{arch + ".rope.dimension_count", uint32(s.HeadDim)})
 	}
 	kvs = append(kvs,
@@ -451,7 +463,6 @@ func hfConfigOf(s Shape, ids specialIDs) HFConfig {
 		NumHiddenLayers:       s.Layers,
 		NumAttentionHeads:     s.Heads,
 		NumKeyValueHeads:      s.KVHeads,
-		HiddenAct:             "silu",
 		MaxPositionEmbeddings: s.Context,
 		RMSNormEps:            s.RMSEps,
 		RopeTheta:             s.RopeTheta,
@@ -461,15 +472,10 @@ func hfConfigOf(s Shape, ids specialIDs) HFConfig {
 		EOSTokenID:            TokenIDs{ids.eos},
 		TorchDType:            "float32",
 	}
-	noBias := false
-	switch s.Arch {
-	case ArchQwen2:
-		c.Architectures = []string{"Qwen2ForCausalLM"}
-	case ArchQwen3:
-		c.Architectures = []string{"Qwen3ForCausalLM"}
-		c.HeadDim, c.AttentionBias = s.HeadDim, &noBias
-	case ArchLlama:
-		c.Architectures = []string{"LlamaForCausalLM"}
+	d, _ := s.Arch.desc()
+	c.Architectures, c.HiddenAct = []string{d.HFClass}, d.Activation
+	if d.ConfigHeadDim {
+		noBias := false
 		c.HeadDim, c.AttentionBias = s.HeadDim, &noBias
 	}
 	return c

@@ -15,14 +15,12 @@ import (
 	"unsafe"
 )
 
-// Arch is a supported decoder-only architecture.
+// Arch is an architecture's plugin code (UMAD_ARCH_* in kernels/umad_torch.h): the
+// registry's descriptors (model/arch) carry it, and a test checks the two lists agree.
 type Arch int32
 
-const (
-	ArchQwen2 Arch = C.UMAD_ARCH_QWEN2 // Qwen2 and Qwen2.5: q/k/v biases
-	ArchQwen3 Arch = C.UMAD_ARCH_QWEN3 // Qwen3: q_norm/k_norm, no biases
-	ArchLlama Arch = C.UMAD_ARCH_LLAMA // Llama 3, with llama3 RoPE scaling
-)
+// ArchCount is how many architectures the plugin knows: codes 0 to ArchCount-1.
+const ArchCount = int(C.UMAD_ARCH_COUNT)
 
 // DType is an element type of tensors crossing the ABI.
 type DType int32
