@@ -41,6 +41,7 @@ type Shape struct {
 	TiedEmbeddings bool
 	QKVBias        bool         // q/k/v projection biases (Qwen2)
 	RopeScaling    *RopeScaling // nil: none; only Llama 3 ("llama3") scaling is supported
+	SlidingWindow  int          // tokens a sliding-window layer sees (Gemma 3); 0: none
 }
 
 // RopeScaling is config.json's rope_scaling block (Llama 3 style).
@@ -50,7 +51,7 @@ type RopeScaling = arch.RopeScaling
 func shapeOf(a Arch, d arch.Dims) Shape {
 	s := Shape{Arch: a, Vocab: d.Vocab, Hidden: d.Hidden, Layers: d.Layers, Heads: d.Heads,
 		KVHeads: d.KVHeads, HeadDim: d.HeadDim, FFN: d.FFN, RopeTheta: d.RopeTheta, RMSEps: d.RMSEps,
-		Context: d.Context, TiedEmbeddings: d.TiedEmbeddings, QKVBias: d.QKVBias}
+		Context: d.Context, TiedEmbeddings: d.TiedEmbeddings, QKVBias: d.QKVBias, SlidingWindow: d.SlidingWindow}
 	if d.RopeScaling != nil {
 		rs := *d.RopeScaling
 		s.RopeScaling = &rs // the registry's stays as it is
@@ -103,6 +104,11 @@ func (s Shape) Validate() error {
 	case d.HeadsSpanHidden && s.HeadDim*s.Heads != s.Hidden:
 		// llama.cpp's loader sizes attn_q as hidden x hidden.
 		return fmt.Errorf("shape: %s needs head dim x heads = hidden, got %d x %d != %d", s.Arch, s.HeadDim, s.Heads, s.Hidden)
+	case (d.SlidingWindowPattern > 0) != (s.SlidingWindow > 0):
+		return fmt.Errorf("shape: sliding window %d: %s needs one exactly when its layers alternate (%s)", s.SlidingWindow, s.Arch,
+			withFlag(func(d arch.Desc) bool { return d.SlidingWindowPattern > 0 }))
+	case s.SlidingWindow < 0 || s.SlidingWindow > math.MaxInt32:
+		return fmt.Errorf("shape: sliding window %d out of range", s.SlidingWindow)
 	case s.QKVBias && !d.QKVBias:
 		return fmt.Errorf("shape: q/k/v biases are only supported for %s", withFlag(func(d arch.Desc) bool { return d.QKVBias }))
 	}

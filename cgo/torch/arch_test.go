@@ -57,6 +57,7 @@ func TestPluginRefusesUnknownArch(t *testing.T) {
 	for _, d := range arch.All {
 		c := cfg
 		c.Arch, c.AttentionBias, c.QKNorm = Arch(d.Plugin), d.QKVBias, d.QKNorm
+		c.SlidingWindow, c.RopeLocalTheta = d.Tiny.SlidingWindow, d.LocalRopeTheta
 		m, err := rt.NewModel(c, ModelOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", d.Name, err)

@@ -63,6 +63,9 @@ type Config struct {
 	RopeTheta, RMSNormEps                    float64
 	TieEmbeddings, AttentionBias, QKNorm     bool
 	RopeScaling                              *Llama3RopeScaling // nil: plain RoPE
+	// Gemma 3's sliding-window layers: their window and RoPE base (0 for other architectures).
+	SlidingWindow  int
+	RopeLocalTheta float64
 }
 
 // Llama3RopeScaling is rope_scaling with rope_type "llama3".
@@ -213,6 +216,8 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		lora_dropout:      C.double(opts.LoRA.Dropout),
 		lora_seed:         C.uint64_t(opts.LoRA.Seed),
 		base_bf16:         b2i(opts.LoRA.BaseBF16),
+		sliding_window:    C.int64_t(cfg.SlidingWindow),
+		rope_local_theta:  C.double(cfg.RopeLocalTheta),
 	}
 	cc.device, cc.device_index = opts.Device.codes()
 	if s := cfg.RopeScaling; s != nil {

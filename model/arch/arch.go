@@ -15,12 +15,15 @@ import (
 type Desc struct {
 	// Name is llama.cpp's general.architecture, config.json's model_type and --arch.
 	Name string
+	// ModelType is config.json's model_type (Name where empty).
+	ModelType string
 	// HFClass is config.json's architectures entry.
 	HFClass string
 	// Chat is the chat family (chat.Family) of the models umad generates, whose template
 	// they carry.
 	Chat string
-	// Tokenizer is the tokenizer.ggml.pre of generated models' byte-level BPE tokenizer.
+	// Tokenizer is the tokenizer.ggml.pre of generated models' tokenizer: byte-level BPE,
+	// or SentencePiece for "default" (Gemma).
 	Tokenizer string
 	// Plugin is the architecture's code in the libtorch plugin (UMAD_ARCH_* in
 	// kernels/umad_torch.h); a test checks the two lists agree.
@@ -41,8 +44,19 @@ type Desc struct {
 	GGUFRopeDims bool
 	// RopeScaling is the one rope_scaling type supported ("llama3"), or "" for none.
 	RopeScaling string
-	// Activation is config.json's hidden_act.
+	// Activation is config.json's hidden_act: "silu" or "gelu_pytorch_tanh" (GeLU, tanh form).
 	Activation string
+	// NormOffset: RMS norms scale by (NormOffset + weight); Gemma's weights are stored as
+	// the offset from 1 in HF and with it added in GGUF.
+	NormOffset float64
+	// SandwichNorm: norms before and after both attention and MLP (Gemma 2/3).
+	SandwichNorm bool
+	// EmbedScale: the embedding's rows are scaled by sqrt(hidden).
+	EmbedScale bool
+	// SlidingWindowPattern > 0: layer i attends over a sliding window unless (i+1) is a
+	// multiple of it (then globally); the local layers use LocalRopeTheta.
+	SlidingWindowPattern int
+	LocalRopeTheta       float64
 
 	// Tiny is the tiny shape `umad model tiny` writes: small enough to test in
 	// milliseconds, yet with what the real models of the family need. Vocab is 0: the
@@ -58,6 +72,7 @@ type Dims struct {
 	RopeTheta, RMSEps                                            float64
 	TiedEmbeddings, QKVBias                                      bool
 	RopeScaling                                                  *RopeScaling // nil: none
+	SlidingWindow                                                int          // tokens a local layer sees; 0: none
 }
 
 // RopeScaling is config.json's rope_scaling block (Llama 3 style).
@@ -71,9 +86,10 @@ type RopeScaling struct {
 
 // Names of the architectures.
 const (
-	Qwen2 = "qwen2"
-	Qwen3 = "qwen3"
-	Llama = "llama"
+	Qwen2  = "qwen2"
+	Qwen3  = "qwen3"
+	Llama  = "llama"
+	Gemma3 = "gemma3"
 )
 
 // tinyBase is what the tiny shapes share.
@@ -121,6 +137,37 @@ var All = []Desc{
 				OriginalMaxPositionEmbeddings: 8192}
 		}),
 	},
+	{
+		// Gemma 3 (text): sandwich norms with the +1 offset, GeLU-tanh, embeddings scaled
+		// by sqrt(hidden), QK-norm, five sliding-window layers to one global, each kind with
+		// its rope base, and a SentencePiece tokenizer. The tiny shape has six layers so that
+		// both kinds run, and a window shorter than test prompts.
+		Name: Gemma3, ModelType: "gemma3_text", HFClass: "Gemma3ForCausalLM", Chat: "gemma3", Tokenizer: "default", Plugin: 3,
+		QKNorm: true, ConfigHeadDim: true, Activation: "gelu_pytorch_tanh", NormOffset: 1,
+		SandwichNorm: true, EmbedScale: true, SlidingWindowPattern: 6, LocalRopeTheta: 10000,
+		Tiny: tinyBase.with(func(d *Dims) { d.Layers, d.KVHeads, d.HeadDim, d.SlidingWindow = 6, 1, 32, 8 }),
+		Presets: map[string]Dims{
+			"gemma-3-1b": {Vocab: 262144, Hidden: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256,
+				FFN: 6912, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, SlidingWindow: 512},
+		},
+	},
+}
+
+// HFModelType is config.json's model_type of the architecture.
+func (d Desc) HFModelType() string {
+	if d.ModelType != "" {
+		return d.ModelType
+	}
+	return d.Name
+}
+
+// OfModelType returns the descriptor whose config.json model_type is t.
+func OfModelType(t string) (Desc, bool) {
+	i := slices.IndexFunc(All, func(d Desc) bool { return d.HFModelType() == t })
+	if i < 0 {
+		return Desc{}, false
+	}
+	return All[i], true
 }
 
 // Names lists the architectures' names in registry order.
