@@ -89,6 +89,13 @@ func LoadHFConfig(dir string) (*HFConfig, error) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, fmt.Errorf("load hf config %s: %w", path, err)
 	}
+	var tie struct {
+		Set *bool `json:"tie_word_embeddings"`
+	}
+	if json.Unmarshal(raw, &tie) == nil && tie.Set == nil {
+		d, _ := arch.OfModelType(c.ModelType)
+		c.TieWordEmbeddings = d.TiedByDefault
+	}
 	return &c, nil
 }
 

@@ -44,6 +44,9 @@ type Desc struct {
 	GGUFRopeDims bool
 	// RopeScaling is the one rope_scaling type supported ("llama3"), or "" for none.
 	RopeScaling string
+	// TiedByDefault: config.json without tie_word_embeddings means tied (transformers'
+	// default for the class; Gemma 3's configs leave the key out).
+	TiedByDefault bool
 	// Activation is config.json's hidden_act: "silu" or "gelu_pytorch_tanh" (GeLU, tanh form).
 	Activation string
 	// NormOffset: RMS norms scale by (NormOffset + weight); Gemma's weights are stored as
@@ -143,7 +146,7 @@ var All = []Desc{
 		// its rope base, and a SentencePiece tokenizer. The tiny shape has six layers so that
 		// both kinds run, and a window shorter than test prompts.
 		Name: Gemma3, ModelType: "gemma3_text", HFClass: "Gemma3ForCausalLM", Chat: "gemma3", Tokenizer: "default", Plugin: 3,
-		QKNorm: true, ConfigHeadDim: true, Activation: "gelu_pytorch_tanh", NormOffset: 1,
+		QKNorm: true, ConfigHeadDim: true, TiedByDefault: true, Activation: "gelu_pytorch_tanh", NormOffset: 1,
 		SandwichNorm: true, EmbedScale: true, SlidingWindowPattern: 6, LocalRopeTheta: 10000,
 		Tiny: tinyBase.with(func(d *Dims) { d.Layers, d.KVHeads, d.HeadDim, d.SlidingWindow = 6, 1, 32, 8 }),
 		Presets: map[string]Dims{
