@@ -25,9 +25,11 @@ func init() {
 			UsageText: "umad model tiny [--arch " + strings.Join(arch.Names(), "|") + "] [--seed S] [--vocab N] --out DIR",
 			Description: "Writes DIR/model.gguf and DIR/hf/ (config.json, model.safetensors, tokenizer.json,\n" +
 				"tokenizer_config.json) with identical F32 weights, a byte-level BPE tokenizer with the\n" +
-				"ChatML and Llama 3 special tokens (any text round-trips), and the architecture's chat\n" +
-				"template (" + archChats() + "). Tests and the demo use\n" +
-				"these models; --vocab pads the vocabulary to a real size (e.g. 151936) for benchmarks.",
+				"ChatML and Llama 3 special tokens (gemma3: a SentencePiece-style one with Gemma's; any\n" +
+				"text round-trips), and the architecture's chat template\n" +
+				"(" + archChats() + ").\n" +
+				"Tests and the demo use these models; --vocab pads the vocabulary to a real size\n" +
+				"(e.g. 151936) for benchmarks.",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "arch", Value: arch.Qwen2, Usage: arch.List()},
 				&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "weights seed; the same seed writes the same bytes"},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,19 @@ func TestConfigWithoutTieKeyTakesTheArchDefault(t *testing.T) {
 		if cfg.TieWordEmbeddings != c.want {
 			t.Errorf("%s without tie_word_embeddings: tied %v, want %v", c.arch, cfg.TieWordEmbeddings, c.want)
 		}
+	}
+}
+
+// A Gemma 3 shape without a global layer (fewer layers than the pattern) is refused: llama.cpp
+// aborted decoding it (`model tiny --preset gemma-3-1b --layers 1`).
+func TestGemma3NeedsAGlobalLayer(t *testing.T) {
+	s := Presets["gemma-3-1b"]
+	s.Layers = 5
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "at least 6 layers") {
+		t.Errorf("gemma3 with 5 layers: %v", err)
+	}
+	s.Layers = 6
+	if err := s.Validate(); err != nil {
+		t.Errorf("gemma3 with 6 layers: %v", err)
 	}
 }

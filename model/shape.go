@@ -107,6 +107,9 @@ func (s Shape) Validate() error {
 	case (d.SlidingWindowPattern > 0) != (s.SlidingWindow > 0):
 		return fmt.Errorf("shape: sliding window %d: %s needs one exactly when its layers alternate (%s)", s.SlidingWindow, s.Arch,
 			withFlag(func(d arch.Desc) bool { return d.SlidingWindowPattern > 0 }))
+	case d.SlidingWindowPattern > 0 && s.Layers < d.SlidingWindowPattern:
+		// llama.cpp aborts on a model without a global-attention layer.
+		return fmt.Errorf("shape: %s needs at least %d layers (one attends globally), got %d", s.Arch, d.SlidingWindowPattern, s.Layers)
 	case s.SlidingWindow < 0 || s.SlidingWindow > math.MaxInt32:
 		return fmt.Errorf("shape: sliding window %d out of range", s.SlidingWindow)
 	case s.QKVBias && !d.QKVBias:
