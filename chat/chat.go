@@ -10,6 +10,8 @@
 //     no such switch and render plain ChatML.
 //   - llama3: Llama 3.x headers; the system block carries the "Cutting Knowledge Date"
 //     preamble and a date (fixed, for reproducibility: "26 Jul 2024" unless given).
+//   - gemma3: Gemma's turns (<start_of_turn>user / model); a system message has no turn of
+//     its own and opens the first user turn, followed by a blank line.
 //
 // The rendered text contains the special tokens as text; tokenize it with special-token
 // parsing on and without adding BOS (the llama3 text already starts with it).
@@ -19,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // Family names a chat format.
@@ -29,10 +33,11 @@ const (
 	Qwen25 Family = "qwen2.5"
 	Qwen3  Family = "qwen3"
 	Llama3 Family = "llama3"
+	Gemma3 Family = "gemma3"
 )
 
 // Families lists the supported families.
-var Families = []Family{Qwen25, Qwen3, Llama3}
+var Families = []Family{Qwen25, Qwen3, Llama3, Gemma3}
 
 // QwenDefaultSystem is Qwen2.5's system prompt when none is given.
 const QwenDefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -82,6 +87,8 @@ func Detect(template string) (Format, error) {
 		return Format{}, fmt.Errorf("the model has no chat template; choose one with --chat-format (%s)", familyList())
 	case strings.Contains(template, "<|start_header_id|>") && strings.Contains(template, "<|eot_id|>"):
 		return Format{Family: Llama3}, nil
+	case strings.Contains(template, "<start_of_turn>") && strings.Contains(template, "<end_of_turn>"):
+		return Format{Family: Gemma3}, nil
 	case strings.Contains(template, "<|im_start|>") && strings.Contains(template, QwenDefaultSystem):
 		return Format{Family: Qwen25}, nil
 	case strings.Contains(template, "<|im_start|>") && strings.Contains(template, "<|im_end|>"):
@@ -155,6 +162,24 @@ func (f Format) Render(msgs []Message, opt Options) (string, error) {
 			llamaBlock(&b, m.Role, strings.TrimSpace(m.Content))
 		}
 		b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
+	case Gemma3:
+		prefix := ""
+		if msgs[0].Role == "system" {
+			prefix = strings.TrimSpace(msgs[0].Content) + "\n\n"
+			msgs = msgs[1:]
+		}
+		b.WriteString("<bos>")
+		for i, m := range msgs {
+			role, content := m.Role, strings.TrimSpace(m.Content)
+			if role == "assistant" {
+				role = "model"
+			}
+			if i == 0 {
+				content = prefix + content
+			}
+			b.WriteString("<start_of_turn>" + role + "\n" + content + "<end_of_turn>\n")
+		}
+		b.WriteString("<start_of_turn>model\n")
 	default:
 		return "", fmt.Errorf("render: unknown chat format %q", f.Family)
 	}
@@ -189,19 +214,21 @@ func Template(f Family) (string, error) {
 			"{{- '<|start_header_id|>system<|end_header_id|>\\n\\nCutting Knowledge Date: December 2023\\nToday Date: ' + date_string + '\\n\\n' + system_message + '<|eot_id|>' }}" +
 			"{%- for message in messages %}{{- '<|start_header_id|>' + message.role + '<|end_header_id|>\\n\\n' + message.content | trim + '<|eot_id|>' }}{%- endfor %}" +
 			"{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}", nil
+	case Gemma3:
+		return "{{- bos_token }}{%- if messages[0].role == 'system' %}{%- set prefix = messages[0].content | trim + '\\n\\n' %}" +
+			"{%- set messages = messages[1:] %}{%- else %}{%- set prefix = '' %}{%- endif %}" +
+			"{%- for message in messages %}{%- set role = 'model' if message.role == 'assistant' else message.role %}" +
+			"{{- '<start_of_turn>' + role + '\\n' + (prefix if loop.first else '') + message.content | trim + '<end_of_turn>\\n' }}{%- endfor %}" +
+			"{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}", nil
 	}
 	return "", fmt.Errorf("no template for chat format %q", f)
 }
 
-// ForArch is the family a generated model of architecture arch uses.
-func ForArch(arch string) (Family, error) {
-	switch arch {
-	case "qwen2":
-		return Qwen25, nil
-	case "qwen3":
-		return Qwen3, nil
-	case "llama":
-		return Llama3, nil
+// ForArch is the family a generated model of architecture arch uses: its descriptor's.
+func ForArch(name string) (Family, error) {
+	d, err := arch.Lookup(name)
+	if err != nil {
+		return "", fmt.Errorf("no chat format: %w", err)
 	}
-	return "", fmt.Errorf("no chat format for architecture %q (supported: qwen2, qwen3, llama)", arch)
+	return ParseFamily(d.Chat)
 }

@@ -12,6 +12,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // convertTypes are the --type names of hf2gguf.
@@ -25,7 +26,7 @@ var hfDTypes = map[string]model.DType{"": "", "f32": model.F32, "f16": model.F16
 func init() {
 	register(&ucli.Command{
 		Name:  "convert",
-		Usage: "convert checkpoints and LoRA adapters between Hugging Face and GGUF (qwen2, qwen3, llama)",
+		Usage: "convert checkpoints and LoRA adapters between Hugging Face and GGUF (" + strings.Join(arch.Names(), ", ") + ")",
 		Subcommands: []*ucli.Command{{
 			Name:      "hf2gguf",
 			Usage:     "convert a Hugging Face checkpoint directory to one GGUF file for llama.cpp",

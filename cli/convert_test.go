@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 func runApp(t *testing.T, args ...string) (string, string, error) {
@@ -42,7 +43,7 @@ func tinyHFDir(t *testing.T, arch string) string {
 // A converted tiny model generates with no flags beyond the model and prompt: the GGUF
 // carries the chat template and the end-of-generation tokens.
 func TestConvertThenGenerate(t *testing.T) {
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		t.Run(arch, func(t *testing.T) {
 			hf := tinyHFDir(t, arch)
 			out := filepath.Join(t.TempDir(), "m.gguf")

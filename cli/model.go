@@ -12,6 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 func init() {
@@ -21,14 +22,16 @@ func init() {
 		Subcommands: []*ucli.Command{{
 			Name:      "tiny",
 			Usage:     "write a tiny random-weight model as GGUF and as a Hugging Face directory",
-			UsageText: "umad model tiny [--arch qwen2|qwen3|llama] [--seed S] [--vocab N] --out DIR",
+			UsageText: "umad model tiny [--arch " + strings.Join(arch.Names(), "|") + "] [--seed S] [--vocab N] --out DIR",
 			Description: "Writes DIR/model.gguf and DIR/hf/ (config.json, model.safetensors, tokenizer.json,\n" +
 				"tokenizer_config.json) with identical F32 weights, a byte-level BPE tokenizer with the\n" +
-				"ChatML and Llama 3 special tokens (any text round-trips), and the architecture's chat\n" +
-				"template (qwen2: Qwen2.5's, qwen3: Qwen3's, llama: Llama 3's). Tests and the demo use\n" +
-				"these models; --vocab pads the vocabulary to a real size (e.g. 151936) for benchmarks.",
+				"ChatML and Llama 3 special tokens (gemma3: a SentencePiece-style one with Gemma's; any\n" +
+				"text round-trips), and the architecture's chat template\n" +
+				"(" + archChats() + ").\n" +
+				"Tests and the demo use these models; --vocab pads the vocabulary to a real size\n" +
+				"(e.g. 151936) for benchmarks.",
 			Flags: []ucli.Flag{
-				&ucli.StringFlag{Name: "arch", Value: "qwen2", Usage: "qwen2, qwen3 or llama"},
+				&ucli.StringFlag{Name: "arch", Value: arch.Qwen2, Usage: arch.List()},
 				&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "weights seed; the same seed writes the same bytes"},
 				&ucli.IntFlag{Name: "vocab", Usage: "pad the vocabulary to this size (0 = the tokenizer's own)"},
 				&ucli.StringFlag{Name: "tokenizer", Usage: "use the real tokenizer (and chat template) of this Hugging Face directory"},
@@ -44,14 +47,14 @@ func init() {
 
 // modelTiny is `umad model tiny`.
 func modelTiny(c *ucli.Context) error {
-	arch := c.String("arch")
+	name := c.String("arch")
 	var shape *model.Shape
 	if p := c.String("preset"); p != "" {
 		s, ok := model.Presets[p]
 		if !ok {
 			return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
 		}
-		shape, arch = &s, string(s.Arch)
+		shape, name = &s, string(s.Arch)
 	}
 	if n := c.Int("layers"); n != 0 {
 		if shape == nil || n < 1 || n > shape.Layers {
@@ -59,7 +62,7 @@ func modelTiny(c *ucli.Context) error {
 		}
 		shape.Layers = n
 	}
-	fam, err := chat.ForArch(arch)
+	fam, err := chat.ForArch(name)
 	if err != nil {
 		return err
 	}
@@ -89,7 +92,7 @@ func modelTiny(c *ucli.Context) error {
 	if err := prepareOutDir(c, out, removeTiny); err != nil {
 		return err
 	}
-	if err := model.WriteTiny(out, model.TinyOptions{Arch: arch, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
+	if err := model.WriteTiny(out, model.TinyOptions{Arch: name, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "wrote %s and %s\n", filepath.Join(out, "model.gguf"), filepath.Join(out, "hf"))
@@ -102,6 +105,15 @@ func removeTiny(dir string) error {
 		return err
 	}
 	return model.RemoveHFFiles(filepath.Join(dir, "hf"))
+}
+
+// archChats names each architecture's chat format: "qwen2: qwen2.5, ...".
+func archChats() string {
+	out := make([]string, len(arch.All))
+	for i, d := range arch.All {
+		out[i] = d.Name + ": " + d.Chat
+	}
+	return strings.Join(out, ", ")
 }
 
 func presetNames() string {

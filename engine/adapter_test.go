@@ -117,7 +117,7 @@ func TestAdapterMatchesMergedWeights(t *testing.T) {
 			}
 			d, moved := meanAbsDiff(loraLP, mergedLP), meanAbsDiff(loraLP, baseLP)
 			t.Logf("%s: adapter vs merged mean |delta| %.2g; adapter vs base %.2g", arch, d, moved)
-			if d > 1e-5 {
+			if d > slack(arch, 1e-5) {
 				t.Errorf("adapter and merged weights differ: mean |delta log-prob| %g", d)
 			}
 			if moved < 1e-2 {

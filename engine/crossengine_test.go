@@ -11,15 +11,23 @@ import (
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
+	archreg "github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/sampler"
 )
 
 // The libtorch plugin on the Hugging Face side of a tiny model and llama.cpp on its GGUF
 // side give the same log-probs and entropies (F32 KV cache, flash attention off): mean
-// |delta| <= 1e-5 and max <= 1e-4, with and without temperature.
+// |delta| <= 1e-5 and max <= 1e-4, with and without temperature. GeLU models (Gemma 3) get
+// 1e-4 and 1e-3: llama.cpp's CPU GeLU rounds its input to fp16 for a table lookup
+// (GGML_GELU_FP16 in ggml-cpu/vec.h); the plugin's exactness there is checked against a
+// float64 forward (hfmodel's TestGemma3MatchesFloat64Reference).
 func TestCrossEngineAgreement(t *testing.T) {
 	rt := torchtest.Open(t)
 	for _, arch := range archs {
+		meanTol, maxTol := 1e-5, 1e-4
+		if d, _ := archreg.Lookup(arch); d.Activation != "silu" {
+			meanTol, maxTol = 1e-4, 1e-3
+		}
 		m := load(t, arch)
 		tm, err := hfmodel.Load(rt, filepath.Join(testmodel.Tiny(t, arch), "hf"), torch.ModelOptions{})
 		if err != nil {
@@ -59,7 +67,7 @@ func TestCrossEngineAgreement(t *testing.T) {
 			}
 			mean := sum / float64(n)
 			t.Logf("%s T=%v: %d values, mean |delta| %.2g, max %.2g", arch, temp, n, mean, worst)
-			if mean > 1e-5 || worst > 1e-4 {
+			if mean > meanTol || worst > maxTol {
 				t.Errorf("%s T=%v: llama.cpp and libtorch differ: mean %g, max %g", arch, temp, mean, worst)
 			}
 		}

@@ -7,10 +7,11 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
-// Architectures are the model architectures umad supports.
-var Architectures = []string{"qwen2", "qwen3", "llama"}
+// Architectures are the model architectures umad supports: the registry's.
+var Architectures = arch.Names()
 
 // LoadModel checks a GGUF file with umad's own reader first (so a missing, truncated or
 // foreign file, or an unsupported architecture, gets a precise error instead of
@@ -20,13 +21,13 @@ func LoadModel(path string, p llama.ModelParams) (*llama.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
-	arch, err := g.String("general.architecture")
+	name, err := g.String("general.architecture")
 	g.Close()
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", path, err)
 	}
-	if !slices.Contains(Architectures, arch) {
-		return nil, fmt.Errorf("load model %s: unsupported architecture %q (supported: %s)", path, arch, strings.Join(Architectures, ", "))
+	if !slices.Contains(Architectures, name) {
+		return nil, fmt.Errorf("load model %s: unsupported architecture %q (supported: %s)", path, name, strings.Join(Architectures, ", "))
 	}
 	return llama.LoadModel(path, p)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -78,7 +79,7 @@ func bitEqual(a, b []float32) bool {
 // the new weights (every matrix type), and its log-probs equal, to the bit, those of a
 // freshly loaded converted file.
 func TestUpdateWeightsMatchesConvertedFile(t *testing.T) {
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		for _, typ := range []model.GGMLType{model.TypeF32, model.TypeF16, model.TypeBF16, model.TypeQ8_0} {
 			t.Run(arch+"/"+typ.String(), func(t *testing.T) {
 				next := testmodel.TinySeed(t, arch, 8)

@@ -17,6 +17,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // OptimizerFile is the side file of a checkpoint holding AdamW moments and counters.
@@ -36,20 +37,17 @@ type Model struct {
 
 // pluginConfig converts the model package's architecture description.
 func pluginConfig(s model.Shape) (torch.Config, error) {
+	d, err := arch.Lookup(string(s.Arch))
+	if err != nil {
+		return torch.Config{}, fmt.Errorf("the torch plugin: %w", err)
+	}
 	c := torch.Config{
-		VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
+		Arch: torch.Arch(d.Plugin), QKNorm: d.QKNorm, SlidingWindow: s.SlidingWindow, VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
 		NumHeads: s.Heads, NumKVHeads: s.KVHeads, HeadDim: s.HeadDim, RopeTheta: s.RopeTheta,
 		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias,
 	}
-	switch s.Arch {
-	case model.ArchQwen2:
-		c.Arch = torch.ArchQwen2
-	case model.ArchQwen3:
-		c.Arch, c.QKNorm = torch.ArchQwen3, true
-	case model.ArchLlama:
-		c.Arch = torch.ArchLlama
-	default:
-		return torch.Config{}, fmt.Errorf("architecture %q is not supported by the torch plugin", s.Arch)
+	if s.SlidingWindow > 0 {
+		c.RopeLocalTheta = d.LocalRopeTheta
 	}
 	if r := s.RopeScaling; r != nil {
 		c.RopeScaling = &torch.Llama3RopeScaling{Factor: r.Factor, LowFreqFactor: r.LowFreqFactor,

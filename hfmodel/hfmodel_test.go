@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
@@ -29,7 +30,7 @@ func rawBytes(t *testing.T, m *torch.Model, ti torch.TensorInfo, kind torch.Kind
 // included, and keeps config.json and the tokenizer files.
 func TestCheckpointRoundTripIsBitExact(t *testing.T) {
 	rt := torchtest.Open(t)
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		t.Run(arch, func(t *testing.T) {
 			src := filepath.Join(testmodel.Tiny(t, arch), "hf")
 			m, err := Load(rt, src, torch.ModelOptions{Trainable: true})

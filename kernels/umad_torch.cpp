@@ -122,8 +122,33 @@ torch::Device device_of(int32_t device, int32_t index) {
 }
 
 // Causal attention of one sequence. q: [nh, L, hd]; k, v: [nkv, L, hd].
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+// The positions a query may not see: later ones, and with a window those window or more
+// behind it. [L, L] bool.
+Tensor hidden_mask(int64_t L, int64_t window, torch::Device dev) {
+  auto ones = torch::ones({L, L}, torch::dtype(torch::kBool).device(dev));
+  auto mask = ones.triu(1);
+  if (window > 0) mask = mask.logical_or(ones.tril(-window));
+  return mask;
+}
+
+// Sliding-window attention (Gemma 3's local layers): explicit masks, only where the window
+// is shorter than the sequence.
+Tensor window_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window) {
   const int64_t nh = q.size(0), L = q.size(1), hd = q.size(2), nkv = k.size(0);
+  auto mask = hidden_mask(L, window, q.device());
+  auto qg = q.view({nkv, nh / nkv, L, hd});
+  auto scores = torch::matmul(qg, k.unsqueeze(1).transpose(-1, -2)) / std::sqrt(double(hd));
+  scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1, scores.scalar_type() == torch::kDouble
+                                              ? torch::kDouble
+                                              : torch::kFloat32)
+                   .to(v.scalar_type());
+  return torch::matmul(probs, v.unsqueeze(1)).view({nh, L, hd});
+}
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window = 0) {
+  const int64_t nh = q.size(0), L = q.size(1), hd = q.size(2), nkv = k.size(0);
+  if (window > 0 && L > window) return window_attention(q, k, v, window);
 #if UMAD_HAS_SDPA_GQA
   // Fused: never materialises the [nh, L, L] scores, and reads each kv head for its group.
   (void)L, (void)hd;
@@ -163,6 +188,7 @@ struct Batch {
   Tensor tokens;                 // [T] int64
   std::vector<int64_t> lens;     // per-sequence total length
   Tensor cos, sin;               // [T, 1, hd] in compute dtype
+  Tensor cos_local, sin_local;   // the same at the sliding-window layers' base (Gemma 3)
   bool adapters = false;         // apply the LoRA adapters
   double drop_p = 0;             // LoRA dropout of this pass (0 outside training passes)
   int64_t drop_seed = 0;         // seeds this pass's dropout masks
@@ -178,6 +204,7 @@ enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN };
 
 struct Layer {
   Tensor ln1, q_w, q_b, k_w, k_b, v_w, v_b, o_w, q_norm, k_norm, ln2, gate, up, down;
+  Tensor post_attn, post_ffn;  // Gemma 3's sandwich norms after attention and MLP
   Tensor lora_a[kTargets], lora_b[kTargets];  // undefined where a target has no adapter
 };
 
@@ -205,7 +232,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
   // the time the backward runs. The model outlives every graph built on it.
   static Tensor forward(AutogradContext* ctx, Tensor x, const Model* m, int64_t layer,
                         const Batch* b) {
-    ctx->save_for_backward({x, b->cos, b->sin});
+    ctx->save_for_backward({x, b->cos, b->sin, b->cos_local, b->sin_local});
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(m);
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["lens"] = b->lens;
@@ -223,6 +250,8 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     Batch b;
     b.cos = saved[1];
     b.sin = saved[2];
+    b.cos_local = saved[3];
+    b.sin_local = saved[4];
     b.lens = ctx->saved_data["lens"].toIntVector();
     b.adapters = ctx->saved_data["adapters"].toBool();
     b.drop_p = ctx->saved_data["drop_p"].toDouble();
@@ -257,6 +286,7 @@ struct Model {
   Tensor embed, final_norm, lm_head;
   std::vector<Layer> layers;
   Tensor inv_freq;  // [hd/2], float32 (float64 for float64 models)
+  Tensor inv_freq_local;  // Gemma 3's sliding-window layers, at rope_local_theta
 
   // AdamW state, only for trainable models.
   std::map<std::string, Tensor> exp_avg, exp_avg_sq;
@@ -268,8 +298,10 @@ struct Model {
   }
 
   explicit Model(const umad_model_config& c) : cfg(c) {
-    if (c.arch < UMAD_ARCH_QWEN2 || c.arch > UMAD_ARCH_LLAMA)
+    if (c.arch < 0 || c.arch >= UMAD_ARCH_COUNT)
       throw ArgError("unknown architecture code " + std::to_string(c.arch));
+    if (gemma3() && (c.sliding_window <= 0 || !(c.rope_local_theta > 0)))
+      throw ArgError("gemma3 needs a positive sliding window and local rope base");
     if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
         c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
         c.head_dim % 2 != 0)
@@ -304,9 +336,11 @@ struct Model {
         expect(p + "self_attn.k_norm.weight", {hd});
       }
       expect(p + "post_attention_layernorm.weight", {H});
+      if (gemma3()) expect(p + "pre_feedforward_layernorm.weight", {H});
       expect(p + "mlp.gate_proj.weight", {I, H});
       expect(p + "mlp.up_proj.weight", {I, H});
       expect(p + "mlp.down_proj.weight", {H, I});
+      if (gemma3()) expect(p + "post_feedforward_layernorm.weight", {H});
     }
     expect("model.norm.weight", {H});
     if (!c.tie_embeddings) expect("lm_head.weight", {c.vocab_size, H});
@@ -364,6 +398,9 @@ struct Model {
   }
 
   bool lora() const { return cfg.lora_rank > 0; }
+  bool gemma3() const { return cfg.arch == UMAD_ARCH_GEMMA3; }
+  // Gemma 3: every sixth layer attends globally, the others over the sliding window.
+  bool local_layer(int64_t i) const { return gemma3() && (i + 1) % 6 != 0; }
 
   void bind() {
     embed = params.at("model.embed_tokens.weight");
@@ -388,6 +425,11 @@ struct Model {
       L.q_norm = get(p + "self_attn.q_norm.weight");
       L.k_norm = get(p + "self_attn.k_norm.weight");
       L.ln2 = get(p + "post_attention_layernorm.weight");
+      if (gemma3()) {
+        L.post_attn = L.ln2;
+        L.ln2 = get(p + "pre_feedforward_layernorm.weight");
+        L.post_ffn = get(p + "post_feedforward_layernorm.weight");
+      }
       L.gate = get(p + "mlp.gate_proj.weight");
       L.up = get(p + "mlp.up_proj.weight");
       L.down = get(p + "mlp.down_proj.weight");
@@ -405,6 +447,7 @@ struct Model {
     const int64_t hd = cfg.head_dim;
     auto exps = torch::arange(0, hd, 2, torch::kInt64).to(dt) / double(hd);
     inv_freq = 1.0 / torch::pow(cfg.rope_theta, exps);
+    if (gemma3()) inv_freq_local = (1.0 / torch::pow(cfg.rope_local_theta, exps)).to(device);
     if (cfg.rope_scaling_factor > 0) {
       const double factor = cfg.rope_scaling_factor, lo = cfg.rope_low_freq_factor,
                    hi = cfg.rope_high_freq_factor;
@@ -504,6 +547,8 @@ struct Model {
     auto dt = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
     auto xf = x.to(dt);
     auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + cfg.rms_norm_eps);
+    // Gemma scales by 1 + w, in float32 as Hugging Face does, then casts.
+    if (gemma3()) return ((1.0 + W(w).to(dt)) * y).to(compute_dtype);
     return W(w) * y.to(compute_dtype);
   }
 
@@ -537,6 +582,12 @@ struct Model {
     auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);         // [T, 1, hd]
     b.cos = emb.cos().to(compute_dtype);
     b.sin = emb.sin().to(compute_dtype);
+    if (gemma3()) {
+      auto lf = positions.unsqueeze(1) * inv_freq_local.unsqueeze(0);
+      auto le = torch::cat({lf, lf}, -1).unsqueeze(1);
+      b.cos_local = le.cos().to(compute_dtype);
+      b.sin_local = le.sin().to(compute_dtype);
+    }
     return b;
   }
 
@@ -544,6 +595,8 @@ struct Model {
   Tensor hidden(const Batch& b) const {
     // Rows first, then the cast: a bf16-stored table is never copied whole.
     auto x = torch::embedding(embed, b.tokens).to(compute_dtype);
+    // Gemma scales the embedding by sqrt(hidden), rounded to the compute dtype as HF does.
+    if (gemma3()) x = x * torch::tensor(std::sqrt(double(cfg.hidden_size)), x.options());
     bool ckpt = cfg.grad_checkpoint && torch::GradMode::is_enabled() && cfg.trainable;
     // A frozen embedding (LoRA) gives an input without grad; the checkpointed layers still
     // need a graph to hang their recompute on.
@@ -615,6 +668,7 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
   const auto& L = m.layers[i];
   const auto& c = m.cfg;
   const int64_t T = x.size(0), hd = c.head_dim;
+  const bool local = m.local_layer(i);
   auto h = m.rms_norm(x, L.ln1);
   auto q = m.proj(i, T_Q, h, L.q_w, L.q_b, b).view({T, c.num_heads, hd});
   auto k = m.proj(i, T_K, h, L.k_w, L.k_b, b).view({T, c.num_kv_heads, hd});
@@ -623,10 +677,12 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
     q = m.rms_norm(q, L.q_norm);
     k = m.rms_norm(k, L.k_norm);
   }
+  const auto& cos = local ? b.cos_local : b.cos;
+  const auto& sin = local ? b.sin_local : b.sin;
   auto rope = [&](const Tensor& t) {
     auto half = hd / 2;
     auto rot = torch::cat({-t.narrow(-1, half, half), t.narrow(-1, 0, half)}, -1);
-    return t * b.cos + rot * b.sin;
+    return t * cos + rot * sin;
   };
   q = rope(q);
   k = rope(k);
@@ -638,14 +694,21 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
     auto qs = q.narrow(0, off, len).transpose(0, 1);
     auto ks = k.narrow(0, off, len).transpose(0, 1);
     auto vs = v.narrow(0, off, len).transpose(0, 1);
-    outs.push_back(causal_attention(qs, ks, vs).transpose(0, 1).reshape({len, c.num_heads * hd}));
+    outs.push_back(causal_attention(qs, ks, vs, local ? c.sliding_window : 0)
+                       .transpose(0, 1)
+                       .reshape({len, c.num_heads * hd}));
     off += len;
   }
   auto attn = outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
-  auto x1 = x + m.proj(i, T_O, attn, L.o_w, Tensor(), b);
+  auto o = m.proj(i, T_O, attn, L.o_w, Tensor(), b);
+  if (m.gemma3()) o = m.rms_norm(o, L.post_attn);
+  auto x1 = x + o;
   auto h2 = m.rms_norm(x1, L.ln2);
-  auto act = torch::silu(m.proj(i, T_GATE, h2, L.gate, Tensor(), b)) * m.proj(i, T_UP, h2, L.up, Tensor(), b);
-  return x1 + m.proj(i, T_DOWN, act, L.down, Tensor(), b);
+  auto gate = m.proj(i, T_GATE, h2, L.gate, Tensor(), b);
+  auto act = (m.gemma3() ? torch::gelu(gate, "tanh") : torch::silu(gate)) * m.proj(i, T_UP, h2, L.up, Tensor(), b);
+  auto down = m.proj(i, T_DOWN, act, L.down, Tensor(), b);
+  if (m.gemma3()) down = m.rms_norm(down, L.post_ffn);
+  return x1 + down;
 }
 
 Model* checked(umad_model* m) {

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 7
+#define UMAD_TORCH_ABI_VERSION 8
 
 enum {
   UMAD_OK = 0,
@@ -27,7 +27,8 @@ enum {
   UMAD_ERR_NONFINITE = 3
 };
 
-enum { UMAD_ARCH_QWEN2 = 0, UMAD_ARCH_QWEN3 = 1, UMAD_ARCH_LLAMA = 2 };
+/* Architecture codes, in the order of model/arch's registry (a Go test checks it). */
+enum { UMAD_ARCH_QWEN2 = 0, UMAD_ARCH_QWEN3 = 1, UMAD_ARCH_LLAMA = 2, UMAD_ARCH_GEMMA3 = 3, UMAD_ARCH_COUNT };
 enum { UMAD_F32 = 0, UMAD_F64 = 1, UMAD_BF16 = 2, UMAD_F16 = 3 };
 enum { UMAD_CPU = 0, UMAD_CUDA = 1 };
 
@@ -87,6 +88,11 @@ typedef struct umad_model_config {
   double lora_alpha, lora_dropout;
   uint64_t lora_seed;
   int32_t base_bf16; /* with LoRA: frozen base weights stored in bf16, cast per use */
+  /* Gemma 3: tokens a sliding-window layer sees (every layer but each 6th) and those
+   * layers' RoPE base; its other traits (norms with +1, GeLU-tanh, embedding scaling) come
+   * with the architecture code. */
+  int64_t sliding_window;
+  double rope_local_theta;
 } umad_model_config;
 
 typedef struct umad_model umad_model;

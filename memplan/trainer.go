@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 func (a Agent) lora() bool { return a.LoRA.Rank > 0 }
@@ -109,8 +110,12 @@ func (a Agent) activations() int64 {
 	// the attention output (6q); k's projection and rotate-half (2kv); the MLP's gate, SiLU,
 	// up and product (4I).
 	perToken := 6*H + 6*q + 2*kv + 4*I
-	if s.Arch == model.ArchQwen3 {
+	d, _ := arch.Lookup(string(s.Arch))
+	if d.QKNorm {
 		perToken += 2*q + 2*kv // QK-norm's normalised and scaled q and k
+	}
+	if d.SandwichNorm {
+		perToken += 4 * H // the norms after attention and MLP: normalised and scaled outputs
 	}
 	if a.lora() {
 		perToken += int64(a.LoRA.Rank * len(a.targets())) // each adapter's rank-r middle

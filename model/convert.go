@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // llama_ftype values for general.file_type: what most of the file's matrices are.
@@ -35,7 +36,13 @@ type HFToGGUFOptions struct {
 }
 
 // SupportedArchitectures lists the config.json model_type values that convert.
-func SupportedArchitectures() []string { return slices.Sorted(maps.Keys(archOfModelType)) }
+func SupportedArchitectures() []string {
+	var out []string
+	for _, d := range arch.All {
+		out = append(out, d.HFModelType())
+	}
+	return slices.Sorted(slices.Values(out))
+}
 
 // HFToGGUF converts a Hugging Face checkpoint directory (config.json, safetensors, tokenizer
 // files) to one GGUF file that llama.cpp loads with no further settings. Tensors are
@@ -55,7 +62,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := archOfModelType[cfg.ModelType]; !ok {
+	if _, ok := arch.OfModelType(cfg.ModelType); !ok {
 		return fmt.Errorf("architecture %q (config.json model_type) is not supported; supported: %s",
 			cfg.ModelType, strings.Join(SupportedArchitectures(), ", "))
 	}
@@ -207,7 +214,10 @@ func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error)
 	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
 		kvs = append(kvs, KV{a + ".attention.key_length", uint32(s.HeadDim)}, KV{a + ".attention.value_length", uint32(s.HeadDim)})
 	}
-	if s.Arch == ArchLlama {
+	if s.SlidingWindow > 0 {
+		kvs = append(kvs, KV{a + ".attention.sliding_window", uint32(s.SlidingWindow)})
+	}
+	if d, _ := s.Arch.desc(); d.GGUFRopeDims {
 		kvs = append(kvs, KV{a + ".rope.dimension_count", uint32(s.HeadDim)})
 	}
 	if s.RopeScaling != nil {
@@ -217,13 +227,7 @@ func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error)
 		}
 		kvs = append(kvs, KV{ropeScalingKey, string(b)})
 	}
-	kvs = append(kvs,
-		KV{"tokenizer.ggml.model", "gpt2"},
-		KV{"tokenizer.ggml.pre", tok.Pre()},
-		KV{"tokenizer.ggml.tokens", tok.voc.tokens},
-		KV{"tokenizer.ggml.token_type", tok.voc.types},
-		KV{"tokenizer.ggml.merges", tok.voc.merges},
-	)
+	kvs = append(kvs, vocabKVs(tok.voc, tok.fam)...)
 	for _, id := range []struct {
 		key string
 		id  int

@@ -95,7 +95,7 @@ func ggufShape(g *GGUF) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
-	if _, ok := archOfModelType[arch]; !ok {
+	if _, ok := Arch(arch).desc(); !ok {
 		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", arch, strings.Join(SupportedArchitectures(), ", "))
 	}
 	s := Shape{Arch: Arch(arch), RopeTheta: 10000} // llama.cpp's default base
@@ -116,6 +116,7 @@ func ggufShape(g *GGUF) (Shape, error) {
 		{"attention.head_count", &s.Heads, false},
 		{"attention.head_count_kv", &s.KVHeads, true},
 		{"attention.key_length", &s.HeadDim, true},
+		{"attention.sliding_window", &s.SlidingWindow, true},
 	} {
 		key := arch + "." + f.key
 		if _, ok := g.Lookup(key); !ok && f.optional {
@@ -247,14 +248,18 @@ func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType) WriteFunc {
 			return err
 		}
 		r := io.NewSectionReader(g.r, g.DataOffset+info.Offset, info.Size)
+		if t.offset != 0 {
+			return shiftVector(w, r, info.Type, dst, -t.offset)
+		}
 		return convertRows(w, r, info.Type, dst, t.shape, t.permuteHeads, deinterleaveRows)
 	}
 }
 
 // ggufTokenizer reads the tokenizer keys back into an HFTokenizer.
 func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
-	if m, err := g.String("tokenizer.ggml.model"); err != nil || m != "gpt2" {
-		return nil, fmt.Errorf("tokenizer.ggml.model is %q (%v): only byte-level BPE (gpt2) tokenizers convert", m, err)
+	tm, err := g.String("tokenizer.ggml.model")
+	if err != nil || (tm != "gpt2" && tm != "llama") {
+		return nil, fmt.Errorf("tokenizer.ggml.model is %q (%v): only byte-level BPE (gpt2) and SentencePiece (llama) tokenizers convert", tm, err)
 	}
 	pre, err := g.String("tokenizer.ggml.pre")
 	if err != nil {
@@ -262,9 +267,8 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	}
 	var fam family
 	var names []string
-	for _, a := range []Arch{ArchQwen2, ArchLlama} {
-		f := familyOf(a)
-		if f.pre == pre {
+	for _, f := range families {
+		if f.pre == pre && f.spm == (tm == "llama") {
 			fam = f
 		}
 		names = append(names, f.pre)
@@ -276,8 +280,10 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	if v.tokens, err = g.Strings("tokenizer.ggml.tokens"); err != nil {
 		return nil, err
 	}
-	if v.merges, err = g.Strings("tokenizer.ggml.merges"); err != nil {
-		return nil, err
+	if !fam.spm {
+		if v.merges, err = g.Strings("tokenizer.ggml.merges"); err != nil {
+			return nil, err
+		}
 	}
 	kv, ok := g.Lookup("tokenizer.ggml.token_type")
 	if !ok {
@@ -285,6 +291,11 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	}
 	if v.types, ok = kv.Value.([]int32); !ok || len(v.types) != len(v.tokens) {
 		return nil, fmt.Errorf("tokenizer.ggml.token_type is %T of %d, want int32 per token (%d)", kv.Value, len(v.types), len(v.tokens))
+	}
+	if fam.spm {
+		if err := ggufSPM(g, v, &fam); err != nil {
+			return nil, err
+		}
 	}
 	t := &HFTokenizer{voc: v, fam: fam}
 	for _, f := range []struct {
@@ -331,6 +342,32 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// ggufSPM reads what a SentencePiece vocabulary adds: its merges, derived from the scores
+// as transformers derives them, and the unknown token.
+func ggufSPM(g *GGUF, v *vocab, fam *family) error {
+	kv, ok := g.Lookup("tokenizer.ggml.scores")
+	if !ok {
+		return errors.New("a SentencePiece tokenizer without tokenizer.ggml.scores")
+	}
+	scores, ok := kv.Value.([]float32)
+	if !ok || len(scores) != len(v.tokens) {
+		return fmt.Errorf("tokenizer.ggml.scores is %T, want a float32 per token (%d)", kv.Value, len(v.tokens))
+	}
+	v.merges = spmMerges(v, scores)
+	fam.unk = ""
+	if _, ok := g.Lookup("tokenizer.ggml.unknown_token_id"); ok {
+		u, err := g.Uint("tokenizer.ggml.unknown_token_id")
+		if err != nil {
+			return err
+		}
+		if u >= uint64(len(v.tokens)) {
+			return fmt.Errorf("tokenizer.ggml.unknown_token_id = %d is outside the vocabulary of %d", u, len(v.tokens))
+		}
+		fam.unk = v.tokens[u]
+	}
+	return nil
 }
 
 // writeHFTokenizerAndConfig writes the JSON files of the HF directory. The [PADn] tokens that

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 func writeTinyForTest(t *testing.T, arch string) string {
@@ -49,7 +51,7 @@ func sameSafetensors(t *testing.T, a, b string) {
 // The tiny generator writes the GGUF itself, permutation included; HFToGGUF of its HF copy
 // must give the same tensors and metadata, and GGUFToHF must give the HF weights back.
 func TestRoundTripF32(t *testing.T) {
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		t.Run(arch, func(t *testing.T) {
 			dir := writeTinyForTest(t, arch)
 			out := filepath.Join(t.TempDir(), "conv.gguf")
@@ -163,7 +165,7 @@ func toBF16Dir(t *testing.T, src string) string {
 }
 
 func TestRoundTripBF16(t *testing.T) {
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		t.Run(arch, func(t *testing.T) {
 			hf := toBF16Dir(t, filepath.Join(writeTinyForTest(t, arch), "hf"))
 			out := filepath.Join(t.TempDir(), "m.gguf")

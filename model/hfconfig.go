@@ -2,9 +2,12 @@ package model
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // HFConfig is the part of a Hugging Face config.json that Qwen2, Qwen3 and Llama models use.
@@ -18,7 +21,8 @@ type HFConfig struct {
 	NumAttentionHeads     int          `json:"num_attention_heads"`
 	NumKeyValueHeads      int          `json:"num_key_value_heads,omitempty"`
 	HeadDim               int          `json:"head_dim,omitempty"`
-	HiddenAct             string       `json:"hidden_act"`
+	HiddenAct             string       `json:"hidden_act,omitempty"`
+	HiddenActivation      string       `json:"hidden_activation,omitempty"` // Gemma's name for hidden_act
 	MaxPositionEmbeddings int          `json:"max_position_embeddings"`
 	RMSNormEps            float64      `json:"rms_norm_eps"`
 	RopeTheta             float64      `json:"rope_theta"`
@@ -30,15 +34,15 @@ type HFConfig struct {
 	BOSTokenID    *int     `json:"bos_token_id"`
 	EOSTokenID    TokenIDs `json:"eos_token_id"`
 	TorchDType    string   `json:"torch_dtype,omitempty"`
-}
-
-// RopeScaling is config.json's rope_scaling block (Llama 3 style).
-type RopeScaling struct {
-	RopeType                      string  `json:"rope_type"`
-	Factor                        float64 `json:"factor"`
-	LowFreqFactor                 float64 `json:"low_freq_factor"`
-	HighFreqFactor                float64 `json:"high_freq_factor"`
-	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
+	// Gemma 3: sliding-window layers, their rope base and pattern, and the query scale.
+	SlidingWindow        *int     `json:"sliding_window,omitempty"`
+	SlidingWindowPattern int      `json:"sliding_window_pattern,omitempty"`
+	RopeLocalBaseFreq    float64  `json:"rope_local_base_freq,omitempty"`
+	QueryPreAttnScalar   float64  `json:"query_pre_attn_scalar,omitempty"`
+	LayerTypes           []string `json:"layer_types,omitempty"`
+	// Soft-capping of logits, which umad does not implement: must be absent or null.
+	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping,omitempty"`
+	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping,omitempty"`
 }
 
 // TokenIDs holds a token id field that config files write either as one number or a list
@@ -85,12 +89,19 @@ func LoadHFConfig(dir string) (*HFConfig, error) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, fmt.Errorf("load hf config %s: %w", path, err)
 	}
+	var tie struct {
+		Set *bool `json:"tie_word_embeddings"`
+	}
+	if json.Unmarshal(raw, &tie) == nil && tie.Set == nil {
+		d, _ := arch.OfModelType(c.ModelType)
+		c.TieWordEmbeddings = d.TiedByDefault
+	}
 	return &c, nil
 }
 
 // Shape returns the model shape the config describes, checked for consistency.
 func (c *HFConfig) Shape() (Shape, error) {
-	arch, ok := archOfModelType[c.ModelType]
+	d, ok := arch.OfModelType(c.ModelType)
 	if !ok {
 		return Shape{}, fmt.Errorf("hf config: unsupported model_type %q", c.ModelType)
 	}
@@ -98,7 +109,7 @@ func (c *HFConfig) Shape() (Shape, error) {
 		return Shape{}, fmt.Errorf("hf config: vocab_size %d is more than the %d tokens umad supports", c.VocabSize, MaxVocab)
 	}
 	s := Shape{
-		Arch:           arch,
+		Arch:           Arch(d.Name),
 		Vocab:          c.VocabSize,
 		Hidden:         c.HiddenSize,
 		Layers:         c.NumHiddenLayers,
@@ -110,7 +121,7 @@ func (c *HFConfig) Shape() (Shape, error) {
 		RMSEps:         c.RMSNormEps,
 		Context:        c.MaxPositionEmbeddings,
 		TiedEmbeddings: c.TieWordEmbeddings,
-		QKVBias:        arch == ArchQwen2 || (c.AttentionBias != nil && *c.AttentionBias),
+		QKVBias:        d.QKVBias || (c.AttentionBias != nil && *c.AttentionBias),
 		RopeScaling:    c.RopeScaling,
 	}
 	if s.KVHeads == 0 { // HF's default: no grouping
@@ -119,8 +130,55 @@ func (c *HFConfig) Shape() (Shape, error) {
 	if s.HeadDim == 0 && s.Heads > 0 {
 		s.HeadDim = s.Hidden / s.Heads
 	}
+	if c.SlidingWindow != nil && d.SlidingWindowPattern > 0 { // Qwen2's is off unless use_sliding_window
+		s.SlidingWindow = *c.SlidingWindow
+	}
 	if err := s.Validate(); err != nil {
 		return Shape{}, fmt.Errorf("hf config: %w", err)
 	}
+	if err := c.checkArch(d, s); err != nil {
+		return Shape{}, fmt.Errorf("hf config: %w", err)
+	}
 	return s, nil
+}
+
+// checkArch refuses settings of the architecture that umad's forwards do not implement
+// (llama.cpp fixes Gemma 3's pattern, local rope base and query scale).
+func (c *HFConfig) checkArch(d arch.Desc, s Shape) error {
+	act := c.HiddenAct
+	if c.HiddenActivation != "" {
+		act = c.HiddenActivation
+	}
+	if act != "" && act != d.Activation {
+		return fmt.Errorf("activation %q: %s uses %q", act, d.Name, d.Activation)
+	}
+	if c.FinalLogitSoftcapping != nil || c.AttnLogitSoftcapping != nil {
+		return errors.New("logit soft-capping is not supported")
+	}
+	if d.SlidingWindowPattern == 0 {
+		return nil
+	}
+	if p := c.SlidingWindowPattern; p != 0 && p != d.SlidingWindowPattern {
+		return fmt.Errorf("sliding_window_pattern %d: %s needs %d", p, d.Name, d.SlidingWindowPattern)
+	}
+	for i, t := range c.LayerTypes {
+		if want := layerType(d, i); t != want {
+			return fmt.Errorf("layer_types[%d] is %q, want %q (one global layer in %d)", i, t, want, d.SlidingWindowPattern)
+		}
+	}
+	if b := c.RopeLocalBaseFreq; b != 0 && b != d.LocalRopeTheta {
+		return fmt.Errorf("rope_local_base_freq %v: %s needs %v", b, d.Name, d.LocalRopeTheta)
+	}
+	if q := c.QueryPreAttnScalar; q != 0 && q != float64(s.HeadDim) {
+		return fmt.Errorf("query_pre_attn_scalar %v: only head_dim (%d) is supported", q, s.HeadDim)
+	}
+	return nil
+}
+
+// layerType is layer i's attention in transformers' layer_types.
+func layerType(d arch.Desc, i int) string {
+	if (i+1)%d.SlidingWindowPattern == 0 {
+		return "full_attention"
+	}
+	return "sliding_attention"
 }

@@ -56,9 +56,11 @@ type hfTokenizerFile struct {
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Model         struct {
-		Type   string            `json:"type"`
-		Vocab  map[string]int    `json:"vocab"`
-		Merges []json.RawMessage `json:"merges"`
+		Type         string            `json:"type"`
+		Vocab        map[string]int    `json:"vocab"`
+		Merges       []json.RawMessage `json:"merges"`
+		ByteFallback bool              `json:"byte_fallback"`
+		UnkToken     *string           `json:"unk_token"`
 	} `json:"model"`
 }
 
@@ -106,12 +108,21 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 		return nil, fmt.Errorf("tokenizer model %q is not supported (want BPE)", tj.Model.Type)
 	}
 	fam, err := preTokenizerFamily(tj.PreTokenizer)
+	if tj.Model.ByteFallback {
+		fam, err = spmFamily(&tj)
+	}
 	if err != nil {
 		return nil, err
 	}
 	voc, err := hfVocab(&tj)
 	if err != nil {
 		return nil, err
+	}
+	if fam.spm {
+		markByteTokens(voc)
+		if id := voc.id(fam.unk); id >= 0 {
+			voc.types[id] = tokenUnknown
+		}
 	}
 	t := &HFTokenizer{voc: voc, fam: fam, EOT: -1}
 	for _, f := range []struct {
@@ -136,12 +147,9 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 			return nil, fmt.Errorf("tokenizer_config.json %s %q is not in the vocabulary", f.name, text)
 		}
 	}
-	// The family's chat end-of-turn token, on which llama.cpp also stops generating.
-	eot := "<|im_end|>"
-	if fam.pre == familyOf(ArchLlama).pre {
-		eot = "<|eot_id|>"
-	}
-	if id := voc.id(eot); id >= 0 && voc.types[id] == tokenControl {
+	// The family's chat end-of-turn token (its generated models' EOS), on which llama.cpp
+	// also stops generating.
+	if id := voc.id(fam.eos); id >= 0 && voc.types[id] == tokenControl {
 		t.EOT = id
 	}
 	if tc.AddBOSToken != nil {
@@ -184,10 +192,8 @@ func preTokenizerFamily(raw json.RawMessage) (family, error) {
 			byteLevel = true
 		}
 	}
-	known := []Arch{ArchQwen2, ArchLlama}
 	var names []string
-	for _, a := range known {
-		f := familyOf(a)
+	for _, f := range families {
 		if byteLevel && regex == f.splitRegex {
 			return f, nil
 		}

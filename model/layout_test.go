@@ -3,12 +3,14 @@ package model
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // GGUFBytes is what the converter writes: the tensor data of real GGUF files of each
 // architecture (Llama adds rope_freqs) at F32 and Q8_0, and Params matches the checkpoint.
 func TestGGUFBytesMatchConvertedFiles(t *testing.T) {
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		dir := writeTinyForTest(t, arch)
 		hf := filepath.Join(dir, "hf")
 		cfg, err := LoadHFConfig(hf)

@@ -9,6 +9,7 @@ func TestPresetsMatchPublishedParameterCounts(t *testing.T) {
 		"qwen2.5-0.5b": 494_032_768,
 		"qwen2.5-3b":   3_085_938_688,
 		"qwen3-4b":     4_022_468_096,
+		"gemma-3-1b":   999_885_952,
 	}
 	for name, s := range Presets {
 		want, ok := published[name]

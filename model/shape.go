@@ -1,23 +1,29 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"math"
+	"strings"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
-// Arch is a supported model architecture, named as llama.cpp's general.architecture.
+// Arch is a supported model architecture, named as llama.cpp's general.architecture; its
+// descriptor in model/arch says what sets it apart.
 type Arch string
 
-// Supported architectures.
+// The architectures tests and callers name; arch.All is the list.
 const (
-	ArchQwen2 Arch = "qwen2"
-	ArchQwen3 Arch = "qwen3"
-	ArchLlama Arch = "llama"
+	ArchQwen2 Arch = arch.Qwen2
+	ArchQwen3 Arch = arch.Qwen3
+	ArchLlama Arch = arch.Llama
 )
 
-// archOfModelType maps config.json's model_type to an architecture.
-var archOfModelType = map[string]Arch{"qwen2": ArchQwen2, "qwen3": ArchQwen3, "llama": ArchLlama}
+// desc is the architecture's descriptor; ok is false for an unsupported one.
+func (a Arch) desc() (arch.Desc, bool) {
+	d, err := arch.Lookup(string(a))
+	return d, err == nil
+}
 
 // Shape is a decoder-only transformer's hyperparameters.
 type Shape struct {
@@ -35,34 +41,33 @@ type Shape struct {
 	TiedEmbeddings bool
 	QKVBias        bool         // q/k/v projection biases (Qwen2)
 	RopeScaling    *RopeScaling // nil: none; only Llama 3 ("llama3") scaling is supported
+	SlidingWindow  int          // tokens a sliding-window layer sees (Gemma 3); 0: none
 }
 
-// DefaultShape returns the tiny shape of an architecture: small enough to test in
-// milliseconds, yet exercising what the real models of the family need (Qwen2: q/k/v biases
-// and tied embeddings; Qwen3: QK-norm and head_dim != hidden/heads; Llama: untied output and
-// Llama 3 rope scaling). Vocab is left 0: the tokenizer decides it.
-func DefaultShape(arch Arch) (Shape, error) {
-	s := Shape{
-		Arch: arch, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 128,
-		RopeTheta: 1e6, RMSEps: 1e-6, Context: 4096, TiedEmbeddings: true,
+// RopeScaling is config.json's rope_scaling block (Llama 3 style).
+type RopeScaling = arch.RopeScaling
+
+// shapeOf makes the shape of architecture a with dimensions d.
+func shapeOf(a Arch, d arch.Dims) Shape {
+	s := Shape{Arch: a, Vocab: d.Vocab, Hidden: d.Hidden, Layers: d.Layers, Heads: d.Heads,
+		KVHeads: d.KVHeads, HeadDim: d.HeadDim, FFN: d.FFN, RopeTheta: d.RopeTheta, RMSEps: d.RMSEps,
+		Context: d.Context, TiedEmbeddings: d.TiedEmbeddings, QKVBias: d.QKVBias, SlidingWindow: d.SlidingWindow}
+	if d.RopeScaling != nil {
+		rs := *d.RopeScaling
+		s.RopeScaling = &rs // the registry's stays as it is
 	}
-	switch arch {
-	case ArchQwen2:
-		s.QKVBias = true
-	case ArchQwen3:
-		s.HeadDim = 32
-	case ArchLlama:
-		s.RopeTheta = 500000
-		s.RMSEps = 1e-5
-		s.TiedEmbeddings = false
-		s.RopeScaling = &RopeScaling{
-			RopeType: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4,
-			OriginalMaxPositionEmbeddings: 8192,
-		}
-	default:
-		return Shape{}, fmt.Errorf("unsupported architecture %q (want qwen2, qwen3 or llama)", arch)
+	return s
+}
+
+// DefaultShape returns the tiny shape of an architecture (its descriptor's): small enough to
+// test in milliseconds, yet exercising what the real models of the family need. Vocab is
+// left 0: the tokenizer decides it.
+func DefaultShape(a Arch) (Shape, error) {
+	d, err := arch.Lookup(string(a))
+	if err != nil {
+		return Shape{}, err
 	}
-	return s, nil
+	return shapeOf(a, d.Tiny), nil
 }
 
 // MaxVocab is the largest vocabulary umad accepts: real ones have up to about 260,000
@@ -72,7 +77,8 @@ const MaxVocab = 1 << 24
 
 // Validate checks that llama.cpp and a Hugging Face implementation can both build the shape.
 func (s Shape) Validate() error {
-	if _, err := DefaultShape(s.Arch); err != nil {
+	d, err := arch.Lookup(string(s.Arch))
+	if err != nil {
 		return err
 	}
 	for _, f := range []struct {
@@ -95,16 +101,24 @@ func (s Shape) Validate() error {
 		return fmt.Errorf("shape: head dim %d must be even for rope", s.HeadDim)
 	case !(s.RopeTheta > 0) || !(s.RMSEps > 0):
 		return fmt.Errorf("shape: rope theta %v and rms eps %v must be positive", s.RopeTheta, s.RMSEps)
-	case s.Arch == ArchQwen2 && s.HeadDim*s.Heads != s.Hidden:
-		// llama.cpp's qwen2 loader sizes attn_q as hidden x hidden.
-		return fmt.Errorf("shape: qwen2 needs head dim x heads = hidden, got %d x %d != %d", s.HeadDim, s.Heads, s.Hidden)
-	case s.QKVBias && s.Arch != ArchQwen2:
-		return errors.New("shape: q/k/v biases are only supported for qwen2")
+	case d.HeadsSpanHidden && s.HeadDim*s.Heads != s.Hidden:
+		// llama.cpp's loader sizes attn_q as hidden x hidden.
+		return fmt.Errorf("shape: %s needs head dim x heads = hidden, got %d x %d != %d", s.Arch, s.HeadDim, s.Heads, s.Hidden)
+	case (d.SlidingWindowPattern > 0) != (s.SlidingWindow > 0):
+		return fmt.Errorf("shape: sliding window %d: %s needs one exactly when its layers alternate (%s)", s.SlidingWindow, s.Arch,
+			withFlag(func(d arch.Desc) bool { return d.SlidingWindowPattern > 0 }))
+	case d.SlidingWindowPattern > 0 && s.Layers < d.SlidingWindowPattern:
+		// llama.cpp aborts on a model without a global-attention layer.
+		return fmt.Errorf("shape: %s needs at least %d layers (one attends globally), got %d", s.Arch, d.SlidingWindowPattern, s.Layers)
+	case s.SlidingWindow < 0 || s.SlidingWindow > math.MaxInt32:
+		return fmt.Errorf("shape: sliding window %d out of range", s.SlidingWindow)
+	case s.QKVBias && !d.QKVBias:
+		return fmt.Errorf("shape: q/k/v biases are only supported for %s", withFlag(func(d arch.Desc) bool { return d.QKVBias }))
 	}
 	if s.RopeScaling != nil {
 		r := s.RopeScaling
-		if s.Arch != ArchLlama || r.RopeType != "llama3" {
-			return fmt.Errorf("shape: rope scaling %q is only supported as llama3 on llama", r.RopeType)
+		if d.RopeScaling == "" || r.RopeType != d.RopeScaling {
+			return fmt.Errorf("shape: rope scaling %q is only supported as %s", r.RopeType, ropeScalings())
 		}
 		if !(r.Factor > 0) || !(r.HighFreqFactor > r.LowFreqFactor) || r.OriginalMaxPositionEmbeddings <= 0 {
 			return fmt.Errorf("shape: invalid llama3 rope scaling %+v", *r)
@@ -138,14 +152,38 @@ func (s Shape) llama3RopeFactors() []float32 {
 	return out
 }
 
+// withFlag names the architectures whose descriptor has the flag.
+func withFlag(flag func(arch.Desc) bool) string {
+	var out []string
+	for _, d := range arch.All {
+		if flag(d) {
+			out = append(out, d.Name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// ropeScalings names the rope scalings supported, as "llama3 on llama".
+func ropeScalings() string {
+	var out []string
+	for _, d := range arch.All {
+		if d.RopeScaling != "" {
+			out = append(out, d.RopeScaling+" on "+d.Name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // Presets are real checkpoints' shapes, for benchmarks on random weights of the real size
-// (`umad model tiny --preset NAME`).
-var Presets = map[string]Shape{
-	"qwen2.5-0.5b": {Arch: ArchQwen2, Vocab: 151936, Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
-		FFN: 4864, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
-	"qwen2.5-3b": {Arch: ArchQwen2, Vocab: 151936, Hidden: 2048, Layers: 36, Heads: 16, KVHeads: 2, HeadDim: 128,
-		FFN: 11008, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
-	// Qwen3-4B: QK-norm, no q/k/v biases, heads x head dim (4096) wider than hidden.
-	"qwen3-4b": {Arch: ArchQwen3, Vocab: 151936, Hidden: 2560, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128,
-		FFN: 9728, RopeTheta: 1e6, RMSEps: 1e-6, Context: 40960, TiedEmbeddings: true},
+// (`umad model tiny --preset NAME`): the descriptors' presets.
+var Presets = presets()
+
+func presets() map[string]Shape {
+	out := map[string]Shape{}
+	for _, d := range arch.All {
+		for name, p := range d.Presets {
+			out[name] = shapeOf(Arch(d.Name), p)
+		}
+	}
+	return out
 }

@@ -20,7 +20,7 @@ import (
 
 // TinyOptions configures WriteTiny.
 type TinyOptions struct {
-	Arch         string // qwen2, qwen3 or llama; may be empty when Shape names it
+	Arch         string // an arch.Names() entry; may be empty when Shape names it
 	Shape        *Shape // nil: DefaultShape(Arch)
 	Seed         uint64
 	ChatTemplate string // Jinja template written to both tokenizers; empty writes none
@@ -76,11 +76,15 @@ func writeTiny(dir string, opt TinyOptions) error {
 		}
 	} else {
 		voc = trainBPE(tinyCorpus(), tinyMerges)
+		specials := tinySpecials
+		if fam.spm {
+			voc, specials = spmFromBPE(voc, fam.specials), nil
+		}
 		size := opt.VocabSize
 		if size == 0 {
 			size = s.Vocab
 		}
-		if err := voc.addSpecials(tinySpecials, size); err != nil {
+		if err := voc.addSpecials(specials, size); err != nil {
 			return err
 		}
 	}
@@ -219,6 +223,10 @@ type family struct {
 	bos          string
 	eos          string
 	pad          string
+	// spm: a SentencePiece-style vocabulary (spm.go) with its specials and unknown token.
+	spm      bool
+	specials []specialToken
+	unk      string
 }
 
 const (
@@ -226,13 +234,27 @@ const (
 	llamaSplit = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
+// families are the tokenizers of generated models, by pre-tokenizer; an architecture's
+// descriptor names its own (arch.Desc.Tokenizer).
+var families = []family{
+	{pre: "qwen2", splitRegex: qwenSplit, bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>"},
+	{pre: "llama-bpe", splitRegex: llamaSplit, addBOS: true, ignoreMerges: true, cleanSpaces: true,
+		bos: "<|begin_of_text|>", eos: "<|eot_id|>", pad: "<|end_of_text|>"},
+	// Gemma: its chat's end of turn is the generated models' EOS.
+	{pre: "default", spm: true, addBOS: true, specials: gemmaSpecials,
+		bos: "<bos>", eos: "<end_of_turn>", pad: "<pad>", unk: "<unk>"},
+}
+
+// familyOf is the tokenizer family of architecture a (a supported one: the shape was
+// validated).
 func familyOf(a Arch) family {
-	if a == ArchLlama {
-		return family{pre: "llama-bpe", splitRegex: llamaSplit, addBOS: true, ignoreMerges: true, cleanSpaces: true,
-			bos: "<|begin_of_text|>", eos: "<|eot_id|>", pad: "<|end_of_text|>"}
+	d, _ := a.desc()
+	for _, f := range families {
+		if f.pre == d.Tokenizer {
+			return f
+		}
 	}
-	return family{pre: "qwen2", splitRegex: qwenSplit,
-		bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>"}
+	return families[0]
 }
 
 type specialIDs struct{ bos, eos, pad int }
@@ -262,20 +284,27 @@ type tinyTensor struct {
 	// permuteHeads > 0 marks Llama's q/k projections: for GGUF the rows of each of that many
 	// heads go from HF's rotate-half order to llama.cpp's interleaved-pair order.
 	permuteHeads int
+	// offset is added to a norm weight in the GGUF (Gemma's HF weights are the scale - 1).
+	offset float32
 }
 
 func tinyTensors(s Shape, seed uint64) []tinyTensor {
 	H, V, F, D := int64(s.Hidden), int64(s.Vocab), int64(s.FFN), int64(s.HeadDim)
 	q, kv := int64(s.Heads)*D, int64(s.KVHeads)*D
+	d, _ := s.Arch.desc()
 	permQ, permK := 0, 0
-	if s.Arch == ArchLlama {
+	if d.PermuteQK {
 		permQ, permK = s.Heads, s.KVHeads
 	}
 	var ts []tinyTensor
 	add := func(hf, gguf string, norm bool, perm int, shape ...int64) {
 		h := fnv.New64a()
 		h.Write([]byte(hf))
-		ts = append(ts, tinyTensor{hfName: hf, ggufName: gguf, shape: shape, norm: norm, seed: seed ^ h.Sum64(), permuteHeads: perm})
+		t := tinyTensor{hfName: hf, ggufName: gguf, shape: shape, norm: norm, seed: seed ^ h.Sum64(), permuteHeads: perm}
+		if norm {
+			t.offset = float32(d.NormOffset)
+		}
+		ts = append(ts, t)
 	}
 	add("model.embed_tokens.weight", "token_embd.weight", false, 0, V, H)
 	for i := range s.Layers {
@@ -291,14 +320,22 @@ func tinyTensors(s Shape, seed uint64) []tinyTensor {
 			add(hp+"self_attn.v_proj.bias", gp+"attn_v.bias", false, 0, kv)
 		}
 		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
-		if s.Arch == ArchQwen3 {
+		if d.QKNorm {
 			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
 			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
 		}
-		add(hp+"post_attention_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
+		if d.SandwichNorm {
+			add(hp+"post_attention_layernorm.weight", gp+"post_attention_norm.weight", true, 0, H)
+			add(hp+"pre_feedforward_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
+		} else {
+			add(hp+"post_attention_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
+		}
 		add(hp+"mlp.gate_proj.weight", gp+"ffn_gate.weight", false, 0, F, H)
 		add(hp+"mlp.up_proj.weight", gp+"ffn_up.weight", false, 0, F, H)
 		add(hp+"mlp.down_proj.weight", gp+"ffn_down.weight", false, 0, H, F)
+		if d.SandwichNorm {
+			add(hp+"post_feedforward_layernorm.weight", gp+"post_ffw_norm.weight", true, 0, H)
+		}
 	}
 	add("model.norm.weight", "output_norm.weight", true, 0, H)
 	if !s.TiedEmbeddings {
@@ -314,9 +351,9 @@ func ggmlDims(shape []int64) []int64 {
 	return d
 }
 
-// writer streams the tensor as little-endian F32, in HF row order or, with permute, with each
-// head's rows in llama.cpp's order.
-func (t tinyTensor) writer(permute bool) WriteFunc {
+// writer streams the tensor as little-endian F32, as HF holds it or, with gguf, as the GGUF
+// does: each head's rows in llama.cpp's order, norms with their offset.
+func (t tinyTensor) writer(gguf bool) WriteFunc {
 	return func(w io.Writer) error {
 		rng := rand.New(rand.NewPCG(t.seed, t.seed>>1|1))
 		rows := t.shape[0]
@@ -325,7 +362,11 @@ func (t tinyTensor) writer(permute bool) WriteFunc {
 			cols *= d
 		}
 		blockRows := max(1, (1<<16)/cols)
-		permute = permute && t.permuteHeads > 0
+		permute := gguf && t.permuteHeads > 0
+		shift := float32(0)
+		if gguf {
+			shift = t.offset
+		}
 		if permute {
 			blockRows = rows / int64(t.permuteHeads) // one head at a time
 		}
@@ -334,8 +375,8 @@ func (t tinyTensor) writer(permute bool) WriteFunc {
 		for r := int64(0); r < rows; r += blockRows {
 			n := min(blockRows, rows-r) * cols
 			for i := range vals[:n] {
-				if t.norm {
-					vals[i] = float32(1 + normStd*rng.NormFloat64())
+				if t.norm { // a scale of about 1 either way
+					vals[i] = float32(1+normStd*rng.NormFloat64()) - t.offset + shift
 				} else {
 					vals[i] = float32(weightStd * rng.NormFloat64())
 				}
@@ -392,15 +433,14 @@ func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs,
 	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
 		kvs = append(kvs, KV{arch + ".attention.key_length", uint32(s.HeadDim)}, KV{arch + ".attention.value_length", uint32(s.HeadDim)})
 	}
-	if s.Arch == ArchLlama {
+	if s.SlidingWindow > 0 {
+		kvs = append(kvs, KV{arch + ".attention.sliding_window", uint32(s.SlidingWindow)})
+	}
+	if d, _ := s.Arch.desc(); d.GGUFRopeDims {
 		kvs = append(kvs, KV{arch + ".vocab_size", uint32(s.Vocab)}, KV{arch + ".rope.dimension_count", uint32(s.HeadDim)})
 	}
+	kvs = append(kvs, vocabKVs(voc, fam)...)
 	kvs = append(kvs,
-		KV{"tokenizer.ggml.model", "gpt2"},
-		KV{"tokenizer.ggml.pre", fam.pre},
-		KV{"tokenizer.ggml.tokens", voc.tokens},
-		KV{"tokenizer.ggml.token_type", voc.types},
-		KV{"tokenizer.ggml.merges", voc.merges},
 		KV{"tokenizer.ggml.bos_token_id", uint32(ids.bos)},
 		KV{"tokenizer.ggml.eos_token_id", uint32(ids.eos)},
 		// Pinned so llama.cpp need not guess the end-of-turn token from the token texts.
@@ -444,14 +484,12 @@ func addRopeFreqs(w *GGUFWriter, s Shape) error {
 
 func hfConfigOf(s Shape, ids specialIDs) HFConfig {
 	c := HFConfig{
-		ModelType:             string(s.Arch),
 		VocabSize:             s.Vocab,
 		HiddenSize:            s.Hidden,
 		IntermediateSize:      s.FFN,
 		NumHiddenLayers:       s.Layers,
 		NumAttentionHeads:     s.Heads,
 		NumKeyValueHeads:      s.KVHeads,
-		HiddenAct:             "silu",
 		MaxPositionEmbeddings: s.Context,
 		RMSNormEps:            s.RMSEps,
 		RopeTheta:             s.RopeTheta,
@@ -461,15 +499,18 @@ func hfConfigOf(s Shape, ids specialIDs) HFConfig {
 		EOSTokenID:            TokenIDs{ids.eos},
 		TorchDType:            "float32",
 	}
-	noBias := false
-	switch s.Arch {
-	case ArchQwen2:
-		c.Architectures = []string{"Qwen2ForCausalLM"}
-	case ArchQwen3:
-		c.Architectures = []string{"Qwen3ForCausalLM"}
-		c.HeadDim, c.AttentionBias = s.HeadDim, &noBias
-	case ArchLlama:
-		c.Architectures = []string{"LlamaForCausalLM"}
+	d, _ := s.Arch.desc()
+	c.ModelType, c.Architectures, c.HiddenAct = d.HFModelType(), []string{d.HFClass}, d.Activation
+	if d.SlidingWindowPattern > 0 {
+		c.HiddenAct, c.HiddenActivation = "", d.Activation
+		c.SlidingWindow, c.SlidingWindowPattern = &s.SlidingWindow, d.SlidingWindowPattern
+		c.RopeLocalBaseFreq, c.QueryPreAttnScalar = d.LocalRopeTheta, float64(s.HeadDim)
+		for i := range s.Layers {
+			c.LayerTypes = append(c.LayerTypes, layerType(d, i))
+		}
+	}
+	if d.ConfigHeadDim {
+		noBias := false
 		c.HeadDim, c.AttentionBias = s.HeadDim, &noBias
 	}
 	return c
@@ -489,8 +530,8 @@ type hfAddedToken struct {
 func addedTokens(v *vocab) []hfAddedToken {
 	var out []hfAddedToken
 	for id, typ := range v.types {
-		if typ != tokenNormal {
-			out = append(out, hfAddedToken{ID: id, Content: v.tokens[id], Special: typ == tokenControl})
+		if typ != tokenNormal && typ != tokenByte {
+			out = append(out, hfAddedToken{ID: id, Content: v.tokens[id], Special: typ == tokenControl || typ == tokenUnknown})
 		}
 	}
 	return out
@@ -498,6 +539,38 @@ func addedTokens(v *vocab) []hfAddedToken {
 
 func byteLevelStep(addPrefixSpace, trimOffsets, useRegex bool) map[string]any {
 	return map[string]any{"type": "ByteLevel", "add_prefix_space": addPrefixSpace, "trim_offsets": trimOffsets, "use_regex": useRegex}
+}
+
+// vocabKVs are the GGUF keys of a vocabulary: byte-level BPE with its merges, or
+// SentencePiece with its scores and unknown token.
+func vocabKVs(v *vocab, fam family) []KV {
+	kvs := []KV{{"tokenizer.ggml.pre", fam.pre}, {"tokenizer.ggml.tokens", v.tokens}, {"tokenizer.ggml.token_type", v.types}}
+	if !fam.spm {
+		return append([]KV{{"tokenizer.ggml.model", "gpt2"}}, append(kvs, KV{"tokenizer.ggml.merges", v.merges})...)
+	}
+	kvs = append([]KV{{"tokenizer.ggml.model", "llama"}}, append(kvs, KV{"tokenizer.ggml.scores", spmScores(v)})...)
+	if id := v.id(fam.unk); id >= 0 {
+		kvs = append(kvs, KV{"tokenizer.ggml.unknown_token_id", uint32(id)})
+	}
+	return append(kvs, KV{"tokenizer.ggml.add_space_prefix", false})
+}
+
+// bosTemplate is the post-processor step that prepends BOS.
+func bosTemplate(bos string, id int) map[string]any {
+	return map[string]any{
+		"type": "TemplateProcessing",
+		"single": []any{
+			map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
+			map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
+		},
+		"pair": []any{
+			map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
+			map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
+			map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 1}},
+			map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}},
+		},
+		"special_tokens": map[string]any{bos: map[string]any{"id": bos, "ids": []int{id}, "tokens": []string{bos}}},
+	}
 }
 
 // hfTokenizerJSON describes the same tokenizer as the GGUF keys in Hugging Face tokenizers'
@@ -510,24 +583,13 @@ func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
 		}
 	}
 	var post any = byteLevelStep(false, false, false)
+	if fam.spm {
+		return spmTokenizerJSON(v, ids, fam.unk)
+	}
 	if fam.addBOS {
-		bos := v.tokens[ids.bos]
 		post = map[string]any{"type": "Sequence", "processors": []any{
 			byteLevelStep(true, false, true),
-			map[string]any{
-				"type": "TemplateProcessing",
-				"single": []any{
-					map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
-					map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
-				},
-				"pair": []any{
-					map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
-					map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
-					map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 1}},
-					map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}},
-				},
-				"special_tokens": map[string]any{bos: map[string]any{"id": bos, "ids": []int{ids.bos}, "tokens": []string{bos}}},
-			},
+			bosTemplate(v.tokens[ids.bos], ids.bos),
 		}}
 	}
 	return map[string]any{
@@ -562,9 +624,12 @@ func hfTokenizerConfig(v *vocab, fam family, s Shape, tmpl string) map[string]an
 			extra = append(extra, t.Content)
 		}
 	}
-	var bos any // Qwen has no BOS token to add
+	var bos, unk any // Qwen has no BOS token to add; only SentencePiece has an unknown token
 	if fam.addBOS {
 		bos = fam.bos
+	}
+	if fam.unk != "" {
+		unk = fam.unk
 	}
 	c := map[string]any{
 		"add_bos_token":                fam.addBOS,
@@ -574,7 +639,7 @@ func hfTokenizerConfig(v *vocab, fam family, s Shape, tmpl string) map[string]an
 		"bos_token":                    bos,
 		"eos_token":                    fam.eos,
 		"pad_token":                    fam.pad,
-		"unk_token":                    nil,
+		"unk_token":                    unk,
 		"clean_up_tokenization_spaces": fam.cleanSpaces,
 		"errors":                       "replace",
 		"model_max_length":             s.Context,

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 const testTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -43,6 +45,16 @@ func openTinyPair(t *testing.T, dir string) (*GGUF, *Safetensors) {
 // hfToGGUFName is the tensor naming of llama.cpp's converter, written out independently of
 // the generator's table.
 func hfToGGUFName(hf string) string {
+	return hfToGGUFNameOf("", hf)
+}
+
+// hfToGGUFNameOf is hfToGGUFName for an architecture: Gemma 3's sandwich norms take other
+// names (llama.cpp's ffn_norm is its pre-feedforward norm).
+func hfToGGUFNameOf(arch, hf string) string {
+	if arch == "gemma3" {
+		hf = strings.NewReplacer("post_attention_layernorm", "post_attention_norm",
+			"pre_feedforward_layernorm", "ffn_norm", "post_feedforward_layernorm", "post_ffw_norm").Replace(hf)
+	}
 	r := strings.NewReplacer(
 		"model.embed_tokens.", "token_embd.", "model.norm.", "output_norm.", "lm_head.", "output.",
 		"model.layers.", "blk.", "input_layernorm", "attn_norm", "post_attention_layernorm", "ffn_norm",
@@ -70,7 +82,7 @@ func unpermuteRows(gguf []float32, heads, d, cols int) []float32 {
 }
 
 func TestTinyWeightsIdentical(t *testing.T) {
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		t.Run(arch, func(t *testing.T) {
 			dir := writeTestTiny(t, arch, TinyOptions{Seed: 7, ChatTemplate: testTemplate})
 			g, s := openTinyPair(t, dir)
@@ -92,7 +104,7 @@ func TestTinyWeightsIdentical(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				gname := hfToGGUFName(name)
+				gname := hfToGGUFNameOf(arch, name)
 				mapped = append(mapped, gname)
 				info, ok := g.Tensor(gname)
 				if !ok {
@@ -120,10 +132,16 @@ func TestTinyWeightsIdentical(t *testing.T) {
 					}
 					gVals = unpermuteRows(gVals, heads, shape.HeadDim, shape.Hidden)
 				}
+				isNorm := strings.HasSuffix(name, "norm.weight") || strings.HasSuffix(name, "layernorm.weight")
+				if arch == "gemma3" && isNorm { // HF holds the scale - 1, GGUF the scale
+					for i := range hfVals {
+						hfVals[i]++
+					}
+				}
 				if !reflect.DeepEqual(gVals, hfVals) {
 					t.Errorf("%s: GGUF and safetensors values differ", name)
 				}
-				if strings.HasSuffix(name, "norm.weight") || strings.HasSuffix(name, "layernorm.weight") {
+				if isNorm {
 					if m := mean(hfVals); math.Abs(m-1) > 0.1 {
 						t.Errorf("%s: norm weights average %g, want about 1", name, m)
 					}
@@ -162,7 +180,7 @@ func stddev(v []float32) float64 {
 }
 
 func TestTinyConfigMatchesGGUF(t *testing.T) {
-	for _, arch := range []string{"qwen2", "qwen3", "llama"} {
+	for _, arch := range arch.Names() {
 		t.Run(arch, func(t *testing.T) {
 			dir := writeTestTiny(t, arch, TinyOptions{Seed: 1})
 			g, _ := openTinyPair(t, dir)

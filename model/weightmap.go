@@ -104,7 +104,33 @@ func (m *WeightMap) Convert(w io.Writer, hfName string, src GGMLType, r io.Reade
 		return fmt.Errorf("tensor %q is %v; only F32, F16 and BF16 convert", hfName, src)
 	}
 	t := m.layout[i]
+	if t.offset != 0 {
+		return shiftVector(w, r, src, TypeF32, t.offset)
+	}
 	return convertRows(w, r, src, matrixType(m.typ, t.shape), t.shape, t.permuteHeads, interleaveRows)
+}
+
+// shiftVector converts a norm vector from src to dst with offset added (HF -> GGUF) or, with
+// a negative offset, taken away: Gemma's norms hold the scale minus 1 in HF, the scale in
+// GGUF. Vectors are small, so it is done in one piece.
+func shiftVector(w io.Writer, r io.Reader, src, dst GGMLType, offset float32) error {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	vals, err := dequantize(src, raw)
+	if err != nil {
+		return err
+	}
+	for i := range vals {
+		vals[i] += offset
+	}
+	out, err := EncodeTensor(dst, vals)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 // Check is where a tensor in memory goes, after checking its name, shape, dtype and size.
@@ -135,7 +161,7 @@ func (m *WeightMap) Bytes(v TensorView) ([]byte, error) {
 		return nil, err
 	}
 	src, _ := ggmlTypeOfDType(v.DType) // checked
-	if src == w.Type && m.layout[m.byHF[v.Name]].permuteHeads == 0 {
+	if t := m.layout[m.byHF[v.Name]]; src == w.Type && t.permuteHeads == 0 && t.offset == 0 {
 		return v.Data, nil
 	}
 	out := bytes.NewBuffer(make([]byte, 0, w.Bytes))

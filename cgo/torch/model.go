@@ -15,14 +15,12 @@ import (
 	"unsafe"
 )
 
-// Arch is a supported decoder-only architecture.
+// Arch is an architecture's plugin code (UMAD_ARCH_* in kernels/umad_torch.h): the
+// registry's descriptors (model/arch) carry it, and a test checks the two lists agree.
 type Arch int32
 
-const (
-	ArchQwen2 Arch = C.UMAD_ARCH_QWEN2 // Qwen2 and Qwen2.5: q/k/v biases
-	ArchQwen3 Arch = C.UMAD_ARCH_QWEN3 // Qwen3: q_norm/k_norm, no biases
-	ArchLlama Arch = C.UMAD_ARCH_LLAMA // Llama 3, with llama3 RoPE scaling
-)
+// ArchCount is how many architectures the plugin knows: codes 0 to ArchCount-1.
+const ArchCount = int(C.UMAD_ARCH_COUNT)
 
 // DType is an element type of tensors crossing the ABI.
 type DType int32
@@ -65,6 +63,9 @@ type Config struct {
 	RopeTheta, RMSNormEps                    float64
 	TieEmbeddings, AttentionBias, QKNorm     bool
 	RopeScaling                              *Llama3RopeScaling // nil: plain RoPE
+	// Gemma 3's sliding-window layers: their window and RoPE base (0 for other architectures).
+	SlidingWindow  int
+	RopeLocalTheta float64
 }
 
 // Llama3RopeScaling is rope_scaling with rope_type "llama3".
@@ -215,6 +216,8 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		lora_dropout:      C.double(opts.LoRA.Dropout),
 		lora_seed:         C.uint64_t(opts.LoRA.Seed),
 		base_bf16:         b2i(opts.LoRA.BaseBF16),
+		sliding_window:    C.int64_t(cfg.SlidingWindow),
+		rope_local_theta:  C.double(cfg.RopeLocalTheta),
 	}
 	cc.device, cc.device_index = opts.Device.codes()
 	if s := cfg.RopeScaling; s != nil {

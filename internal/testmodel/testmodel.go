@@ -18,7 +18,7 @@ var (
 	built = map[string]string{}
 )
 
-// Tiny returns the directory of a tiny model of the architecture (qwen2, qwen3 or llama)
+// Tiny returns the directory of a tiny model of the architecture (an arch.Names() entry)
 // with its chat template: DIR/model.gguf and DIR/hf/.
 func Tiny(t testing.TB, arch string) string {
 	return TinyVocab(t, arch, 0)

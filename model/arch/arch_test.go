@@ -1,0 +1,32 @@
+package arch
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRegistry checks what the rest of umad assumes of the list: unique names and presets,
+// plugin codes in list order, and every descriptor complete.
+func TestRegistry(t *testing.T) {
+	presets := map[string]string{}
+	for i, d := range All {
+		if d.Plugin != int32(i) {
+			t.Errorf("%s: plugin code %d at position %d", d.Name, d.Plugin, i)
+		}
+		if got, err := Lookup(d.Name); err != nil || got.Name != d.Name {
+			t.Errorf("Lookup(%s) = %v, %v", d.Name, got.Name, err)
+		}
+		if d.HFClass == "" || d.Chat == "" || d.Tokenizer == "" || d.Activation == "" || d.Tiny.Hidden == 0 {
+			t.Errorf("%s: incomplete descriptor %+v", d.Name, d)
+		}
+		for p := range d.Presets {
+			if other, ok := presets[p]; ok {
+				t.Errorf("preset %s in %s and %s", p, other, d.Name)
+			}
+			presets[p] = d.Name
+		}
+	}
+	if _, err := Lookup("gpt2"); err == nil || !strings.Contains(err.Error(), List()) {
+		t.Errorf("Lookup(gpt2) = %v, want an error naming %s", err, List())
+	}
+}
