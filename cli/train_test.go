@@ -146,21 +146,28 @@ func TestTrainFlagErrors(t *testing.T) {
 				args = args[:len(args)-len(tc.args)-2]
 			}
 			_, _, err := runApp(t, args...)
-			if err == nil {
-				t.Fatal("the run started")
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("the error spans lines: %q", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-			if _, serr := os.Stat(out); serr == nil {
-				t.Errorf("a failed start left %s behind", out)
-			}
+			checkRefused(t, err, out, tc.want)
 		})
+	}
+}
+
+// checkRefused checks that a run was refused at once in one line that says every want,
+// leaving no run directory at out.
+func checkRefused(t *testing.T, err error, out string, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("the run started")
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("the error spans lines: %q", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	if _, serr := os.Stat(out); serr == nil {
+		t.Errorf("a failed start left %s behind", out)
 	}
 }
 

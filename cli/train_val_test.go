@@ -111,20 +111,7 @@ func TestTrainValDataErrors(t *testing.T) {
 		t.Run(tc.why, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
 			_, _, err := runApp(t, valDataArgs(t, out, "1", tc.args...)...)
-			if err == nil {
-				t.Fatal("the run started")
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("the error spans lines: %q", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-			if _, serr := os.Stat(out); serr == nil {
-				t.Errorf("a failed start left %s behind", out)
-			}
+			checkRefused(t, err, out, tc.want)
 		})
 	}
 }

@@ -14,9 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/rollouts"
@@ -81,11 +82,7 @@ func mergeSeed(dir string) error {
 	if err != nil {
 		return err
 	}
-	idx := make([]int, 0, len(byIndex))
-	for i := range byIndex {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
+	idx := slices.Sorted(maps.Keys(byIndex))
 	recs := make([]json.RawMessage, len(idx))
 	for j, i := range idx {
 		recs[j] = byIndex[i]

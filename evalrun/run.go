@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/umad-dev/umad/data"
@@ -209,11 +210,7 @@ func ProblemRecord(r engine.DebateRecord) uncertainty.ProblemRecord {
 
 // InProblemOrder lists the records by problem index.
 func InProblemOrder(done map[int]uncertainty.ProblemRecord) []uncertainty.ProblemRecord {
-	idx := make([]int, 0, len(done))
-	for i := range done {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
+	idx := slices.Sorted(maps.Keys(done))
 	recs := make([]uncertainty.ProblemRecord, len(idx))
 	for j, i := range idx {
 		recs[j] = done[i]
