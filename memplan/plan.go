@@ -16,6 +16,7 @@ import (
 
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // DType is the trainer's weight type.
@@ -48,7 +49,7 @@ func (d DType) String() string {
 // also the reference model, which then costs nothing extra. Rank 0 is full fine-tuning.
 type LoRA struct {
 	Rank      int
-	Targets   []string // of model.LoRAShortTargets; empty means all of them
+	Targets   []string // of trainspec.LoRATargets; empty means all of them
 	BaseDType DType    // "" means the trainer's DType; bf16 whenever the trainer's is
 }
 
@@ -169,8 +170,8 @@ func (a Agent) check() error {
 		}
 	}
 	for _, t := range a.LoRA.Targets {
-		if !slices.Contains(model.LoRAShortTargets, t) {
-			return fmt.Errorf("LoRA target %q (want some of %v)", t, model.LoRAShortTargets)
+		if !slices.Contains(trainspec.LoRATargets, t) {
+			return fmt.Errorf("LoRA target %q (want some of %v)", t, trainspec.LoRATargets)
 		}
 	}
 	if _, err := a.Shape.GGUFBytes(a.RolloutType); err != nil {

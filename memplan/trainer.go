@@ -7,20 +7,21 @@ import (
 
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 func (a Agent) lora() bool { return a.LoRA.Rank > 0 }
 
 func (a Agent) targets() []string {
 	if len(a.LoRA.Targets) == 0 {
-		return model.LoRAShortTargets
+		return trainspec.LoRATargets
 	}
 	return a.LoRA.Targets
 }
 
 // projection is a projection's input and output widths (a target checked by New).
 func (a Agent) projection(name string) (in, out int64) {
-	i, o, _ := model.LoRATargetDims(a.Shape, model.LoRAModule(name))
+	i, o, _ := model.LoRATargetDims(a.Shape, trainspec.LoRAModule(name))
 	return int64(i), int64(o)
 }
 
@@ -138,11 +139,11 @@ func (a Agent) activations() int64 {
 	head := 3*T*H*e + 2*R*H*e
 	// Chunks of about 16M logits (the plugin's pick_chunk): z, log-softmax, probabilities,
 	// their gradient and temporaries.
-	rows := min(max(1, (1<<24)/V), max(R, 1))
+	rows := min(max(1, trainspec.ChunkLogits/V), max(R, 1))
 	head += 6 * rows * V * 4
-	// The forward's log-softmax, kept for the backward when at most 2^26 values (the plugin's
-	// kKeptLogits); more are recomputed chunk by chunk.
-	if R*V <= 1<<26 {
+	// The forward's log-softmax, kept for the backward when at most KeptLogits values; more
+	// are recomputed chunk by chunk.
+	if R*V <= trainspec.KeptLogits {
 		head += R * V * 4
 	}
 	// The lm_head gradient is built in f32 whole; a trained embedding adds its dense gradient.

@@ -12,6 +12,8 @@ import (
 	"math"
 	"runtime"
 	"unsafe"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // packed is a micro-batch flattened for the ABI: prompt and response tokens of every
@@ -361,16 +363,6 @@ func (r *Runtime) KL(logp, ref []float32, est KLEstimator) ([]float32, error) {
 	return out, err
 }
 
-// AdamW configures one optimizer step. The learning rate is given per step so a schedule
-// lives with the caller.
-type AdamW struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float64
-	MaxGradNorm                        float64 // global-norm clip; <= 0 disables
-}
-
-// DefaultAdamW is the reference run's optimizer (lr 1e-6, decay 0.01, clip 1.0).
-var DefaultAdamW = AdamW{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1.0}
-
 // StepStats describe one optimizer step.
 type StepStats struct {
 	GradNorm     float64 // global norm before clipping
@@ -381,7 +373,7 @@ type StepStats struct {
 
 // Step clips the accumulated gradients to MaxGradNorm, applies AdamW and zeroes the
 // gradients. A step whose gradient norm is not finite is skipped and counted.
-func (m *Model) Step(opt AdamW) (StepStats, error) {
+func (m *Model) Step(opt trainspec.AdamW) (StepStats, error) {
 	if err := m.live("optimizer step"); err != nil {
 		return StepStats{}, err
 	}
