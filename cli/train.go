@@ -134,7 +134,7 @@ func trainStepFlags() []ucli.Flag {
 		&ucli.Float64Flag{Name: "lr", Value: 1e-6, Usage: "AdamW learning rate (with LoRA, times alpha/rank at most 1)"},
 		&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 		&ucli.Float64Flag{Name: "grad-clip", Value: 1.0, Usage: "global gradient-norm clip (0 = off)"},
-		&ucli.StringFlag{Name: "loss", Value: string(torch.LossPPO), Usage: "policy loss: " + strings.Join(trainer.LossNames(), ", ")},
+		&ucli.StringFlag{Name: "loss", Value: string(trainspec.LossPPO), Usage: "policy loss: " + strings.Join(trainer.LossNames(), ", ")},
 		&ucli.Float64Flag{Name: "clip-low", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipLow }), Usage: "the loss's ratio clip below 1 (cispo: its weight's; 1 = no lower bound)"},
 		&ucli.Float64Flag{Name: "clip-high", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipHigh }), Usage: "the loss's ratio clip above 1"},
 		&ucli.Float64Flag{Name: "clip-c", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipC }), Usage: "PPO's dual clip for negative advantages (0 = off)"},
@@ -197,7 +197,7 @@ func lossDefault(of func(trainer.LossRecipe) any) string {
 // lossSettings are the policy loss --loss names with its clip range and aggregation: the
 // loss's defaults, except where a flag is given.
 func lossSettings(c *ucli.Context) (trainer.LossRecipe, error) {
-	r, err := trainer.LookupLoss(torch.Loss(c.String("loss")))
+	r, err := trainer.LookupLoss(trainspec.Loss(c.String("loss")))
 	if err != nil {
 		return r, fmt.Errorf("--loss: %w", err)
 	}
@@ -210,7 +210,7 @@ func lossSettings(c *ucli.Context) (trainer.LossRecipe, error) {
 		}
 	}
 	if c.IsSet("loss-agg") {
-		r.Agg = torch.AggMode(c.String("loss-agg"))
+		r.Agg = trainspec.AggMode(c.String("loss-agg"))
 	}
 	return r, nil
 }

@@ -48,13 +48,13 @@ type Config struct {
 	G           int            `json:"g"`          // trajectories per problem
 	// MiniBatch is the number of groups (problems) per optimizer step; the loss is the
 	// mean over groups of each group's token-mean (reference section 4.3).
-	MiniBatch int             `json:"mini_batch"`
-	Opt       trainspec.AdamW `json:"optimizer"`
-	Loss      torch.Loss      `json:"loss"` // the policy loss (loss.go); the four below are its settings
-	ClipLow   float64         `json:"clip_low"`
-	ClipHigh  float64         `json:"clip_high"`
-	ClipC     float64         `json:"clip_c"`
-	Agg       torch.AggMode   `json:"loss_agg"`
+	MiniBatch int               `json:"mini_batch"`
+	Opt       trainspec.AdamW   `json:"optimizer"`
+	Loss      trainspec.Loss    `json:"loss"` // the policy loss (loss.go); the four below are its settings
+	ClipLow   float64           `json:"clip_low"`
+	ClipHigh  float64           `json:"clip_high"`
+	ClipC     float64           `json:"clip_c"`
+	Agg       trainspec.AggMode `json:"loss_agg"`
 	// Reward is the grading mode of the 0/1 correctness rewards (strict is_equiv, as the
 	// paper, robust, or robust+verifier: robust with a verifier model, Verifier).
 	Reward      reward.Mode `json:"reward"`
@@ -165,7 +165,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		c.RolloutDType = RolloutF32
 	}
 	if c.Loss == "" {
-		c.Loss = torch.LossPPO
+		c.Loss = trainspec.LossPPO
 	}
 	return nil
 }

@@ -167,7 +167,7 @@ func TestLoRAGradientFiniteDifference(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2, LoRA: allTargets(3, 0)})
 	batch := PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios([][]float64{{1.05, 0.7, 1.5}, {4, 0.95, 1.2}}),
 		Advantages: [][]float32{{0.8, 0.8, -1.3}, {-0.5, 1.1, 1.1}}}
-	cfg := LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, EntropyCoef: 0.05}
+	cfg := trainspec.LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, EntropyCoef: 0.05}
 	if _, err := f.m.PolicyLoss(batch, cfg, true, 1); err != nil {
 		t.Fatal(err)
 	}
