@@ -3,6 +3,7 @@ package memplan
 // The trainer's memory: what kernels/umad_torch.cpp and the trainer package allocate.
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/umad-dev/umad/model"
@@ -52,7 +53,7 @@ func (a Agent) trainerLines() []Line {
 	}
 	dev := a.CUDA
 	if a.lora() {
-		add(dev, P*a.baseDType().bytes(), fmt.Sprintf("base weights (%s, frozen)", a.baseDType()))
+		add(dev, P*computeBytes(a.baseDType()), fmt.Sprintf("base weights (%s, frozen)", a.baseDType()))
 		add(dev, 4*n, fmt.Sprintf("LoRA adapters (rank %d, f32)", a.LoRA.Rank))
 	} else if a.DType == BF16 {
 		add(dev, 4*P, "trainer weights (f32 masters, bf16 compute)")
@@ -63,7 +64,7 @@ func (a Agent) trainerLines() []Line {
 	if !a.lora() {
 		// A second model loaded from the starting weights, frozen, so in the compute dtype;
 		// with LoRA the base is the reference.
-		add(dev, P*a.DType.bytes(), fmt.Sprintf("reference model (%s)", a.DType))
+		add(dev, P*computeBytes(a.DType), fmt.Sprintf("reference model (%s)", cmp.Or(a.DType, F32)))
 	}
 	// Gradients accumulate into the f32 parameters (masters) at either dtype.
 	add(dev, 4*n, "gradients", PhaseTrain, PhaseStep)
