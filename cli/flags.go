@@ -17,9 +17,9 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // llamaFlags are the llama.cpp settings every command that runs a model shares.
@@ -167,7 +167,7 @@ func newEngine(m *engine.Model, opt engine.Options, what string) (*engine.Engine
 // trainDeviceFlag is where libtorch (the trainer, or score --model) runs. llama.cpp's GPUs
 // are --gpu-layers and --devices; the two may share one GPU.
 func trainDeviceFlag(what string) ucli.Flag {
-	return &ucli.StringFlag{Name: "train-device", Aliases: []string{"torch-device"}, Value: torch.DeviceAuto,
+	return &ucli.StringFlag{Name: "train-device", Aliases: []string{"torch-device"}, Value: trainspec.DeviceAuto,
 		Usage: "where libtorch " + what + ": cpu, cuda (GPU 0), cuda:N, or auto (cuda:0 when the plugin's libtorch sees a GPU, else cpu; umad env shows what it sees). " +
 			"Not the rollout GPUs: llama.cpp's are --gpu-layers and --devices"}
 }
@@ -178,7 +178,7 @@ func torchFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "torch-threads", Usage: "libtorch threads; 0 = all CPUs"},
 		&ucli.StringFlag{Name: "torch-plugin", EnvVars: []string{torch.PluginEnv}, Usage: "path to " + torch.PluginName},
 		trainDeviceFlag("trains"),
-		&ucli.StringFlag{Name: "dtype", Value: string(torch.PrecisionF32), Usage: "trainer precision: f32, or bf16 (mixed precision on any device: f32 master weights, gradients and AdamW state, weights cast to bf16 where used, norms and softmax in f32; frozen weights such as the reference model or a LoRA base held in bf16)"},
+		&ucli.StringFlag{Name: "dtype", Value: string(trainspec.PrecisionF32), Usage: "trainer precision: f32, or bf16 (mixed precision on any device: f32 master weights, gradients and AdamW state, weights cast to bf16 where used, norms and softmax in f32; frozen weights such as the reference model or a LoRA base held in bf16)"},
 		&ucli.BoolFlag{Name: "grad-checkpoint", Usage: "keep only each layer's input for the backward and recompute the layer (less memory, about a third more compute)"},
 	}
 }
@@ -190,7 +190,7 @@ func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
 	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
 		return nil, opts, err
 	}
-	prec, err := torch.ParsePrecision(c.String("dtype"))
+	prec, err := trainspec.ParsePrecision(c.String("dtype"))
 	if err != nil {
 		return nil, opts, fmt.Errorf("--dtype: %w", err)
 	}
@@ -359,7 +359,7 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "lora-rank", Usage: "train rank-R LoRA adapters on a frozen base instead of every weight (0 = full fine-tuning); 8-64 is usual, 32 for a 3B model"},
 		&ucli.Float64Flag{Name: "lora-alpha", Usage: "LoRA scale numerator: adapters add alpha/rank * B A x (default: 2 x rank)"},
-		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(model.LoRAShortTargets, ","), Usage: "projections that get adapters: any of q,k,v,o,gate,up,down (or q_proj...), or all"},
+		&ucli.StringFlag{Name: "lora-targets", Value: strings.Join(trainspec.LoRATargets, ","), Usage: "projections that get adapters: any of " + strings.Join(trainspec.LoRATargets, ",") + " (or q_proj...), or all"},
 		&ucli.Float64Flag{Name: "lora-dropout", Value: dropout, Usage: dropoutHelp},
 		&ucli.BoolFlag{Name: "lora-bf16-base", Usage: "keep the frozen base in bf16 even when the checkpoint is fp32 (rounds it; halves its memory); a bf16 checkpoint's base stays bf16 anyway, and so does any base under --dtype bf16"},
 	}
@@ -369,40 +369,40 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 // flag may be set, except --lora-dropout and --lora-bf16-base when fromAdapter: a run that
 // starts from a PEFT adapter takes its rank, alpha and targets from it (importAdapters) but
 // dropout and the base's type from the flags (the caller refuses them if no adapter comes).
-func loraSettings(c *ucli.Context, fromAdapter bool) (torch.LoRA, error) {
+func loraSettings(c *ucli.Context, fromAdapter bool) (trainspec.LoRA, error) {
 	rank := c.Int("lora-rank")
 	if rank == 0 {
 		for _, f := range []string{"lora-alpha", "lora-targets", "lora-dropout", "lora-bf16-base"} {
 			if c.IsSet(f) && !(fromAdapter && (f == "lora-dropout" || f == "lora-bf16-base")) {
-				return torch.LoRA{}, fmt.Errorf("--%s needs --lora-rank (LoRA is off at rank 0)", f)
+				return trainspec.LoRA{}, fmt.Errorf("--%s needs --lora-rank (LoRA is off at rank 0)", f)
 			}
 		}
-		l := torch.LoRA{Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
+		l := trainspec.LoRA{Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
 		if !(l.Dropout >= 0 && l.Dropout < 1) {
-			return torch.LoRA{}, fmt.Errorf("--lora-dropout must be in [0, 1), got %v", l.Dropout)
+			return trainspec.LoRA{}, fmt.Errorf("--lora-dropout must be in [0, 1), got %v", l.Dropout)
 		}
 		return l, nil
 	}
 	if rank < 0 {
-		return torch.LoRA{}, fmt.Errorf("--lora-rank must be at least 0 (0 = full fine-tuning), got %d", rank)
+		return trainspec.LoRA{}, fmt.Errorf("--lora-rank must be at least 0 (0 = full fine-tuning), got %d", rank)
 	}
-	targets, err := model.ParseLoRATargets(c.String("lora-targets"))
+	targets, err := trainspec.ParseLoRATargets(c.String("lora-targets"))
 	if err != nil {
-		return torch.LoRA{}, fmt.Errorf("--lora-targets: %w", err)
+		return trainspec.LoRA{}, fmt.Errorf("--lora-targets: %w", err)
 	}
-	l := torch.LoRA{Rank: rank, Alpha: 2 * float64(rank), Targets: targets, Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
+	l := trainspec.LoRA{Rank: rank, Alpha: 2 * float64(rank), Targets: targets, Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
 	if c.IsSet("lora-alpha") {
 		l.Alpha = c.Float64("lora-alpha")
 	}
 	if err := l.Check(0); err != nil {
-		return torch.LoRA{}, fmt.Errorf("--lora-*: %w", err)
+		return trainspec.LoRA{}, fmt.Errorf("--lora-*: %w", err)
 	}
 	return l, nil
 }
 
 // checkLoRARank refuses a rank above the hidden size of the model at path: such an adapter
 // costs more than full fine-tuning.
-func checkLoRARank(l torch.LoRA, hidden int, path string) error {
+func checkLoRARank(l trainspec.LoRA, hidden int, path string) error {
 	if err := l.Check(hidden); err != nil {
 		return fmt.Errorf("--lora-rank with %s: %w", path, err)
 	}

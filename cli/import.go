@@ -7,8 +7,8 @@ package cli
 import (
 	"fmt"
 
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // importAdapters resolves the agents that start from a PEFT adapter: each one's Model
@@ -17,7 +17,7 @@ import (
 // Without --lora-rank (lora.Rank 0) the first adapter's rank, alpha and targets become the
 // run's, and every further adapter must match them; dropout and the base's type stay
 // lora's (the flags'). It returns the run's LoRA settings.
-func importAdapters(agents []agentSpec, lora torch.LoRA) (torch.LoRA, error) {
+func importAdapters(agents []agentSpec, lora trainspec.LoRA) (trainspec.LoRA, error) {
 	for i := range agents {
 		a := &agents[i]
 		if a.Adapter == "" {
@@ -26,7 +26,7 @@ func importAdapters(agents []agentSpec, lora torch.LoRA) (torch.LoRA, error) {
 			}
 			a.Adapter, a.Model = a.Model, ""
 		}
-		var l torch.LoRA
+		var l trainspec.LoRA
 		var err error
 		if a.Model, l, err = hfmodel.ImportAdapter(a.Adapter, a.Model, lora); err != nil {
 			return lora, fmt.Errorf("agent %d (%s): %w", i, a.Name, err)

@@ -11,11 +11,11 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // resolveOnly parses args with a command's own flags and returns what resolve makes of
@@ -110,10 +110,10 @@ func TestRecipePaperValues(t *testing.T) {
 		{"learning rate 1e-6", lr, 1e-6},
 		{"weight decay 0.01", func(r resolvedTrain) any { return r.Trainer.Opt.WeightDecay }, 0.01},
 		{"gradient clipping norm 1.0", func(r resolvedTrain) any { return r.Trainer.Opt.MaxGradNorm }, 1.0},
-		{"clipped surrogate", func(r resolvedTrain) any { return r.Trainer.Loss }, torch.LossPPO},
+		{"clipped surrogate", func(r resolvedTrain) any { return r.Trainer.Loss }, trainspec.LossPPO},
 		{"clip ratio 0.2", func(r resolvedTrain) any { return [2]float64{r.Trainer.ClipLow, r.Trainer.ClipHigh} }, [2]float64{0.2, 0.2}},
 		{"no dual clip", func(r resolvedTrain) any { return r.Trainer.ClipC }, 0.0},
-		{"1/G sum 1/|y| sum: seq-mean-token-mean", func(r resolvedTrain) any { return r.Trainer.Agg }, torch.SeqMeanTokenMean},
+		{"1/G sum 1/|y| sum: seq-mean-token-mean", func(r resolvedTrain) any { return r.Trainer.Agg }, trainspec.SeqMeanTokenMean},
 		{"beta 0.001 KL in the loss", klInLoss, [2]float64{0.001, 0}},
 		{"influence eta/(N-1) sum of peers' change", influence, trainer.InfluencePeerMean},
 		{"eta 0.25", eta, 0.25},
@@ -171,7 +171,7 @@ func TestRecipeReferenceValues(t *testing.T) {
 		{"prompt length 5120", promptLimit, 5120},
 		{"lr 1e-6", lr, 1e-6},
 		{"dual clip 3", func(r resolvedTrain) any { return [3]float64{r.Trainer.ClipLow, r.Trainer.ClipHigh, r.Trainer.ClipC} }, [3]float64{0.2, 0.2, 3}},
-		{"token-mean per group", func(r resolvedTrain) any { return r.Trainer.Agg }, torch.TokenMean},
+		{"token-mean per group", func(r resolvedTrain) any { return r.Trainer.Agg }, trainspec.TokenMean},
 		{"k1 KL 0.001 in the reward", klInLoss, [2]float64{0, 0.001}},
 		{"influence sign", influence, trainer.InfluenceSign},
 		{"eta 0.2", eta, 0.2},

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 func init() {
@@ -159,7 +160,7 @@ func sftTrain(ctx context.Context, c *ucli.Context, rt *torch.Runtime, opts torc
 		return err
 	}
 	defer m.Free()
-	opt := torch.DefaultAdamW
+	opt := trainspec.DefaultAdamW
 	opt.LR, opt.WeightDecay = c.Float64("lr"), c.Float64("weight-decay")
 	st, err := trainer.SFT(m.Model, ids, trainer.SFTConfig{Epochs: c.Int("epochs"), BatchSize: c.Int("batch"), Opt: opt, Seed: c.Uint64("seed"), Ctx: ctx,
 		Progress: func(step, total int, loss float64) {

@@ -23,6 +23,7 @@ import (
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 func init() {
@@ -133,7 +134,7 @@ func trainStepFlags() []ucli.Flag {
 		&ucli.Float64Flag{Name: "lr", Value: 1e-6, Usage: "AdamW learning rate (with LoRA, times alpha/rank at most 1)"},
 		&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 		&ucli.Float64Flag{Name: "grad-clip", Value: 1.0, Usage: "global gradient-norm clip (0 = off)"},
-		&ucli.StringFlag{Name: "loss", Value: string(torch.LossPPO), Usage: "policy loss: " + strings.Join(trainer.LossNames(), ", ")},
+		&ucli.StringFlag{Name: "loss", Value: string(trainspec.LossPPO), Usage: "policy loss: " + strings.Join(trainer.LossNames(), ", ")},
 		&ucli.Float64Flag{Name: "clip-low", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipLow }), Usage: "the loss's ratio clip below 1 (cispo: its weight's; 1 = no lower bound)"},
 		&ucli.Float64Flag{Name: "clip-high", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipHigh }), Usage: "the loss's ratio clip above 1"},
 		&ucli.Float64Flag{Name: "clip-c", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipC }), Usage: "PPO's dual clip for negative advantages (0 = off)"},
@@ -196,7 +197,7 @@ func lossDefault(of func(trainer.LossRecipe) any) string {
 // lossSettings are the policy loss --loss names with its clip range and aggregation: the
 // loss's defaults, except where a flag is given.
 func lossSettings(c *ucli.Context) (trainer.LossRecipe, error) {
-	r, err := trainer.LookupLoss(torch.Loss(c.String("loss")))
+	r, err := trainer.LookupLoss(trainspec.Loss(c.String("loss")))
 	if err != nil {
 		return r, fmt.Errorf("--loss: %w", err)
 	}
@@ -209,7 +210,7 @@ func lossSettings(c *ucli.Context) (trainer.LossRecipe, error) {
 		}
 	}
 	if c.IsSet("loss-agg") {
-		r.Agg = torch.AggMode(c.String("loss-agg"))
+		r.Agg = trainspec.AggMode(c.String("loss-agg"))
 	}
 	return r, nil
 }
@@ -273,7 +274,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
-	dtype, err := torch.ParsePrecision(c.String("dtype"))
+	dtype, err := trainspec.ParsePrecision(c.String("dtype"))
 	if err != nil {
 		return rc, fmt.Errorf("--dtype: %w", err)
 	}
@@ -286,7 +287,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		return rc, err
 	}
 	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
-	opt := torch.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
+	opt := trainspec.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
 	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
@@ -353,7 +354,7 @@ func trainReward(c *ucli.Context, rc *trainRunConfig) (reward.Mode, string, erro
 
 // trainAgents reads the agents into rc, those that start from a PEFT adapter with their
 // LoRA settings (lora: the flags'), and checks the LoRA rank against each model.
-func trainAgents(c *ucli.Context, rc *trainRunConfig, lora torch.LoRA) error {
+func trainAgents(c *ucli.Context, rc *trainRunConfig, lora trainspec.LoRA) error {
 	var err error
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c, false)
@@ -371,7 +372,7 @@ func trainAgents(c *ucli.Context, rc *trainRunConfig, lora torch.LoRA) error {
 				return fmt.Errorf("--%s needs --lora-rank or an agent that starts from a PEFT adapter (LoRA is off at rank 0)", f)
 			}
 		}
-		rc.Trainer.LoRA = torch.LoRA{}
+		rc.Trainer.LoRA = trainspec.LoRA{}
 	}
 	for _, a := range rc.Agents {
 		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,
@@ -662,9 +663,9 @@ const defaultTISCap = 2
 
 // rolloutSettings reads --rollout-dtype, defaulting to the trainer's precision, and the
 // probe tolerance and TIS cap that follow from it unless set.
-func rolloutSettings(c *ucli.Context, dtype torch.Precision) (trainer.RolloutDType, float64, float64, error) {
+func rolloutSettings(c *ucli.Context, dtype trainspec.Precision) (trainer.RolloutDType, float64, float64, error) {
 	rollout := trainer.RolloutF32
-	if dtype == torch.PrecisionBF16 {
+	if dtype == trainspec.PrecisionBF16 {
 		rollout = trainer.RolloutBF16
 	}
 	if c.IsSet("rollout-dtype") {
@@ -674,7 +675,7 @@ func rolloutSettings(c *ucli.Context, dtype torch.Precision) (trainer.RolloutDTy
 		}
 	}
 	probeTol, tisCap := c.Float64("probe-tol"), c.Float64("tis-cap")
-	if (dtype == torch.PrecisionBF16 || rollout != trainer.RolloutF32) && !c.IsSet("probe-tol") {
+	if (dtype == trainspec.PrecisionBF16 || rollout != trainer.RolloutF32) && !c.IsSet("probe-tol") {
 		probeTol = probeTolBF16
 	}
 	differs := string(rollout) != string(dtype)

@@ -10,11 +10,11 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // trainArgs is a tiny grpo run: 16 synthetic problems, 4 per step, 4 trajectories of at
@@ -431,7 +431,7 @@ func TestRolloutSettings(t *testing.T) {
 		{[]string{"--rollout-dtype", "f32", "--dtype", "bf16"}, trainer.RolloutF32, probeTolBF16, defaultTISCap},
 	} {
 		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
-			dtype, err := torch.ParsePrecision(c.String("dtype"))
+			dtype, err := trainspec.ParsePrecision(c.String("dtype"))
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // BenchmarkSync times one agent's weight sync, trainer -> llama.cpp, on the model in
@@ -150,7 +151,7 @@ func BenchmarkSync(b *testing.B) {
 func benchLoRASync(b *testing.B, dir string, open func(*testing.B, string) *Server) {
 	rt := torchtest.Open(b)
 	m, err := hfmodel.Load(rt, filepath.Join(dir, "hf"), torch.ModelOptions{Trainable: true,
-		LoRA: torch.LoRA{Rank: 32, Alpha: 64, Targets: torch.LoRATargets}})
+		LoRA: trainspec.LoRA{Rank: 32, Alpha: 64, Targets: trainspec.LoRATargets}})
 	if err != nil {
 		b.Fatal(err)
 	}

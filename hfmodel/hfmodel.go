@@ -350,7 +350,7 @@ func Export(m *torch.Model) ([]model.NamedTensor, error) {
 }
 
 // ExportBase is Export of a LoRA model's frozen base, adapters left out, as the plugin holds
-// it (bf16-rounded with torch.LoRA.BaseBF16): the weights llama.cpp runs under a LoRA
+// it (bf16-rounded with trainspec.LoRA.BaseBF16): the weights llama.cpp runs under a LoRA
 // adapter GGUF, so that both sides compute with the same base. Without LoRA it is Export.
 func ExportBase(m *torch.Model) ([]model.NamedTensor, error) {
 	return export(m, true)

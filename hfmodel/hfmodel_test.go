@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
@@ -43,7 +44,7 @@ func TestCheckpointRoundTripIsBitExact(t *testing.T) {
 			if _, err := m.SFTLoss(p, r, true, 1); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := m.Step(torch.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}); err != nil {
+			if _, err := m.Step(trainspec.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}); err != nil {
 				t.Fatal(err)
 			}
 			ck := filepath.Join(t.TempDir(), "step-1")

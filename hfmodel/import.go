@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // IsAdapter reports whether dir is a PEFT adapter directory (it holds the adapter's config).
@@ -21,7 +21,7 @@ func IsAdapter(dir string) bool {
 // ImportAdapter checks the PEFT adapter in dir against its base's shapes and the run's
 // LoRA settings, and returns the base directory (base, or the one the adapter names when
 // base is "") and the LoRA settings it trains with (the adapter's where lora.Rank is 0).
-func ImportAdapter(dir, base string, lora torch.LoRA) (string, torch.LoRA, error) {
+func ImportAdapter(dir, base string, lora trainspec.LoRA) (string, trainspec.LoRA, error) {
 	p, err := model.ReadPEFT(dir)
 	if err != nil {
 		return base, lora, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // loadAdapter loads a PEFT adapter directory onto the base directory its config names,
@@ -80,16 +81,16 @@ func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 // resumed run, or flags given); dropout, seed and BaseBF16 are always want's. The dropout the
 // adapter was trained with (PEFT's lora_dropout) is not carried over: it is a choice of the
 // run, and PPO's ratio wants none (see train's --lora-dropout).
-func AdapterSettings(dir string, a *model.LoRAAdapter, want torch.LoRA) (torch.LoRA, error) {
+func AdapterSettings(dir string, a *model.LoRAAdapter, want trainspec.LoRA) (trainspec.LoRA, error) {
 	if a.RSLoRA {
-		return torch.LoRA{}, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
+		return trainspec.LoRA{}, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
 	}
-	l := torch.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: want.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
+	l := trainspec.LoRA{Rank: a.Rank, Alpha: a.Alpha, Dropout: want.Dropout, Seed: want.Seed, BaseBF16: want.BaseBF16}
 	for _, t := range a.Targets {
-		l.Targets = append(l.Targets, model.LoRAShort(t))
+		l.Targets = append(l.Targets, trainspec.LoRAShort(t))
 	}
 	if want.Rank > 0 && (want.Rank != l.Rank || want.Alpha != l.Alpha || !sameTargets(want.Targets, l.Targets)) {
-		return torch.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
+		return trainspec.LoRA{}, fmt.Errorf("load %s: the adapter has rank %d, alpha %g, targets %s; this run asks for rank %d, alpha %g, targets %s",
 			dir, l.Rank, l.Alpha, strings.Join(l.Targets, ","), want.Rank, want.Alpha, strings.Join(want.Targets, ","))
 	}
 	return l, nil
@@ -140,7 +141,7 @@ func (m *Model) Adapter() (*model.LoRAAdapter, error) {
 	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: l.Rank, Alpha: l.Alpha, Dropout: l.Dropout, BaseModel: m.base},
 		Pairs: map[model.LoRAKey]model.LoRAPair{}}
 	for _, t := range l.Targets {
-		a.Targets = append(a.Targets, model.LoRAModule(t))
+		a.Targets = append(a.Targets, trainspec.LoRAModule(t))
 	}
 	infos, err := m.Tensors()
 	if err != nil {

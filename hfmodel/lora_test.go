@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -13,9 +12,10 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
-var loraOpts = torch.ModelOptions{Trainable: true, LoRA: torch.LoRA{Rank: 4, Alpha: 8, Targets: torch.LoRATargets, Dropout: 0.1, Seed: 3}}
+var loraOpts = torch.ModelOptions{Trainable: true, LoRA: trainspec.LoRA{Rank: 4, Alpha: 8, Targets: trainspec.LoRATargets, Dropout: 0.1, Seed: 3}}
 
 // trainedLoRA loads a tiny model with adapters and takes two optimizer steps.
 func trainedLoRA(t *testing.T, rt *torch.Runtime, src string) *Model {
@@ -29,7 +29,7 @@ func trainedLoRA(t *testing.T, rt *torch.Runtime, src string) *Model {
 		if _, err := m.SFTLoss([][]int32{{1, 2, 3}, {4, 5}}, [][]int32{{7, 8}, {9, 10, 11}}, true, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Step(torch.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}); err != nil {
+		if _, err := m.Step(trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +122,7 @@ func trainedStep(t *testing.T, m *Model) []byte {
 	if _, err := m.SFTLoss([][]int32{{3, 2}}, [][]int32{{5, 6, 7}}, true, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Step(torch.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+	if _, err := m.Step(trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
 		t.Fatal(err)
 	}
 	var all []byte
@@ -139,7 +139,7 @@ func trainedStep(t *testing.T, m *Model) []byte {
 // type) comes from the run's settings, rank, alpha and targets from the adapter.
 func TestAdapterSettingsTakeDropoutFromTheRun(t *testing.T) {
 	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj"}, Dropout: 0.05}}
-	l, err := AdapterSettings("adapter", a, torch.LoRA{Seed: 7, BaseBF16: true})
+	l, err := AdapterSettings("adapter", a, trainspec.LoRA{Seed: 7, BaseBF16: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestExportBaseIsThePluginsBase(t *testing.T) {
 		if _, err := m.SFTLoss([][]int32{{1, 2, 3}}, [][]int32{{7, 8}}, true, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Step(torch.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1}); err != nil {
+		if _, err := m.Step(trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1}); err != nil {
 			t.Fatal(err)
 		}
 		base, err := ExportBase(m.Model)
@@ -297,13 +297,5 @@ func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "<nil>") {
 			t.Errorf("base %q: %v; want an error saying %q", named, err, want)
 		}
-	}
-}
-
-// The plugin's target list (its mask bits) is model's short names: cgo/torch may not import
-// model, so the two are kept apart and checked here.
-func TestPluginLoRATargetsAreModels(t *testing.T) {
-	if !slices.Equal(torch.LoRATargets, model.LoRAShortTargets) {
-		t.Errorf("torch.LoRATargets %v, model.LoRAShortTargets %v", torch.LoRATargets, model.LoRAShortTargets)
 	}
 }

@@ -16,31 +16,24 @@ import (
 
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
-// DType is the trainer's weight type.
-type DType string
+// DType is the trainer's precision, as --dtype names it; "" means F32.
+type DType = trainspec.Precision
 
-// Trainer weight types; "" means F32.
+// The trainer's precisions.
 const (
-	F32 DType = "f32"
-	// BF16 is --dtype bf16: f32 master weights, gradients and AdamW state, each weight cast to
-	// bf16 where used (activations in bf16); frozen weights (reference, LoRA base) in bf16.
-	BF16 DType = "bf16"
+	F32  = trainspec.PrecisionF32
+	BF16 = trainspec.PrecisionBF16
 )
 
-func (d DType) bytes() int64 {
+// computeBytes is the width of a value d computes in.
+func computeBytes(d DType) int64 {
 	if d == BF16 {
 		return 2
 	}
 	return 4
-}
-
-func (d DType) String() string {
-	if d == "" {
-		return string(F32)
-	}
-	return string(d)
 }
 
 // LoRA is low-rank fine-tuning: rank-Rank adapters (fp32, with fp32 AdamW state) on the
@@ -48,7 +41,7 @@ func (d DType) String() string {
 // also the reference model, which then costs nothing extra. Rank 0 is full fine-tuning.
 type LoRA struct {
 	Rank      int
-	Targets   []string // of model.LoRAShortTargets; empty means all of them
+	Targets   []string // of trainspec.LoRATargets; empty means all of them
 	BaseDType DType    // "" means the trainer's DType; bf16 whenever the trainer's is
 }
 
@@ -169,8 +162,8 @@ func (a Agent) check() error {
 		}
 	}
 	for _, t := range a.LoRA.Targets {
-		if !slices.Contains(model.LoRAShortTargets, t) {
-			return fmt.Errorf("LoRA target %q (want some of %v)", t, model.LoRAShortTargets)
+		if !slices.Contains(trainspec.LoRATargets, t) {
+			return fmt.Errorf("LoRA target %q (want some of %v)", t, trainspec.LoRATargets)
 		}
 	}
 	if _, err := a.Shape.GGUFBytes(a.RolloutType); err != nil {

@@ -3,24 +3,26 @@ package memplan
 // The trainer's memory: what kernels/umad_torch.cpp and the trainer package allocate.
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 func (a Agent) lora() bool { return a.LoRA.Rank > 0 }
 
 func (a Agent) targets() []string {
 	if len(a.LoRA.Targets) == 0 {
-		return model.LoRAShortTargets
+		return trainspec.LoRATargets
 	}
 	return a.LoRA.Targets
 }
 
 // projection is a projection's input and output widths (a target checked by New).
 func (a Agent) projection(name string) (in, out int64) {
-	i, o, _ := model.LoRATargetDims(a.Shape, model.LoRAModule(name))
+	i, o, _ := model.LoRATargetDims(a.Shape, trainspec.LoRAModule(name))
 	return int64(i), int64(o)
 }
 
@@ -51,7 +53,7 @@ func (a Agent) trainerLines() []Line {
 	}
 	dev := a.CUDA
 	if a.lora() {
-		add(dev, P*a.baseDType().bytes(), fmt.Sprintf("base weights (%s, frozen)", a.baseDType()))
+		add(dev, P*computeBytes(a.baseDType()), fmt.Sprintf("base weights (%s, frozen)", a.baseDType()))
 		add(dev, 4*n, fmt.Sprintf("LoRA adapters (rank %d, f32)", a.LoRA.Rank))
 	} else if a.DType == BF16 {
 		add(dev, 4*P, "trainer weights (f32 masters, bf16 compute)")
@@ -62,7 +64,7 @@ func (a Agent) trainerLines() []Line {
 	if !a.lora() {
 		// A second model loaded from the starting weights, frozen, so in the compute dtype;
 		// with LoRA the base is the reference.
-		add(dev, P*a.DType.bytes(), fmt.Sprintf("reference model (%s)", a.DType))
+		add(dev, P*computeBytes(a.DType), fmt.Sprintf("reference model (%s)", cmp.Or(a.DType, F32)))
 	}
 	// Gradients accumulate into the f32 parameters (masters) at either dtype.
 	add(dev, 4*n, "gradients", PhaseTrain, PhaseStep)
@@ -138,11 +140,11 @@ func (a Agent) activations() int64 {
 	head := 3*T*H*e + 2*R*H*e
 	// Chunks of about 16M logits (the plugin's pick_chunk): z, log-softmax, probabilities,
 	// their gradient and temporaries.
-	rows := min(max(1, (1<<24)/V), max(R, 1))
+	rows := min(max(1, trainspec.ChunkLogits/V), max(R, 1))
 	head += 6 * rows * V * 4
-	// The forward's log-softmax, kept for the backward when at most 2^26 values (the plugin's
-	// kKeptLogits); more are recomputed chunk by chunk.
-	if R*V <= 1<<26 {
+	// The forward's log-softmax, kept for the backward when at most KeptLogits values; more
+	// are recomputed chunk by chunk.
+	if R*V <= trainspec.KeptLogits {
 		head += R * V * 4
 	}
 	// The lm_head gradient is built in f32 whole; a trained embedding adds its dense gradient.

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // A LoRA adapter in Hugging Face PEFT's layout: a directory holding adapter_config.json and
@@ -24,37 +25,16 @@ const (
 	PEFTWeightsFile = "adapter_model.safetensors"
 )
 
-// LoRATargets are the linear layers an adapter may adapt, by Hugging Face's module short
-// names, in the order a layer applies them.
-var LoRATargets = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+// LoRATargets are the linear layers an adapter may adapt, by Hugging Face's module names,
+// in the order a layer applies them: trainspec.LoRATargets' short names with "_proj".
+var LoRATargets = loraModules(trainspec.LoRATargets)
 
-// LoRAShortTargets are LoRATargets by the short names umad's flags and the torch plugin use
-// (q for q_proj), in the same order.
-var LoRAShortTargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
-
-// LoRAShort is a target module's short name (q_proj -> q).
-func LoRAShort(module string) string { return strings.TrimSuffix(module, "_proj") }
-
-// LoRAModule is a short name's HF module name (q -> q_proj).
-func LoRAModule(short string) string { return short + "_proj" }
-
-// ParseLoRATargets reads a comma-separated target list of short names (q,k,v,o,gate,up,down)
-// or HF module names (q_proj, ...), or "all", into short names.
-func ParseLoRATargets(list string) ([]string, error) {
-	if strings.TrimSpace(list) == "all" {
-		return slices.Clone(LoRAShortTargets), nil
+func loraModules(short []string) []string {
+	out := make([]string, len(short))
+	for i, t := range short {
+		out[i] = trainspec.LoRAModule(t)
 	}
-	var out []string
-	for _, f := range strings.Split(list, ",") {
-		t := LoRAShort(strings.TrimSpace(f))
-		if !slices.Contains(LoRAShortTargets, t) {
-			return nil, fmt.Errorf("unknown LoRA target %q: choose from %s (or all)", strings.TrimSpace(f), strings.Join(LoRAShortTargets, ","))
-		}
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
+	return out
 }
 
 // loraGroup is the submodule of a decoder layer holding each target.

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // randomLoRA is an adapter of every target of a tiny model of arch with random A and B.
@@ -329,16 +331,10 @@ func TestLoRATargetDims(t *testing.T) {
 	}
 }
 
-func TestParseLoRATargets(t *testing.T) {
-	if _, err := ParseLoRATargets("q,k_proj,mlp"); err == nil || !strings.Contains(err.Error(), `"mlp"`) {
-		t.Errorf("ParseLoRATargets: %v", err)
-	}
-	if ts, err := ParseLoRATargets("down_proj, q,q"); err != nil || strings.Join(ts, ",") != "down,q" {
-		t.Errorf("ParseLoRATargets: %v %v", ts, err)
-	}
+func TestLoRATargetsNameEachOther(t *testing.T) {
 	for i, m := range LoRATargets {
-		if LoRAShort(m) != LoRAShortTargets[i] || LoRAModule(LoRAShortTargets[i]) != m {
-			t.Errorf("%s and %s do not name each other", m, LoRAShortTargets[i])
+		if trainspec.LoRAShort(m) != trainspec.LoRATargets[i] || trainspec.LoRAModule(trainspec.LoRATargets[i]) != m {
+			t.Errorf("%s and %s do not name each other", m, trainspec.LoRATargets[i])
 		}
 	}
 }

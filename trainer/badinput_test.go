@@ -10,10 +10,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // checkStopped asserts that a run failed with one clear line containing every part of
@@ -269,7 +269,7 @@ func TestSkippedStepsAreLogged(t *testing.T) {
 	start := warmStart(t, rt, "qwen2") // a fresh model has no advantages, so no gradient
 	cfg := demoConfig(t, "grpo", []string{start}, 1)
 	cfg.ValProblems = nil
-	cfg.LoRA = torch.LoRA{Rank: 4, Alpha: 1e30, Targets: torch.LoRATargets}
+	cfg.LoRA = trainspec.LoRA{Rank: 4, Alpha: 1e30, Targets: trainspec.LoRATargets}
 	cfg.Opt.LR = 1e-31 // lr x alpha/rank is small: only the gradients overflow
 	if err := Run(context.Background(), rt, cfg); err != nil {
 		t.Fatal(err)

@@ -4,10 +4,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // A bf16 run (f32 masters and AdamW state, bf16 compute) resumes exactly: the masters and
@@ -23,7 +23,7 @@ func TestBF16ResumeIsExact(t *testing.T) {
 	config := func(steps int) Config {
 		cfg := demoConfig(t, "grpo", []string{start}, steps)
 		cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:8], 0
-		cfg.DType, cfg.ProbeTol = torch.PrecisionBF16, 5e-2
+		cfg.DType, cfg.ProbeTol = trainspec.PrecisionBF16, 5e-2
 		return cfg
 	}
 	whole, stopped := wholeAndStopped(t, rt, config)

@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/trainspec"
 	"github.com/umad-dev/umad/verifier"
 )
 
@@ -47,13 +48,13 @@ type Config struct {
 	G           int            `json:"g"`          // trajectories per problem
 	// MiniBatch is the number of groups (problems) per optimizer step; the loss is the
 	// mean over groups of each group's token-mean (reference section 4.3).
-	MiniBatch int           `json:"mini_batch"`
-	Opt       torch.AdamW   `json:"optimizer"`
-	Loss      torch.Loss    `json:"loss"` // the policy loss (loss.go); the four below are its settings
-	ClipLow   float64       `json:"clip_low"`
-	ClipHigh  float64       `json:"clip_high"`
-	ClipC     float64       `json:"clip_c"`
-	Agg       torch.AggMode `json:"loss_agg"`
+	MiniBatch int               `json:"mini_batch"`
+	Opt       trainspec.AdamW   `json:"optimizer"`
+	Loss      trainspec.Loss    `json:"loss"` // the policy loss (loss.go); the four below are its settings
+	ClipLow   float64           `json:"clip_low"`
+	ClipHigh  float64           `json:"clip_high"`
+	ClipC     float64           `json:"clip_c"`
+	Agg       trainspec.AggMode `json:"loss_agg"`
 	// Reward is the grading mode of the 0/1 correctness rewards (strict is_equiv, as the
 	// paper, robust, or robust+verifier: robust with a verifier model, Verifier).
 	Reward      reward.Mode `json:"reward"`
@@ -81,7 +82,7 @@ type Config struct {
 	Checker        *verifier.Verifier `json:"-"`
 	// DType is the trainer's precision: f32, or bf16 compute over f32 master weights. A
 	// config.json written before it existed reads as f32.
-	DType torch.Precision `json:"dtype"`
+	DType trainspec.Precision `json:"dtype"`
 	// Sync is how updated weights reach llama.cpp: in place (the default) or by file.
 	Sync SyncMode `json:"sync"`
 	// RolloutDType is the type of the rollout weights in llama.cpp; a config.json written
@@ -108,7 +109,7 @@ type Config struct {
 	// started from an adapter. The in-place sync sends llama.cpp the adapters (a LoRA GGUF
 	// on the loaded base); --sync file and checkpoints write the merged weights. Each
 	// agent's adapter seed derives from Seed and its index.
-	LoRA torch.LoRA `json:"lora"`
+	LoRA trainspec.LoRA `json:"lora"`
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
 	Engine engine.Options `json:"-"`
@@ -158,13 +159,13 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		c.Sync = SyncInPlace
 	}
 	if c.DType == "" {
-		c.DType = torch.PrecisionF32
+		c.DType = trainspec.PrecisionF32
 	}
 	if c.RolloutDType == "" {
 		c.RolloutDType = RolloutF32
 	}
 	if c.Loss == "" {
-		c.Loss = torch.LossPPO
+		c.Loss = trainspec.LossPPO
 	}
 	return nil
 }
@@ -215,7 +216,7 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: %w", err)
 	}
 	c.Sync = mode
-	if c.DType, err = torch.ParsePrecision(string(c.DType)); err != nil {
+	if c.DType, err = trainspec.ParsePrecision(string(c.DType)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	if c.RolloutDType == "" {

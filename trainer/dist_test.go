@@ -17,6 +17,7 @@ import (
 	"github.com/umad-dev/umad/internal/disttest"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // observed is what a run computed: every step's metrics rows (rewards, advantages) and
@@ -43,7 +44,7 @@ func distConfig(t *testing.T, start string, tc distCase) Config {
 	cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:6], 0
 	if tc.LoRA {
 		cfg.Opt.LR = 5e-3
-		cfg.LoRA = torch.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, BaseBF16: true}
+		cfg.LoRA = trainspec.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, BaseBF16: true}
 	}
 	return cfg
 }

@@ -5,17 +5,17 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // LossRecipe is a policy loss (--loss) with the clip range and aggregation its paper trains
 // with, which the flags default to. The policy loss is an axis of its own: every algorithm's
 // advantages can drive any of them.
 type LossRecipe struct {
-	Loss              torch.Loss
+	Loss              trainspec.Loss
 	ClipLow, ClipHigh float64
 	ClipC             float64 // dual clip for A<0; 0 for a loss that has none
-	Agg               torch.AggMode
+	Agg               trainspec.AggMode
 	about             string // what it computes, for help texts
 	// weightClip: the clip bounds a weight, not a trust region, so ClipLow may be 1 (no
 	// lower bound).
@@ -24,15 +24,15 @@ type LossRecipe struct {
 
 // lossRecipes are the policy losses, in the order help texts list them.
 var lossRecipes = []LossRecipe{
-	{Loss: torch.LossPPO, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, Agg: torch.TokenMean,
+	{Loss: trainspec.LossPPO, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, Agg: trainspec.TokenMean,
 		about: "per-token ratio in a clipped surrogate: a clipped token gets no gradient"},
 	// GSPO's paper (Zheng et al. 2025) clips its sequence ratio to [1-3e-4, 1+4e-4] and
 	// averages over sequences.
-	{Loss: torch.LossGSPO, ClipLow: 3e-4, ClipHigh: 4e-4, Agg: torch.SeqMeanTokenMean,
+	{Loss: trainspec.LossGSPO, ClipLow: 3e-4, ClipHigh: 4e-4, Agg: trainspec.SeqMeanTokenMean,
 		about: "per-sequence ratio exp(mean token log-ratio), clipped per sequence (GSPO)"},
 	// MiniMax-M1 sets no lower bound on the weight and tunes only the upper one, which it
 	// does not publish; 0.28 is DAPO's clip-higher, the value trinity-rft's CISPO defaults to.
-	{Loss: torch.LossCISPO, ClipLow: 1, ClipHigh: 0.28, Agg: torch.TokenMean, weightClip: true,
+	{Loss: trainspec.LossCISPO, ClipLow: 1, ClipHigh: 0.28, Agg: trainspec.TokenMean, weightClip: true,
 		about: "per-token ratio as a clipped, stop-gradient weight on the log-prob: every token gets a gradient (CISPO)"},
 }
 
@@ -49,9 +49,9 @@ func LossNames() []string {
 }
 
 // LookupLoss returns the recipe of a policy loss; "" is ppo.
-func LookupLoss(l torch.Loss) (LossRecipe, error) {
+func LookupLoss(l trainspec.Loss) (LossRecipe, error) {
 	if l == "" {
-		l = torch.LossPPO
+		l = trainspec.LossPPO
 	}
 	for _, r := range lossRecipes {
 		if r.Loss == l {

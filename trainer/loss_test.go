@@ -10,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // Every policy loss is described in the help text with its defaults, and its name, clip
@@ -32,7 +33,7 @@ func TestLossRecipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range LossRecipes() {
-		cfg := torch.LossConfig{Loss: r.Loss, Temperature: 1, ClipLow: r.ClipLow, ClipHigh: r.ClipHigh, ClipC: r.ClipC, Agg: r.Agg}
+		cfg := trainspec.LossConfig{Loss: r.Loss, Temperature: 1, ClipLow: r.ClipLow, ClipHigh: r.ClipHigh, ClipC: r.ClipC, Agg: r.Agg}
 		b := torch.PolicyBatch{Prompts: prompts, Responses: responses, OldLogp: logp, Advantages: [][]float32{{1, 1, 1}, {-1, -1}}}
 		if _, err := m.PolicyLoss(b, cfg, false, 1); err != nil {
 			t.Errorf("%s: %v", r.Loss, err)
@@ -51,7 +52,7 @@ func TestConfigFromBeforeLossReadsAsPPO(t *testing.T) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.Loss != torch.LossPPO {
+	if c.Loss != trainspec.LossPPO {
 		t.Errorf("loss %q, want ppo", c.Loss)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // A run stopped after step 2 and resumed to step 3 writes each step's metrics once and
@@ -396,7 +397,7 @@ func TestLoRAResumeIsExact(t *testing.T) {
 		cfg := demoConfig(t, "grpo", []string{start}, steps)
 		cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:8], 0
 		cfg.Opt.LR = 5e-3
-		cfg.LoRA = torch.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, Dropout: 0.1}
+		cfg.LoRA = trainspec.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, Dropout: 0.1}
 		return cfg
 	}
 	whole, stopped := wholeAndStopped(t, rt, config)

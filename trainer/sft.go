@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // Tokenizer is what the trainer needs of a model's tokenizer: llama.cpp's, so that
@@ -97,7 +98,7 @@ func TokenizePairs(tok Tokenizer, f chat.Format, endOfTurn int32, pairs []TextPa
 type SFTConfig struct {
 	Epochs    int
 	BatchSize int // pairs per optimizer step
-	Opt       torch.AdamW
+	Opt       trainspec.AdamW
 	Seed      uint64 // shuffles the pairs, per epoch
 	// Progress, if set, is called after every optimizer step.
 	Progress func(step, total int, loss float64)

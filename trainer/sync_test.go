@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // Both weight-sync modes give llama.cpp the same weights, so the same run logs the same
@@ -18,7 +19,7 @@ import (
 func TestSyncModesAgree(t *testing.T) {
 	rt := torchtest.Open(t)
 	start := warmStart(t, rt, "qwen2")
-	file, inplace := syncRun(t, rt, start, SyncFile, torch.LoRA{}), syncRun(t, rt, start, SyncInPlace, torch.LoRA{})
+	file, inplace := syncRun(t, rt, start, SyncFile, trainspec.LoRA{}), syncRun(t, rt, start, SyncInPlace, trainspec.LoRA{})
 	compareSyncRuns(t, file, inplace, 0)
 }
 
@@ -33,7 +34,7 @@ func TestLoRAAdapterSyncAgrees(t *testing.T) {
 	rt := torchtest.Open(t)
 	start := warmStart(t, rt, "qwen2")
 	for _, bf16 := range []bool{false, true} {
-		l := torch.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "k", "v", "o", "gate", "up", "down"}, BaseBF16: bf16}
+		l := trainspec.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "k", "v", "o", "gate", "up", "down"}, BaseBF16: bf16}
 		file, adapter := syncRun(t, rt, start, SyncFile, l), syncRun(t, rt, start, SyncInPlace, l)
 		if _, err := os.Stat(filepath.Join(adapter.Out, "sync", "agent-0", AdapterGGUF)); err != nil {
 			t.Errorf("bf16 base %v: the in-place LoRA run wrote no adapter GGUF: %v", bf16, err)
@@ -43,7 +44,7 @@ func TestLoRAAdapterSyncAgrees(t *testing.T) {
 }
 
 // syncRun trains 2 steps of a one-agent GRPO run from start with the sync mode and LoRA.
-func syncRun(t *testing.T, rt *torch.Runtime, start string, mode SyncMode, l torch.LoRA) Config {
+func syncRun(t *testing.T, rt *torch.Runtime, start string, mode SyncMode, l trainspec.LoRA) Config {
 	t.Helper()
 	cfg := demoConfig(t, "grpo", []string{start}, 2)
 	cfg.ValProblems, cfg.Sync, cfg.LoRA = cfg.ValProblems[:8], mode, l

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
@@ -51,7 +52,7 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 		t.Fatal(err)
 	}
 	defer m.Free()
-	opt := torch.DefaultAdamW
+	opt := trainspec.DefaultAdamW
 	opt.LR = 3e-3
 	st, err := SFT(m.Model, pairs, SFTConfig{Epochs: 4, BatchSize: 8, Opt: opt, Seed: 1})
 	if err != nil {
@@ -85,7 +86,7 @@ func demoConfig(t *testing.T, algo string, dirs []string, steps int) Config {
 		t.Fatal(err)
 	}
 	cfg := Config{Algo: a, Problems: train, ValProblems: val, Steps: steps, BatchSize: 16, Turns: 1, G: 8, MiniBatch: 4,
-		Opt:     torch.AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1},
+		Opt:     trainspec.AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1},
 		ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, PromptLimit: 512, Seed: 1, ValEvery: steps, ValK: 4, ProbeTol: 1e-4,
 		Engine: eng, Out: t.TempDir()}
 	if a.Debate {
@@ -169,7 +170,7 @@ func TestDemoLearns(t *testing.T) {
 			cfg := demoConfig(t, tc.algo, dirs, tc.steps)
 			cfg.Opt.LR = tc.lr
 			if tc.lora > 0 {
-				cfg.LoRA = torch.LoRA{Rank: tc.lora, Alpha: 2 * float64(tc.lora), Targets: torch.LoRATargets}
+				cfg.LoRA = trainspec.LoRA{Rank: tc.lora, Alpha: 2 * float64(tc.lora), Targets: trainspec.LoRATargets}
 			}
 			if err := Run(context.Background(), rt, cfg); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // sampleRef locates one response: problem p (record index), trajectory k.
@@ -194,8 +195,8 @@ func (t *Trainer) lossInputs(b *turnBatch, m *trainlog.StepMetrics) {
 func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent int, m *trainlog.StepMetrics) error {
 	st := t.agents[agent]
 	t0, comm := time.Now(), t.commTime()
-	loss := torch.LossConfig{Loss: t.cfg.Loss, Temperature: t.cfg.Agents[agent].Params.Temperature, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh,
-		ClipC: t.cfg.ClipC, Agg: t.cfg.Agg, KL: torch.KLK3, KLCoef: t.cfg.Algo.KLLossCoef}
+	loss := trainspec.LossConfig{Loss: t.cfg.Loss, Temperature: t.cfg.Agents[agent].Params.Temperature, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh,
+		ClipC: t.cfg.ClipC, Agg: t.cfg.Agg, KL: trainspec.KLK3, KLCoef: t.cfg.Algo.KLLossCoef}
 	opt := t.cfg.Opt
 	opt.LR *= t.cfg.Schedule.Factor(step, t.cfg.Steps)
 	m.LR = opt.LR

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // benchConfig matches bench/torch_eager.py's defaults, so tokens/s compare directly:
@@ -50,10 +52,10 @@ func BenchmarkPluginUpdate(b *testing.B)   { benchShaped(b, benchUpdate, ModelOp
 
 // The bf16 path on the CPU: the GPU's code, for the cost of bf16 arithmetic on this CPU.
 func BenchmarkPluginBF16LogProbs(b *testing.B) {
-	benchShaped(b, benchLogProbs, ModelOptions{Precision: PrecisionBF16})
+	benchShaped(b, benchLogProbs, ModelOptions{Precision: trainspec.PrecisionBF16})
 }
 func BenchmarkPluginBF16Update(b *testing.B) {
-	benchShaped(b, benchUpdate, ModelOptions{Precision: PrecisionBF16, Trainable: true})
+	benchShaped(b, benchUpdate, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true})
 }
 
 // benchShaped runs one benchmark per shape of benchShapes, reporting tokens (prompt and
@@ -98,7 +100,7 @@ func benchUpdate(b *testing.B, m *Model, p, r [][]int32) {
 	if _, err := m.SFTLoss(p, r, true, 1); err != nil {
 		b.Fatal(err)
 	}
-	opt := AdamW{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
+	opt := trainspec.AdamW{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
 	if _, err := m.Step(opt); err != nil {
 		b.Fatal(err)
 	}

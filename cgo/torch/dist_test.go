@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/internal/disttest"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // joinForTest joins the process group of a disttest rank.
@@ -92,7 +93,7 @@ func TestGroupRank(t *testing.T) {
 	}
 
 	// A LoRA model: its bf16 base travels as bytes, its adapters and their moments as they are.
-	lopts := ModelOptions{Trainable: true, LoRA: LoRA{Rank: 2, Alpha: 4, Targets: []string{"q", "down"}, Seed: uint64(r), BaseBF16: true}}
+	lopts := ModelOptions{Trainable: true, LoRA: trainspec.LoRA{Rank: 2, Alpha: 4, Targets: []string{"q", "down"}, Seed: uint64(r), BaseBF16: true}}
 	lm := randomModel(t, rt, cfg, lopts, uint64(20+r))
 	if err := g.BroadcastModel(lm, 0); err != nil {
 		t.Fatal(err)

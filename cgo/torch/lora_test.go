@@ -5,11 +5,13 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // allTargets is a rank-4 LoRA on every projection, as the trainer's default.
-func allTargets(rank int, dropout float64) LoRA {
-	return LoRA{Rank: rank, Alpha: 2 * float64(rank), Targets: LoRATargets, Dropout: dropout, Seed: 5}
+func allTargets(rank int, dropout float64) trainspec.LoRA {
+	return trainspec.LoRA{Rank: rank, Alpha: 2 * float64(rank), Targets: trainspec.LoRATargets, Dropout: dropout, Seed: 5}
 }
 
 // copyTensors copies every tensor of src that dst also has, through float64.
@@ -165,7 +167,7 @@ func TestLoRAGradientFiniteDifference(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2, LoRA: allTargets(3, 0)})
 	batch := PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios([][]float64{{1.05, 0.7, 1.5}, {4, 0.95, 1.2}}),
 		Advantages: [][]float32{{0.8, 0.8, -1.3}, {-0.5, 1.1, 1.1}}}
-	cfg := LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, EntropyCoef: 0.05}
+	cfg := trainspec.LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, EntropyCoef: 0.05}
 	if _, err := f.m.PolicyLoss(batch, cfg, true, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestLoRATrainsAdaptersOnlyAndMerges(t *testing.T) {
 		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Step(AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1}); err != nil {
+		if _, err := m.Step(trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -364,15 +366,15 @@ func TestLoRARejectsBadSettings(t *testing.T) {
 	cfg := tinyConfigs[0].cfg
 	for _, tc := range []struct {
 		name string
-		l    LoRA
+		l    trainspec.LoRA
 		want string
 	}{
-		{"negative rank", LoRA{Rank: -1, Alpha: 1, Targets: LoRATargets}, "at least 0"},
-		{"rank above hidden", LoRA{Rank: 33, Alpha: 1, Targets: LoRATargets}, "exceeds the model's hidden size 32"},
-		{"NaN alpha", LoRA{Rank: 4, Alpha: math.NaN(), Targets: LoRATargets}, "alpha"},
-		{"dropout 1", LoRA{Rank: 4, Alpha: 8, Dropout: 1, Targets: LoRATargets}, "dropout"},
-		{"no targets", LoRA{Rank: 4, Alpha: 8}, "at least one target"},
-		{"unknown target", LoRA{Rank: 4, Alpha: 8, Targets: []string{"lm_head"}}, "unknown LoRA target"},
+		{"negative rank", trainspec.LoRA{Rank: -1, Alpha: 1, Targets: trainspec.LoRATargets}, "at least 0"},
+		{"rank above hidden", trainspec.LoRA{Rank: 33, Alpha: 1, Targets: trainspec.LoRATargets}, "exceeds the model's hidden size 32"},
+		{"NaN alpha", trainspec.LoRA{Rank: 4, Alpha: math.NaN(), Targets: trainspec.LoRATargets}, "alpha"},
+		{"dropout 1", trainspec.LoRA{Rank: 4, Alpha: 8, Dropout: 1, Targets: trainspec.LoRATargets}, "dropout"},
+		{"no targets", trainspec.LoRA{Rank: 4, Alpha: 8}, "at least one target"},
+		{"unknown target", trainspec.LoRA{Rank: 4, Alpha: 8, Targets: []string{"lm_head"}}, "unknown LoRA target"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := rt.NewModel(cfg, ModelOptions{LoRA: tc.l})

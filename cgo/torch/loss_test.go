@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // lossFixture is a float64 model and two sequences whose old log-probs are set so each
@@ -56,22 +58,26 @@ var (
 
 func TestPolicyLossHandComputed(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{})
-	base := LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3}
+	base := trainspec.LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3}
 	cases := []struct {
 		name          string
-		cfg           func(LossConfig) LossConfig
+		cfg           func(trainspec.LossConfig) trainspec.LossConfig
 		isw           [][]float32
 		want          float64
 		clip, clipLow float64
 	}{
-		{"token-mean: (-1.2-0.5+0.8+3+2.2)/5", func(c LossConfig) LossConfig { return c }, nil, 4.3 / 5, 0.4, 0.2},
-		{"seq-mean-token-sum: (-0.9+5.2)/2", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenSum; return c }, nil, 2.15, 0.4, 0.2},
-		{"seq-mean-token-mean: (-0.3+2.6)/2", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenMean; return c }, nil, 1.15, 0.4, 0.2},
-		{"seq-mean-token-sum-norm over the longest response (3)", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenSumNorm; return c }, nil, 4.3 / 3, 0.4, 0.2},
-		{"seq-mean-token-sum-norm over a constant 10", func(c LossConfig) LossConfig { c.Agg = SeqMeanTokenSumNorm; c.NormLength = 10; return c }, nil, 0.43, 0.4, 0.2},
-		{"no dual clip: the r=4 token costs 4", func(c LossConfig) LossConfig { c.ClipC = 0; return c }, nil, 5.3 / 5, 0.4, 0},
-		{"clip-higher 0.6 lets r=1.5 through", func(c LossConfig) LossConfig { c.ClipHigh = 0.6; return c }, nil, 4.0 / 5, 0.2, 0.2},
-		{"importance weights scale token losses", func(c LossConfig) LossConfig { return c }, [][]float32{{2, 1, 1}, {1, 0.5, 7}}, 2.0 / 5, 0.4, 0.2},
+		{"token-mean: (-1.2-0.5+0.8+3+2.2)/5", func(c trainspec.LossConfig) trainspec.LossConfig { return c }, nil, 4.3 / 5, 0.4, 0.2},
+		{"seq-mean-token-sum: (-0.9+5.2)/2", func(c trainspec.LossConfig) trainspec.LossConfig { c.Agg = trainspec.SeqMeanTokenSum; return c }, nil, 2.15, 0.4, 0.2},
+		{"seq-mean-token-mean: (-0.3+2.6)/2", func(c trainspec.LossConfig) trainspec.LossConfig { c.Agg = trainspec.SeqMeanTokenMean; return c }, nil, 1.15, 0.4, 0.2},
+		{"seq-mean-token-sum-norm over the longest response (3)", func(c trainspec.LossConfig) trainspec.LossConfig { c.Agg = trainspec.SeqMeanTokenSumNorm; return c }, nil, 4.3 / 3, 0.4, 0.2},
+		{"seq-mean-token-sum-norm over a constant 10", func(c trainspec.LossConfig) trainspec.LossConfig {
+			c.Agg = trainspec.SeqMeanTokenSumNorm
+			c.NormLength = 10
+			return c
+		}, nil, 0.43, 0.4, 0.2},
+		{"no dual clip: the r=4 token costs 4", func(c trainspec.LossConfig) trainspec.LossConfig { c.ClipC = 0; return c }, nil, 5.3 / 5, 0.4, 0},
+		{"clip-higher 0.6 lets r=1.5 through", func(c trainspec.LossConfig) trainspec.LossConfig { c.ClipHigh = 0.6; return c }, nil, 4.0 / 5, 0.2, 0.2},
+		{"importance weights scale token losses", func(c trainspec.LossConfig) trainspec.LossConfig { return c }, [][]float32{{2, 1, 1}, {1, 0.5, 7}}, 2.0 / 5, 0.4, 0.2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,15 +116,15 @@ func TestPolicyLossKLAndEntropyTerms(t *testing.T) {
 	ones := [][]float64{{1, 1, 1}, {1, 1, 1}}
 	d := 0.5
 	for _, tc := range []struct {
-		est    KLEstimator
+		est    trainspec.KLEstimator
 		perTok float64
 	}{
-		{KLK1, d},
-		{KLK2, d * d / 2},
-		{KLK3, math.Exp(-d) + d - 1},
+		{trainspec.KLK1, d},
+		{trainspec.KLK2, d * d / 2},
+		{trainspec.KLK3, math.Exp(-d) + d - 1},
 	} {
 		t.Run(string(tc.est), func(t *testing.T) {
-			cfg := LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, KL: tc.est, KLCoef: 0.1, EntropyCoef: 0.01}
+			cfg := trainspec.LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, KL: tc.est, KLCoef: 0.1, EntropyCoef: 0.01}
 			st, err := f.m.PolicyLoss(PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios(ones),
 				Advantages: handAdv, RefLogp: ref}, cfg, false, 1)
 			if err != nil {
@@ -183,14 +189,14 @@ func policyLossFD(t *testing.T, f lossFixture) {
 		{"model.norm.weight", 9},
 	}
 	for _, tc := range []struct {
-		agg AggMode
-		kl  KLEstimator
+		agg trainspec.AggMode
+		kl  trainspec.KLEstimator
 	}{
-		{TokenMean, KLK1}, {TokenMean, KLK3}, {SeqMeanTokenSum, KLK2}, {SeqMeanTokenMean, KLK3},
-		{SeqMeanTokenSumNorm, KLK1}, {SeqMeanTokenSumNorm, KLK2},
+		{trainspec.TokenMean, trainspec.KLK1}, {trainspec.TokenMean, trainspec.KLK3}, {trainspec.SeqMeanTokenSum, trainspec.KLK2}, {trainspec.SeqMeanTokenMean, trainspec.KLK3},
+		{trainspec.SeqMeanTokenSumNorm, trainspec.KLK1}, {trainspec.SeqMeanTokenSumNorm, trainspec.KLK2},
 	} {
 		t.Run(string(tc.agg)+"/"+string(tc.kl), func(t *testing.T) {
-			cfg := LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, Agg: tc.agg,
+			cfg := trainspec.LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, Agg: tc.agg,
 				KL: tc.kl, KLCoef: 0.2, EntropyCoef: 0.05}
 			if _, err := f.m.PolicyLoss(batch, cfg, true, 1); err != nil {
 				t.Fatal(err)
@@ -206,7 +212,7 @@ func policyLossFD(t *testing.T, f lossFixture) {
 }
 
 // policyLoss is the loss of batch under cfg, computed without gradients.
-func policyLoss(t *testing.T, m *Model, batch PolicyBatch, cfg LossConfig) func() float64 {
+func policyLoss(t *testing.T, m *Model, batch PolicyBatch, cfg trainspec.LossConfig) func() float64 {
 	return func() float64 {
 		st, err := m.PolicyLoss(batch, cfg, false, 1)
 		if err != nil {
@@ -309,20 +315,20 @@ func TestGradCheckpointAndChunkingKeepGradients(t *testing.T) {
 func TestPolicyLossRejectsBadInput(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{})
 	ok := PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.logp, Advantages: handAdv}
-	cfg := LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2}
+	cfg := trainspec.LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2}
 	cases := []struct {
 		name  string
 		batch func(PolicyBatch) PolicyBatch
-		cfg   func(LossConfig) LossConfig
+		cfg   func(trainspec.LossConfig) trainspec.LossConfig
 		back  bool
 		want  string
 	}{
-		{"KL coefficient without reference log-probs", nil, func(c LossConfig) LossConfig { c.KLCoef = 0.1; return c }, false, "reference log-probs is required"},
+		{"KL coefficient without reference log-probs", nil, func(c trainspec.LossConfig) trainspec.LossConfig { c.KLCoef = 0.1; return c }, false, "reference log-probs is required"},
 		{"advantages missing", func(b PolicyBatch) PolicyBatch { b.Advantages = nil; return b }, nil, false, "advantages is required"},
 		{"per-token length mismatch", func(b PolicyBatch) PolicyBatch { b.Mask = [][]float32{{1}, {1, 1, 1}}; return b }, nil, false, "mask of sequence 0 has 1 values for 3"},
-		{"unknown aggregation", nil, func(c LossConfig) LossConfig { c.Agg = "sum"; return c }, false, "unknown loss aggregation"},
-		{"unknown estimator", nil, func(c LossConfig) LossConfig { c.KL = "k4"; return c }, false, "unknown KL estimator"},
-		{"dual clip at or below 1", nil, func(c LossConfig) LossConfig { c.ClipC = 1; return c }, false, "dual clip"},
+		{"unknown aggregation", nil, func(c trainspec.LossConfig) trainspec.LossConfig { c.Agg = "sum"; return c }, false, "unknown loss aggregation"},
+		{"unknown estimator", nil, func(c trainspec.LossConfig) trainspec.LossConfig { c.KL = "k4"; return c }, false, "unknown KL estimator"},
+		{"dual clip at or below 1", nil, func(c trainspec.LossConfig) trainspec.LossConfig { c.ClipC = 1; return c }, false, "dual clip"},
 		{"backward through a frozen model", nil, nil, true, "frozen"},
 	}
 	for _, tc := range cases {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // The plugin finds a policy loss by name; one it does not have is refused in one line that
@@ -13,12 +15,12 @@ import (
 func TestPolicyLossByName(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{})
 	b := PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios(handRatios), Advantages: handAdv, Mask: handMask}
-	cfg := LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3}
+	cfg := trainspec.LossConfig{Temperature: 1, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3}
 	byDefault, err := f.m.PolicyLoss(b, cfg, false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Loss = LossPPO
+	cfg.Loss = trainspec.LossPPO
 	if named, err := f.m.PolicyLoss(b, cfg, false, 1); err != nil || named.Loss != byDefault.Loss {
 		t.Errorf("ppo by name: %v, %v; by default %v", named.Loss, err, byDefault.Loss)
 	}
@@ -70,11 +72,11 @@ func TestGSPOGradientFiniteDifference(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2})
 	b := lossBatch(f)
 	for _, tc := range []struct {
-		agg AggMode
-		kl  KLEstimator
-	}{{SeqMeanTokenMean, KLK3}, {TokenMean, KLK1}, {SeqMeanTokenSum, KLK2}, {SeqMeanTokenSumNorm, KLK3}} {
+		agg trainspec.AggMode
+		kl  trainspec.KLEstimator
+	}{{trainspec.SeqMeanTokenMean, trainspec.KLK3}, {trainspec.TokenMean, trainspec.KLK1}, {trainspec.SeqMeanTokenSum, trainspec.KLK2}, {trainspec.SeqMeanTokenSumNorm, trainspec.KLK3}} {
 		t.Run(string(tc.agg), func(t *testing.T) {
-			cfg := LossConfig{Loss: LossGSPO, Temperature: 1, ClipLow: 0.2, ClipHigh: 0.28, Agg: tc.agg, KL: tc.kl, KLCoef: 0.2, EntropyCoef: 0.05}
+			cfg := trainspec.LossConfig{Loss: trainspec.LossGSPO, Temperature: 1, ClipLow: 0.2, ClipHigh: 0.28, Agg: tc.agg, KL: tc.kl, KLCoef: 0.2, EntropyCoef: 0.05}
 			if _, err := f.m.PolicyLoss(b, cfg, true, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -95,9 +97,9 @@ func TestGSPOMatchesDirectFormula(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{Trainable: true})
 	b := lossBatch(f)
 	b.RefLogp = nil
-	for _, agg := range []AggMode{SeqMeanTokenMean, TokenMean} {
+	for _, agg := range []trainspec.AggMode{trainspec.SeqMeanTokenMean, trainspec.TokenMean} {
 		t.Run(string(agg), func(t *testing.T) {
-			cfg := LossConfig{Loss: LossGSPO, Temperature: 1, ClipLow: 0.2, ClipHigh: 0.28, Agg: agg}
+			cfg := trainspec.LossConfig{Loss: trainspec.LossGSPO, Temperature: 1, ClipLow: 0.2, ClipHigh: 0.28, Agg: agg}
 			w := aggWeights(agg, b.Mask, cfg.NormLength)
 			var want, clipped, tokens float64
 			c := make([][]float64, len(f.logp))
@@ -130,7 +132,7 @@ func TestGSPOMatchesDirectFormula(t *testing.T) {
 }
 
 // aggWeights are d aggregate / d x_t of each token under an aggregation mode.
-func aggWeights(agg AggMode, mask [][]float32, norm float64) [][]float64 {
+func aggWeights(agg trainspec.AggMode, mask [][]float32, norm float64) [][]float64 {
 	var all float64
 	for _, row := range mask {
 		for _, m := range row {
@@ -143,8 +145,8 @@ func aggWeights(agg AggMode, mask [][]float32, norm float64) [][]float64 {
 		for _, m := range row {
 			seq += float64(m)
 		}
-		div := map[AggMode]float64{TokenMean: all, SeqMeanTokenSum: float64(len(mask)), SeqMeanTokenMean: seq * float64(len(mask)),
-			SeqMeanTokenSumNorm: norm}[agg]
+		div := map[trainspec.AggMode]float64{trainspec.TokenMean: all, trainspec.SeqMeanTokenSum: float64(len(mask)), trainspec.SeqMeanTokenMean: seq * float64(len(mask)),
+			trainspec.SeqMeanTokenSumNorm: norm}[agg]
 		for _, m := range row {
 			w[i] = append(w[i], float64(m)/div)
 		}
@@ -157,7 +159,7 @@ func aggWeights(agg AggMode, mask [][]float32, norm float64) [][]float64 {
 // formula's derivatives c_t in each token's log-prob imply, computed by a second libtorch
 // path, the ppo loss at ratio 1 (old log-probs = the current ones, advantage -c_t, each
 // token's loss summed), whose gradient is then sum_t c_t d logp_t.
-func checkDirect(t *testing.T, f lossFixture, b PolicyBatch, cfg LossConfig, want, clip float64, c [][]float64) {
+func checkDirect(t *testing.T, f lossFixture, b PolicyBatch, cfg trainspec.LossConfig, want, clip float64, c [][]float64) {
 	t.Helper()
 	if err := f.m.ZeroGrad(); err != nil {
 		t.Fatal(err)
@@ -183,7 +185,7 @@ func checkDirect(t *testing.T, f lossFixture, b PolicyBatch, cfg LossConfig, wan
 		t.Fatal(err)
 	}
 	ref := PolicyBatch{Prompts: b.Prompts, Responses: b.Responses, OldLogp: f.logp, Advantages: neg}
-	if _, err := f.m.PolicyLoss(ref, LossConfig{Temperature: cfg.Temperature, ClipLow: 0.2, ClipHigh: 0.2, Agg: SeqMeanTokenSumNorm, NormLength: 1}, true, 1); err != nil {
+	if _, err := f.m.PolicyLoss(ref, trainspec.LossConfig{Temperature: cfg.Temperature, ClipLow: 0.2, ClipHigh: 0.2, Agg: trainspec.SeqMeanTokenSumNorm, NormLength: 1}, true, 1); err != nil {
 		t.Fatal(err)
 	}
 	var any float64
@@ -234,10 +236,10 @@ func allGrads(t *testing.T, m *Model) map[string][]float64 {
 func TestCISPOGradientFiniteDifference(t *testing.T) {
 	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2})
 	b := lossBatch(f)
-	for _, agg := range []AggMode{SeqMeanTokenSumNorm, SeqMeanTokenSum} {
+	for _, agg := range []trainspec.AggMode{trainspec.SeqMeanTokenSumNorm, trainspec.SeqMeanTokenSum} {
 		t.Run(string(agg), func(t *testing.T) {
-			cfg := LossConfig{Loss: LossCISPO, Temperature: 1, ClipLow: 0.2, ClipHigh: 0.28, Agg: agg, NormLength: 4,
-				KL: KLK3, KLCoef: 0.2, EntropyCoef: 0.05}
+			cfg := trainspec.LossConfig{Loss: trainspec.LossCISPO, Temperature: 1, ClipLow: 0.2, ClipHigh: 0.28, Agg: agg, NormLength: 4,
+				KL: trainspec.KLK3, KLCoef: 0.2, EntropyCoef: 0.05}
 			free, held := b, b
 			free.Mask, held.Mask = make([][]float32, len(b.Mask)), make([][]float32, len(b.Mask))
 			for i, row := range b.Mask {
@@ -248,7 +250,7 @@ func TestCISPOGradientFiniteDifference(t *testing.T) {
 				}
 			}
 			unclipped := cfg
-			unclipped.Loss, unclipped.ClipLow, unclipped.ClipHigh = LossPPO, 0.99, 1e6
+			unclipped.Loss, unclipped.ClipLow, unclipped.ClipHigh = trainspec.LossPPO, 0.99, 1e6
 			split := func() float64 {
 				return policyLoss(t, f.m, free, unclipped)() + policyLoss(t, f.m, held, cfg)()
 			}
@@ -281,10 +283,10 @@ func TestCISPOMatchesDirectFormula(t *testing.T) {
 	b.RefLogp = nil
 	for _, tc := range []struct {
 		low, high float64
-		agg       AggMode
-	}{{1, 0.28, TokenMean}, {0.2, 0.28, TokenMean}, {0.2, 0.28, SeqMeanTokenMean}} {
+		agg       trainspec.AggMode
+	}{{1, 0.28, trainspec.TokenMean}, {0.2, 0.28, trainspec.TokenMean}, {0.2, 0.28, trainspec.SeqMeanTokenMean}} {
 		t.Run(fmt.Sprintf("%g/%g/%s", tc.low, tc.high, tc.agg), func(t *testing.T) {
-			cfg := LossConfig{Loss: LossCISPO, Temperature: 1, ClipLow: tc.low, ClipHigh: tc.high, Agg: tc.agg}
+			cfg := trainspec.LossConfig{Loss: trainspec.LossCISPO, Temperature: 1, ClipLow: tc.low, ClipHigh: tc.high, Agg: tc.agg}
 			w := aggWeights(tc.agg, b.Mask, cfg.NormLength)
 			var want, clipped, tokens float64
 			c := make([][]float64, len(f.logp))

@@ -7,12 +7,10 @@ package torch
 import "C"
 
 import (
-	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"strings"
 	"unsafe"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // Arch is an architecture's plugin code (UMAD_ARCH_* in kernels/umad_torch.h): the
@@ -80,9 +78,9 @@ type ModelOptions struct {
 	DType DType
 	// Precision is the compute type: the parameter dtype ("" or PrecisionF32), or
 	// PrecisionBF16 over Float32 parameters (f32 masters, bf16 compute), on any device.
-	Precision Precision
+	Precision trainspec.Precision
 	// Device holds every tensor of the model (the zero value is the CPU).
-	Device Device
+	Device trainspec.Device
 	// Trainable models keep gradients and AdamW state.
 	Trainable bool
 	// GradCheckpoint recomputes each layer in the backward pass instead of storing it.
@@ -93,61 +91,7 @@ type ModelOptions struct {
 	// logits at once (for comparisons).
 	LogitChunk int
 	// LoRA adds low-rank adapters and freezes the base (Rank 0: none).
-	LoRA LoRA
-}
-
-// LoRA configures low-rank adapters, PEFT's: each target projection W x becomes
-// W x + Alpha/Rank B A dropout(x), with A [Rank, in] kaiming-uniform from Seed and B
-// [out, Rank] zeros, so a new adapter changes nothing. Only A and B train.
-type LoRA struct {
-	Rank  int     `json:"rank"`
-	Alpha float64 `json:"alpha"`
-	// Targets are short names from LoRATargets.
-	Targets []string `json:"targets"`
-	// Dropout on the adapter input during training passes, in [0, 1).
-	Dropout float64 `json:"dropout"`
-	// Seed draws the adapters' initialisation and dropout masks.
-	Seed uint64 `json:"seed,omitempty"`
-	// BaseBF16 keeps the frozen base in bf16 (half the memory of fp32; exact when the
-	// checkpoint is bf16). Computation stays in the parameter dtype.
-	BaseBF16 bool `json:"bf16_base,omitempty"`
-}
-
-// LoRATargets are the projections an adapter may target, in the order of the plugin's
-// target mask bits (kernels/umad_torch.cpp): model.LoRAShortTargets, which cgo may not
-// import (hfmodel's tests check the two agree).
-var LoRATargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
-
-// Check validates the settings against a model's hidden size (hidden 0: not known yet).
-func (l LoRA) Check(hidden int) error {
-	switch {
-	case l.Rank == 0:
-		return nil
-	case l.Rank < 0:
-		return fmt.Errorf("LoRA rank must be at least 0 (0 = full fine-tuning), got %d", l.Rank)
-	case hidden > 0 && l.Rank > hidden:
-		return fmt.Errorf("LoRA rank %d exceeds the model's hidden size %d (a rank that large is full fine-tuning at more cost)", l.Rank, hidden)
-	case math.IsNaN(l.Alpha) || math.IsInf(l.Alpha, 0) || !(l.Alpha > 0):
-		return fmt.Errorf("LoRA alpha must be positive and finite, got %v", l.Alpha)
-	case !(l.Dropout >= 0 && l.Dropout < 1):
-		return fmt.Errorf("LoRA dropout must be in [0, 1), got %v", l.Dropout)
-	case len(l.Targets) == 0:
-		return errors.New("LoRA needs at least one target projection")
-	}
-	_, err := l.mask()
-	return err
-}
-
-func (l LoRA) mask() (C.int32_t, error) {
-	var m C.int32_t
-	for _, t := range l.Targets {
-		i := slices.Index(LoRATargets, t)
-		if i < 0 {
-			return 0, fmt.Errorf("unknown LoRA target %q: choose from %s", t, strings.Join(LoRATargets, ","))
-		}
-		m |= 1 << i
-	}
-	return m, nil
+	LoRA trainspec.LoRA
 }
 
 // Model is a transformer inside the plugin. Its methods are safe for concurrent use; they
@@ -191,7 +135,7 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 	if err := opts.LoRA.Check(cfg.HiddenSize); err != nil {
 		return nil, fmt.Errorf("new model: %w", err)
 	}
-	targets, _ := opts.LoRA.mask()
+	targets, _ := opts.LoRA.Mask()
 	cc := C.umad_model_config{
 		arch:              C.int32_t(cfg.Arch),
 		vocab_size:        C.int64_t(cfg.VocabSize),
@@ -211,7 +155,7 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		trainable:         b2i(opts.Trainable),
 		grad_checkpoint:   b2i(opts.GradCheckpoint),
 		lora_rank:         C.int32_t(opts.LoRA.Rank),
-		lora_targets:      targets,
+		lora_targets:      C.int32_t(targets),
 		lora_alpha:        C.double(opts.LoRA.Alpha),
 		lora_dropout:      C.double(opts.LoRA.Dropout),
 		lora_seed:         C.uint64_t(opts.LoRA.Seed),
@@ -219,7 +163,7 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		sliding_window:    C.int64_t(cfg.SlidingWindow),
 		rope_local_theta:  C.double(cfg.RopeLocalTheta),
 	}
-	cc.device, cc.device_index = opts.Device.codes()
+	cc.device, cc.device_index = deviceCodes(opts.Device)
 	if s := cfg.RopeScaling; s != nil {
 		cc.rope_scaling_factor = C.double(s.Factor)
 		cc.rope_low_freq_factor = C.double(s.LowFreqFactor)
@@ -334,11 +278,11 @@ func (o ModelOptions) computeDType() (DType, error) {
 	if o.DType != Float32 && o.DType != Float64 {
 		return 0, fmt.Errorf("parameter dtype must be Float32 or Float64, got %d", o.DType)
 	}
-	p, err := ParsePrecision(string(o.Precision))
+	p, err := trainspec.ParsePrecision(string(o.Precision))
 	if err != nil {
 		return 0, err
 	}
-	if p == PrecisionF32 {
+	if p == trainspec.PrecisionF32 {
 		return o.DType, nil
 	}
 	if o.DType != Float32 {

@@ -12,6 +12,8 @@ import (
 	"math"
 	"runtime"
 	"unsafe"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // packed is a micro-batch flattened for the ABI: prompt and response tokens of every
@@ -146,83 +148,35 @@ func (m *Model) logProbs(prompts, responses [][]int32, temperature float64, base
 	return p.split(lp), p.split(en), nil
 }
 
-// AggMode is how per-token losses become one number (verl's loss_agg_mode).
-type AggMode string
-
-const (
-	TokenMean           AggMode = "token-mean"              // masked mean over all tokens
-	SeqMeanTokenSum     AggMode = "seq-mean-token-sum"      // mean over sequences of token sums
-	SeqMeanTokenMean    AggMode = "seq-mean-token-mean"     // mean over sequences of token means
-	SeqMeanTokenSumNorm AggMode = "seq-mean-token-sum-norm" // Dr.GRPO: token sum / a constant length
-)
-
-// Check reports a mode the plugin does not know.
-func (a AggMode) Check() error {
-	_, err := a.code()
-	return err
-}
-
-func (a AggMode) code() (C.int32_t, error) {
+// aggCode is a in the plugin's terms (UMAD_AGG_*).
+func aggCode(a trainspec.AggMode) (C.int32_t, error) {
 	switch a {
-	case TokenMean, "":
+	case trainspec.TokenMean, "":
 		return C.UMAD_AGG_TOKEN_MEAN, nil
-	case SeqMeanTokenSum:
+	case trainspec.SeqMeanTokenSum:
 		return C.UMAD_AGG_SEQ_MEAN_TOKEN_SUM, nil
-	case SeqMeanTokenMean:
+	case trainspec.SeqMeanTokenMean:
 		return C.UMAD_AGG_SEQ_MEAN_TOKEN_MEAN, nil
-	case SeqMeanTokenSumNorm:
+	case trainspec.SeqMeanTokenSumNorm:
 		return C.UMAD_AGG_SEQ_MEAN_TOKEN_SUM_NORM, nil
 	}
-	return 0, fmt.Errorf("unknown loss aggregation %q (want token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm)", string(a))
+	if err := a.Check(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("loss aggregation %q has no plugin code", string(a))
 }
 
-// KLEstimator is a per-token estimator of KL(policy || reference) from sampled tokens.
-type KLEstimator string
-
-const (
-	KLK1 KLEstimator = "k1" // log p - log q ("kl")
-	KLK2 KLEstimator = "k2" // (log p - log q)^2 / 2 ("mse")
-	KLK3 KLEstimator = "k3" // exp(q/p) - log(q/p) - 1, clamped ("low_var_kl")
-)
-
-func (k KLEstimator) code() (C.int32_t, error) {
+// klCode is k in the plugin's terms (UMAD_KL_*).
+func klCode(k trainspec.KLEstimator) (C.int32_t, error) {
 	switch k {
-	case KLK1, "kl", "":
+	case trainspec.KLK1, "kl", "":
 		return C.UMAD_KL_K1, nil
-	case KLK2, "mse":
+	case trainspec.KLK2, "mse":
 		return C.UMAD_KL_K2, nil
-	case KLK3, "low_var_kl":
+	case trainspec.KLK3, "low_var_kl":
 		return C.UMAD_KL_K3, nil
 	}
 	return 0, fmt.Errorf("unknown KL estimator %q (want k1, k2 or k3)", string(k))
-}
-
-// Loss names a policy loss of the plugin's table (kernels/umad_losses.cpp). It crosses the
-// C ABI as a name, with settings that are the same for every loss, so a new loss there
-// needs no change to the ABI; the plugin refuses a name it does not have.
-type Loss string
-
-const (
-	LossPPO   Loss = "ppo"   // dual-clip PPO on each token's ratio
-	LossGSPO  Loss = "gspo"  // PPO's clip on one ratio per sequence (GSPO)
-	LossCISPO Loss = "cispo" // the clipped ratio as a stop-gradient weight of each log-prob (CISPO)
-)
-
-// LossConfig configures the policy loss. The zero value of each field is verl's default
-// except where noted.
-type LossConfig struct {
-	Loss        Loss    // "" is ppo
-	Temperature float64 // logits are divided by it; required
-	ClipLow     float64 // ratio lower clip 1-ClipLow (0.2 in the reference)
-	ClipHigh    float64 // ratio upper clip 1+ClipHigh (DAPO clip-higher raises it)
-	ClipC       float64 // dual clip for A<0 (3.0 in the reference); 0 disables
-	Agg         AggMode
-	// NormLength divides the token sum in seq-mean-token-sum-norm; 0 uses the longest
-	// response of the micro-batch, as verl does.
-	NormLength  float64
-	KL          KLEstimator
-	KLCoef      float64 // KL-to-reference in the loss; needs PolicyBatch.RefLogp
-	EntropyCoef float64 // entropy bonus (subtracted from the loss)
 }
 
 // PolicyBatch is one micro-batch of the policy loss. Per-token fields hold one value per
@@ -247,7 +201,7 @@ type LossStats struct {
 // PolicyLoss evaluates the policy loss cfg.Loss of one micro-batch. With backward it adds
 // scale * d loss / d params to the gradients (micro-batch accumulation: pass
 // 1/number-of-micro-batches, or whatever weighting the objective needs).
-func (m *Model) PolicyLoss(b PolicyBatch, cfg LossConfig, backward bool, scale float64) (LossStats, error) {
+func (m *Model) PolicyLoss(b PolicyBatch, cfg trainspec.LossConfig, backward bool, scale float64) (LossStats, error) {
 	if err := m.live("policy loss"); err != nil {
 		return LossStats{}, err
 	}
@@ -255,11 +209,11 @@ func (m *Model) PolicyLoss(b PolicyBatch, cfg LossConfig, backward bool, scale f
 	if err != nil {
 		return LossStats{}, fmt.Errorf("policy loss: %w", err)
 	}
-	agg, err := cfg.Agg.code()
+	agg, err := aggCode(cfg.Agg)
 	if err != nil {
 		return LossStats{}, fmt.Errorf("policy loss: %w", err)
 	}
-	kl, err := cfg.KL.code()
+	kl, err := klCode(cfg.KL)
 	if err != nil {
 		return LossStats{}, fmt.Errorf("policy loss: %w", err)
 	}
@@ -283,7 +237,7 @@ func (m *Model) PolicyLoss(b PolicyBatch, cfg LossConfig, backward bool, scale f
 	if p.nResp == 0 {
 		return LossStats{}, fmt.Errorf("policy loss: batch has no response tokens")
 	}
-	name := cmp.Or(cfg.Loss, LossPPO)
+	name := cmp.Or(cfg.Loss, trainspec.LossPPO)
 	cname := C.CString(string(name))
 	defer C.free(unsafe.Pointer(cname))
 	cc := C.umad_loss_config{
@@ -343,11 +297,11 @@ func (m *Model) SFTLoss(prompts, responses [][]int32, backward bool, scale float
 
 // KL returns the per-token estimate of KL(policy || reference) from policy and reference
 // log-probs of the same tokens (for a KL penalty inside the reward).
-func (r *Runtime) KL(logp, ref []float32, est KLEstimator) ([]float32, error) {
+func (r *Runtime) KL(logp, ref []float32, est trainspec.KLEstimator) ([]float32, error) {
 	if len(logp) != len(ref) {
 		return nil, fmt.Errorf("kl: %d log-probs but %d reference log-probs", len(logp), len(ref))
 	}
-	code, err := est.code()
+	code, err := klCode(est)
 	if err != nil {
 		return nil, fmt.Errorf("kl: %w", err)
 	}
@@ -361,16 +315,6 @@ func (r *Runtime) KL(logp, ref []float32, est KLEstimator) ([]float32, error) {
 	return out, err
 }
 
-// AdamW configures one optimizer step. The learning rate is given per step so a schedule
-// lives with the caller.
-type AdamW struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float64
-	MaxGradNorm                        float64 // global-norm clip; <= 0 disables
-}
-
-// DefaultAdamW is the reference run's optimizer (lr 1e-6, decay 0.01, clip 1.0).
-var DefaultAdamW = AdamW{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1.0}
-
 // StepStats describe one optimizer step.
 type StepStats struct {
 	GradNorm     float64 // global norm before clipping
@@ -381,7 +325,7 @@ type StepStats struct {
 
 // Step clips the accumulated gradients to MaxGradNorm, applies AdamW and zeroes the
 // gradients. A step whose gradient norm is not finite is skipped and counted.
-func (m *Model) Step(opt AdamW) (StepStats, error) {
+func (m *Model) Step(opt trainspec.AdamW) (StepStats, error) {
 	if err := m.live("optimizer step"); err != nil {
 		return StepStats{}, err
 	}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // bf16 rounds to the nearest bfloat16 (ties to even), as libtorch's cast does.
@@ -22,7 +24,7 @@ func TestBF16LogProbsNearF32(t *testing.T) {
 	for _, tc := range tinyConfigs {
 		t.Run(tc.name, func(t *testing.T) {
 			f32 := randomModel(t, rt, tc.cfg, ModelOptions{}, 21)
-			b16 := randomModel(t, rt, tc.cfg, ModelOptions{Precision: PrecisionBF16, Device: CPU}, 21)
+			b16 := randomModel(t, rt, tc.cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Device: trainspec.CPU}, 21)
 			prompts, responses := randomSeqs(rand.New(rand.NewPCG(5, 6)), tc.cfg.VocabSize, 6)
 			want, wantEnt, err := f32.LogProbs(prompts, responses, 0.7)
 			if err != nil {
@@ -75,7 +77,7 @@ func TestBF16StorageDTypes(t *testing.T) {
 		}
 		return n
 	}
-	actor := randomModel(t, rt, cfg, ModelOptions{Precision: PrecisionBF16, Trainable: true}, 1)
+	actor := randomModel(t, rt, cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true}, 1)
 	if n := dtypes(actor); n[BFloat16] != 0 || n[Float32] == 0 {
 		t.Errorf("trainable bf16 model stores %v, want f32 masters only", n)
 	}
@@ -100,13 +102,13 @@ func TestBF16StorageDTypes(t *testing.T) {
 	if d := maxRelDiff(a, r); d != 0 {
 		t.Errorf("bf16 reference differs from its source by %g; storing a frozen model in bf16 must be exact", d)
 	}
-	lora := randomModel(t, rt, cfg, ModelOptions{Precision: PrecisionBF16, Trainable: true,
-		LoRA: LoRA{Rank: 2, Alpha: 4, Targets: []string{"q", "down"}}}, 1)
+	lora := randomModel(t, rt, cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true,
+		LoRA: trainspec.LoRA{Rank: 2, Alpha: 4, Targets: []string{"q", "down"}}}, 1)
 	if n := dtypes(lora); n[Float32] != 0 {
 		t.Errorf("LoRA base under bf16 compute stores %v, want bf16 only", n)
 	}
 	// bf16 compute needs f32 masters.
-	if _, err := rt.NewModel(cfg, ModelOptions{DType: Float64, Precision: PrecisionBF16}); err == nil || !strings.Contains(err.Error(), "Float32 master") {
+	if _, err := rt.NewModel(cfg, ModelOptions{DType: Float64, Precision: trainspec.PrecisionBF16}); err == nil || !strings.Contains(err.Error(), "Float32 master") {
 		t.Errorf("f64 parameters with bf16 compute: %v", err)
 	}
 }
@@ -118,7 +120,7 @@ func TestBF16MastersKeepSmallUpdates(t *testing.T) {
 	rt := openForTest(t)
 	cfg := tinyConfigs[0].cfg
 	const name = "model.layers.0.mlp.up_proj.weight"
-	m := randomModel(t, rt, cfg, ModelOptions{Precision: PrecisionBF16, Trainable: true}, 4)
+	m := randomModel(t, rt, cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true}, 4)
 	prompts, responses := randomSeqs(rand.New(rand.NewPCG(9, 9)), cfg.VocabSize, 6)
 	read := func() []float32 {
 		w := make([]float32, cfg.IntermediateSize*cfg.HiddenSize)
@@ -134,7 +136,7 @@ func TestBF16MastersKeepSmallUpdates(t *testing.T) {
 	}
 	// Weights are about 0.18 (1/sqrt(32)): a bf16 step there is 2^-10, about 1e-3. Each
 	// AdamW step moves a weight by about lr = 5e-5, a twentieth of that.
-	opt := AdamW{LR: 5e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	opt := trainspec.AdamW{LR: 5e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 	const steps = 20
 	alone := make([]float32, len(w0)) // bf16 weights updated in place by the same steps
 	for i, v := range w0 {
@@ -194,33 +196,33 @@ func TestBF16MastersKeepSmallUpdates(t *testing.T) {
 func TestDevices(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want Device
+		want trainspec.Device
 		bad  bool
 	}{
-		{"cpu", CPU, false}, {"cuda", Device{CUDA: true}, false}, {"cuda:0", Device{CUDA: true}, false},
-		{" cuda:3 ", Device{CUDA: true, Index: 3}, false}, {"gpu", CPU, true}, {"cuda:-1", CPU, true},
-		{"cuda:x", CPU, true}, {"CUDA0", CPU, true}, {"", CPU, true},
+		{"cpu", trainspec.CPU, false}, {"cuda", trainspec.Device{CUDA: true}, false}, {"cuda:0", trainspec.Device{CUDA: true}, false},
+		{" cuda:3 ", trainspec.Device{CUDA: true, Index: 3}, false}, {"gpu", trainspec.CPU, true}, {"cuda:-1", trainspec.CPU, true},
+		{"cuda:x", trainspec.CPU, true}, {"CUDA0", trainspec.CPU, true}, {"", trainspec.CPU, true},
 	} {
-		d, err := ParseDevice(tc.in)
+		d, err := trainspec.ParseDevice(tc.in)
 		if (err != nil) != tc.bad || (!tc.bad && d != tc.want) {
 			t.Errorf("ParseDevice(%q) = %v, %v", tc.in, d, err)
 		}
 	}
-	if s := (Device{CUDA: true, Index: 2}).String(); s != "cuda:2" {
+	if s := (trainspec.Device{CUDA: true, Index: 2}).String(); s != "cuda:2" {
 		t.Errorf("String %q", s)
 	}
 	rt := openForTest(t)
 	gpus, built := rt.CUDADevices()
-	auto, err := rt.ResolveDevice(DeviceAuto)
+	auto, err := rt.ResolveDevice(trainspec.DeviceAuto)
 	if err != nil || auto.CUDA != (gpus > 0) || auto.Index != 0 {
 		t.Errorf("auto with %d GPUs: %v, %v", gpus, auto, err)
 	}
-	if d, err := rt.ResolveDevice("cpu"); err != nil || d != CPU {
+	if d, err := rt.ResolveDevice("cpu"); err != nil || d != trainspec.CPU {
 		t.Errorf("cpu: %v, %v", d, err)
 	}
 	cfg := tinyConfigs[0].cfg
 	// One past the last GPU is refused everywhere; on this CPU-only libtorch, every GPU is.
-	beyond := Device{CUDA: true, Index: gpus}
+	beyond := trainspec.Device{CUDA: true, Index: gpus}
 	err = rt.CheckDevice(beyond)
 	switch {
 	case err == nil || strings.Contains(err.Error(), "\n"):
@@ -247,7 +249,7 @@ func TestBF16CheckpointAndLoRA(t *testing.T) {
 	prompts, responses := randomSeqs(rand.New(rand.NewPCG(3, 3)), cfg.VocabSize, 5)
 	const name = "model.layers.1.self_attn.o_proj.weight"
 	grad := func(ckpt bool) []float32 {
-		m := randomModel(t, rt, cfg, ModelOptions{Precision: PrecisionBF16, Trainable: true, GradCheckpoint: ckpt}, 8)
+		m := randomModel(t, rt, cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true, GradCheckpoint: ckpt}, 8)
 		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -271,8 +273,8 @@ func TestBF16CheckpointAndLoRA(t *testing.T) {
 		t.Fatal("zero gradient: the comparison proves nothing")
 	}
 
-	m := randomModel(t, rt, cfg, ModelOptions{Precision: PrecisionBF16, Trainable: true,
-		LoRA: LoRA{Rank: 2, Alpha: 4, Targets: []string{"o", "up"}, Dropout: 0.1, Seed: 5}}, 8)
+	m := randomModel(t, rt, cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true,
+		LoRA: trainspec.LoRA{Rank: 2, Alpha: 4, Targets: []string{"o", "up"}, Dropout: 0.1, Seed: 5}}, 8)
 	before := map[string][]float32{}
 	infos, err := m.Tensors()
 	if err != nil {
@@ -296,7 +298,7 @@ func TestBF16CheckpointAndLoRA(t *testing.T) {
 		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Step(AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+		if _, err := m.Step(trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
 			t.Fatal(err)
 		}
 	}

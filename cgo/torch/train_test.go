@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // A few hundred seeded SFT steps on a fixed set must drive the loss far down: the
@@ -20,7 +22,7 @@ func TestSFTLearnsFixedSet(t *testing.T) {
 		r := []int32{(p[0] + 1) % int32(cfg.VocabSize), (p[1] * 3) % int32(cfg.VocabSize), p[0]}
 		prompts, responses = append(prompts, p), append(responses, r)
 	}
-	opt := AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
+	opt := trainspec.AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
 	first, last := 0.0, 0.0
 	for step := 0; step < 300; step++ {
 		// Two micro-batches of four, accumulated with scale 1/2.
@@ -73,7 +75,7 @@ func TestAdamWStepMatchesFormula(t *testing.T) {
 				sq += g[i] * g[i]
 			}
 			norm := math.Sqrt(sq)
-			opt := AdamW{LR: 0.01, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: tc.maxNorm}
+			opt := trainspec.AdamW{LR: 0.01, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: tc.maxNorm}
 			if tc.maxNorm < 0 {
 				opt.MaxGradNorm = 0.5 * norm
 			}
@@ -127,7 +129,7 @@ func TestStepSkipsNonFiniteGradient(t *testing.T) {
 	if err := Write(m, name, Grad, g); err != nil {
 		t.Fatal(err)
 	}
-	st, err := m.Step(DefaultAdamW)
+	st, err := m.Step(trainspec.DefaultAdamW)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestReferenceIsFrozen(t *testing.T) {
 	if _, err := m.SFTLoss(p, r, true, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Step(AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
+	if _, err := m.Step(trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); err != nil {
 		t.Fatal(err)
 	}
 	pol, _, _ := m.LogProbs(p, r, 1)

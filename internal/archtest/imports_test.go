@@ -64,13 +64,15 @@ func TestImportRules(t *testing.T) {
 				why = "only engine and bench reach llama.cpp"
 			case dir == "engine" && (dep == "uncertainty" || dep == "trainer" || dep == "cli"):
 				why = "engine sits below trainer and the CLI and beside uncertainty"
-			case strings.HasPrefix(dir, "cgo/") && dep != "internal/sysmem":
-				why = "cgo is the bottom layer; it shares only internal/sysmem's memory facts"
+			case strings.HasPrefix(dir, "cgo/") && dep != "internal/sysmem" && dep != "trainspec":
+				why = "cgo is the bottom layer; it shares only internal/sysmem's memory facts and trainspec's run settings"
 			case dir == "internal/sysmem":
 				why = "internal/sysmem is a leaf that cgo imports"
+			case dir == "trainspec":
+				why = "trainspec is a leaf: the run settings that cgo/torch converts at its door"
 			case dir == "model/arch":
 				why = "the architecture registry is a leaf that every layer reads"
-			case slices.Contains([]string{"sampler", "reward", "uncertainty", "model", "model/arch", "data", "chat", "trainlog", "rollouts", "memplan", "recipe", "experiment"}, dir) &&
+			case slices.Contains([]string{"sampler", "reward", "uncertainty", "model", "model/arch", "trainspec", "data", "chat", "trainlog", "rollouts", "memplan", "recipe", "experiment"}, dir) &&
 				(strings.HasPrefix(dep, "cgo/") || dep == "engine" || dep == "trainer" || dep == "cli"):
 				why = dir + " is pure Go below the engine"
 			}

@@ -1,0 +1,12 @@
+package trainspec
+
+// The plugin's memory constants (kernels/umad_torch.cpp), which memplan counts with;
+// cgo/torch's TestMemoryConstantsMatchKernel checks them against the kernel source.
+const (
+	// ChunkLogits is about how many logits one lm_head chunk holds when the chunk is left
+	// to the plugin (pick_chunk): rows = ChunkLogits / vocabulary.
+	ChunkLogits = 1 << 24
+	// KeptLogits is the most log-softmax values a training forward keeps for its backward
+	// (kKeptLogits); more are recomputed chunk by chunk.
+	KeptLogits = 1 << 26
+)
