@@ -73,7 +73,8 @@ type BareRates struct {
 // debateEngine is one distinct model of a debate with its engine.
 type debateEngine struct {
 	label   string
-	model   *llama.Model
+	path    string
+	model   *engine.Model
 	engine  *engine.Engine
 	threads int
 	before  engine.Stats
@@ -110,7 +111,7 @@ func Debate(cfg DebateConfig) (DebateFigures, error) {
 	for i, p := range cfg.Agents {
 		de := byPath[p]
 		if de == nil {
-			m, err := engine.LoadModel(p, llama.ModelParams{GPULayers: cfg.GPULayers})
+			m, err := engine.LoadModel(p, engine.ModelParams{GPULayers: cfg.GPULayers})
 			if err != nil {
 				return f, err
 			}
@@ -118,7 +119,7 @@ func Debate(cfg DebateConfig) (DebateFigures, error) {
 			if threads == 0 {
 				threads = engine.SharedThreads(len(distinct)) // the engines decode concurrently
 			}
-			e, err := engine.New(m, engine.Options{Slots: cfg.Slots, SeqContext: seqCtx, Threads: threads, KVType: llama.KVF16})
+			e, err := engine.New(m, engine.Options{Slots: cfg.Slots, SeqContext: seqCtx, Threads: threads, KVType: engine.KVF16})
 			if err != nil {
 				m.Close()
 				return f, err
@@ -127,7 +128,7 @@ func Debate(cfg DebateConfig) (DebateFigures, error) {
 			if i < len(cfg.Labels) {
 				label = cfg.Labels[i]
 			}
-			de = &debateEngine{label: label, model: m, engine: e, threads: threads}
+			de = &debateEngine{label: label, path: p, model: m, engine: e, threads: threads}
 			byPath[p] = de
 			engines = append(engines, de)
 		}
@@ -248,7 +249,7 @@ func bareRates(de *debateEngine, cfg DebateConfig, seqCtx, promptLen int) (BareR
 	r := BareRates{Model: de.label, Threads: de.threads, PromptLen: promptLen}
 	n, steps := promptLen, cfg.MaxTokens
 	k := max(2, cfg.Slots)
-	l, err := newBareLoop(de.model, k, max(seqCtx, 2*n+2*steps+1), de.threads)
+	l, err := newBareLoop(de.path, cfg.GPULayers, k, max(seqCtx, 2*n+2*steps+1), de.threads)
 	if err != nil {
 		return r, err
 	}

@@ -40,7 +40,7 @@ type RolloutFigures struct {
 // Rollout measures, on the GGUF model at path, the engine against a bare llama.cpp loop (greedy argmax in Go, no
 // log-probs) with the same model, batch shape and threads.
 func Rollout(path string, cfg RolloutConfig) (RolloutFigures, error) {
-	m, err := engine.LoadModel(path, llama.ModelParams{GPULayers: cfg.GPULayers})
+	m, err := engine.LoadModel(path, engine.ModelParams{GPULayers: cfg.GPULayers})
 	if err != nil {
 		return RolloutFigures{}, err
 	}
@@ -54,12 +54,12 @@ func Rollout(path string, cfg RolloutConfig) (RolloutFigures, error) {
 		cfg.Repeats = 1
 	}
 	seqCtx := len(prompt) + cfg.MaxTokens + 1
-	e, err := engine.New(m, engine.Options{Slots: cfg.K, SeqContext: seqCtx, Threads: cfg.Threads, KVType: llama.KVF16})
+	e, err := engine.New(m, engine.Options{Slots: cfg.K, SeqContext: seqCtx, Threads: cfg.Threads, KVType: engine.KVF16})
 	if err != nil {
 		return f, err
 	}
 	defer e.Close()
-	bare, err := newBareLoop(m, cfg.K, seqCtx, cfg.Threads)
+	bare, err := newBareLoop(path, cfg.GPULayers, cfg.K, seqCtx, cfg.Threads)
 	if err != nil {
 		return f, err
 	}
@@ -106,30 +106,39 @@ func Rollout(path string, cfg RolloutConfig) (RolloutFigures, error) {
 	return f, err
 }
 
-// bareLoop is the baseline: the plainest batched decode loop llama.cpp allows.
+// bareLoop is the baseline: the plainest batched decode loop llama.cpp allows, on its own
+// load of the model (the engine keeps its llama.cpp model to itself).
 type bareLoop struct {
+	model *llama.Model
 	ctx   *llama.Context
 	batch *llama.Batch
 	k     int
 }
 
-func newBareLoop(m *llama.Model, k, seqCtx, threads int) (*bareLoop, error) {
+func newBareLoop(path string, gpuLayers, k, seqCtx, threads int) (*bareLoop, error) {
+	m, err := llama.LoadModel(path, llama.ModelParams{GPULayers: gpuLayers})
+	if err != nil {
+		return nil, err
+	}
 	ctx, err := m.NewContext(llama.ContextParams{NCtx: k * seqCtx, NBatch: max(2048, k), NSeqMax: k,
 		Threads: threads, KVType: llama.KVF16}) // one KV stream per sequence, as the engine
 	if err != nil {
+		m.Close()
 		return nil, err
 	}
 	b, err := llama.NewBatch(max(2048, k), k)
 	if err != nil {
 		ctx.Close()
+		m.Close()
 		return nil, err
 	}
-	return &bareLoop{ctx: ctx, batch: b, k: k}, nil
+	return &bareLoop{model: m, ctx: ctx, batch: b, k: k}, nil
 }
 
 func (l *bareLoop) close() {
 	l.batch.Close()
 	l.ctx.Close()
+	l.model.Close()
 }
 
 // prefill decodes the prompt in sequence seq and returns the last row's argmax.

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/sharedtest"
@@ -31,7 +30,7 @@ func TestModelTinyWithRealTokenizer(t *testing.T) {
 		if err := app.Run([]string{"umad", "model", "tiny", "--arch", c.arch, "--tokenizer", sharedtest.Path(t, "tokenizers/"+c.dir), "--out", out}); err != nil {
 			t.Fatal(err)
 		}
-		m, err := engine.LoadModel(filepath.Join(out, "model.gguf"), llama.ModelParams{})
+		m, err := engine.LoadModel(filepath.Join(out, "model.gguf"), engine.ModelParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +98,7 @@ func TestModelTinyLayers(t *testing.T) {
 	if err1 != nil || err2 != nil || layers != 1 || width != 896 {
 		t.Errorf("the GGUF has %d layers of width %d (%v, %v), want 1 of 896", layers, width, err1, err2)
 	}
-	m, err := engine.LoadModel(filepath.Join(out, "model.gguf"), llama.ModelParams{})
+	m, err := engine.LoadModel(filepath.Join(out, "model.gguf"), engine.ModelParams{})
 	if err != nil {
 		t.Fatalf("llama.cpp does not load the cut model: %v", err)
 	}

@@ -31,7 +31,7 @@ func TestSetAdapterKeepsTheSwapWhenFreeingFails(t *testing.T) {
 		}
 		files = append(files, f)
 	}
-	s, err := OpenServer(base, Placement{}, Options{Slots: 2, SeqContext: 64, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	s, err := OpenServer(base, Placement{}, Options{Slots: 2, SeqContext: 64, KVType: KVF32, FlashAttn: FlashOff})
 	if err != nil {
 		t.Fatal(err)
 	}

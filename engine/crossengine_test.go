@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
@@ -44,7 +43,7 @@ func TestCrossEngineAgreement(t *testing.T) {
 			}
 		}
 		prompts, responses = append(prompts, []int32{5, 6, 7}), append(responses, []int32{300, 12, 601, 44, 44, 9})
-		sc := engine.NewScorer(m, llama.ContextParams{KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+		sc := engine.NewScorer(m, engine.ScorerParams{KVType: engine.KVF32, FlashAttn: engine.FlashOff})
 		for _, temp := range []float64{1, 0.6} {
 			lpL, entL, err := sc.LogProbs(prompts, responses, temp)
 			if err != nil {

@@ -16,7 +16,7 @@ var Architectures = arch.Names()
 // LoadModel checks a GGUF file with umad's own reader first (so a missing, truncated or
 // foreign file, or an unsupported architecture, gets a precise error instead of
 // llama.cpp's generic one), then loads it with llama.cpp.
-func LoadModel(path string, p llama.ModelParams) (*llama.Model, error) {
+func LoadModel(path string, p ModelParams) (*Model, error) {
 	g, err := model.OpenGGUF(path)
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
@@ -29,5 +29,9 @@ func LoadModel(path string, p llama.ModelParams) (*llama.Model, error) {
 	if !slices.Contains(Architectures, name) {
 		return nil, fmt.Errorf("load model %s: unsupported architecture %q (supported: %s)", path, name, strings.Join(Architectures, ", "))
 	}
-	return llama.LoadModel(path, p)
+	m, err := llama.LoadModel(path, llama.ModelParams(p))
+	if err != nil {
+		return nil, err
+	}
+	return &Model{m}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/sampler"
 )
@@ -13,7 +12,7 @@ import (
 // every debate prompt of a problem starts with).
 
 // alone runs each request on an engine of its own with one slot: nothing is shared.
-func alone(t *testing.T, m *llama.Model, reqs []engine.Request) map[uint64]engine.Result {
+func alone(t *testing.T, m *engine.Model, reqs []engine.Request) map[uint64]engine.Result {
 	t.Helper()
 	out := map[uint64]engine.Result{}
 	for _, r := range reqs {
@@ -25,7 +24,7 @@ func alone(t *testing.T, m *llama.Model, reqs []engine.Request) map[uint64]engin
 
 // prefixed returns a shared prefix of at least 40 tokens (above the engine's minimum of
 // 32) and prompts that continue it with the given texts, differing from their first token on.
-func prefixed(t *testing.T, m *llama.Model, texts ...string) (pre []int32, prompts [][]int32) {
+func prefixed(t *testing.T, m *engine.Model, texts ...string) (pre []int32, prompts [][]int32) {
 	t.Helper()
 	pre = prompt(t, m, "Given the following problem: a train leaves the station at noon and travels at sixty miles per hour.")
 	if len(pre) < 40 {

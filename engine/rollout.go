@@ -78,8 +78,8 @@ type Options struct {
 	SeqContext int
 	BatchSize  int // most tokens per llama.cpp decode (default 2048)
 	Threads    int // llama.cpp threads; 0 = physical cores
-	KVType     llama.KVType
-	FlashAttn  llama.FlashAttn
+	KVType     KVType
+	FlashAttn  FlashAttn
 	// SamplerWorkers spread sampling over cores; 0 = as many as llama.cpp threads. Sampling
 	// runs between decodes, on the cores llama.cpp was given, so engines sharing a machine
 	// (SharedThreads) do not oversubscribe it.
@@ -175,7 +175,8 @@ func CheckSlots(n int) error {
 }
 
 // New makes an engine for the model.
-func New(m *llama.Model, opt Options) (*Engine, error) {
+func New(model *Model, opt Options) (*Engine, error) {
+	m := model.model // the binding's
 	if opt.Slots == 0 {
 		opt.Slots = 16
 	}
@@ -203,8 +204,8 @@ func New(m *llama.Model, opt Options) (*Engine, error) {
 		NBatch:    opt.BatchSize,
 		NSeqMax:   opt.Slots,
 		Threads:   opt.Threads,
-		KVType:    opt.KVType,
-		FlashAttn: opt.FlashAttn,
+		KVType:    llama.KVType(opt.KVType),
+		FlashAttn: llama.FlashAttn(opt.FlashAttn),
 	})
 	if err != nil {
 		return nil, err

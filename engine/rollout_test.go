@@ -29,9 +29,9 @@ func slack(name string, tol float64) float64 {
 	return tol
 }
 
-func load(t *testing.T, arch string) *llama.Model {
+func load(t *testing.T, arch string) *engine.Model {
 	t.Helper()
-	m, err := engine.LoadModel(testmodel.GGUF(t, arch), llama.ModelParams{})
+	m, err := engine.LoadModel(testmodel.GGUF(t, arch), engine.ModelParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +41,10 @@ func load(t *testing.T, arch string) *llama.Model {
 
 // exact are the settings under which llama.cpp's log-probs are exact (docs/ARCHITECTURE.md section 4).
 func exact(slots int) engine.Options {
-	return engine.Options{Slots: slots, SeqContext: 256, KVType: llama.KVF32, FlashAttn: llama.FlashOff}
+	return engine.Options{Slots: slots, SeqContext: 256, KVType: engine.KVF32, FlashAttn: engine.FlashOff}
 }
 
-func prompt(t *testing.T, m *llama.Model, text string) []int32 {
+func prompt(t *testing.T, m *engine.Model, text string) []int32 {
 	t.Helper()
 	toks, err := m.Tokenize(text, false, false)
 	if err != nil {
@@ -53,7 +53,7 @@ func prompt(t *testing.T, m *llama.Model, text string) []int32 {
 	return toks
 }
 
-func run(t *testing.T, m *llama.Model, opt engine.Options, reqs []engine.Request) (map[uint64]engine.Result, *engine.Engine) {
+func run(t *testing.T, m *engine.Model, opt engine.Options, reqs []engine.Request) (map[uint64]engine.Result, *engine.Engine) {
 	t.Helper()
 	e, err := engine.New(m, opt)
 	if err != nil {
@@ -100,7 +100,12 @@ func TestLogProbsAreExact(t *testing.T) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
-			c, err := m.NewContext(llama.ContextParams{NCtx: 256, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+			// The reference decodes through the binding itself, on its own load of the file.
+			ref, err := llama.LoadModel(testmodel.GGUF(t, arch), llama.ModelParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := ref.NewContext(llama.ContextParams{NCtx: 256, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,6 +139,7 @@ func TestLogProbsAreExact(t *testing.T) {
 			}
 			b.Close()
 			c.Close()
+			ref.Close()
 			if maxDiff > slack(arch, 1e-5) {
 				t.Errorf("%s T=%v: log-prob or entropy differs from the float64 reference by %g", arch, temp, maxDiff)
 			}
@@ -141,7 +147,7 @@ func TestLogProbsAreExact(t *testing.T) {
 	}
 }
 
-func requests(t *testing.T, m *llama.Model) []engine.Request {
+func requests(t *testing.T, m *engine.Model) []engine.Request {
 	var reqs []engine.Request
 	for i, q := range []string{"What is 2 + 2?", "Name a prime.", "Count to five:", "Hello"} {
 		reqs = append(reqs, engine.Request{ID: uint64(i + 1), Prompt: prompt(t, m, q), K: 4, MaxTokens: 10,
@@ -351,7 +357,7 @@ func TestStopsAndLimits(t *testing.T) {
 	}
 }
 
-func allTokens(m *llama.Model) []int32 {
+func allTokens(m *engine.Model) []int32 {
 	out := make([]int32, m.NVocab())
 	for i := range out {
 		out[i] = int32(i)

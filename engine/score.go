@@ -21,13 +21,12 @@ type Scorer struct {
 	adapter *llama.Adapter
 }
 
-// NewScorer makes a scorer; p.NCtx grows as longer sequences come.
-func NewScorer(m *llama.Model, p llama.ContextParams) *Scorer {
-	p.NSeqMax = 1
+// NewScorer makes a scorer on the model; p.NCtx grows as longer sequences come.
+func NewScorer(m *Model, p ScorerParams) *Scorer {
 	if p.NBatch == 0 {
 		p.NBatch = 512
 	}
-	return &Scorer{m: m, p: p, nVocab: m.NVocab()}
+	return &Scorer{m: m.model, p: p.context(), nVocab: m.model.NVocab()}
 }
 
 // Free releases the context.

@@ -30,20 +30,12 @@ type Placement struct {
 
 // OpenModel loads a GGUF file, checked by LoadModel first, placed as p says.
 func OpenModel(path string, p Placement) (*Model, error) {
-	lm, err := LoadModel(path, llama.ModelParams{GPULayers: p.GPULayers, Devices: p.Devices})
-	if err != nil {
-		return nil, err
-	}
-	return &Model{lm}, nil
+	return LoadModel(path, ModelParams{GPULayers: p.GPULayers, Devices: p.Devices})
 }
 
 // OpenVocab loads only the tokenizer and metadata of a GGUF file (no weights).
 func OpenVocab(path string) (*Model, error) {
-	lm, err := LoadModel(path, llama.ModelParams{VocabOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	return &Model{lm}, nil
+	return LoadModel(path, ModelParams{VocabOnly: true})
 }
 
 // Close frees the model; a nil model is a no-op.
@@ -56,11 +48,17 @@ func (m *Model) Close() {
 // Path is the GGUF file the model was loaded from.
 func (m *Model) Path() string { return m.model.Path() }
 
+// NVocab is the number of tokens in the vocabulary.
+func (m *Model) NVocab() int { return m.model.NVocab() }
+
+// ChatTemplate is the model's tokenizer.chat_template, or "" if it has none.
+func (m *Model) ChatTemplate() string { return m.model.ChatTemplate() }
+
 // TrainedContext is the context length the model was trained with (0 if unknown).
 func (m *Model) TrainedContext() int { return m.model.NCtxTrain() }
 
 // NewEngine makes a rollout engine on the model.
-func (m *Model) NewEngine(opt Options) (*Engine, error) { return New(m.model, opt) }
+func (m *Model) NewEngine(opt Options) (*Engine, error) { return New(m, opt) }
 
 // Tokenize is llama.cpp's tokenizer of the model.
 func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
@@ -108,11 +106,10 @@ type Server struct {
 // The weights are read into memory, not mapped from the file, so that UpdateWeights can
 // write them.
 func OpenServer(path string, p Placement, opt Options) (*Server, error) {
-	lm, err := LoadModel(path, llama.ModelParams{GPULayers: p.GPULayers, Devices: p.Devices, NoMmap: true})
+	m, err := LoadModel(path, ModelParams{GPULayers: p.GPULayers, Devices: p.Devices, NoMmap: true})
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{lm}
 	e, err := m.NewEngine(opt)
 	if err != nil {
 		m.Close()
@@ -137,7 +134,7 @@ func (s *Server) Close() {
 // measures the weights and not the rollout settings.
 func (s *Server) ExactLogProbs(prompt, response []int32, temperature float64) ([]float32, error) {
 	n := len(prompt) + len(response)
-	sc := NewScorer(s.model, llama.ContextParams{NCtx: n, NBatch: n, Threads: s.Engine.opt.Threads, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	sc := NewScorer(s.Model, ScorerParams{NCtx: n, NBatch: n, Threads: s.Engine.opt.Threads, KVType: KVF32, FlashAttn: FlashOff})
 	sc.adapter = s.adapter
 	defer sc.Free()
 	lp, _, err := sc.LogProbs([][]int32{prompt}, [][]int32{response}, temperature)
@@ -151,11 +148,11 @@ func (s *Server) ExactLogProbs(prompt, response []int32, temperature float64) ([
 // (f16, f32, q8_0) and flash attention (auto, on, off). seqContext 0 leaves the context per
 // sequence to the caller; threads 0 means the physical cores.
 func ParseOptions(slots, seqContext, threads int, kvType, flashAttn string) (Options, error) {
-	kv, err := llama.ParseKVType(kvType)
+	kv, err := ParseKVType(kvType)
 	if err != nil {
 		return Options{}, err
 	}
-	fa, err := llama.ParseFlashAttn(flashAttn)
+	fa, err := ParseFlashAttn(flashAttn)
 	if err != nil {
 		return Options{}, err
 	}
@@ -178,11 +175,11 @@ type ModelScorer struct {
 // OpenScorer loads a GGUF file for scoring under opt's threads, KV-cache type and flash
 // attention.
 func OpenScorer(path string, opt Options) (*ModelScorer, error) {
-	m, err := LoadModel(path, llama.ModelParams{})
+	m, err := LoadModel(path, ModelParams{})
 	if err != nil {
 		return nil, err
 	}
-	return &ModelScorer{NewScorer(m, llama.ContextParams{Threads: opt.Threads, KVType: opt.KVType, FlashAttn: opt.FlashAttn}), &Model{m}}, nil
+	return &ModelScorer{NewScorer(m, ScorerParams{Threads: opt.Threads, KVType: opt.KVType, FlashAttn: opt.FlashAttn}), m}, nil
 }
 
 // Free releases the context and the model.

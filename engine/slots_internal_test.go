@@ -3,7 +3,6 @@ package engine
 import (
 	"testing"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/sampler"
 )
@@ -11,12 +10,12 @@ import (
 // A slot waiting for a prefix of another job's prompt copies it in the step that prefill
 // reaches it, not when the whole prompt is done.
 func TestWaiterTakesPrefixMidPrefill(t *testing.T) {
-	m, err := LoadModel(testmodel.GGUF(t, "qwen2"), llama.ModelParams{})
+	m, err := LoadModel(testmodel.GGUF(t, "qwen2"), ModelParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	e, err := New(m, Options{Slots: 2, SeqContext: 256, BatchSize: 16, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	e, err := New(m, Options{Slots: 2, SeqContext: 256, BatchSize: 16, KVType: KVF32, FlashAttn: FlashOff})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -46,7 +45,7 @@ func BenchmarkSync(b *testing.B) {
 	for _, v := range weights {
 		total += int64(len(v.Data))
 	}
-	opt := Options{Slots: 16, SeqContext: 5120 + 2048, KVType: llama.KVF16}
+	opt := Options{Slots: 16, SeqContext: 5120 + 2048, KVType: KVF16}
 	open := func(b *testing.B, path string) *Server {
 		s, err := OpenServer(path, Placement{}, opt)
 		if err != nil {

@@ -20,7 +20,7 @@ import (
 // openExact opens a server whose scoring is exact (F32 KV cache, flash attention off).
 func openExact(t *testing.T, path string) *Server {
 	t.Helper()
-	s, err := OpenServer(path, Placement{}, Options{Slots: 4, SeqContext: 256, Threads: 2, KVType: llama.KVF32, FlashAttn: llama.FlashOff})
+	s, err := OpenServer(path, Placement{}, Options{Slots: 4, SeqContext: 256, Threads: 2, KVType: KVF32, FlashAttn: FlashOff})
 	if err != nil {
 		t.Fatal(err)
 	}
