@@ -704,8 +704,11 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
   if (m.gemma3()) o = m.rms_norm(o, L.post_attn);
   auto x1 = x + o;
   auto h2 = m.rms_norm(x1, L.ln2);
+  // Up before gate: the order the graph was built in before Gemma 3 (gcc evaluated the
+  // product's right operand first), so the gradient into h2 sums in the same order.
+  auto up = m.proj(i, T_UP, h2, L.up, Tensor(), b);
   auto gate = m.proj(i, T_GATE, h2, L.gate, Tensor(), b);
-  auto act = (m.gemma3() ? torch::gelu(gate, "tanh") : torch::silu(gate)) * m.proj(i, T_UP, h2, L.up, Tensor(), b);
+  auto act = (m.gemma3() ? torch::gelu(gate, "tanh") : torch::silu(gate)) * up;
   auto down = m.proj(i, T_DOWN, act, L.down, Tensor(), b);
   if (m.gemma3()) down = m.rms_norm(down, L.post_ffn);
   return x1 + down;
