@@ -60,6 +60,7 @@ type envReport struct {
 		GPUs    int    `json:"gpus"`                   // GPUs libtorch sees
 		Built   bool   `json:"cuda_built"`             // the plugin's libtorch has CUDA (Debian's has not)
 		CUDAVer string `json:"cuda_version,omitempty"` // the CUDA a CUDA plugin was built against
+		BLAS    string `json:"blas_core,omitempty"`    // the kernel set of an OpenBLAS libtorch
 		Error   string `json:"error,omitempty"`
 	} `json:"torch"`
 	Threads struct {
@@ -101,6 +102,7 @@ func collectEnv(plugin string) envReport {
 		r.Torch.Plugin, r.Torch.Version = rt.Path(), rt.TorchVersion()
 		r.Torch.GPUs, r.Torch.Built = rt.CUDADevices()
 		r.Torch.CUDAVer = rt.CUDAVersion()
+		r.Torch.BLAS = rt.BLASCore()
 		r.Torch.CUDA = r.Torch.GPUs > 0
 	}
 	r.Threads.LogicalCPUs = runtime.NumCPU()
@@ -157,6 +159,9 @@ func (r envReport) write(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "libtorch  %s, %s (%s)\n", version, gpu, r.Torch.Plugin)
+		if r.Torch.BLAS != "" {
+			fmt.Fprintf(w, "          OpenBLAS kernels %s (OPENBLAS_CORETYPE chooses others)\n", r.Torch.BLAS)
+		}
 	}
 	t := r.Threads
 	omp := t.OMPNumThreads

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/cpu"
 )
 
 func TestABIVersionMatchesHeader(t *testing.T) {
@@ -88,5 +90,21 @@ func TestLibraryVersion(t *testing.T) {
 		if got := libraryVersion(c.path); got != c.want {
 			t.Errorf("libraryVersion(%q) = %q, want %q", c.path, got, c.want)
 		}
+	}
+}
+
+// libtorch's OpenBLAS runs the kernels chosen by the CPU's features (or the user's
+// OPENBLAS_CORETYPE), not the SSE3 fallback 0.3.21 takes on CPUs it does not know by model.
+func TestOpenBLASKernelsByFeatures(t *testing.T) {
+	rt := openForTest(t)
+	core := rt.BLASCore()
+	if core == "" {
+		t.Skip("libtorch's BLAS is not OpenBLAS")
+	}
+	if want := os.Getenv(openBLASCoreEnv); !strings.EqualFold(core, want) {
+		t.Errorf("OpenBLAS runs %s kernels, OPENBLAS_CORETYPE is %q", core, want)
+	}
+	if cpu.X86.HasAVX2 && strings.EqualFold(core, "Prescott") {
+		t.Errorf("OpenBLAS runs its SSE3 kernels on a CPU with AVX2")
 	}
 }

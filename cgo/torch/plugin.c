@@ -56,3 +56,14 @@ int plugin_load(const char* path, char* err, size_t errlen) {
 UMAD_TORCH_API(WRAP, WRAP_VOID)
 #undef WRAP
 #undef WRAP_VOID
+
+// The kernel set OpenBLAS chose, when libtorch's BLAS is an OpenBLAS already loaded (Debian's
+// libtorch); "" otherwise (pip's libtorch uses MKL).
+const char* plugin_blas_core(void) {
+  void* h = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return "";
+  const char* (*corename)(void) = (const char* (*)(void))dlsym(h, "openblas_get_corename");
+  const char* name = corename == NULL ? "" : corename();
+  dlclose(h);  // drops only the reference NOLOAD took; libtorch keeps the library loaded
+  return name;
+}

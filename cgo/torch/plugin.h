@@ -9,6 +9,7 @@
 
 int plugin_preload_global(const char* path, char* err, size_t errlen);
 int plugin_load(const char* path, char* err, size_t errlen);
+const char* plugin_blas_core(void);
 
 #define PLUGIN_DECLARE(ret, name, params, args) ret plugin_##name params;
 #define PLUGIN_DECLARE_VOID(name, params, args) void plugin_##name params;

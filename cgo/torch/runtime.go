@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"golang.org/x/sys/cpu"
 )
 
 // PluginName is the file the build produces (see kernels/README.md).
@@ -136,6 +138,7 @@ func findPlugin(explicit string) (string, error) {
 // load preloads the libraries named in PLUGIN.deps with RTLD_GLOBAL (pip PyTorch needs its
 // libtorch_global_deps first), dlopens the plugin, checks the ABI and starts the worker.
 func load(path string) (*Runtime, error) {
+	chooseOpenBLASCore()
 	r := &Runtime{path: path, calls: make(chan func()), errBuf: (*C.char)(C.malloc(errBufLen))}
 	ready := make(chan error)
 	go r.worker(ready)
@@ -269,6 +272,29 @@ func (r *Runtime) check(rc C.int, what string) error {
 
 // Path is the plugin file in use.
 func (r *Runtime) Path() string { return r.path }
+
+// chooseOpenBLASCore names OpenBLAS's kernel set by the CPU's features unless the user has
+// (OPENBLAS_CORETYPE). OpenBLAS picks by CPU model number, and Debian 12's 0.3.21 does not
+// know newer Xeons (nor the generic model a VM reports): it fell back to its SSE3 Prescott
+// kernels there, which made the demo's training step 1.4x slower and large matmuls slower
+// still. The kernels compute the same products in another order, so the bytes of a run
+// follow this choice; it is read once, when libtorch loads.
+func chooseOpenBLASCore() {
+	if os.Getenv(openBLASCoreEnv) != "" {
+		return
+	}
+	switch x := cpu.X86; {
+	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL && x.HasAVX512CD:
+		os.Setenv(openBLASCoreEnv, "SkylakeX")
+	case x.HasAVX2 && x.HasFMA:
+		os.Setenv(openBLASCoreEnv, "Haswell")
+	}
+}
+
+const openBLASCoreEnv = "OPENBLAS_CORETYPE"
+
+// BLASCore is the kernel set of libtorch's OpenBLAS ("" when its BLAS is not OpenBLAS).
+func (r *Runtime) BLASCore() string { return C.GoString(C.plugin_blas_core()) }
 
 // TorchVersion is the libtorch version the plugin was built against.
 func (r *Runtime) TorchVersion() string { return r.torchVersion }
