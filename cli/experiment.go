@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -73,6 +74,19 @@ func experimentCmd(c *ucli.Context) error {
 		}
 		defer lock.Release()
 	}
+	if pending := pendingPrepare(f); len(pending) > 0 {
+		if c.Bool("dry-run") {
+			printPrepare(c.App.Writer, pending)
+			fmt.Fprintf(c.App.Writer, "experiment %s: %d cells; their tokens and memory plan follow once these steps have run\n", c.Args().First(), len(cells))
+			for _, cell := range cells {
+				fmt.Fprintf(c.App.Writer, "  %-6s %s\n", cell.Kind, cell.Name)
+			}
+			return nil
+		}
+		if err := runPrepare(c, pending); err != nil {
+			return err
+		}
+	}
 	states, err := planCells(f, cells)
 	if err != nil {
 		return err
@@ -94,6 +108,39 @@ func experimentCmd(c *ucli.Context) error {
 		return nil
 	}
 	return runCells(c, todo, states)
+}
+
+// pendingPrepare is the file's prepare steps whose files are not all there.
+func pendingPrepare(f *experiment.File) []experiment.Prepare {
+	var pending []experiment.Prepare
+	for _, p := range f.Prepare {
+		if !p.Done() {
+			pending = append(pending, p)
+		}
+	}
+	return pending
+}
+
+func printPrepare(w io.Writer, pending []experiment.Prepare) {
+	fmt.Fprintf(w, "experiment: %d prepare steps to run first:\n", len(pending))
+	for _, p := range pending {
+		fmt.Fprintf(w, "  umad %s\n", strings.Join(p.Run, " "))
+	}
+}
+
+// runPrepare runs the steps in order; a step that ends without its files is an error, not a
+// grid that fails later on a missing model.
+func runPrepare(c *ucli.Context, pending []experiment.Prepare) error {
+	printPrepare(c.App.Writer, pending)
+	for _, p := range pending {
+		if err := runCommand(c, p.Run); err != nil {
+			return fmt.Errorf("prepare step umad %s: %w", strings.Join(p.Run, " "), err)
+		}
+		if !p.Done() {
+			return fmt.Errorf("prepare step umad %s did not create all of %s", strings.Join(p.Run, " "), strings.Join(p.Creates, ", "))
+		}
+	}
+	return nil
 }
 
 // planCells resolves every cell through its command's own flag handling: its tokens, whether

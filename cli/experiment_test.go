@@ -190,6 +190,57 @@ eval = ["toy"]
 	}
 }
 
+// A fresh checkout's grid makes its inputs first: the prepare steps are listed by a dry run
+// and not run, run once before the cells, skipped the second time, and a step that ends
+// without its files stops the experiment before any cell.
+func TestExperimentPrepare(t *testing.T) {
+	dir := t.TempDir()
+	out, model := filepath.Join(dir, "exp"), filepath.Join(dir, "tiny")
+	file := filepath.Join(dir, "grid.toml")
+	grid := `out = "` + out + `"
+seeds = [1]
+debate_flags = { threads = 1, slots = 4, synthetic = 2 }
+[[prepare]]
+run = ["model", "tiny", "--arch", "qwen2", "--out", "` + model + `"]
+creates = ["` + model + `/model.gguf"]
+[agents.self]
+gguf = ["` + model + `/model.gguf", "` + model + `/model.gguf"]
+[eval.toy]
+turns = 1
+k = 2
+max_tokens = 8
+[methods.zero-shot]
+agents = ["self"]
+eval = ["toy"]
+`
+	if err := os.WriteFile(file, []byte(grid), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := runApp(t, "experiment", "--dry-run", file)
+	if err != nil || !strings.Contains(stdout, "1 prepare steps to run first") || !strings.Contains(stdout, "umad model tiny --arch qwen2") ||
+		!strings.Contains(stdout, "debate/zero-shot/self/toy/seed-1") {
+		t.Fatalf("dry run: %v\n%s", err, stdout)
+	}
+	if _, err := os.Stat(model); !os.IsNotExist(err) {
+		t.Fatalf("the dry run ran the prepare step (%v)", err)
+	}
+	if stdout, _, err = runApp(t, "experiment", file); err != nil || !strings.Contains(stdout, "wrote "+model) || !strings.Contains(stdout, "1 of 1 cells done") {
+		t.Fatalf("experiment: %v\n%s", err, stdout)
+	}
+	if stdout, _, err = runApp(t, "experiment", file); err != nil || strings.Contains(stdout, "prepare") || !strings.Contains(stdout, "nothing to run") {
+		t.Errorf("a second run: %v\n%s", err, stdout)
+	}
+
+	missing := strings.Replace(grid, model+"/model.gguf\"]\n[agents", model+"/other.gguf\"]\n[agents", 1)
+	missing = strings.Replace(missing, `"--out", "`+model+`"`, `"--out", "`+model+`", "--force"`, 1)
+	if err := os.WriteFile(file, []byte(missing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runApp(t, "experiment", file); err == nil || !strings.Contains(err.Error(), "did not create all of "+model+"/other.gguf") {
+		t.Errorf("a step without its file: %v", err)
+	}
+}
+
 // records counts the records of a rollouts file (0 if unreadable).
 func records(path string) int {
 	n := 0

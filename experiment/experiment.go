@@ -23,6 +23,9 @@ const Help = `The file (TOML) holds:
   seeds = [1, 2, 3, 4]               one cell per seed: the training --seed and the debate's --seeds
   train_flags = { threads = 1 }      flags of every train cell (name = value; a list repeats the flag)
   debate_flags = { threads = 1 }     flags of every debate cell
+  [[prepare]]                        a step that makes the grid's inputs (a model, its warm start):
+                                     run = ["model", "tiny", ...] (a umad command line), creates = [paths];
+                                     run once, in order, before the cells, unless every path in creates exists
   [agents.NAME]                      an agent set: hf = [HF dirs] (trained), gguf = [GGUFs] (debated untrained)
   [train.NAME]                       a training recipe: algo, recipe (paper|reference), alone = true
                                      (each agent trained by itself, as the Single-GRPO pair), flags = {...}
@@ -40,6 +43,7 @@ type File struct {
 	Seeds       []uint64            `toml:"seeds"`
 	TrainFlags  map[string]any      `toml:"train_flags"`
 	DebateFlags map[string]any      `toml:"debate_flags"`
+	Prepare     []Prepare           `toml:"prepare"`
 	Agents      map[string]AgentSet `toml:"agents"`
 	Train       map[string]Train    `toml:"train"`
 	Eval        map[string]Eval     `toml:"eval"`
@@ -51,6 +55,23 @@ type File struct {
 type AgentSet struct {
 	HF   []string `toml:"hf"`
 	GGUF []string `toml:"gguf"`
+}
+
+// Prepare is a step that makes an input of the grid: a umad command line, run unless the
+// files it creates exist, so a fresh clone runs the grid with one command.
+type Prepare struct {
+	Run     []string `toml:"run"`
+	Creates []string `toml:"creates"`
+}
+
+// Done says whether every file the step creates exists.
+func (p Prepare) Done() bool {
+	for _, path := range p.Creates {
+		if _, err := os.Stat(path); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Train is a training recipe.
@@ -144,6 +165,14 @@ func (f *File) check() error {
 	}
 	if len(f.Methods) == 0 {
 		return errors.New("no [methods.NAME]: the grid is empty")
+	}
+	for i, p := range f.Prepare {
+		if len(p.Run) == 0 || len(p.Creates) == 0 {
+			return fmt.Errorf("[[prepare]] %d: give both run (a umad command line) and creates (the paths it makes)", i+1)
+		}
+		if p.Run[0] == "experiment" {
+			return fmt.Errorf("[[prepare]] %d: a step cannot run an experiment", i+1)
+		}
 	}
 	for _, group := range []struct {
 		what  string

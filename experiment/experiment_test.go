@@ -94,6 +94,8 @@ func TestLoadErrors(t *testing.T) {
 		{"[agents.pair]", "[agents.\"a b\"]", "[agents.a b]: a name is letters"},
 		{"train = \"grpo\"", "train = \"ppo\"", `[methods.single]: train "ppo": no [train.ppo]`},
 		{"seeds = [1, 2]", "seeds = [1, 1]", "seeds: 1 is given twice"},
+		{"[agents.pair]", "[[prepare]]\nrun = [\"model\", \"tiny\"]\n[agents.pair]", "[[prepare]] 1: give both run"},
+		{"[agents.pair]", "[[prepare]]\nrun = [\"experiment\", \"x.toml\"]\ncreates = [\"x\"]\n[agents.pair]", "[[prepare]] 1: a step cannot run an experiment"},
 	} {
 		text := strings.Replace(grid, c.from, c.to, 1)
 		f, err := Load(write(t, text))
