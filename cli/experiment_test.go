@@ -121,6 +121,19 @@ func TestExperimentGrid(t *testing.T) {
 		t.Errorf("a second run: %v\n%s", err, stdout)
 	}
 
+	// umad report over the experiment file: Table 1 of its two debate methods, the untrained first.
+	rep := filepath.Join(dir, "report")
+	if stdout, _, err = runApp(t, "report", "--out", rep, file); err != nil {
+		t.Fatalf("report over the experiment: %v\n%s", err, stdout)
+	}
+	table, err := os.ReadFile(filepath.Join(rep, "table1.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zs, ippo := strings.Index(string(table), "zero-shot"), strings.Index(string(table), "ippo"); zs < 0 || ippo < zs {
+		t.Errorf("Table 1 of the experiment does not list zero-shot, then ippo:\n%s", table)
+	}
+
 	writeGrid(strings.Replace(text, "k = 2", "k = 3", 1))
 	if _, _, err := runApp(t, "experiment", file); err == nil || !strings.Contains(err.Error(), "(k: 2 there, 3 here)") {
 		t.Errorf("a changed evaluation: %v", err)

@@ -11,6 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/evalrun"
+	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/uncertainty"
@@ -20,7 +21,7 @@ func init() {
 	register(&ucli.Command{
 		Name:        "report",
 		Usage:       "rebuild debate and training reports; put several runs side by side in the paper's Table 1 and figures",
-		UsageText:   "umad report [--out DIR] [--baseline METHOD] [--turns T,...] [LABEL=]RUN [[LABEL=]RUN...]   (flags before the runs)",
+		UsageText:   "umad report [--out DIR] [--baseline METHOD] [--turns T,...] [LABEL=]RUN|EXPERIMENT.toml ...   (flags before the runs)",
 		Description: reportHelp,
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison, Table 1 and the figures of several runs go"},
@@ -46,7 +47,9 @@ const reportHelp = "For each run directory made by `umad debate`, recomputes eve
 	"figures (fig1-accuracy-entropy, fig2-uncertainty for Figs. 2 and 6, fig3-base-trained, fig5-flips;\n" +
 	".svg and .png). A method is a label given as LABEL=RUN, else the run's directory name; debate runs\n" +
 	"with one label are merged as seeds of one configuration, and a training run counts with its last\n" +
-	"validation (Fig. 3 draws its first and last). Table 1's rows are methods x agents, its columns\n" +
+	"validation (Fig. 3 draws its first and last). An experiment file (umad experiment) stands for its\n" +
+	"debate cells that are done, labelled by method (and agent set, where it has several), its untrained\n" +
+	"methods first. Table 1's rows are methods x agents, its columns\n" +
 	"datasets x T (T = turn+1; --turns, default 1, 2 and the longest debate's last) and, with several\n" +
 	"datasets, their Average (per seed, then mean ± std over seeds). Each cell is strict pass@1 with\n" +
 	"its difference from --baseline (default: the first method) and a 95% interval, marked * where it\n" +
@@ -71,9 +74,13 @@ func reportCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	args, err := expandExperiments(c, c.Args().Slice())
+	if err != nil {
+		return err
+	}
 	var runs []report.Run
 	var t table
-	for _, arg := range c.Args().Slice() {
+	for _, arg := range args {
 		if err := reportRun(c, arg, &runs, &t); err != nil {
 			return err
 		}
@@ -116,6 +123,48 @@ func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *table) error 
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(dir, "report", report.ReportFile))
 	return nil
+}
+
+// expandExperiments replaces an experiment file among the arguments by its debate cells
+// that are done, each labelled by its method (and agent set, where the file has several):
+// its untrained methods first, so Table 1's default baseline is the zero-shot debate.
+func expandExperiments(c *ucli.Context, args []string) ([]string, error) {
+	var out []string
+	for _, arg := range args {
+		if info, err := os.Stat(arg); err != nil || !info.Mode().IsRegular() || filepath.Ext(arg) != ".toml" {
+			out = append(out, arg)
+			continue
+		}
+		f, err := experiment.Load(arg)
+		if err != nil {
+			return nil, err
+		}
+		cells, err := f.Cells()
+		if err != nil {
+			return nil, err
+		}
+		for _, trained := range []bool{false, true} {
+			for _, cell := range cells {
+				if cell.Kind == "debate" && cell.Trained == trained {
+					out = append(out, experimentRun(c, f, arg, cell)...)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// experimentRun is a done debate cell as LABEL=RUN (none, said so, while it is not done).
+func experimentRun(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) []string {
+	if _, err := os.Stat(filepath.Join(cell.Dir(f), "report", report.ReportFile)); err != nil {
+		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done; left out\n", cell.Name, file)
+		return nil
+	}
+	label := cell.Method
+	if len(f.Agents) > 1 {
+		label += "/" + cell.AgentSet
+	}
+	return []string{label + "=" + cell.Dir(f)}
 }
 
 // labelledRun splits LABEL=RUN; an argument that names an existing path is a run alone.

@@ -104,8 +104,12 @@ type Method struct {
 type Cell struct {
 	// Name is the run directory relative to the experiment's out; --only matches it.
 	Name string
-	Kind string // "train" or "debate"
-	Seed uint64
+	// Method and AgentSet are the grid's row: the method's name and its agent set's.
+	Method, AgentSet string
+	// Trained says whether the method trains its agents.
+	Trained bool
+	Kind    string // "train" or "debate"
+	Seed    uint64
 	// Args is the command line after "umad", --out included.
 	Args []string
 	// Needs names the train cells whose checkpoints a debate cell debates; BaseArgs is its
@@ -285,7 +289,7 @@ func (f *File) methodCells(mname string, m Method, aname string, seed uint64) ([
 			if err != nil {
 				return nil, fmt.Errorf("train %s: %w", m.Train, err)
 			}
-			cells = append(cells, Cell{Name: name, Kind: "train", Seed: seed, Args: append(args, flags...)})
+			cells = append(cells, Cell{Name: name, Kind: "train", Method: mname, AgentSet: aname, Trained: true, Seed: seed, Args: append(args, flags...)})
 			needs = append(needs, name)
 			for j := range team {
 				trained = append(trained, fmt.Sprintf("%s,agent=%d", filepath.Join(f.Out, name), j))
@@ -306,7 +310,7 @@ func (f *File) methodCells(mname string, m Method, aname string, seed uint64) ([
 		if err != nil {
 			return nil, fmt.Errorf("eval %s: %w", ename, err)
 		}
-		cell := Cell{Name: name, Kind: "debate", Seed: seed, Args: args, Needs: needs}
+		cell := Cell{Name: name, Kind: "debate", Method: mname, AgentSet: aname, Trained: m.Train != "", Seed: seed, Args: args, Needs: needs}
 		if m.Train != "" && len(set.GGUF) > 0 {
 			cell.BaseArgs, _ = f.debateArgs(ev, set.GGUF, seed, filepath.Join(f.Out, name))
 		}
