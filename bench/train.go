@@ -144,7 +144,7 @@ func (t TrainStep) Section() string {
 	}
 	fmt.Fprintf(&b, "| step | %.4f | 100%% | | | | |\n\n", m.Times.Step)
 	bps, share, binds := t.Decode()
-	fmt.Fprintf(&b, "- matmul peak: %s (libtorch, %d x %d %s, best of 5)\n", si(t.PeakFLOPS, "FLOP/s"), t.MatmulN, t.MatmulN, t.DType)
+	fmt.Fprintf(&b, "- matmul peak: %s (libtorch, %d x %d %s, best of 10 before and 10 after the training)\n", si(t.PeakFLOPS, "FLOP/s"), t.MatmulN, t.MatmulN, t.DType)
 	fmt.Fprintf(&b, "- memory bandwidth: %s (%s)\n", si(t.Bandwidth, "B/s"), t.BWHow)
 	fmt.Fprintf(&b, "- rollout decode: %.0f tok/s, %s of weights (%s per decode step of up to %d sequences), %.3g%% of the %s bound (target >= 60%%; prefill, sampling and grading count in the rollout's time)\n",
 		m.RolloutTokensPerSec, si(bps, "B/s"), memplan.Size(t.RolloutBytes), t.ParallelSeqs, 100*share, binds)

@@ -100,11 +100,22 @@ func benchTrain(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The peak is measured before and after the training: a moment of contention for the
+	// machine costs neither.
+	before, _, _, err := benchMatmulPeak(rt, opts)
+	if err != nil {
+		return err
+	}
 	step, err := runBenchTrain(c, dir)
 	if err != nil {
 		return err
 	}
-	if err := benchTrainLimits(c, rt, opts, layers, &step); err != nil {
+	after, n, dtype, err := benchMatmulPeak(rt, opts)
+	if err != nil {
+		return err
+	}
+	step.PeakFLOPS, step.MatmulN, step.DType = max(before, after), n, dtype
+	if err := benchTrainLimits(c, rt, layers, &step); err != nil {
 		return err
 	}
 	step.Shape, step.Device = label, benchTrainDevice(opts.Device, layers)
@@ -183,9 +194,23 @@ func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 	return step, nil
 }
 
-// benchTrainLimits measures the matmul peak on the trainer's device and dtype and the
-// memory bandwidth where llama.cpp decodes, and sizes the model's work from the plan.
-func benchTrainLimits(c *ucli.Context, rt *torch.Runtime, opts torch.ModelOptions, layers int, step *bench.TrainStep) error {
+// benchMatmulPeak is libtorch's n x n matrix product on the trainer's device and dtype in
+// FLOP/s, the best of 10 runs.
+func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions) (flops float64, n int, dtype string, err error) {
+	dt, n, dtype := torch.Float32, 1024, "f32"
+	if opts.Precision == trainspec.PrecisionBF16 {
+		dt, dtype = torch.BFloat16, "bf16"
+	}
+	if opts.Device.CUDA {
+		n = 8192
+	}
+	s, err := rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, int64(n), 10)
+	return 2 * float64(n) * float64(n) * float64(n) / s, n, dtype, err
+}
+
+// benchTrainLimits sizes the model's work from the plan and measures the memory bandwidth
+// where llama.cpp decodes.
+func benchTrainLimits(c *ucli.Context, rt *torch.Runtime, layers int, step *bench.TrainStep) error {
 	a := step.Plan.Agents[0].Agent
 	step.LoRA, step.MatmulParams = a.LoRA.Rank > 0, a.Shape.MatmulParams()
 	var err error
@@ -193,31 +218,19 @@ func benchTrainLimits(c *ucli.Context, rt *torch.Runtime, opts torch.ModelOption
 		return err
 	}
 	step.ParallelSeqs = min(a.Slots, c.Int("batch")*c.Int("g"))
-	dt, n := torch.Float32, 1024
-	step.DType = "f32"
-	if opts.Precision == trainspec.PrecisionBF16 {
-		dt, step.DType = torch.BFloat16, "bf16"
-	}
-	if opts.Device.CUDA {
-		n = 8192
-	}
-	s, err := rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, int64(n), 5)
-	if err != nil {
-		return err
-	}
-	step.MatmulN, step.PeakFLOPS = n, 2*float64(n)*float64(n)*float64(n)/s
 	if layers == 0 {
 		threads := c.Int("threads")
 		if threads == 0 {
 			threads = engine.SharedThreads(1) // what train gives one agent's engine
 		}
 		step.Bandwidth = bench.ReadBandwidth(512<<20, threads)
-		step.BWHow = fmt.Sprintf("host memory read by %d goroutines, the llama.cpp threads", threads)
+		step.BWHow = fmt.Sprintf("a Go loop summing 512 MiB of host memory on %d threads, llama.cpp's count", threads)
 		return nil
 	}
 	// llama.cpp decodes on the GPU: its memory's bandwidth, by libtorch's copy of 1 GiB of f32.
 	elems := int64(1 << 28)
-	if s, err = rt.OpSeconds(torch.BenchCopy, trainspec.Device{CUDA: true}, torch.Float32, elems, 5); err != nil {
+	s, err := rt.OpSeconds(torch.BenchCopy, trainspec.Device{CUDA: true}, torch.Float32, elems, 5)
+	if err != nil {
 		return fmt.Errorf("GPU bandwidth: %w", err)
 	}
 	step.Bandwidth, step.BWHow = 2*4*float64(elems)/s, "cuda:0, libtorch's copy of 1 GiB, bytes read and written"
