@@ -70,11 +70,11 @@ func ReadBandwidth(bytes int64, threads int) float64 {
 
 // phaseRow is one line of the phase table.
 type phaseRow struct {
-	name           string
-	seconds        float64
-	tokens         float64 // tokens the phase went through (0: not a token phase)
-	flopsPerToken  float64 // model FLOPs per token (0: not a matrix phase)
-	target, result string
+	name          string
+	seconds       float64
+	tokens        float64 // tokens the phase went through (0: not a token phase)
+	flopsPerToken float64 // model FLOPs per token (0: not a matrix phase)
+	target        string
 }
 
 // phases are the step's rows: rollout, log-probs, reference, update, sync, and the rest.
@@ -100,11 +100,11 @@ func (t TrainStep) phases() []phaseRow {
 	return append(rows, phaseRow{name: "other (grading, advantages)", seconds: math.Max(other, 0)})
 }
 
-// Decode is the rollout's decode rate against its roofline: bytes/s of weights read
+// decode is the rollout's decode rate against its roofline: bytes/s of weights read
 // (one read per decode step of ParallelSeqs sequences), and the share of the binding
 // bound, bandwidth (weights bytes / Bandwidth per step) or compute (2 x MatmulParams per
 // token at PeakFLOPS).
-func (t TrainStep) Decode() (bytesPerSec, share float64, binds string) {
+func (t TrainStep) decode() (bytesPerSec, share float64, binds string) {
 	tokS := t.Metrics.RolloutTokensPerSec
 	steps := tokS / float64(max(t.ParallelSeqs, 1))
 	bytesPerSec = steps * float64(t.RolloutBytes)
@@ -143,7 +143,7 @@ func (t TrainStep) Section() string {
 		fmt.Fprintf(&b, "| %s | %.4f | %.3g%% | %s | %s | %s | %s |\n", r.name, r.seconds, 100*r.seconds/m.Times.Step, tokS, flops, peak, r.target)
 	}
 	fmt.Fprintf(&b, "| step | %.4f | 100%% | | | | |\n\n", m.Times.Step)
-	bps, share, binds := t.Decode()
+	bps, share, binds := t.decode()
 	fmt.Fprintf(&b, "- matmul peak: %s (libtorch, %d x %d %s, best of 10 before and 10 after the training)\n", si(t.PeakFLOPS, "FLOP/s"), t.MatmulN, t.MatmulN, t.DType)
 	fmt.Fprintf(&b, "- memory bandwidth: %s (%s)\n", si(t.Bandwidth, "B/s"), t.BWHow)
 	fmt.Fprintf(&b, "- rollout decode: %.0f tok/s, %s of weights (%s per decode step of up to %d sequences), %.3g%% of the %s bound (target >= 60%%; prefill, sampling and grading count in the rollout's time)\n",

@@ -88,6 +88,7 @@ func TestBenchTrain(t *testing.T) {
 		"decode bytes/s":   `rollout decode: [0-9]+ tok/s, ` + num + ` [kMGT]?B/s of weights`,
 		"decode bound":     `sequences\), ` + num + `% of the (?:bandwidth|compute) bound`,
 		"peak RSS to plan": `peak RSS: .* against the plan's .*: ` + num + `x`,
+		"prompt tokens":    `[0-9]+ response and ([0-9]+) prompt tokens`,
 	} {
 		m := regexp.MustCompile(re).FindStringSubmatch(out)
 		if m == nil {

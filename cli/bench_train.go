@@ -27,7 +27,7 @@ import (
 
 // benchTrainPassed are the train flags bench train takes as train defines them and hands
 // on to the run when set.
-var benchTrainPassed = []string{"threads", "gpu-layers", "slots", "kv-type", "mini-batch", "rollout-dtype", "lora-rank",
+var benchTrainPassed = []string{"threads", "gpu-layers", "slots", "kv-type", "mini-batch", "rollout-dtype", "lora-rank", "no-memory-check",
 	"torch-threads", "torch-plugin", "train-device", "dtype", "grad-checkpoint"}
 
 // benchTrainShape are the flags of the step's size, which bench train always hands on.
@@ -56,7 +56,7 @@ func benchTrainCommand() *ucli.Command {
 			"CPU a Go loop reading 512 MiB with llama.cpp's threads; on a GPU libtorch's device copy), or\n" +
 			"2N FLOPs per token at the matmul peak. Peak memory is the process's peak RSS during the run\n" +
 			"against the run's memory plan. The first step includes the warm-up: use --steps 2 or more.\n" +
-			"The run's own flags (" + strings.Join(benchTrainPassed, ", ") + ") are umad train's.",
+			"The flags after --section are umad train's own, handed on to the run when set.",
 		Flags: slices.Concat([]ucli.Flag{
 			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + presetNames()},
 			&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all)"},
