@@ -53,7 +53,12 @@ func TestBenchFlagErrors(t *testing.T) {
 // phases' positive shares of the matmul peak, decoding's share of its bound and the peak
 // memory against the plan; --results gets the same section.
 func TestBenchTrain(t *testing.T) {
-	torchtest.Open(t)
+	if !torchtest.Open(t).CUDAAvailable() {
+		_, _, err := runApp(t, "bench", "train", "--gpu-layers", "1")
+		if want := "--gpu-layers: the GPU's bandwidth is measured through the torch plugin, which cannot use the GPU"; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("--gpu-layers without a GPU the plugin sees: %v, want %q", err, want)
+		}
+	}
 	results := filepath.Join(t.TempDir(), "RESULTS.md")
 	out, stderr, err := runApp(t, "bench", "train", "--threads", "1", "--torch-threads", "1", "--max-tokens", "8", "--results", results)
 	if err != nil {

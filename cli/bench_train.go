@@ -53,10 +53,11 @@ func benchTrainCommand() *ucli.Command {
 			"the peak of libtorch's matrix product measured in the same run on the trainer's device and\n" +
 			"dtype. Rollout decoding is compared with the binding one of two bounds: the weights read once\n" +
 			"per decode step of up to min(--slots, --batch x -g) sequences at the memory bandwidth (on the\n" +
-			"CPU a Go loop reading 512 MiB with llama.cpp's threads; on a GPU libtorch's device copy), or\n" +
-			"2N FLOPs per token at the matmul peak. Peak memory is the process's peak RSS during the run\n" +
-			"against the run's memory plan. The first step includes the warm-up: use --steps 2 or more.\n" +
-			"The flags after --section are umad train's own, handed on to the run when set.",
+			"CPU a Go loop reading 512 MiB with llama.cpp's threads; on a GPU libtorch's copy on cuda:0,\n" +
+			"so the plugin must see the GPU), or 2N FLOPs per token at the matmul peak. Peak memory is the\n" +
+			"process's peak RSS during the run against the run's memory plan. The first step includes the\n" +
+			"warm-up: use --steps 2 or more. The flags after --section are umad train's own, handed on to\n" +
+			"the run when set.",
 		Flags: slices.Concat([]ucli.Flag{
 			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + presetNames()},
 			&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all)"},
@@ -90,6 +91,9 @@ func benchTrain(c *ucli.Context) error {
 	rt, opts, err := openTorch(c)
 	if err != nil {
 		return err
+	}
+	if err := rt.CheckDevice(trainspec.Device{CUDA: true}); layers > 0 && err != nil {
+		return fmt.Errorf("--gpu-layers: the GPU's bandwidth is measured through the torch plugin, which cannot use the GPU: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "umad-bench-")
 	if err != nil {
