@@ -14,7 +14,10 @@
 #   - a two-agent debate (3B + 4B shapes) on the GPU: wall time and tokens/s;
 #   - a few `umad train --train-device cuda:0 --dtype bf16` steps of one 3B-shape agent, LoRA
 #     and full fine-tuning, rollouts on the same GPU: seconds by phase, MFU of the update, peak
-#     device memory (skipped when the plugin's libtorch sees no GPU).
+#     device memory (skipped when the plugin's libtorch sees no GPU);
+#   - `umad bench train` at the 3B shape (full fine-tuning, bf16): each phase's seconds and
+#     tokens/s, the update's FLOP/s against libtorch's measured matmul peak, decoding against
+#     the GPU's copy bandwidth, peak RSS against the memory plan (same condition).
 # Needs: nvidia-smi, a CUDA toolkit (nvcc), python3 with a CUDA build of PyTorch for the
 # plugin (pip install torch), cmake, Go.
 set -euo pipefail
@@ -176,6 +179,13 @@ if [ "$torch_gpu" = 1 ]; then
 	rows="$(train lora --lora-rank 32 --dtype bf16)\n$(train full --dtype bf16)\n"
 	section+="\n### Training (one qwen2.5-3b-shape agent, grpo, 3 steps of 4 problems x G 4, 128 tokens; means after step 1)\n\n"
 	section+="| run | step s | rollout s | log-probs + ref s | update s | sync s | tokens/step | update MFU | peak GPU MiB |\n|---|---|---|---|---|---|---|---|---|\n$rows"
+fi
+
+# --- one training step against the GPU's limits ----------------------------------------------
+if [ "$torch_gpu" = 1 ]; then
+	./umad bench train --preset qwen2.5-3b --steps 3 --batch 4 -g 4 --mini-batch 2 --max-tokens 128 \
+		--gpu-layers 99 --train-device cuda:0 --dtype bf16 >"$work/bench-train.md"
+	section+="\n$(sed 's/^## /### /' "$work/bench-train.md")\n"
 fi
 
 printf '%b' "$section" >"$work/section.md"

@@ -18,8 +18,8 @@ import (
 func init() {
 	register(&ucli.Command{
 		Name:        "bench",
-		Usage:       "measure throughput against bare baselines",
-		Subcommands: []*ucli.Command{benchRolloutCommand(), benchDebateCommand()},
+		Usage:       "measure throughput against bare baselines and the machine's limits",
+		Subcommands: []*ucli.Command{benchRolloutCommand(), benchDebateCommand(), benchTrainCommand()},
 	})
 }
 

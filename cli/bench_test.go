@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 )
 
 // Benchmark flags that measure nothing, or that the chosen mode ignores, are refused
@@ -26,10 +31,79 @@ func TestBenchFlagErrors(t *testing.T) {
 		{append(small, "--big-vocab", "-5"), "--big-vocab must be 0 (skip) or a vocabulary size, got -5"},
 		{append(small, "--preset", "gpt5"), `unknown preset "gpt5"`},
 		{[]string{"bench", "rollout", "--model", gguf, "--preset", "gpt5"}, "--preset is for the generated models; it does nothing with --model"},
+		{[]string{"bench", "train", "--preset", "gpt5"}, `unknown preset "gpt5"`},
+		{[]string{"bench", "train", "--layers", "2"}, "--layers 2: want 1 to a --preset's layer count"},
+		{[]string{"bench", "train", "--preset", "qwen2.5-0.5b", "--layers", "25"}, "--layers 25: want 1 to a --preset's layer count"},
+		{[]string{"bench", "train", "--preset", "qwen2.5-0.5b", "--layers", "-1"}, "--layers -1: want 1 to a --preset's layer count"},
+		{[]string{"bench", "train", "--steps", "0"}, "--steps must be at least 1, got 0"},
+		{[]string{"bench", "train", "-g", "0"}, "--g must be at least 1, got 0"},
+		{[]string{"bench", "train", "--max-tokens", "-3"}, "--max-tokens must be at least 1, got -3"},
+		{[]string{"bench", "train", "--threads", "-1"}, "--threads must be 0"},
+		{[]string{"bench", "train", "--gpu-layers", "-1"}, "--gpu-layers must be 0 or more, got -1"},
+		{[]string{"bench", "train", "--dtype", "f8"}, "--dtype"},
 	} {
 		_, _, err := runApp(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v, want %q", tc.args[1:], err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line with %q", tc.args[1:], err, tc.want)
 		}
+	}
+}
+
+// A real step at the tiny shape prints every phase with a positive time, the libtorch
+// phases' positive shares of the matmul peak, decoding's share of its bound and the peak
+// memory against the plan; --results gets the same section.
+func TestBenchTrain(t *testing.T) {
+	if !torchtest.Open(t).CUDAAvailable() {
+		_, _, err := runApp(t, "bench", "train", "--gpu-layers", "1")
+		if want := "--gpu-layers: the GPU's bandwidth is measured through the torch plugin, which cannot use the GPU"; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("--gpu-layers without a GPU the plugin sees: %v, want %q", err, want)
+		}
+	}
+	results := filepath.Join(t.TempDir(), "RESULTS.md")
+	out, stderr, err := runApp(t, "bench", "train", "--threads", "1", "--torch-threads", "1", "--max-tokens", "8", "--results", results)
+	if err != nil {
+		t.Fatalf("bench train: %v\n%s", err, stderr)
+	}
+	positive := func(what, s string) {
+		if v, err := strconv.ParseFloat(s, 64); err != nil || !(v > 0) {
+			t.Errorf("%s: %q is not positive\n%s", what, s, out)
+		}
+	}
+	num := `([0-9.]+(?:e[-+][0-9]+)?)`
+	for _, phase := range []string{"rollout", "log-probs", "reference", "update", "sync", "step"} {
+		m := regexp.MustCompile(`(?m)^\| ` + phase + ` \| ` + num + ` \|`).FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("no %s row\n%s", phase, out)
+			continue
+		}
+		positive(phase+" seconds", m[1])
+	}
+	for _, phase := range []string{"log-probs", "reference", "update"} {
+		m := regexp.MustCompile(`(?m)^\| ` + phase + ` \|.*\| ` + num + ` [kMGT]?FLOP/s \| ` + num + `% \|`).FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("no FLOP/s and share of peak in the %s row\n%s", phase, out)
+			continue
+		}
+		positive(phase+" FLOP/s", m[1])
+		positive(phase+" share of peak", m[2])
+	}
+	for what, re := range map[string]string{
+		"matmul peak":      `matmul peak: ` + num + ` [kMGT]?FLOP/s`,
+		"bandwidth":        `memory bandwidth: ` + num + ` [kMGT]?B/s`,
+		"decode bytes/s":   `rollout decode: [0-9]+ tok/s, ` + num + ` [kMGT]?B/s of weights`,
+		"decode bound":     `sequences\), ` + num + `% of the (?:bandwidth|compute) bound`,
+		"peak RSS to plan": `peak RSS: .* against the plan's .*: ` + num + `x`,
+		"prompt tokens":    `[0-9]+ response and ([0-9]+) prompt tokens`,
+	} {
+		m := regexp.MustCompile(re).FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("no %s line\n%s", what, out)
+			continue
+		}
+		positive(what, m[1])
+	}
+	b, err := os.ReadFile(results)
+	if err != nil || !strings.Contains(string(b), "<!-- train:begin -->\n"+strings.TrimSpace(out)+"\n<!-- train:end -->") {
+		t.Errorf("--results: %v\n%s", err, b)
 	}
 }

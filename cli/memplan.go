@@ -23,6 +23,10 @@ func memoryFlags() []ucli.Flag {
 	}
 }
 
+// memoryPlanKey is where checkMemory leaves the plan in the app's Metadata, when the app
+// has one.
+const memoryPlanKey = "memplan"
+
 // memoryBudget is --memory-budget or MemAvailable, and the GPUs' free memory when the plan
 // puts anything there (unset on the CPU).
 func memoryBudget(c *ucli.Context, p *memplan.Plan) (memplan.Budget, error) {
@@ -61,6 +65,9 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime) error {
 	b, err := memoryBudget(c, p)
 	if err != nil {
 		return err
+	}
+	if c.App.Metadata != nil { // `umad bench train` compares the run's peak with the plan
+		c.App.Metadata[memoryPlanKey] = p
 	}
 	w := c.App.ErrWriter
 	if c.Bool("dry-run") {

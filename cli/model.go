@@ -48,19 +48,12 @@ func init() {
 // modelTiny is `umad model tiny`.
 func modelTiny(c *ucli.Context) error {
 	name := c.String("arch")
-	var shape *model.Shape
-	if p := c.String("preset"); p != "" {
-		s, ok := model.Presets[p]
-		if !ok {
-			return fmt.Errorf("unknown preset %q (want %s)", p, presetNames())
-		}
-		shape, name = &s, string(s.Arch)
+	shape, err := presetShape(c.String("preset"), c.Int("layers"))
+	if err != nil {
+		return err
 	}
-	if n := c.Int("layers"); n != 0 {
-		if shape == nil || n < 1 || n > shape.Layers {
-			return fmt.Errorf("--layers %d: want 1 to a --preset's layer count", n)
-		}
-		shape.Layers = n
+	if shape != nil {
+		name = string(shape.Arch)
 	}
 	fam, err := chat.ForArch(name)
 	if err != nil {
@@ -97,6 +90,26 @@ func modelTiny(c *ucli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "wrote %s and %s\n", filepath.Join(out, "model.gguf"), filepath.Join(out, "hf"))
 	return nil
+}
+
+// presetShape is --preset's shape with --layers of its layers (0: all); nil without a
+// preset.
+func presetShape(preset string, layers int) (*model.Shape, error) {
+	var shape *model.Shape
+	if preset != "" {
+		s, ok := model.Presets[preset]
+		if !ok {
+			return nil, fmt.Errorf("unknown preset %q (want %s)", preset, presetNames())
+		}
+		shape = &s
+	}
+	if layers != 0 {
+		if shape == nil || layers < 1 || layers > shape.Layers {
+			return nil, fmt.Errorf("--layers %d: want 1 to a --preset's layer count", layers)
+		}
+		shape.Layers = layers
+	}
+	return shape, nil
 }
 
 // removeTiny removes what model tiny writes into dir: model.gguf and the checkpoint in hf/.

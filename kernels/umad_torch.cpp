@@ -22,6 +22,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -828,6 +830,43 @@ UMAD_EXPORT void umad_release_cache(void) {
   } catch (...) {
   }
 #endif
+}
+
+UMAD_EXPORT int umad_bench_op(int32_t op, int32_t device, int32_t index, int32_t dtype, int64_t n,
+                              int32_t iters, double* seconds, char* err, size_t errlen) {
+  return guarded(err, errlen, [&] {
+    if (n < 1 || iters < 1) throw ArgError("bench_op: n and iters must be at least 1");
+    if (seconds == nullptr) throw ArgError("bench_op: NULL seconds");
+    const torch::Device dev = device_of(device, index);
+    cuda_used = cuda_used || dev.is_cuda();
+    torch::NoGradGuard no_grad;
+    const auto opts = torch::dtype(to_dtype(dtype)).device(dev);
+    Tensor a, b, out;
+    if (op == UMAD_BENCH_MATMUL) {
+      a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), out = torch::empty({n, n}, opts);
+    } else if (op == UMAD_BENCH_COPY) {
+      a = torch::randn({n}, opts), out = torch::empty({n}, opts);
+    } else {
+      throw ArgError("bench_op: unknown op " + std::to_string(op));
+    }
+    // A GPU runs asynchronously: each timed run ends when the device has finished it.
+    auto run = [&] {
+      if (op == UMAD_BENCH_MATMUL) {
+        torch::mm_out(out, a, b);
+      } else {
+        out.copy_(a);
+      }
+      if (dev.is_cuda()) torch::cuda::synchronize(index);
+    };
+    run();
+    double best = std::numeric_limits<double>::infinity();
+    for (int32_t i = 0; i < iters; i++) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    *seconds = best;
+  });
 }
 
 UMAD_EXPORT umad_model* umad_model_create(const umad_model_config* cfg, char* err, size_t errlen) {

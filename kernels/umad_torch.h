@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 8
+#define UMAD_TORCH_ABI_VERSION 9
 
 enum {
   UMAD_OK = 0,
@@ -55,6 +55,9 @@ enum {
 };
 
 enum { UMAD_KL_K1 = 0, UMAD_KL_K2 = 1, UMAD_KL_K3 = 2 };
+
+/* What umad_bench_op times: an n x n by n x n matrix product, or a copy of n elements. */
+enum { UMAD_BENCH_MATMUL = 0, UMAD_BENCH_COPY = 1 };
 
 typedef struct umad_model_config {
   int32_t arch;
@@ -189,6 +192,12 @@ typedef struct umad_step_stats {
   /* Returns libtorch's cached, unused GPU memory to the driver and the plugin's cached CPU     \
    * blocks to the system (between phases, so that llama.cpp can have them). */                 \
   V(release_cache, (void), ())                                                                   \
+  /* The best time in seconds of iters runs of op (UMAD_BENCH_*) on (device, index) in dtype,     \
+   * after one warm-up run: the peak that `umad bench train` measures the trainer against. */    \
+  X(int, bench_op,                                                                               \
+    (int32_t op, int32_t device, int32_t index, int32_t dtype, int64_t n, int32_t iters,         \
+     double* seconds, char* err, size_t errlen),                                                 \
+    (op, device, index, dtype, n, iters, seconds, err, errlen))                                  \
                                                                                                  \
   X(umad_model*, model_create, (const umad_model_config* cfg, char* err, size_t errlen),         \
     (cfg, err, errlen))                                                                          \

@@ -2,6 +2,8 @@ package model
 
 // The weights a shape has, for whoever sizes a model without loading one (the memory plan).
 
+import "errors"
+
 // TensorSpec is one weight of a checkpoint: its Hugging Face name and its shape (PyTorch
 // order).
 type TensorSpec struct {
@@ -51,4 +53,37 @@ func (s Shape) GGUFBytes(typ GGMLType) (int64, error) {
 		n += 4 * int64(s.HeadDim/2)
 	}
 	return n, nil
+}
+
+// embedTable is the token embedding's checkpoint name.
+const embedTable = "model.embed_tokens.weight"
+
+// looked is whether a token only looks its row of t up: the embedding table, unless the
+// lm_head shares it (tied), which every token multiplies.
+func (s Shape) looked(t TensorSpec) bool { return t.Name == embedTable && !s.TiedEmbeddings }
+
+// MatmulParams is the weight elements each token goes through as a matrix product: every
+// matrix but an untied embedding table. 2 x MatmulParams is a token's forward FLOPs (less
+// attention's own products).
+func (s Shape) MatmulParams() int64 {
+	var n int64
+	for _, t := range s.Tensors() {
+		if len(t.Shape) == 2 && !s.looked(t) {
+			n += t.Elems()
+		}
+	}
+	return n
+}
+
+// DecodeBytes is what llama.cpp reads of the weights per decode step with matrices of
+// type typ: GGUFBytes less an untied embedding table.
+func (s Shape) DecodeBytes(typ GGMLType) (int64, error) {
+	n, err := s.GGUFBytes(typ)
+	for _, t := range s.Tensors() {
+		if s.looked(t) {
+			b, terr := ggmlTensorBytes(matrixType(typ, t.Shape), ggmlDims(t.Shape))
+			n, err = n-b, errors.Join(err, terr)
+		}
+	}
+	return n, err
 }

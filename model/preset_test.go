@@ -26,3 +26,27 @@ func TestPresetsMatchPublishedParameterCounts(t *testing.T) {
 		}
 	}
 }
+
+// A token multiplies every matrix once: Qwen2.5-0.5B's 24 layers of attention and MLP plus
+// the lm_head (its embedding table, tied), and decoding reads them all at the rollout type.
+// Untied, the embedding table is a lookup, neither multiplied nor read whole.
+func TestMatmulParamsAndDecodeBytes(t *testing.T) {
+	s := Presets["qwen2.5-0.5b"]
+	layer := int64(896*896*2 + 896*128*2 + 896*4864*3) // q and o, k and v (2 KV heads of 64), gate, up and down
+	lmHead := int64(151936 * 896)
+	if n := s.MatmulParams(); n != 24*layer+lmHead {
+		t.Errorf("tied: %d matrix weights, want %d", n, 24*layer+lmHead)
+	}
+	all, err := s.GGUFBytes(TypeBF16)
+	if b, derr := s.DecodeBytes(TypeBF16); err != nil || derr != nil || b != all {
+		t.Errorf("tied: decode reads %d bytes (%v), want the whole GGUF's %d (%v)", b, derr, all, err)
+	}
+	s.TiedEmbeddings = false // an lm_head of its own
+	if n := s.MatmulParams(); n != 24*layer+lmHead {
+		t.Errorf("untied: %d matrix weights, want %d", n, 24*layer+lmHead)
+	}
+	all, err = s.GGUFBytes(TypeF32)
+	if b, derr := s.DecodeBytes(TypeF32); err != nil || derr != nil || b != all-4*lmHead {
+		t.Errorf("untied: decode reads %d bytes (%v), want the GGUF's %d less the table's %d", b, derr, all, 4*lmHead)
+	}
+}

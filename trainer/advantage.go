@@ -181,7 +181,7 @@ func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent 
 			klSums[k] = KLSum(b.old[i], b.ref[i])
 			nll[k] = MeanNLL(b.old[i])
 			r := &b.rows[i]
-			r.KLSum, r.NLL, r.Tokens = klSums[k], nll[k], float64(len(b.old[i]))
+			r.KLSum, r.NLL, r.Tokens, r.PromptTokens = klSums[k], nll[k], float64(len(b.old[i])), float64(len(b.prompts[i]))
 			for j := range b.old[i] {
 				r.Entropy += float64(b.ent[i][j])
 				d := float64(b.old[i][j]) - float64(b.rolloutLogp[i][j])
@@ -212,6 +212,7 @@ func (t *Trainer) advantages(b *turnBatch, correct [][][][]float64, turn, agent 
 // sampleRow is what one response contributes to a step's metrics.
 type sampleRow struct {
 	KLSum, NLL, Entropy, Gap, RolloutK3, Tokens        float64 // sums over its tokens
+	PromptTokens                                       float64 // its prompt's length
 	GapMax                                             float64 // largest |trainer - rollout log-prob|
 	Correct, Advantage, Weight, Team, Influence, Score float64
 	Dropped                                            bool // its group was dropped
@@ -221,9 +222,10 @@ type sampleRow struct {
 // step's responses (groups of G rows, in the step's order).
 func rowMetrics(rows []sampleRow, G int, m *trainlog.StepMetrics) {
 	var advAll, weights, team, infl, score, nlls []float64
-	var klTok, entTok, gapTok, k3Tok, tokens float64
+	var klTok, entTok, gapTok, k3Tok, tokens, prompts float64
 	for i, r := range rows {
 		klTok, entTok, gapTok, k3Tok, tokens = klTok+r.KLSum, entTok+r.Entropy, gapTok+r.Gap, k3Tok+r.RolloutK3, tokens+r.Tokens
+		prompts += r.PromptTokens
 		m.LogpGapMax = math.Max(m.LogpGapMax, r.GapMax)
 		m.Accuracy += r.Correct
 		if r.Dropped && i%G == 0 {
@@ -238,7 +240,7 @@ func rowMetrics(rows []sampleRow, G int, m *trainlog.StepMetrics) {
 	m.Team, m.Influence, m.Score, m.NLL = meanOf(team), meanOf(infl), meanOf(score), meanOf(nlls)
 	m.Advantage = summarise(advAll)
 	m.Weight = summarise(weights)
-	m.Tokens = int(tokens)
+	m.Tokens, m.PromptTokens = int(tokens), int(prompts)
 	if tokens > 0 {
 		m.KL, m.Entropy, m.LogpGap, m.RolloutKL = klTok/tokens, entTok/tokens, gapTok/tokens, k3Tok/tokens
 	}

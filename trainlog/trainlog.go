@@ -73,6 +73,7 @@ type StepMetrics struct {
 	// ProbeGap is llama.cpp vs the plugin on the fixed probe after this step's sync.
 	ProbeGap            float64 `json:"probe_gap"`
 	Tokens              int     `json:"tokens"`
+	PromptTokens        int     `json:"prompt_tokens"` // prompt lengths summed over those responses: log-probs and update run over both
 	RolloutTokensPerSec float64 `json:"rollout_tokens_per_s"`
 	Times               Times   `json:"seconds"`
 	// Verifier counts this agent and turn's rewards that went to the verifier model (a

@@ -5,6 +5,7 @@ package sysmem
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -26,6 +27,27 @@ func Available() (bytes int64, ok bool) {
 		}
 	}
 	return 0, false
+}
+
+// ResetPeakRSS starts the process's resident high-water mark (PeakRSS) afresh from its
+// present resident size.
+func ResetPeakRSS() error {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// PeakRSS is the process's resident high-water mark (VmHWM) in bytes.
+func PeakRSS() (int64, error) {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("/proc/self/status has no VmHWM")
 }
 
 // KVCache describes a llama.cpp KV cache.

@@ -33,3 +33,26 @@ func TestAvailable(t *testing.T) {
 		t.Errorf("MemAvailable: %d, %v", n, ok)
 	}
 }
+
+// The high-water mark restarts at the present size and grows with what is touched.
+func TestPeakRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Linux's /proc only")
+	}
+	if err := ResetPeakRSS(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := PeakRSS()
+	if err != nil || before <= 0 {
+		t.Fatalf("peak RSS %d, %v", before, err)
+	}
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = 1
+	}
+	after, err := PeakRSS()
+	if err != nil || after < before+60<<20 {
+		t.Errorf("after touching 64 MiB: peak %d, was %d (%v)", after, before, err)
+	}
+	runtime.KeepAlive(buf)
+}

@@ -1,0 +1,251 @@
+package cli
+
+// `umad bench train`: one whole training step of `umad train`, timed by phase against the
+// machine's limits measured in the same run.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/bench"
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/sysmem"
+	"github.com/umad-dev/umad/memplan"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/trainspec"
+)
+
+// benchTrainPassed are the train flags bench train takes as train defines them and hands
+// on to the run when set.
+var benchTrainPassed = []string{"threads", "gpu-layers", "slots", "kv-type", "mini-batch", "rollout-dtype", "lora-rank", "no-memory-check",
+	"torch-threads", "torch-plugin", "train-device", "dtype", "grad-checkpoint"}
+
+// benchTrainShape are the flags of the step's size, which bench train always hands on.
+var benchTrainShape = []string{"steps", "batch", "g", "max-tokens", "prompt-limit"}
+
+// benchTrainCommand is `umad bench train`.
+func benchTrainCommand() *ucli.Command {
+	var passed []ucli.Flag
+	for _, f := range trainFlags() {
+		if slices.Contains(benchTrainPassed, f.Names()[0]) {
+			passed = append(passed, f)
+		}
+	}
+	return &ucli.Command{
+		Name:      "train",
+		Usage:     "one whole training step by phase (rollout, log-probs, reference, update, sync) against the matmul peak, the memory bandwidth and the memory plan",
+		UsageText: "umad bench train [--preset qwen2.5-0.5b [--layers 4]] [--steps 2] [--batch 2] [-g 4] [--max-tokens 32] [--results bench/RESULTS.md]",
+		Description: "Runs `umad train --algo grpo --turns 1` (one agent, the built-in synthetic problems, no\n" +
+			"validation) for --steps steps on random weights: a generated tiny qwen2 model, or --preset's\n" +
+			"real shape with --layers of its layers. It prints the last step's phases from the run's\n" +
+			"metrics: seconds, share of the step, tokens/s, and for the libtorch phases the model FLOP/s\n" +
+			"(2N per token forward, 6N forward and backward, 4N with LoRA; N the matrix weights) against\n" +
+			"the peak of libtorch's matrix product measured in the same run on the trainer's device and\n" +
+			"dtype. Rollout decoding is compared with the binding one of two bounds: the weights read once\n" +
+			"per decode step of up to min(--slots, --batch x -g) sequences at the memory bandwidth (on the\n" +
+			"CPU a Go loop reading 512 MiB with llama.cpp's threads; on a GPU libtorch's copy on cuda:0,\n" +
+			"so the plugin must see the GPU), or 2N FLOPs per token at the matmul peak. Peak memory is the\n" +
+			"process's peak RSS during the run against the run's memory plan. The first step includes the\n" +
+			"warm-up: use --steps 2 or more. The flags after --section are umad train's own, handed on to\n" +
+			"the run when set.",
+		Flags: slices.Concat([]ucli.Flag{
+			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + presetNames()},
+			&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all)"},
+			&ucli.IntFlag{Name: "steps", Value: 2, Usage: "training steps; the last one is reported"},
+			&ucli.IntFlag{Name: "batch", Value: 2, Usage: "problems per step"},
+			&ucli.IntFlag{Name: "g", Value: 4, Usage: "trajectories per problem"},
+			&ucli.IntFlag{Name: "max-tokens", Value: 32, Usage: "most tokens per response"},
+			&ucli.IntFlag{Name: "prompt-limit", Value: 512, Usage: "most prompt tokens (the plan sizes activations by it)"},
+			&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
+			&ucli.StringFlag{Name: "section", Value: "train", Usage: "name of the section --results rewrites"},
+		}, passed),
+		Action: benchTrain,
+	}
+}
+
+func benchTrain(c *ucli.Context) error {
+	if err := checkCounts(c, benchTrainShape...); err != nil {
+		return err
+	}
+	shape, err := presetShape(c.String("preset"), c.Int("layers"))
+	if err != nil {
+		return err
+	}
+	layers, err := gpuLayers(c)
+	if err != nil {
+		return err
+	}
+	if err := checkThreads("threads", c.Int("threads")); err != nil {
+		return err
+	}
+	rt, opts, err := openTorch(c)
+	if err != nil {
+		return err
+	}
+	if err := rt.CheckDevice(trainspec.Device{CUDA: true}); layers > 0 && err != nil {
+		return fmt.Errorf("--gpu-layers: the GPU's bandwidth is measured through the torch plugin, which cannot use the GPU: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "umad-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	label, err := benchTrainModel(dir, c.String("preset"), shape)
+	if err != nil {
+		return err
+	}
+	// The peak is measured before and after the training: a moment of contention for the
+	// machine costs neither.
+	before, _, _, err := benchMatmulPeak(rt, opts)
+	if err != nil {
+		return err
+	}
+	step, err := runBenchTrain(c, dir)
+	if err != nil {
+		return err
+	}
+	after, n, dtype, err := benchMatmulPeak(rt, opts)
+	if err != nil {
+		return err
+	}
+	step.PeakFLOPS, step.MatmulN, step.DType = max(before, after), n, dtype
+	if err := benchTrainLimits(c, rt, layers, &step); err != nil {
+		return err
+	}
+	step.Shape, step.Device = label, benchTrainDevice(opts.Device, layers)
+	step.Setup = fmt.Sprintf("%d problems x G %d, at most %d tokens", c.Int("batch"), c.Int("g"), c.Int("max-tokens"))
+	step.Command = strings.Join(os.Args[1:], " ")
+	body := step.Section()
+	fmt.Fprint(c.App.Writer, body)
+	if p := c.String("results"); p != "" {
+		return bench.UpdateSection(p, c.String("section"), body)
+	}
+	return nil
+}
+
+// benchTrainModel writes the model to train into dir (dir/hf) and names it.
+func benchTrainModel(dir, preset string, shape *model.Shape) (string, error) {
+	name, label := "qwen2", "tiny qwen2"
+	if shape != nil {
+		name, label = string(shape.Arch), "random "+preset
+		if full := model.Presets[preset].Layers; shape.Layers < full {
+			label += fmt.Sprintf(", %d of %d layers", shape.Layers, full)
+		}
+	}
+	fam, err := chat.ForArch(name)
+	if err != nil {
+		return "", err
+	}
+	tmpl, err := chat.Template(fam)
+	if err != nil {
+		return "", err
+	}
+	return label, model.WriteTiny(dir, model.TinyOptions{Arch: name, Shape: shape, Seed: 1, ChatTemplate: tmpl})
+}
+
+// runBenchTrain trains dir/hf with umad train itself, in this process (its progress and
+// plan on stderr), and returns its last step with the run's memory plan and peak RSS.
+func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
+	var step bench.TrainStep
+	run := filepath.Join(dir, "run")
+	args := []string{"umad", "train", "--agent", filepath.Join(dir, "hf"), "--algo", "grpo", "--turns", "1",
+		"--synthetic", fmt.Sprint(c.Int("steps") * c.Int("batch")), "--val-synthetic", "0", "--out", run}
+	for _, f := range benchTrainShape {
+		args = append(args, "--"+f, c.String(f))
+	}
+	for _, f := range benchTrainPassed {
+		if c.IsSet(f) {
+			args = append(args, "--"+f+"="+c.String(f))
+		}
+	}
+	app := App()
+	app.Writer, app.ErrWriter, app.Metadata = c.App.ErrWriter, c.App.ErrWriter, map[string]any{}
+	debug.FreeOSMemory() // the generated model's buffers are no part of the run's peak
+	if err := sysmem.ResetPeakRSS(); err != nil {
+		return step, fmt.Errorf("peak memory: %w", err)
+	}
+	if err := app.Run(args); err != nil {
+		return step, fmt.Errorf("train: %w", err)
+	}
+	var err error
+	if step.PeakRSS, err = sysmem.PeakRSS(); err != nil {
+		return step, err
+	}
+	plan, ok := app.Metadata[memoryPlanKey].(*memplan.Plan)
+	if !ok || len(plan.Agents) != 1 {
+		return step, errors.New("train left no memory plan of one agent")
+	}
+	step.Plan = plan
+	train, _, err := trainlog.Read(filepath.Join(run, trainlog.File))
+	if err != nil {
+		return step, err
+	}
+	if len(train) == 0 {
+		return step, errors.New("train logged no step")
+	}
+	step.Metrics = train[len(train)-1] // one agent, one turn: a line per step
+	step.Step = step.Metrics.Step
+	return step, nil
+}
+
+// benchMatmulPeak is libtorch's n x n matrix product on the trainer's device and dtype in
+// FLOP/s, the best of 10 runs.
+func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions) (flops float64, n int, dtype string, err error) {
+	dt, n, dtype := torch.Float32, 1024, "f32"
+	if opts.Precision == trainspec.PrecisionBF16 {
+		dt, dtype = torch.BFloat16, "bf16"
+	}
+	if opts.Device.CUDA {
+		n = 8192
+	}
+	s, err := rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, int64(n), 10)
+	return 2 * float64(n) * float64(n) * float64(n) / s, n, dtype, err
+}
+
+// benchTrainLimits sizes the model's work from the plan and measures the memory bandwidth
+// where llama.cpp decodes.
+func benchTrainLimits(c *ucli.Context, rt *torch.Runtime, layers int, step *bench.TrainStep) error {
+	a := step.Plan.Agents[0].Agent
+	step.LoRA, step.MatmulParams = a.LoRA.Rank > 0, a.Shape.MatmulParams()
+	var err error
+	if step.RolloutBytes, err = a.Shape.DecodeBytes(a.RolloutType); err != nil {
+		return err
+	}
+	step.ParallelSeqs = min(a.Slots, c.Int("batch")*c.Int("g"))
+	if layers == 0 {
+		threads := c.Int("threads")
+		if threads == 0 {
+			threads = engine.SharedThreads(1) // what train gives one agent's engine
+		}
+		step.Bandwidth = bench.ReadBandwidth(512<<20, threads)
+		step.BWHow = fmt.Sprintf("a Go loop summing 512 MiB of host memory on %d threads, llama.cpp's count", threads)
+		return nil
+	}
+	// llama.cpp decodes on the GPU: its memory's bandwidth, by libtorch's copy of 1 GiB of f32.
+	elems := int64(1 << 28)
+	s, err := rt.OpSeconds(torch.BenchCopy, trainspec.Device{CUDA: true}, torch.Float32, elems, 5)
+	if err != nil {
+		return fmt.Errorf("GPU bandwidth: %w", err)
+	}
+	step.Bandwidth, step.BWHow = 2*4*float64(elems)/s, "cuda:0, libtorch's copy of 1 GiB, bytes read and written"
+	return nil
+}
+
+// benchTrainDevice names where the step trained and rolled out.
+func benchTrainDevice(d trainspec.Device, layers int) string {
+	train := "trainer on the CPU"
+	if d.CUDA {
+		train = fmt.Sprintf("trainer on cuda:%d", d.Index)
+	}
+	return train + ", rollouts on " + benchDevice(layers)
+}
