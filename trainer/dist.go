@@ -26,11 +26,13 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/trainlog"
 )
 
-// BucketBytes is the size of the gradient all-reduce's buckets (DDP's default).
-const BucketBytes = 25 << 20
+// BucketBytes is the size of the gradient all-reduce's buckets (DDP's default), which the
+// memory plan counts.
+const BucketBytes = memplan.BucketBytes
 
 // RanksDir holds what ranks other than 0 write in a run directory.
 const RanksDir = "ranks"
