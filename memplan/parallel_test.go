@@ -31,7 +31,9 @@ func TestShardStagesByHand(t *testing.T) {
 	// receives one; rank 0 gathers all moments into host tensors before a checkpoint.
 	p := plan(1, false, false)
 	checkLines(t, p, map[string]int64{"trainer weights (f32)": 4 * P, "AdamW moments (2 x f32, 1/4)": 8 * P / 4,
-		"gradients": 4 * P, "parameter all-gather": 2 * 25 << 20, "checkpoint": 12*P + 8*P})
+		"gradients": 4 * P, "parameter all-gather": 2 * 25 << 20, "checkpoint": 12*P + 8*P,
+		// At start the agent's moments are whole until each rank keeps its part.
+		"AdamW moments, the rest until sharded": 8*P - 8*P/4})
 	if l := lineOf(t, p, 0, "AdamW moments"); !l.Device {
 		t.Errorf("stage 1 moments %+v are not on the GPU", l)
 	}

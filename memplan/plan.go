@@ -101,6 +101,7 @@ type Line struct {
 
 // Phases of an agent's step whose memory comes and goes.
 const (
+	PhaseStart      = "start"
 	PhaseTrain      = "training"
 	PhaseStep       = "optimizer step"
 	PhaseSync       = "weight sync"
@@ -218,7 +219,7 @@ func (ap AgentPlan) phase(name string, device bool) int64 {
 	return n
 }
 
-var phases = []string{PhaseTrain, PhaseStep, PhaseSync, PhaseCheckpoint}
+var phases = []string{PhaseStart, PhaseTrain, PhaseStep, PhaseSync, PhaseCheckpoint}
 
 // Peak is the most memory the run holds at once, on the host or the device, and the
 // agent and phase where that happens: every agent's steady memory plus the largest

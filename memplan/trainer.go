@@ -96,6 +96,12 @@ func (a Agent) trainerLines() []Line {
 	} else {
 		add(dev, 8*n/m, fmt.Sprintf("AdamW moments (2 x f32%s)", part(m)))
 	}
+	if m > 1 && a.Shard == 1 {
+		// Stage 1 as it runs: an agent is loaded with whole moments (rank 0's reach every
+		// rank), then each rank keeps its part, agent after agent. The planned stages would
+		// load their parts alone.
+		add(dev && !a.OffloadOptimizer, 8*n-8*n/m, "AdamW moments, the rest until sharded", PhaseStart)
+	}
 	if !a.lora() {
 		// A second model loaded from the starting weights, frozen, so in the compute dtype;
 		// with LoRA the base is the reference.
