@@ -433,7 +433,8 @@ func trainCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if rc.Trainer.Shard, err = shardStage(c, job.World); err != nil {
+	shard, err := shardStage(c, job.World)
+	if err != nil {
 		return err
 	}
 	d := launch.Spec{World: 1, LocalWorld: 1}
@@ -444,6 +445,7 @@ func trainCmd(c *ucli.Context) error {
 		}
 	}
 	cfg := rc.Trainer
+	cfg.Shard = shard // not in rc: a run resumes under any stage
 	if err := trainProblems(c, &rc, &cfg); err != nil {
 		return err
 	}
