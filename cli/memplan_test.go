@@ -193,6 +193,11 @@ func TestTrainDryRunPerRank(t *testing.T) {
 			t.Errorf("dry run lacks %q:\n%s", want, stdout)
 		}
 	}
+	// The run's own table is one rank's under its stage.
+	stdout, stderr, err = runApp(t, trainArgs(t, out, "1", "--dry-run", "--nproc", "2", "--shard", "1")...)
+	if err != nil || !strings.Contains(stdout, "AdamW moments (2 x f32, 1/2)") || !strings.Contains(stdout, "AdamW moments, the rest until sharded [start]") {
+		t.Errorf("--shard 1 --nproc 2: %v\n%s%s", err, stdout, stderr)
+	}
 	for _, c := range []struct{ shard, nproc, err string }{
 		{"4", "2", "--shard 4: the ZeRO stage is 0, 1, 2 or 3"},
 		{"3", "2", "--shard 3: ZeRO stage 3 is planned, not implemented yet"},
