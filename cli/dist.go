@@ -3,6 +3,7 @@ package cli
 // The multi-process flags of train and debate, read into launch's options (launch/).
 
 import (
+	"fmt"
 	"runtime"
 	"strconv"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
+	"github.com/umad-dev/umad/memplan"
 )
 
 // distFlags are the multi-process flags of train and debate.
@@ -24,6 +26,27 @@ func distFlags() []ucli.Flag {
 		distTimeoutFlag("longest wait for the other ranks (rendezvous and every collective): a rank that died or hangs fails the job after this"),
 		&ucli.StringFlag{Name: "dist-backend", Value: "gloo", Usage: "collectives: gloo (CPU tensors; every libtorch) or nccl (GPU; pip PyTorch builds)"},
 	}
+}
+
+// shardFlag is train's --shard, the ZeRO stage over the ranks.
+func shardFlag() ucli.Flag {
+	return &ucli.IntFlag{Name: "shard", Usage: fmt.Sprintf("with --nproc > 1, the ZeRO stage: 0 replicates the training state on every rank; 1 gives each rank the AdamW moments of its 1/N of the parameters; 2 and 3 (gradients, weights) are planned, not implemented yet (%s; --dry-run prints every stage's memory per rank)", memplan.Implemented())}
+}
+
+// shardStage is --shard for a job of world ranks: one process has nothing to shard and
+// runs stage 0, with a warning; a stage not implemented yet is refused.
+func shardStage(c *ucli.Context, world int) (int, error) {
+	s := c.Int("shard")
+	switch {
+	case s < 0 || s > 3:
+		return 0, fmt.Errorf("--shard %d: the ZeRO stage is 0, 1, 2 or 3", s)
+	case s > 0 && world == 1:
+		fmt.Fprintf(c.App.ErrWriter, "umad: warning: --shard %d with one process: nothing to shard; running as stage 0\n", s)
+		return 0, nil
+	case s > memplan.ImplementedShard:
+		return 0, fmt.Errorf("--shard %d: ZeRO stage %d is planned, not implemented yet (%s)", s, s, memplan.Implemented())
+	}
+	return s, nil
 }
 
 // distTimeoutFlag is --dist-timeout, the bound on waiting for other ranks.

@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/sysmem"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/trainer"
 )
@@ -50,13 +51,17 @@ func memoryBudget(c *ucli.Context, p *memplan.Plan) (memplan.Budget, error) {
 	return b, nil
 }
 
-// checkMemory prints the plan (on stdout for --dry-run, else on stderr) and refuses a run
-// that does not fit, unless --no-memory-check, with one line saying what to change; a dry
-// run is refused as the run would be, so that a script can tell.
-func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime) error {
+// checkMemory prints the plan of one rank of job (on stdout for --dry-run, else on stderr)
+// and refuses a run that does not fit, unless --no-memory-check, with one line saying what
+// to change; a dry run is refused as the run would be, so that a script can tell. A dry run
+// of several ranks also prints each placement's figures per rank.
+func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime, job launch.Spec) error {
 	agents, err := cfg.MemoryPlan(rt.TorchVersion())
 	if err != nil {
 		return err
+	}
+	for i := range agents {
+		agents[i].Shard, agents[i].ShardRanks = cfg.Shard, job.World
 	}
 	p, err := memplan.New(agents)
 	if err != nil {
@@ -74,6 +79,13 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime) error {
 		w = c.App.Writer
 	}
 	p.Write(w, b)
+	if c.Bool("dry-run") && job.World > 1 {
+		// Each rank of the machine gets its share of the host and of the GPUs.
+		local := int64(max(1, job.LocalWorld))
+		if err := memplan.WritePlacements(w, agents, job.World, memplan.Budget{Host: b.Host / local, Device: b.Device / local}); err != nil {
+			return err
+		}
+	}
 	if p.Fits(b) {
 		return nil
 	}

@@ -176,3 +176,42 @@ func checkPlanAgainstRSS(t *testing.T, extra ...string) {
 		t.Errorf("peak RSS %s is not within 0.8-1.25x the planned %s", memplan.Size(peak), memplan.Size(plan))
 	}
 }
+
+// A dry run of several ranks prints each placement's figures per rank and names the
+// cheapest that fits; --shard refuses unknown stages and stages not implemented yet in one
+// line, and runs stage 0 with a warning in one process (issue 32).
+func TestTrainDryRunPerRank(t *testing.T) {
+	torchtest.Open(t)
+	out := filepath.Join(t.TempDir(), "run")
+	stdout, stderr, err := runApp(t, trainArgs(t, out, "1", "--dry-run", "--nproc", "2")...)
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"per rank of 2, each placement", "--shard 1 ", "--shard 3 --offload optimizer", "(planned)",
+		"cheapest placement that fits 2 ranks: --shard 0 (busiest rank: GPU 0.0 KiB, host "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, stdout)
+		}
+	}
+	// The run's own table is one rank's under its stage.
+	stdout, stderr, err = runApp(t, trainArgs(t, out, "1", "--dry-run", "--nproc", "2", "--shard", "1")...)
+	if err != nil || !strings.Contains(stdout, "AdamW moments (2 x f32, 1/2)") || !strings.Contains(stdout, "AdamW moments, the rest until sharded [start]") {
+		t.Errorf("--shard 1 --nproc 2: %v\n%s%s", err, stdout, stderr)
+	}
+	for _, c := range []struct{ shard, nproc, err string }{
+		{"4", "2", "--shard 4: the ZeRO stage is 0, 1, 2 or 3"},
+		{"3", "2", "--shard 3: ZeRO stage 3 is planned, not implemented yet"},
+	} {
+		_, _, err := runApp(t, trainArgs(t, out, "1", "--dry-run", "--nproc", c.nproc, "--shard", c.shard)...)
+		if err == nil || !strings.HasPrefix(err.Error(), c.err) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--shard %s --nproc %s: %v; want one line %q", c.shard, c.nproc, err, c.err)
+		}
+	}
+	_, stderr, err = runApp(t, trainArgs(t, out, "1", "--dry-run", "--shard", "3")...)
+	if err != nil || !strings.Contains(stderr, "warning: --shard 3 with one process: nothing to shard; running as stage 0") {
+		t.Errorf("--shard 3 in one process: %v, stderr:\n%s", err, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the dry runs touched %s (%v)", out, err)
+	}
+}

@@ -102,7 +102,7 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 // trainFlags are train's flags: its own, then the groups it shares with other commands.
 func trainFlags() []ucli.Flag {
 	return slices.Concat(trainProblemFlags(), trainStepFlags(), trainRewardFlags(), trainRunFlags(),
-		samplingFlags(), llamaFlags(), debatePromptFlags(), syntheticFlags(), torchFlags(), memoryFlags(), distFlags(),
+		samplingFlags(), llamaFlags(), debatePromptFlags(), syntheticFlags(), torchFlags(), memoryFlags(), distFlags(), []ucli.Flag{shardFlag()},
 		loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update"))
 }
 
@@ -429,14 +429,23 @@ func trainCmd(c *ucli.Context) error {
 	if !launch.OwnRank() { // the launcher's ranks run the same command
 		rc.Recipe.write(recipeWriter(c), c)
 	}
+	job, _, err := resolveDist(c, true) // the job's shape, which a dry run plans for
+	if err != nil {
+		return err
+	}
+	shard, err := shardStage(c, job.World)
+	if err != nil {
+		return err
+	}
 	d := launch.Spec{World: 1, LocalWorld: 1}
-	if !c.Bool("dry-run") { // a dry run prints one process's plan
+	if !c.Bool("dry-run") { // a dry run starts no ranks
 		var launched bool
 		if d, launched, err = launchRanks(c, rc.Trainer.CheckWorld); launched || err != nil {
 			return err
 		}
 	}
 	cfg := rc.Trainer
+	cfg.Shard = shard // not in rc: a run resumes under any stage
 	if err := trainProblems(c, &rc, &cfg); err != nil {
 		return err
 	}
@@ -456,7 +465,7 @@ func trainCmd(c *ucli.Context) error {
 	cfg.Torch = topts
 	// The plan and the directory's checks come before the directory is touched: a dry run or
 	// a refusal leaves nothing behind.
-	if err := checkMemory(c, cfg, rt); err != nil {
+	if err := checkMemory(c, cfg, rt, job); err != nil {
 		return err
 	}
 	for _, a := range rc.Agents {

@@ -23,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -110,6 +111,69 @@ int64_t bucketed(const std::vector<torch::Tensor>& ts, int64_t bucket_bytes, con
     i = j;
   }
   return sent;
+}
+
+// A Flat reads and writes tensors laid end to end as one flat vector whose first element
+// is at offset start: every trained parameter (start 0), or a rank's part of the moments.
+struct Flat {
+  std::vector<torch::Tensor> pieces;  // flat
+  int64_t start = 0;
+
+  // each calls f(piece, offset into the piece, offset into [lo, lo + n), length) for the
+  // pieces that hold elements [lo, lo + n).
+  template <typename F>
+  void each(int64_t lo, int64_t n, F&& f) const {
+    int64_t at = start;
+    for (auto& p : pieces) {
+      const int64_t a = std::max(lo, at), e = std::min(lo + n, at + p.numel());
+      if (a < e) f(p, a - at, a - lo, e - a);
+      at += p.numel();
+    }
+  }
+};
+
+// gather_parts sends this rank's part [b[rank], b[rank + 1]) of a flat vector, read from
+// mine, to every rank, in rounds of about bucket_bytes with each part padded to one length
+// (Gloo gathers equal sizes); with dst, the other ranks' parts are written there. It
+// returns the bytes this rank handed to the all-gathers.
+int64_t gather_parts(Dist* d, const std::vector<int64_t>& b, const Flat& mine, const Flat* dst,
+                     torch::ScalarType dtype, int64_t bucket_bytes) {
+  int64_t longest = 0;
+  for (int r = 0; r < d->world; r++) longest = std::max(longest, b[size_t(r) + 1] - b[size_t(r)]);
+  const int64_t elem = int64_t(c10::elementSize(dtype));
+  const int64_t chunk = std::max<int64_t>(1, bucket_bytes / elem / d->world);
+  auto part = [&](int r, int64_t off, int64_t c) { return std::clamp<int64_t>(b[size_t(r) + 1] - b[size_t(r)] - off, 0, c); };
+  int64_t sent = 0;
+  for (int64_t off = 0; off < longest; off += chunk) {
+    const int64_t c = std::min(chunk, longest - off), n = part(d->rank, off, c);
+    auto send = torch::zeros({c}, torch::dtype(dtype).device(d->device));
+    mine.each(b[size_t(d->rank)] + off, n, [&](const torch::Tensor& p, int64_t at, int64_t to, int64_t len) {
+      send.narrow(0, to, len).copy_(p.narrow(0, at, len));
+    });
+    std::vector<torch::Tensor> in{send};
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int r = 0; r < d->world; r++) out[0].push_back(torch::empty({c}, send.options()));
+    run(d->pg->allgather(out, in));
+    sent += send.nbytes();
+    if (dst == nullptr) continue;
+    for (int r = 0; r < d->world; r++) {
+      if (r == d->rank && dst->pieces.data() == mine.pieces.data()) continue;  // already there
+      dst->each(b[size_t(r)] + off, part(r, off, c), [&](const torch::Tensor& p, int64_t at, int64_t from, int64_t len) {
+        p.narrow(0, at, len).copy_(out[0][size_t(r)].narrow(0, from, len));
+      });
+    }
+  }
+  return sent;
+}
+
+// shard_layout is the trained parameters of a model sharded over d's ranks and the bounds
+// of the ranks' parts.
+std::pair<Flat, std::vector<int64_t>> shard_layout(Dist* d, umad_model* m) {
+  if (umad::shard_world(m) != d->world) throw std::invalid_argument("the optimizer state is not sharded over this group");
+  Flat params{umad::trained(m), 0};
+  std::vector<int64_t> sizes;
+  for (auto& t : params.pieces) sizes.push_back(t.numel());
+  return {params, umad::shard_bounds(sizes, d->world)};
 }
 
 }  // namespace
@@ -319,5 +383,48 @@ UMAD_EXPORT int umad_dist_barrier(umad_dist* dp, char* err, size_t errlen) {
   return umad::guard(err, errlen, [&] {
     auto d = checked(dp);
     run(d->pg->barrier());
+  });
+}
+
+UMAD_EXPORT int umad_dist_shard_optimizer(umad_dist* dp, umad_model* m, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    torch::NoGradGuard no_grad;
+    umad::shard_optimizer(m, d->rank, d->world);
+  });
+}
+
+UMAD_EXPORT int umad_dist_allgather_params(umad_dist* dp, umad_model* m, int64_t bucket_bytes, int64_t* bytes,
+                                           char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (bucket_bytes < 1) throw std::invalid_argument("bucket size must be positive");
+    torch::NoGradGuard no_grad;
+    auto [params, b] = shard_layout(d, m);
+    if (params.pieces.empty()) return;
+    int64_t sent = gather_parts(d, b, params, &params, params.pieces[0].scalar_type(), bucket_bytes);
+    if (bytes) *bytes = sent;
+  });
+}
+
+UMAD_EXPORT int umad_dist_gather_optimizer(umad_dist* dp, umad_model* m, int32_t root, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (root < 0 || root >= d->world) throw std::invalid_argument("gather root outside the world");
+    torch::NoGradGuard no_grad;
+    auto [params, b] = shard_layout(d, m);
+    if (params.pieces.empty()) return;
+    std::vector<torch::Tensor> whole[2];
+    for (int k = 0; k < 2; k++) {
+      const int32_t what = k == 0 ? UMAD_EXP_AVG : UMAD_EXP_AVG_SQ;
+      Flat mine{umad::shard_moments(m, what), b[size_t(d->rank)]};
+      Flat all;  // the root's host copy; the others only send
+      if (d->rank == root)
+        for (auto& p : params.pieces) all.pieces.push_back(torch::empty({p.numel()}, p.options().device(torch::kCPU)));
+      // The root's own part too: its pieces are not all's.
+      gather_parts(d, b, mine, d->rank == root ? &all : nullptr, params.pieces[0].scalar_type(), int64_t(64) << 20);
+      whole[k] = all.pieces;
+    }
+    if (d->rank == root) umad::set_gathered(m, whole[0], whole[1]);
   });
 }

@@ -43,6 +43,34 @@ at::Tensor sum_of_squares(const at::Tensor& g);
 void adamw_update(const at::Tensor& p, const at::Tensor& g, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
                   const umad_adamw& opt, double coef, double bc1, double bc2);
 
+// kAdamSlice is the length of the slices adamw_update takes a CPU tensor in; a shard of the
+// optimizer starts a tensor's part at a multiple of it, so each rank updates exactly the
+// slices one process would, and the weights come out bit-identical.
+constexpr int64_t kAdamSlice = int64_t(1) << 18;
+
+// ZeRO stage 1 (kernels/umad_dist.cpp): the trained elements (every trained parameter,
+// flattened, in checkpoint order) are cut into world contiguous parts; rank r keeps the
+// AdamW moments of part r and updates that part. shard_bounds are the world + 1 offsets of
+// the parts of tensors of those sizes, cut at a tensor's edge or a multiple of kAdamSlice
+// into it (kernels/umad_optim.cpp).
+std::vector<int64_t> shard_bounds(const std::vector<int64_t>& sizes, int world);
+
+// trained returns the trained parameters in checkpoint order, flattened views.
+std::vector<at::Tensor> trained(umad_model* m);
+
+// shard_optimizer keeps this rank's part of whole moments, or keeps the part it has and
+// drops the gathered copy of set_gathered; shard_world is 1 for an unsharded model.
+void shard_optimizer(umad_model* m, int rank, int world);
+int shard_world(umad_model* m);
+
+// shard_moments returns this rank's part of exp_avg or exp_avg_sq (UMAD_EXP_AVG...), flat
+// pieces in trained order that together are the elements [bounds[rank], bounds[rank+1]).
+std::vector<at::Tensor> shard_moments(umad_model* m, int32_t what);
+
+// set_gathered hands a sharded model whole moments of the trained parameters (trained
+// order), which reads of the optimizer state see until shard_optimizer drops them.
+void set_gathered(umad_model* m, const std::vector<at::Tensor>& avg, const std::vector<at::Tensor>& avg_sq);
+
 // masked_mean is the mean of x over the tokens where the 0/1 mask is 1.
 at::Tensor masked_mean(const at::Tensor& x, const at::Tensor& mask);
 

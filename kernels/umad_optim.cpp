@@ -29,7 +29,7 @@ void adamw_update(const Tensor& p, const Tensor& g, const Tensor& exp_avg, const
   // passes stay in cache and its temporary comes back from malloc's heap instead of a
   // parameter-sized buffer mapped and page-faulted in every step (2 GB per step at the 0.5B
   // shape). The same ops in the same order: bit-identical to the whole tensor.
-  const int64_t n = p.numel(), slice = p.is_cuda() ? n : int64_t(1) << 18;
+  const int64_t n = p.numel(), slice = p.is_cuda() ? n : kAdamSlice;
   auto pf = p.view({-1}), gf = g.view({-1}), ef = exp_avg.view({-1}), sf = exp_avg_sq.view({-1});
   for (int64_t s = 0; s < n; s += slice) {
     const int64_t len = std::min(slice, n - s);
@@ -42,6 +42,24 @@ void adamw_update(const Tensor& p, const Tensor& g, const Tensor& exp_avg, const
     auto denom = eas.sqrt().div_(std::sqrt(bc2)).add_(opt.eps);
     ps.addcdiv_(ea, denom, -opt.lr / bc1);
   }
+}
+
+std::vector<int64_t> shard_bounds(const std::vector<int64_t>& sizes, int world) {
+  int64_t total = 0;
+  for (auto n : sizes) total += n;
+  std::vector<int64_t> out{0};
+  int64_t start = 0;  // of tensor i
+  size_t i = 0;
+  for (int r = 1; r < world; r++) {
+    const int64_t target = total / world * r + total % world * r / world;  // total * r / world
+    while (i < sizes.size() && start + sizes[i] < target) start += sizes[i++];
+    int64_t edge = total;
+    if (i < sizes.size())  // the first cut at or after target inside tensor i
+      edge = start + std::min(sizes[i], (target - start + kAdamSlice - 1) / kAdamSlice * kAdamSlice);
+    out.push_back(std::max(edge, out.back()));
+  }
+  out.push_back(total);
+  return out;
 }
 
 }  // namespace umad

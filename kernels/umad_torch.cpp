@@ -293,6 +293,12 @@ struct Model {
   // AdamW state, only for trainable models.
   std::map<std::string, Tensor> exp_avg, exp_avg_sq;
   int64_t step = 0, skipped_total = 0;
+  // Sharded over shard_world ranks (ZeRO stage 1, umad::shard_optimizer): exp_avg holds
+  // only this rank's part of a parameter, flat, from element shard_off; the parameters
+  // outside the part have no moments here. gathered_* are whole moments a checkpoint reads.
+  int shard_rank = 0, shard_world = 1;
+  std::map<std::string, int64_t> shard_off;
+  std::map<std::string, Tensor> gathered_avg, gathered_avg_sq;
 
   void expect(const std::string& name, std::vector<int64_t> shape) {
     names.push_back(name);
@@ -488,6 +494,14 @@ struct Model {
       case UMAD_GRAD: return it->second.mutable_grad();
       case UMAD_EXP_AVG:
       case UMAD_EXP_AVG_SQ: {
+        if (shard_world > 1) {
+          auto& g = what == UMAD_EXP_AVG ? gathered_avg : gathered_avg_sq;
+          auto s = g.find(name);
+          if (s != g.end()) return s->second;
+          if (exp_avg.count(name) || it->second.requires_grad())
+            throw ArgError("the optimizer state of " + name + " is sharded over " + std::to_string(shard_world) +
+                           " ranks; gather it first");
+        }
         auto& st = what == UMAD_EXP_AVG ? exp_avg : exp_avg_sq;
         auto s = st.find(name);
         if (s == st.end())
@@ -1179,8 +1193,15 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
       auto& p = kv.second;
       if (!p.requires_grad()) continue;
       auto g = p.grad();
-      if (!g.defined()) continue;
-      umad::adamw_update(p.detach(), g, m->exp_avg.at(kv.first), m->exp_avg_sq.at(kv.first), *opt, coef, bc1, bc2);
+      auto ea = m->exp_avg.find(kv.first);
+      if (!g.defined() || ea == m->exp_avg.end()) continue;  // none: another rank's part
+      auto w = p.detach();
+      if (m->shard_world > 1) {  // this rank's part, starting at a slice of the whole update
+        const int64_t off = m->shard_off.at(kv.first), n = ea->second.numel();
+        w = w.view({-1}).narrow(0, off, n);
+        g = g.view({-1}).narrow(0, off, n);
+      }
+      umad::adamw_update(w, g, ea->second, m->exp_avg_sq.at(kv.first), *opt, coef, bc1, bc2);
     }
     umad_zero_grad(mp);
     stats->step = m->step;
@@ -1203,6 +1224,7 @@ std::vector<Tensor> parameters(umad_model* mp) {
 
 std::vector<Tensor> optimizer_state(umad_model* mp) {
   auto m = ready(mp);
+  if (m->shard_world > 1) throw ArgError("the optimizer state is sharded over ranks");
   std::vector<Tensor> out;
   for (auto& n : m->names) {
     auto it = m->exp_avg.find(n);  // none for a frozen model or a LoRA model's base
@@ -1211,6 +1233,74 @@ std::vector<Tensor> optimizer_state(umad_model* mp) {
     out.push_back(m->exp_avg_sq.at(n));
   }
   return out;
+}
+
+std::vector<Tensor> trained(umad_model* mp) {
+  auto m = ready(mp);
+  std::vector<Tensor> out;
+  for (auto& n : m->names) {
+    auto& p = m->params.at(n);
+    if (p.requires_grad()) out.push_back(p.detach().view({-1}));
+  }
+  return out;
+}
+
+int shard_world(umad_model* mp) { return ready(mp)->shard_world; }
+
+void shard_optimizer(umad_model* mp, int rank, int world) {
+  auto m = ready(mp);
+  if (!m->cfg.trainable) throw ArgError("a frozen model has no optimizer state to shard");
+  if (world < 1 || rank < 0 || rank >= world) throw ArgError("shard rank outside the world");
+  m->gathered_avg.clear();
+  m->gathered_avg_sq.clear();
+  if (m->shard_world == world && m->shard_rank == rank) return;
+  if (m->shard_world != 1) throw ArgError("the optimizer state is sharded over another group");
+  std::vector<int64_t> sizes;
+  for (auto& t : trained(mp)) sizes.push_back(t.numel());
+  const auto b = shard_bounds(sizes, world);
+  const int64_t lo = b[size_t(rank)], hi = b[size_t(rank) + 1];
+  int64_t start = 0;
+  for (auto& n : m->names) {
+    if (!m->params.at(n).requires_grad()) continue;
+    const int64_t size = m->params.at(n).numel(), a = std::max(lo, start) - start,
+                  e = std::min(hi, start + size) - start;
+    start += size;
+    if (a >= e) {
+      m->exp_avg.erase(n);
+      m->exp_avg_sq.erase(n);
+      continue;
+    }
+    // A copy of the part, so that the whole tensor is freed.
+    m->exp_avg[n] = m->exp_avg.at(n).reshape({-1}).narrow(0, a, e - a).clone();
+    m->exp_avg_sq[n] = m->exp_avg_sq.at(n).reshape({-1}).narrow(0, a, e - a).clone();
+    m->shard_off[n] = a;
+  }
+  m->shard_rank = rank;
+  m->shard_world = world;
+}
+
+std::vector<Tensor> shard_moments(umad_model* mp, int32_t what) {
+  auto m = ready(mp);
+  auto& st = what == UMAD_EXP_AVG ? m->exp_avg : m->exp_avg_sq;
+  std::vector<Tensor> out;
+  for (auto& n : m->names) {
+    auto it = st.find(n);
+    if (it != st.end()) out.push_back(it->second.view({-1}));
+  }
+  return out;
+}
+
+void set_gathered(umad_model* mp, const std::vector<Tensor>& avg, const std::vector<Tensor>& avg_sq) {
+  auto m = ready(mp);
+  size_t i = 0;
+  for (auto& n : m->names) {
+    auto& p = m->params.at(n);
+    if (!p.requires_grad()) continue;
+    if (i >= avg.size() || i >= avg_sq.size()) throw ArgError("gathered moments: too few tensors");
+    m->gathered_avg[n] = avg[i].view(p.sizes());
+    m->gathered_avg_sq[n] = avg_sq[i].view(p.sizes());
+    i++;
+  }
 }
 
 }  // namespace umad

@@ -294,7 +294,21 @@ typedef struct umad_step_stats {
   X(int, dist_allgather,                                                                         \
     (umad_dist* d, const void* data, int64_t n, int64_t* lens, void** out, char* err,            \
      size_t errlen), (d, data, n, lens, out, err, errlen))                                       \
-  X(int, dist_barrier, (umad_dist* d, char* err, size_t errlen), (d, err, errlen))
+  X(int, dist_barrier, (umad_dist* d, char* err, size_t errlen), (d, err, errlen))              \
+  /* ZeRO stage 1: keeps this rank's part of m's AdamW moments, which the optimizer step then   \
+   * updates alone (umad_internal.h's shard_bounds cuts the parts); on a sharded model, drops   \
+   * the copy dist_gather_optimizer made. */                                                    \
+  X(int, dist_shard_optimizer, (umad_dist* d, umad_model* m, char* err, size_t errlen),          \
+    (d, m, err, errlen))                                                                         \
+  /* After a sharded step: every rank's updated part of the weights to every rank, all-gathered  \
+   * in buckets of about bucket_bytes; bytes gets what this rank sent. */                        \
+  X(int, dist_allgather_params,                                                                  \
+    (umad_dist* d, umad_model* m, int64_t bucket_bytes, int64_t* bytes, char* err,               \
+     size_t errlen), (d, m, bucket_bytes, bytes, err, errlen))                                   \
+  /* The sharded moments, whole, into host memory on root, where reads of UMAD_EXP_AVG(_SQ)     \
+   * see them until the next dist_shard_optimizer (a checkpoint). */                             \
+  X(int, dist_gather_optimizer, (umad_dist* d, umad_model* m, int32_t root, char* err,           \
+    size_t errlen), (d, m, root, err, errlen))
 
 #define UMAD_TORCH_DECLARE(ret, name, params, args) ret umad_##name params;
 #define UMAD_TORCH_DECLARE_VOID(name, params, args) void umad_##name params;

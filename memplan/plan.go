@@ -73,6 +73,14 @@ type Agent struct {
 	SeqContext int
 	KVType     string // f16, f32 or q8_0
 	GPULayers  int    // > 0: llama.cpp's weights and KV cache in device memory
+	// Placement over the ranks of a multi-process run (parallel.go): the ranks that share
+	// this agent's training state, the ZeRO stage that shards it over them, the AdamW state
+	// in host memory, and a rank that only serves the agent's rollouts (its training state
+	// lives on another group of ranks). The zero values are one process holding everything.
+	ShardRanks       int
+	Shard            int
+	OffloadOptimizer bool
+	RolloutOnly      bool
 }
 
 // Budget is the memory a run may use: Host is MemAvailable, Device the GPU memory; 0 is
@@ -93,6 +101,7 @@ type Line struct {
 
 // Phases of an agent's step whose memory comes and goes.
 const (
+	PhaseStart      = "start"
 	PhaseTrain      = "training"
 	PhaseStep       = "optimizer step"
 	PhaseSync       = "weight sync"
@@ -155,6 +164,10 @@ func (a Agent) check() error {
 		return fmt.Errorf("%d slots of %d tokens: each must be at least 1", a.Slots, a.seqContext())
 	case a.LoRA.Rank < 0:
 		return fmt.Errorf("LoRA rank %d is negative", a.LoRA.Rank)
+	case a.Shard < 0 || a.Shard > 3:
+		return fmt.Errorf("ZeRO stage %d (want 0 to 3)", a.Shard)
+	case a.ShardRanks < 0:
+		return fmt.Errorf("%d ranks share the training state", a.ShardRanks)
 	}
 	for _, d := range []DType{a.DType, a.LoRA.BaseDType} {
 		if d != "" && d != F32 && d != BF16 {
@@ -206,7 +219,7 @@ func (ap AgentPlan) phase(name string, device bool) int64 {
 	return n
 }
 
-var phases = []string{PhaseTrain, PhaseStep, PhaseSync, PhaseCheckpoint}
+var phases = []string{PhaseStart, PhaseTrain, PhaseStep, PhaseSync, PhaseCheckpoint}
 
 // Peak is the most memory the run holds at once, on the host or the device, and the
 // agent and phase where that happens: every agent's steady memory plus the largest

@@ -44,6 +44,27 @@ func (a Agent) trainable() (n, largest int64) {
 	return n, largest
 }
 
+// BucketBytes is the size of the buckets the gradients and sharded weights travel in between
+// ranks (DDP's default; trainer.BucketBytes).
+const BucketBytes = 25 << 20
+
+// shards is what a ZeRO stage divides a part of the training state by: the ranks sharing it
+// when the agent's stage is at least from, else 1 (replicated).
+func (a Agent) shards(from int) int64 {
+	if a.Shard >= from && a.ShardRanks > 1 {
+		return int64(a.ShardRanks)
+	}
+	return 1
+}
+
+// part names the share of a sharded line.
+func part(d int64) string {
+	if d == 1 {
+		return ""
+	}
+	return fmt.Sprintf(", 1/%d", d)
+}
+
 func (a Agent) trainerLines() []Line {
 	P := a.Shape.Params()
 	n, largest := a.trainable()
@@ -51,23 +72,54 @@ func (a Agent) trainerLines() []Line {
 	add := func(device bool, bytes int64, name string, phases ...string) {
 		lines = append(lines, Line{Name: name, Bytes: bytes, Phases: phases, Device: device})
 	}
-	dev := a.CUDA
-	if a.lora() {
-		add(dev, P*computeBytes(a.baseDType()), fmt.Sprintf("base weights (%s, frozen)", a.baseDType()))
-		add(dev, 4*n, fmt.Sprintf("LoRA adapters (rank %d, f32)", a.LoRA.Rank))
-	} else if a.DType == BF16 {
-		add(dev, 4*P, "trainer weights (f32 masters, bf16 compute)")
-	} else {
-		add(dev, 4*P, "trainer weights (f32)")
+	// The sync and the checkpoints read the trained tensors into Go as f32: the sync the
+	// weights, a checkpoint the weights and then both moments, all held until written. A
+	// rank that only serves the agent's rollouts receives its weights the same way.
+	add(false, 4*n, "sync export (Go copy)", PhaseSync)
+	if a.RolloutOnly {
+		return lines
 	}
-	add(dev, 8*n, "AdamW moments (2 x f32)")
+	dev := a.CUDA
+	// Stage 3 shards the weights, the reference's too, and gathers them layer by layer.
+	w := a.shards(3)
+	if a.lora() {
+		add(dev, P*computeBytes(a.baseDType())/w, fmt.Sprintf("base weights (%s, frozen%s)", a.baseDType(), part(w)))
+		add(dev, 4*n/w, fmt.Sprintf("LoRA adapters (rank %d, f32%s)", a.LoRA.Rank, part(w)))
+	} else if a.DType == BF16 {
+		add(dev, 4*P/w, fmt.Sprintf("trainer weights (f32 masters, bf16 compute%s)", part(w)))
+	} else {
+		add(dev, 4*P/w, fmt.Sprintf("trainer weights (f32%s)", part(w)))
+	}
+	m := a.shards(1)
+	if a.OffloadOptimizer {
+		add(false, 8*n/m, fmt.Sprintf("AdamW moments (2 x f32%s, host)", part(m)))
+	} else {
+		add(dev, 8*n/m, fmt.Sprintf("AdamW moments (2 x f32%s)", part(m)))
+	}
+	if m > 1 && a.Shard == 1 {
+		// Stage 1 as it runs: an agent is loaded with whole moments (rank 0's reach every
+		// rank), then each rank keeps its part, agent after agent. The planned stages would
+		// load their parts alone.
+		add(dev && !a.OffloadOptimizer, 8*n-8*n/m, "AdamW moments, the rest until sharded", PhaseStart)
+	}
 	if !a.lora() {
 		// A second model loaded from the starting weights, frozen, so in the compute dtype;
 		// with LoRA the base is the reference.
-		add(dev, P*computeBytes(a.DType), fmt.Sprintf("reference model (%s)", cmp.Or(a.DType, F32)))
+		add(dev, P*computeBytes(a.DType)/w, fmt.Sprintf("reference model (%s%s)", cmp.Or(a.DType, F32), part(w)))
 	}
-	// Gradients accumulate into the f32 parameters (masters) at either dtype.
-	add(dev, 4*n, "gradients", PhaseTrain, PhaseStep)
+	if w > 1 {
+		// Two layers' weights gathered at a time (one in use, the next arriving) and the
+		// embedding or head, f32.
+		perLayer := (P - int64(a.Shape.Vocab*a.Shape.Hidden)) / int64(a.Shape.Layers)
+		add(dev, 4*(2*perLayer+int64(a.Shape.Vocab*a.Shape.Hidden)), "gathered weights (stage 3)", PhaseTrain)
+	}
+	// Gradients accumulate into the f32 parameters (masters) at either dtype; stage 2 keeps
+	// this rank's part and two buckets on their way to the reduce-scatter.
+	if g := a.shards(2); g > 1 {
+		add(dev, 4*n/g+2*BucketBytes, fmt.Sprintf("gradients (1/%d and 2 buckets)", g), PhaseTrain, PhaseStep)
+	} else {
+		add(dev, 4*n, "gradients", PhaseTrain, PhaseStep)
+	}
 	ckpt := ""
 	if a.GradCheckpoint {
 		ckpt = ", checkpointed"
@@ -75,11 +127,19 @@ func (a Agent) trainerLines() []Line {
 	add(dev, a.activations(), fmt.Sprintf("activations (%d seqs x %d tokens%s)", a.MicroBatchSeqs, a.PromptTokens+a.ResponseTokens, ckpt), PhaseTrain)
 	// AdamW's denominator of the largest tensor (a GPU takes it whole, the CPU in slices);
 	// the gradient norm needs only one value per 1,024.
-	add(dev, 4*largest, "optimizer step (AdamW temporary)", PhaseStep)
-	// The sync and the checkpoints read the trained tensors into Go as f32: the sync the
-	// weights, a checkpoint the weights and then both moments, all held until written.
-	add(false, 4*n, "sync export (Go copy)", PhaseSync)
-	add(false, 12*n, "checkpoint (Go copies)", PhaseCheckpoint)
+	add(dev && !a.OffloadOptimizer, 4*largest, "optimizer step (AdamW temporary)", PhaseStep)
+	if a.OffloadOptimizer {
+		add(false, 4*n/m, fmt.Sprintf("gradients copied to the host (f32%s)", part(m)), PhaseStep)
+	}
+	if m > 1 {
+		// The updated parameters' all-gather: this rank's bucket out, every rank's back.
+		add(dev, 2*BucketBytes, "parameter all-gather (buckets)", PhaseStep)
+	}
+	ck := 12 * n
+	if m > 1 {
+		ck += 8 * n // rank 0 gathers the moments into host tensors before they are written
+	}
+	add(false, ck, "checkpoint (Go copies)", PhaseCheckpoint)
 	return lines
 }
 

@@ -98,8 +98,13 @@ func newestCheckpoint(root string) (*checkpointInfo, error) {
 // tokenizer and a GGUF) under checkpoints/step-N, built in a temporary directory and renamed into place, then
 // points latest at it and removes all but the newest KeepLast.
 func (t *Trainer) checkpoint() (err error) {
-	if !t.lead() {
-		return nil // rank 0's weights are every rank's
+	if !t.lead() { // rank 0's weights are every rank's; sharded moments it gathers
+		for i := range t.agents {
+			if err := t.gatherOptimizer(i); err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+		}
+		return nil
 	}
 	root := filepath.Join(t.cfg.Out, CheckpointsDir)
 	name := fmt.Sprintf("%s%06d", stepPrefix, t.step)
@@ -121,7 +126,10 @@ func (t *Trainer) checkpoint() (err error) {
 	}()
 	for i, a := range t.agents {
 		dir := AgentCheckpointDir(tmp, i)
-		if err := a.actor.Save(dir); err != nil {
+		if err := t.gatherOptimizer(i); err != nil {
+			return err
+		}
+		if err := errors.Join(a.actor.Save(dir), t.releaseOptimizer(i)); err != nil {
 			return err
 		}
 		gguf := filepath.Join(dir, "model.gguf")

@@ -122,7 +122,10 @@ type Config struct {
 	Progress io.Writer `json:"-"`
 	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
 	Group *torch.Group `json:"-"`
-	hooks *testHooks   // nil outside tests
+	// Shard is the ZeRO stage over the Group's ranks (dist.go): 0 replicates the training
+	// state, 1 shards the AdamW moments. Not recorded: a run resumes under any stage.
+	Shard int        `json:"-"`
+	hooks *testHooks // nil outside tests
 }
 
 // testHooks let a test see what a step computed.

@@ -1,8 +1,9 @@
 package trainer
 
 // Data parallelism over several processes (Config.Group, a c10d process group). Every rank
-// holds every agent's whole model and optimizer state (replicated; ZeRO-1 would shard the
-// AdamW moments) and its own rollout engines. A step's problems are split into contiguous
+// holds every agent's whole model and optimizer state (replicated), or with Config.Shard 1
+// the AdamW moments of its part of the parameters only (ZeRO stage 1), and its own rollout
+// engines. A step's problems are split into contiguous
 // shares, so whole GRPO groups stay on one rank and advantages need nothing from the
 // others; each rank rolls out, scores and back-propagates its share, and the gradients are
 // summed over the ranks before every optimizer step. The loss of a mini-batch is already a
@@ -26,11 +27,13 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/trainlog"
 )
 
-// BucketBytes is the size of the gradient all-reduce's buckets (DDP's default).
-const BucketBytes = 25 << 20
+// BucketBytes is the size of the gradient all-reduce's buckets (DDP's default), which the
+// memory plan counts.
+const BucketBytes = memplan.BucketBytes
 
 // RanksDir holds what ranks other than 0 write in a run directory.
 const RanksDir = "ranks"
@@ -170,26 +173,73 @@ func gatherJSON[T any](g *torch.Group, local []T) ([]T, error) {
 	return all, nil
 }
 
-// broadcastModels makes every rank's actors (weights and optimizer state) and references
-// rank 0's: a resumed run's checkpoint needs to be readable by rank 0 only, and a rank
-// on another machine cannot silently start from other files.
-func (t *Trainer) broadcastModels() error {
-	g := t.cfg.Group
+// placeAgent makes every rank's agent i (actor weights and optimizer state, reference)
+// rank 0's: a resumed run's checkpoint needs to be readable by rank 0 only, and a rank on
+// another machine cannot silently start from other files. With --shard 1 each rank then
+// keeps its part of the actor's AdamW moments. Agent by agent, as open loads them: at
+// most one agent's moments are whole at a time.
+func (t *Trainer) placeAgent(i int) error {
+	g, a := t.cfg.Group, t.agents[i]
 	if g == nil {
 		return nil
 	}
-	for i, a := range t.agents {
-		if err := g.BroadcastModel(a.actor.Model, 0); err != nil {
-			return fmt.Errorf("agent %d: %w", i, err)
-		}
-		if a.ref == nil {
-			continue // a LoRA actor's base is its reference
-		}
+	if err := g.BroadcastModel(a.actor.Model, 0); err != nil {
+		return fmt.Errorf("agent %d: %w", i, err)
+	}
+	if a.ref != nil { // a LoRA actor's base is its reference
 		if err := g.BroadcastModel(a.ref.Model, 0); err != nil {
 			return fmt.Errorf("agent %d reference: %w", i, err)
 		}
 	}
+	if !t.sharded() {
+		return nil
+	}
+	if err := g.ShardOptimizer(a.actor.Model); err != nil {
+		return fmt.Errorf("agent %d: %w", i, err)
+	}
 	return nil
+}
+
+// sharded reports whether the actors' AdamW moments are sharded over the ranks (ZeRO
+// stage 1, Config.Shard).
+func (t *Trainer) sharded() bool { return t.cfg.Group != nil && t.cfg.Shard > 0 }
+
+// checkShard checks that every rank runs the same --shard, which is not part of the
+// configuration the ranks compare (a run resumes under any stage).
+func (t *Trainer) checkShard() error {
+	if t.cfg.Group == nil {
+		return nil
+	}
+	return t.cfg.Group.Agree("--shard", []byte{byte(t.cfg.Shard)})
+}
+
+// gatherParams completes a sharded optimizer step, in which each rank updated its part of
+// the weights: every rank gets the others' parts. A skipped step (a norm that is not
+// finite, on every rank alike, since the gradients were summed) changed nothing.
+func (t *Trainer) gatherParams(m *torch.Model, skipped bool) error {
+	if !t.sharded() || skipped {
+		return nil
+	}
+	return t.cfg.Group.AllGatherParams(m, BucketBytes)
+}
+
+// gatherOptimizer brings agent i's sharded moments whole to rank 0, which writes them in
+// a checkpoint as one process would, then drops them with releaseOptimizer.
+func (t *Trainer) gatherOptimizer(i int) error {
+	if !t.sharded() {
+		return nil
+	}
+	if err := t.cfg.Group.GatherOptimizer(t.agents[i].actor.Model, 0); err != nil {
+		return fmt.Errorf("agent %d: %w", i, err)
+	}
+	return nil
+}
+
+func (t *Trainer) releaseOptimizer(i int) error {
+	if !t.sharded() {
+		return nil
+	}
+	return t.cfg.Group.ShardOptimizer(t.agents[i].actor.Model)
 }
 
 // reduceRolloutStats makes a step's rollout statistics the whole job's: counts summed, the

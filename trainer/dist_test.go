@@ -32,10 +32,11 @@ type observed struct {
 // kept on disk.
 // distCase is a data-parallel run to compare with one process: its ranks, LoRA or not
 // (rank-4 adapters on a bf16 base, no dropout: its masks follow each process's count of
-// training passes), steps and groups per mini-batch.
+// training passes), steps, groups per mini-batch and ZeRO stage.
 type distCase struct {
 	World, Steps, MiniBatch int
 	LoRA                    bool
+	Shard                   int
 }
 
 func distConfig(t *testing.T, start string, tc distCase) Config {
@@ -96,9 +97,80 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 	// of 2 groups in one mini-batch, whose sum is then associated differently from one
 	// process's: (g0+g1)+(g2+g3)+(g4+g5); one step, since weights that differ in the last
 	// bits may sample another token later.
+	// --shard 1: each rank updates its part of the weights from its part of the moments,
+	// which changes no arithmetic (three ranks: the tolerance of their sum's association).
 	for _, tc := range []distCase{{World: 2, Steps: 3, MiniBatch: 4}, {World: 2, Steps: 3, MiniBatch: 4, LoRA: true},
-		{World: 3, Steps: 1, MiniBatch: 6}} {
-		t.Run(fmt.Sprintf("ranks=%d,lora=%v", tc.World, tc.LoRA), func(t *testing.T) { matchOneProcess(t, rt, start, tc) })
+		{World: 3, Steps: 1, MiniBatch: 6}, {World: 2, Steps: 3, MiniBatch: 4, Shard: 1}, {World: 2, Steps: 3, MiniBatch: 4, LoRA: true, Shard: 1},
+		{World: 3, Steps: 1, MiniBatch: 6, Shard: 1}} {
+		t.Run(fmt.Sprintf("ranks=%d,lora=%v,shard=%d", tc.World, tc.LoRA, tc.Shard), func(t *testing.T) { matchOneProcess(t, rt, start, tc) })
+	}
+}
+
+// runRanks runs tc over tc.World Gloo ranks (TestDataParallelRank) into out; rank 0 writes
+// what it observed to dump, when given.
+func runRanks(t *testing.T, start, out, dump string, tc distCase) {
+	t.Helper()
+	spec, err := json.Marshal(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, res := range disttest.Spawn(t, "TestDataParallelRank", tc.World, 5*time.Minute, "UMAD_TEST_START="+start,
+		"UMAD_TEST_OUT="+out, "UMAD_TEST_DUMP="+dump, "UMAD_TEST_CASE="+string(spec)) {
+		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestDataParallelRank") {
+			t.Fatalf("rank %d: %v\n%s", r, res.Err, res.Output)
+		}
+	}
+}
+
+// sameCheckpoint reports which of agent 0's weights and optimizer state differ, byte for
+// byte, between two runs' checkpoints of step.
+func sameCheckpoint(t *testing.T, a, b string, step int) []string {
+	t.Helper()
+	var differ []string
+	for _, f := range []string{"model.safetensors", hfmodel.OptimizerFile} {
+		dir := func(run string) string {
+			return AgentCheckpointDir(filepath.Join(run, CheckpointsDir, fmt.Sprintf("%s%06d", stepPrefix, step)), 0)
+		}
+		if !sameBytes(t, filepath.Join(dir(a), f), filepath.Join(dir(b), f)) {
+			differ = append(differ, f)
+		}
+	}
+	return differ
+}
+
+// A run resumes across --shard and the number of processes: 2 ranks with sharded AdamW
+// moments for 2 steps, then one process for the third; one process for 2 steps, then 2
+// sharded ranks for the third. Both end with the checkpoint of one process's 3 steps, byte
+// for byte: the sharded checkpoint holds the whole moments, and a sharded resume takes its
+// part of them.
+func TestShardedResume(t *testing.T) {
+	rt := torchtest.Open(t)
+	start := warmStart(t, rt, "qwen2")
+	tc := distCase{World: 2, Steps: 3, MiniBatch: 4, Shard: 1}
+	whole := distConfig(t, start, tc)
+	if err := Run(context.Background(), rt, whole); err != nil {
+		t.Fatal(err)
+	}
+	two := tc
+	two.Steps = 2
+	sharded := t.TempDir()
+	runRanks(t, start, sharded, "", two)
+	one := distConfig(t, start, tc)
+	one.Out = sharded
+	if err := Run(context.Background(), rt, one); err != nil {
+		t.Fatal(err)
+	}
+	if d := sameCheckpoint(t, whole.Out, sharded, 3); len(d) > 0 {
+		t.Errorf("2 sharded ranks, then one process: %v differ from one process's", d)
+	}
+
+	first := distConfig(t, start, two)
+	if err := Run(context.Background(), rt, first); err != nil {
+		t.Fatal(err)
+	}
+	runRanks(t, start, first.Out, "", tc)
+	if d := sameCheckpoint(t, whole.Out, first.Out, 3); len(d) > 0 {
+		t.Errorf("one process, then 2 sharded ranks: %v differ from one process's", d)
 	}
 }
 
@@ -111,16 +183,7 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 		t.Fatal(err)
 	}
 	out, dump := t.TempDir(), filepath.Join(t.TempDir(), "observed.json")
-	spec, err := json.Marshal(tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r, res := range disttest.Spawn(t, "TestDataParallelRank", tc.World, 5*time.Minute, "UMAD_TEST_START="+start,
-		"UMAD_TEST_OUT="+out, "UMAD_TEST_DUMP="+dump, "UMAD_TEST_CASE="+string(spec)) {
-		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestDataParallelRank") {
-			t.Fatalf("rank %d: %v\n%s", r, res.Err, res.Output)
-		}
-	}
+	runRanks(t, start, out, dump, tc)
 	var got observed
 	b, err := os.ReadFile(dump)
 	if err != nil {
@@ -197,8 +260,10 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 		return AgentCheckpointDir(filepath.Join(run, CheckpointsDir, fmt.Sprintf("%s%06d", stepPrefix, tc.Steps)), 0)
 	}
 	if lora { // a PEFT directory; two ranks' sums are exact (distNoise), so are the adapters
-		if !sameBytes(t, filepath.Join(agentDir(one.Out), "adapter_model.safetensors"), filepath.Join(agentDir(out), "adapter_model.safetensors")) {
-			t.Error("adapters after 3 steps differ from one process's")
+		for _, f := range []string{"adapter_model.safetensors", hfmodel.OptimizerFile} {
+			if !sameBytes(t, filepath.Join(agentDir(one.Out), f), filepath.Join(agentDir(out), f)) {
+				t.Errorf("%s after 3 steps differs from one process's", f)
+			}
 		}
 	} else {
 		final := func(run string) map[string][]float32 {
@@ -230,6 +295,11 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 			t.Errorf("weights after %d steps differ from one process's by %.3g relative, %.3g at most", tc.Steps, worst, most)
 		}
 		t.Logf("weights after %d steps: %.3g relative to one process's, %.3g at most", tc.Steps, worst, most)
+		// Two ranks' sums are one process's (distNoise): so are the weights and the AdamW
+		// moments, sharded or not, byte for byte.
+		if d := sameCheckpoint(t, one.Out, out, tc.Steps); tc.World == 2 && len(d) > 0 {
+			t.Errorf("after %d steps, %v differ from one process's", tc.Steps, d)
+		}
 	}
 	a, av := readMetrics(t, one.Out)
 	b2, bv := readMetrics(t, out)
@@ -307,13 +377,13 @@ func TestDataParallelRank(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"), tc)
-	cfg.Out, cfg.Group = os.Getenv("UMAD_TEST_OUT"), g
+	cfg.Out, cfg.Group, cfg.Shard = os.Getenv("UMAD_TEST_OUT"), g, tc.Shard
 	var o observed
 	observe(t, &cfg, &o)
 	if err := Run(context.Background(), rt, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if rank == 0 {
+	if rank == 0 && os.Getenv("UMAD_TEST_DUMP") != "" {
 		b, err := json.Marshal(o)
 		if err != nil {
 			t.Fatal(err)

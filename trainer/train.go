@@ -77,10 +77,10 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 		return err
 	}
 	t.step = int(resumed[0])
-	if err := t.open(rt, ck); err != nil {
+	if err := t.checkShard(); err != nil {
 		return err
 	}
-	if err := t.broadcastModels(); err != nil {
+	if err := t.open(rt, ck); err != nil {
 		return err
 	}
 	if t.lead() {
@@ -164,48 +164,61 @@ func (t *Trainer) close() {
 }
 
 // open loads every agent's actor (from the checkpoint when resuming, optimizer state
-// included) and its frozen reference (always the starting weights). A LoRA actor's base is
-// its reference: no second copy is loaded.
+// included) and its frozen reference (always the starting weights), and gives every rank
+// rank 0's (placeAgent), agent by agent. A LoRA actor's base is its reference: no second
+// copy is loaded.
 func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
+	for i := range t.cfg.Agents {
+		if err := t.load(rt, ck, i); err != nil {
+			return err
+		}
+		if err := t.placeAgent(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// load loads agent i (open).
+func (t *Trainer) load(rt *torch.Runtime, ck *checkpointInfo, i int) error {
+	a := t.cfg.Agents[i]
 	base := t.cfg.Torch
 	base.Precision = t.cfg.DType
 	actorOpts := base
 	actorOpts.Trainable = true
-	for i, a := range t.cfg.Agents {
-		if t.cfg.LoRA.Rank > 0 {
-			actorOpts.LoRA = t.cfg.LoRA
-			actorOpts.LoRA.Seed = t.cfg.Seed + uint64(i)
+	if t.cfg.LoRA.Rank > 0 {
+		actorOpts.LoRA = t.cfg.LoRA
+		actorOpts.LoRA.Seed = t.cfg.Seed + uint64(i)
+	}
+	st := &agentState{gguf: filepath.Join(t.rankDir(), "sync", fmt.Sprintf("agent-%d", i), "model.gguf")}
+	t.agents = append(t.agents, st)
+	dir := a.Dir
+	if ck != nil {
+		dir = ck.agentDir(i)
+		// Without its AdamW moments a resumed run would quietly train another run.
+		if _, err := os.Stat(filepath.Join(dir, hfmodel.OptimizerFile)); err != nil {
+			return fmt.Errorf("resume: agent %d's checkpoint %s has no optimizer state: %w", i, dir, err)
 		}
-		st := &agentState{gguf: filepath.Join(t.rankDir(), "sync", fmt.Sprintf("agent-%d", i), "model.gguf")}
-		t.agents = append(t.agents, st)
-		dir := a.Dir
-		if ck != nil {
-			dir = ck.agentDir(i)
-			// Without its AdamW moments a resumed run would quietly train another run.
-			if _, err := os.Stat(filepath.Join(dir, hfmodel.OptimizerFile)); err != nil {
-				return fmt.Errorf("resume: agent %d's checkpoint %s has no optimizer state: %w", i, dir, err)
-			}
-		}
-		var err error
-		if ck == nil && a.Adapter != "" {
-			st.actor, err = hfmodel.LoadAdapter(rt, a.Adapter, a.Dir, actorOpts)
-		} else {
-			st.actor, err = hfmodel.Load(rt, dir, actorOpts)
-		}
-		if err != nil {
-			return fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
-		}
-		if t.cfg.LoRA.Rank > 0 {
-			continue
-		}
-		if st.actor.Options().LoRA.Rank > 0 {
-			return fmt.Errorf("agent %d (%s): %s is a LoRA adapter; train it with its --lora-rank, or start from a merged model (umad sft writes one to hf/)", i, a.Name, dir)
-		}
-		refOpts := base
-		refOpts.Trainable = false
-		if st.ref, err = hfmodel.Load(rt, a.Dir, refOpts); err != nil {
-			return fmt.Errorf("agent %d (%s) reference: %w", i, a.Name, err)
-		}
+	}
+	var err error
+	if ck == nil && a.Adapter != "" {
+		st.actor, err = hfmodel.LoadAdapter(rt, a.Adapter, a.Dir, actorOpts)
+	} else {
+		st.actor, err = hfmodel.Load(rt, dir, actorOpts)
+	}
+	if err != nil {
+		return fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
+	}
+	if t.cfg.LoRA.Rank > 0 {
+		return nil
+	}
+	if st.actor.Options().LoRA.Rank > 0 {
+		return fmt.Errorf("agent %d (%s): %s is a LoRA adapter; train it with its --lora-rank, or start from a merged model (umad sft writes one to hf/)", i, a.Name, dir)
+	}
+	refOpts := base
+	refOpts.Trainable = false
+	if st.ref, err = hfmodel.Load(rt, a.Dir, refOpts); err != nil {
+		return fmt.Errorf("agent %d (%s) reference: %w", i, a.Name, err)
 	}
 	return nil
 }

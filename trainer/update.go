@@ -255,6 +255,9 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 		if err != nil {
 			return err
 		}
+		if err := t.gatherParams(st.actor.Model, s.Skipped); err != nil {
+			return err
+		}
 		m.OptimSteps++
 		if !s.Skipped { // a skipped step's norm is not finite: it is counted, not averaged
 			norms += s.GradNorm

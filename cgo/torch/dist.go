@@ -65,8 +65,8 @@ type Group struct {
 	rt          *Runtime
 	ptr         *C.umad_dist
 	rank, world int
-	// CommTime and CommBytes add up the gradient all-reduces: wall time and bytes this
-	// rank handed to the reduction.
+	// CommTime and CommBytes add up the gradient all-reduces and the sharded weights'
+	// all-gathers: wall time and bytes this rank handed to them.
 	CommTime  time.Duration
 	CommBytes int64
 }
@@ -169,6 +169,46 @@ func (g *Group) AllReduceGrads(m *Model, bucketBytes int64) error {
 	g.CommTime += time.Since(start)
 	g.CommBytes += int64(sent)
 	return err
+}
+
+// ShardOptimizer keeps this rank's part of m's AdamW moments (ZeRO stage 1): the trained
+// elements, flattened in checkpoint order, are cut into one contiguous part per rank, and
+// m's optimizer steps update this rank's part alone; AllGatherParams then gives every rank
+// the others' parts. On a sharded model it drops the copy GatherOptimizer made.
+func (g *Group) ShardOptimizer(m *Model) error {
+	if err := m.live("shard the optimizer"); err != nil {
+		return err
+	}
+	return g.call("shard the optimizer", func() C.int {
+		return C.plugin_dist_shard_optimizer(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
+	})
+}
+
+// AllGatherParams gives every rank the parts of m's weights the others updated in a
+// sharded optimizer step, all-gathered in buckets of about bucketBytes.
+func (g *Group) AllGatherParams(m *Model, bucketBytes int64) error {
+	if err := m.live("all-gather weights"); err != nil {
+		return err
+	}
+	start := time.Now()
+	var sent C.int64_t
+	err := g.call("all-gather weights", func() C.int {
+		return C.plugin_dist_allgather_params(g.ptr, m.ptr, C.int64_t(bucketBytes), &sent, g.rt.errBuf, errBufLen)
+	})
+	g.CommTime += time.Since(start)
+	g.CommBytes += int64(sent)
+	return err
+}
+
+// GatherOptimizer copies a sharded model's whole AdamW moments into root's host memory,
+// where reading them (a checkpoint) works as on an unsharded model until ShardOptimizer.
+func (g *Group) GatherOptimizer(m *Model, root int) error {
+	if err := m.live("gather the optimizer state"); err != nil {
+		return err
+	}
+	return g.call("gather the optimizer state", func() C.int {
+		return C.plugin_dist_gather_optimizer(g.ptr, m.ptr, C.int32_t(root), g.rt.errBuf, errBufLen)
+	})
 }
 
 // AllReduce reduces v in place over the ranks.

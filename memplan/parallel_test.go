@@ -1,0 +1,149 @@
+package memplan
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/umad-dev/umad/model"
+)
+
+// Each stage divides its part of the tiny shape's training state (P = 107,072 parameters,
+// tinyAgent) by the 4 ranks sharing it; the rest stays whole.
+func TestShardStagesByHand(t *testing.T) {
+	const P = 107_072
+	a := tinyAgent(t)
+	a.CUDA, a.ShardRanks = true, 4
+	plan := func(stage int, offload, rolloutOnly bool) *Plan {
+		t.Helper()
+		b := a
+		b.Shard, b.OffloadOptimizer, b.RolloutOnly = stage, offload, rolloutOnly
+		p, err := New([]Agent{b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Stage 0: 4 ranks hold what one process does.
+	checkLines(t, plan(0, false, false), map[string]int64{"trainer weights (f32)": 4 * P, "AdamW moments (2 x f32)": 8 * P,
+		"gradients": 4 * P, "reference model (f32)": 4 * P, "checkpoint": 12 * P})
+	// Stage 1: a quarter of the moments; the updated weights' all-gather sends one bucket and
+	// receives one; rank 0 gathers all moments into host tensors before a checkpoint.
+	p := plan(1, false, false)
+	checkLines(t, p, map[string]int64{"trainer weights (f32)": 4 * P, "AdamW moments (2 x f32, 1/4)": 8 * P / 4,
+		"gradients": 4 * P, "parameter all-gather": 2 * 25 << 20, "checkpoint": 12*P + 8*P,
+		// At start the agent's moments are whole until each rank keeps its part.
+		"AdamW moments, the rest until sharded": 8*P - 8*P/4})
+	if l := lineOf(t, p, 0, "AdamW moments"); !l.Device {
+		t.Errorf("stage 1 moments %+v are not on the GPU", l)
+	}
+	// Stage 2: a quarter of the gradients, plus two 25 MiB buckets in flight.
+	checkLines(t, plan(2, false, false), map[string]int64{"AdamW moments (2 x f32, 1/4)": 8 * P / 4,
+		"gradients (1/4 and 2 buckets)": 4*P/4 + 2*25<<20})
+	// Stage 3: a quarter of the weights and of the reference, and two layers (37,152
+	// parameters each: (P - 512 x 64) / 2) plus the embedding gathered in f32 while training.
+	checkLines(t, plan(3, false, false), map[string]int64{"trainer weights (f32, 1/4)": 4 * P / 4,
+		"reference model (f32, 1/4)": 4 * P / 4, "gathered weights (stage 3)": 4 * (2*37_152 + 512*64)})
+	// Offload: the moments in host memory, and the gradients copied there for the update.
+	p = plan(1, true, false)
+	checkLines(t, p, map[string]int64{"AdamW moments (2 x f32, 1/4, host)": 8 * P / 4, "gradients copied to the host (f32, 1/4)": 4 * P / 4})
+	if l := lineOf(t, p, 0, "AdamW moments"); l.Device {
+		t.Errorf("offloaded moments %+v are on the GPU", l)
+	}
+	// A rank of another agent's group holds none of the agent's training state; it receives
+	// the weights for its rollout engine at each sync.
+	for _, l := range plan(1, false, true).Agents[0].Lines {
+		if !strings.HasPrefix(l.Name, "sync export") && !strings.Contains(l.Name, "llama.cpp") && !strings.HasPrefix(l.Name, "KV cache") {
+			t.Errorf("a rank serving only the rollouts plans %q", l.Name)
+		}
+	}
+	a.Shard = 4
+	if _, err := New([]Agent{a}); err == nil {
+		t.Error("stage 4: no error")
+	}
+}
+
+func TestPlacementsOrderAndFlags(t *testing.T) {
+	var got []string
+	for _, p := range Placements(8, 2)[:8] {
+		got = append(got, p.Flags(8, 2))
+	}
+	want := []string{"--shard 0", "--shard 1", "--shard 2", "--shard 0 --agent-ranks 0-3,4-7", "--shard 1 --agent-ranks 0-3,4-7",
+		"--shard 2 --agent-ranks 0-3,4-7", "--shard 3", "--shard 3 --agent-ranks 0-3,4-7"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("cheapest first: %q, want %q", got, want)
+	}
+	if n := len(Placements(8, 2)); n != 16 {
+		t.Errorf("%d placements of 2 agents over 8 ranks, want 16 (4 stages x groups or not x offload or not)", n)
+	}
+	// One process: nothing to shard or group; 3 agents do not split 8 ranks evenly.
+	if ps := Placements(1, 2); len(ps) != 2 || ps[1].Flags(1, 2) != "--shard 0 --offload optimizer" {
+		t.Errorf("one process: %+v", ps)
+	}
+	for _, p := range Placements(8, 3) {
+		if p.AgentGroups {
+			t.Errorf("3 agents over 8 ranks get %s", p.Flags(8, 3))
+		}
+	}
+	for _, p := range Placements(8, 2) {
+		if p.Implemented() != (p.Shard <= ImplementedShard && !p.AgentGroups && !p.Offload) {
+			t.Errorf("%s: implemented %v", p.Flags(8, 2), p.Implemented())
+		}
+	}
+}
+
+// paperAgents are the paper's setting: Qwen2.5-3B and Qwen3-4B fully fine-tuned in bf16
+// (f32 masters) on GPUs with gradient checkpointing, micro-batches of one GRPO group (g 5)
+// of 2,048 + 5,120 tokens, and each agent's rollout engine on the same GPU (bf16 weights,
+// 16 slots, f16 KV cache). The batch of 256 problems sets how many micro-batches there
+// are, not their size.
+func paperAgents() []Agent {
+	var agents []Agent
+	for _, name := range []string{"qwen2.5-3b", "qwen3-4b"} {
+		agents = append(agents, Agent{Name: name, Shape: model.Presets[name], DType: BF16, GradCheckpoint: true, CUDA: true,
+			FusedAttention: true, MicroBatchSeqs: 5, PromptTokens: 2048, ResponseTokens: 5120, RolloutType: model.TypeBF16,
+			Slots: 16, KVType: "f16", GPULayers: 99})
+	}
+	return agents
+}
+
+func TestPaperSettingPerRank(t *testing.T) {
+	agents := paperAgents()
+	const P = 3_085_938_688 + 4_022_468_096 // both agents' parameters
+	b := Budget{Device: 80e9}               // 80 GB per GPU
+	peak := func(p Placement) int64 {
+		t.Helper()
+		_, dev, err := p.RankPeaks(agents, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dev
+	}
+	// Stage 1 keeps 1/8 of both agents' 8-byte moments: 7 bytes per parameter less, the
+	// peak still the larger agent's training.
+	if d := peak(Placement{}) - peak(Placement{Shard: 1}); d != 7*P {
+		t.Errorf("stage 1 saves %d bytes per rank, want 7 x %d", d, int64(P))
+	}
+	// Stage 2 adds 1/8 of the gradients: of the agent whose training is the peak (7/8 of
+	// its 4 bytes per parameter, less two buckets).
+	if d := peak(Placement{Shard: 1}) - peak(Placement{Shard: 2}); d != 7*4*4_022_468_096/8-2*BucketBytes {
+		t.Errorf("stage 2 saves %d bytes per rank", d)
+	}
+	line, err := CheapestLine(agents, 8, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "cheapest placement that fits 8 ranks: --shard 3 (busiest rank: GPU 69.48 GiB, host 75.17 GiB); planned, not implemented yet"
+	if line != want {
+		t.Errorf("got  %s\nwant %s", line, want)
+	}
+	var out bytes.Buffer
+	if err := WritePlacements(&out, agents, 8, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"per rank of 8", "--shard 0 ", "GPU 161.44 GiB", "does not fit", "--shard 3 --agent-ranks 0-3,4-7 --offload optimizer", "(planned)", want} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
