@@ -413,8 +413,8 @@ func TestTrainFailedStartLeavesNothing(t *testing.T) {
 	}
 }
 
-// The rollout dtype follows the trainer's unless set; a dtype other than the trainer's
-// turns truncated importance sampling on, and any bf16 or f16 side widens the probe
+// The rollout dtype follows the trainer's unless set; a dtype other than the trainer's,
+// or --overlap 1, turns truncated importance sampling on, and any bf16 or f16 side widens the probe
 // tolerance, each unless its own flag is given.
 func TestRolloutSettings(t *testing.T) {
 	flags := App().Command("train").Flags
@@ -429,13 +429,15 @@ func TestRolloutSettings(t *testing.T) {
 		{[]string{"--rollout-dtype", "BF16", "--tis-cap", "0", "--probe-tol", "1e-3"}, trainer.RolloutBF16, 1e-3, 0},
 		{[]string{"--rollout-dtype", "f16", "--dtype", "bf16"}, trainer.RolloutF16, probeTolBF16, defaultTISCap},
 		{[]string{"--rollout-dtype", "f32", "--dtype", "bf16"}, trainer.RolloutF32, probeTolBF16, defaultTISCap},
+		{[]string{"--overlap", "1"}, trainer.RolloutF32, probeTolF32, defaultTISCap},
+		{[]string{"--overlap", "1", "--tis-cap", "0"}, trainer.RolloutF32, probeTolF32, 0},
 	} {
 		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
 			dtype, err := trainspec.ParsePrecision(c.String("dtype"))
 			if err != nil {
 				return err
 			}
-			rollout, tol, tis, err := rolloutSettings(c, dtype)
+			rollout, tol, tis, err := rolloutSettings(c, dtype, c.Int("overlap"))
 			if err != nil || rollout != tc.rollout || tol != tc.tol || tis != tc.tis {
 				t.Errorf("%v: rollout %s, probe tolerance %g, TIS cap %g (%v); want %s, %g, %g", tc.args, rollout, tol, tis, err, tc.rollout, tc.tol, tc.tis)
 			}
