@@ -38,7 +38,8 @@ const NextRolloutFile = "next-rollout.jsonl.zst"
 func (t *Trainer) overlapStep(ctx context.Context) error {
 	step := t.step + 1
 	start := time.Now()
-	if t.next == nil {
+	beside := t.next != nil // rolled out during the previous step
+	if !beside {
 		g, err := t.gather(ctx, step)
 		if err != nil {
 			return err
@@ -59,6 +60,9 @@ func (t *Trainer) overlapStep(ctx context.Context) error {
 	}
 	if rollErr != nil {
 		return rollErr
+	}
+	for i := range lines {
+		lines[i].Times.Overlapped = beside
 	}
 	if err := t.finishStep(step, *t.next, lines, start); err != nil {
 		return err
