@@ -96,6 +96,8 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 	"a base, shape or setting that does not match is refused. The KL reference of a LoRA run,\n" +
 	"one started from an adapter too, is the bare base with the adapters off, not the starting\n" +
 	"adapter.\n\n" +
+	"--overlap 1 rolls out step t+1 from the weights before step t's update while step t trains,\n" +
+	"one step off-policy with --tis-cap correcting the stale batch (README \"Training\").\n\n" +
 	"--nproc N trains data-parallel over N processes (torchrun's conventions; --nnodes,\n" +
 	"--node-rank and --master-addr for several machines): each rank debates and learns a share\n" +
 	"of every step's problems and the gradients are summed, so the run means what one process's\n" +

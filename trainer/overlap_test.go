@@ -80,7 +80,8 @@ func logpGap(a, b [][]float32) float64 {
 }
 
 // An overlapped run is deterministic and resumes exactly: two fresh runs log the same
-// steps, and a run stopped after step 2 (finished, or cancelled) and resumed to step 4
+// steps, and a run stopped after step 2 (finished, or cancelled after it or while it
+// learned and step 3 rolled out, which both finish) and resumed to step 4
 // logs what the uninterrupted 4-step run logs and ends with the same weights and
 // optimizer state, byte for byte. The step-2 checkpoint holds step 3's rollout, made from
 // step 1's weights; rolling it out again from step 2's (what a resume without it would
@@ -89,7 +90,7 @@ func logpGap(a, b [][]float32) float64 {
 // whatever the timing; metricsDiff's tolerances are then not needed, but kept.
 func TestOverlapResumeIsExact(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains 14 tiny steps")
+		t.Skip("trains 18 tiny steps")
 	}
 	rt := torchtest.Open(t)
 	start := warmStart(t, rt, "qwen2")
@@ -121,6 +122,26 @@ func TestOverlapResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Ctrl-C while step 2 learns and step 3 rolls out: both finish, and step 2 is saved.
+	midStep := config(4)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	midStep.hooks = &testHooks{batch: func(step, _, _ int, _ *turnBatch) {
+		if step == 2 {
+			cancel()
+		}
+	}}
+	if err := Run(ctx, rt, midStep); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("run cancelled in step 2: %v, want ErrInterrupted", err)
+	}
+	if ck, _ := LatestCheckpoint(midStep.Out); filepath.Base(ck) != "step-000002" {
+		t.Fatalf("the run cancelled in step 2 checkpointed %q, want step-000002", ck)
+	}
+	midStep.hooks = nil
+	if err := Run(context.Background(), rt, midStep); err != nil {
+		t.Fatal(err)
+	}
+
 	// Control: the stopped run's step-2 checkpoint without step 3's rollout.
 	regen := config(2)
 	if err := Run(context.Background(), rt, regen); err != nil {
@@ -141,6 +162,7 @@ func TestOverlapResumeIsExact(t *testing.T) {
 		first int // the first step compared
 		same  bool
 	}{{"a second fresh run", stopped, 1, true}, {"stopped after 2 steps", stopped, 3, true}, {"cancelled after step 2", cancelled, 3, true},
+		{"cancelled while step 2 learned", midStep, 3, true},
 		{"resumed without step 3's rollout", regen, 3, false}} {
 		got, gotVal := readMetrics(t, tc.cfg.Out)
 		if len(got) != len(want) {
