@@ -358,6 +358,7 @@ func TestTrainDistFlagErrors(t *testing.T) {
 		{[]string{"--nproc", "2", "--dist-backend", "mpi"}, `unknown backend "mpi"`},
 		{[]string{"--nproc", "2", "--dist-timeout", "0s"}, "--dist-timeout must be positive"},
 		{[]string{"--nproc", "2", "--dynamic-sampling"}, "--dynamic-sampling is not supported with several processes"},
+		{[]string{"--nproc", "2", "--overlap", "1"}, "--overlap 1 is not supported with several processes"},
 		{[]string{"--nproc", "8"}, "a batch of 4 problems cannot be split over 8 processes"},
 	} {
 		out := filepath.Join(t.TempDir(), "run")

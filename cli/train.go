@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -94,6 +96,8 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 	"a base, shape or setting that does not match is refused. The KL reference of a LoRA run,\n" +
 	"one started from an adapter too, is the bare base with the adapters off, not the starting\n" +
 	"adapter.\n\n" +
+	"--overlap 1 rolls out step t+1 from the weights before step t's update while step t trains,\n" +
+	"one step off-policy with --tis-cap correcting the stale batch (README \"Training\").\n\n" +
 	"--nproc N trains data-parallel over N processes (torchrun's conventions; --nnodes,\n" +
 	"--node-rank and --master-addr for several machines): each rank debates and learns a share\n" +
 	"of every step's problems and the gradients are summed, so the run means what one process's\n" +
@@ -155,7 +159,7 @@ func trainRewardFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "dynamic-sampling", Usage: "DAPO dynamic sampling: drop groups whose rewards are all equal, roll out more problems to refill the batch"},
 		&ucli.IntFlag{Name: "max-gen-batches", Value: 3, Usage: "with --dynamic-sampling, most rollout batches per step"},
 		&ucli.BoolFlag{Name: "overlong-filter", Usage: "mask responses cut off at --max-tokens out of the loss (DAPO)"},
-		&ucli.Float64Flag{Name: "tis-cap", DefaultText: "0 (off); 2 when --rollout-dtype differs from --dtype", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob) x the mass top-k/top-p kept, cap); 0 = off, 2 is usual"},
+		&ucli.Float64Flag{Name: "tis-cap", DefaultText: "0 (off); 2 when --rollout-dtype differs from --dtype or with --overlap 1", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob) x the mass top-k/top-p kept, cap); 0 = off, 2 is usual"},
 		&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
 		&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
 		&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},
@@ -175,6 +179,7 @@ func trainRunFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "keep", Value: 2, Usage: "checkpoints to keep"},
 		&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
 		&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file; with LoRA, the adapters swapped onto the loaded base) or file (a GGUF written and reloaded each step; slower, for comparison)"},
+		&ucli.IntFlag{Name: "overlap", Usage: "1: roll out step t+1 from the weights before step t's update while step t trains (one step off-policy, corrected by --tis-cap, then 2 by default; unless --threads or --torch-threads is given, each phase gets half the cores); 0: the phases in turn"},
 		&ucli.StringFlag{Name: "rollout-dtype", DefaultText: "the trainer's: f32, bf16 with --dtype bf16", Usage: "type of the rollout weights in llama.cpp: f32, bf16 or f16 (the sync converts on the way in; bf16 and f16 read half the bytes per decoded token, and a dtype other than the trainer's turns --tis-cap on at 2)"},
 		&ucli.Float64Flag{Name: "probe-tol", Value: probeTolF32, DefaultText: fmt.Sprintf("%g; %g with bf16 or f16 rollouts or --dtype bf16", probeTolF32, probeTolBF16), Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
 		&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning. It plus --max-tokens must fit --ctx when that is given, else, when set, the model's context"},
@@ -278,7 +283,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err != nil {
 		return rc, fmt.Errorf("--dtype: %w", err)
 	}
-	rollout, probeTol, tisCap, err := rolloutSettings(c, dtype)
+	rollout, probeTol, tisCap, err := rolloutSettings(c, dtype, c.Int("overlap"))
 	if err != nil {
 		return rc, err
 	}
@@ -295,7 +300,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), ValTurns: c.Int("val-turns"), ValTemperature: &valTemp,
 		NoMask: c.Bool("no-mask"), FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, RolloutDType: rollout, Sync: sync,
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
-		OverlongFilter: c.Bool("overlong-filter"), TISCap: tisCap,
+		OverlongFilter: c.Bool("overlong-filter"), TISCap: tisCap, Overlap: c.Int("overlap"),
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
 	if err := trainAgents(c, &rc, lora); err != nil {
 		return rc, err
@@ -512,6 +517,11 @@ func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *traine
 	if err := shareCores(c, d, len(rc.Agents), true); err != nil {
 		return err
 	}
+	if cfg.Overlap == 1 {
+		if err := splitCores(c, len(rc.Agents)); err != nil {
+			return err
+		}
+	}
 	var err error
 	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
@@ -541,6 +551,18 @@ func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *traine
 	}
 	cfg.Progress = c.App.Writer
 	return nil
+}
+
+// splitCores gives an overlapped run's rollout engines and libtorch half the cores each,
+// unless --threads or --torch-threads is given: the two phases run at the same time.
+func splitCores(c *ucli.Context, agents int) error {
+	if c.IsSet("threads") || c.IsSet("torch-threads") {
+		return nil
+	}
+	if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/2))); err != nil {
+		return err
+	}
+	return c.Set("threads", strconv.Itoa(engine.SharedThreads(2*agents)))
 }
 
 // trainRun claims the run directory (rank 0), joins the ranks' group, trains and, on
@@ -671,8 +693,8 @@ func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error)
 const defaultTISCap = 2
 
 // rolloutSettings reads --rollout-dtype, defaulting to the trainer's precision, and the
-// probe tolerance and TIS cap that follow from it unless set.
-func rolloutSettings(c *ucli.Context, dtype trainspec.Precision) (trainer.RolloutDType, float64, float64, error) {
+// probe tolerance and TIS cap that follow from it and the overlap unless set.
+func rolloutSettings(c *ucli.Context, dtype trainspec.Precision, overlap int) (trainer.RolloutDType, float64, float64, error) {
 	rollout := trainer.RolloutF32
 	if dtype == trainspec.PrecisionBF16 {
 		rollout = trainer.RolloutBF16
@@ -688,7 +710,7 @@ func rolloutSettings(c *ucli.Context, dtype trainspec.Precision) (trainer.Rollou
 		probeTol = probeTolBF16
 	}
 	differs := string(rollout) != string(dtype)
-	if differs && !c.IsSet("tis-cap") {
+	if (differs || overlap == 1) && !c.IsSet("tis-cap") { // the rollout's policy is not the trainer's
 		tisCap = defaultTISCap
 	}
 	return rollout, probeTol, tisCap, nil

@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
@@ -115,6 +118,8 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"data without answers", []string{"--data", noAnswers}, false, []string{noAnswers, "no usable problems"}},
 		{"data of another layout", []string{"--data", noLayout}, false, []string{noLayout, "unknown data layout"}},
 		{"unknown rollout dtype", []string{"--rollout-dtype", "q8_0"}, false, []string{"--rollout-dtype", `unknown rollout dtype "q8_0"`}},
+		{"overlap other than 0 or 1", []string{"--overlap", "2"}, false, []string{"--overlap must be 0 or 1, got 2"}},
+		{"negative overlap", []string{"--overlap", "-1"}, false, []string{"--overlap must be 0 or 1, got -1"}},
 		{"negative LoRA rank", []string{"--lora-rank", "-1"}, false, []string{"--lora-rank must be at least 0"}},
 		{"LoRA rank above the hidden size", []string{"--lora-rank", "65"}, false, []string{"--lora-rank", hf, "exceeds the model's hidden size 64"}},
 		{"unknown LoRA target", []string{"--lora-rank", "4", "--lora-targets", "q,lm_head"}, false, []string{"--lora-targets", `unknown LoRA target "lm_head"`, "q,k,v,o,gate,up,down"}},
@@ -226,8 +231,8 @@ func TestResumeSurvivesPruning(t *testing.T) {
 }
 
 // A run directory whose config.json predates the named grading mode ("robust": false
-// instead of "reward": "strict"), the sync mode (no "sync"), LoRA (no "lora" key) and the
-// trainer's dtype (no "dtype": f32) still resumes.
+// instead of "reward": "strict"), the sync mode (no "sync"), LoRA (no "lora" key), the
+// trainer's dtype (no "dtype": f32) and the overlap (no "overlap": 0) still resumes.
 func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	args := func(steps string, extra ...string) []string {
@@ -266,6 +271,10 @@ func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 		t.Fatalf("config.json has no f32 dtype to remove:\n%s", b)
 	}
 	delete(tr, "dtype")
+	if string(tr["overlap"]) != "0" {
+		t.Fatalf("config.json has no overlap 0 to remove:\n%s", b)
+	}
+	delete(tr, "overlap")
 	if cfg["trainer"], err = json.Marshal(tr); err != nil {
 		t.Fatal(err)
 	}
@@ -310,6 +319,35 @@ func TestTrainSyncMode(t *testing.T) {
 	}
 	if _, _, err := runApp(t, trainArgs(t, filepath.Join(t.TempDir(), "x"), "1", "--sync", "mmap")...); err == nil || !strings.Contains(err.Error(), "--sync") {
 		t.Errorf("--sync mmap: %v, want an error naming the flag", err)
+	}
+}
+
+// --overlap 1 trains, is saved with the run, checkpoints the next step's rollout and
+// resumes; a resume must keep the overlap.
+func TestTrainOverlap(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	if _, stderr, err := runApp(t, trainArgs(t, out, "2", "--val-synthetic", "0", "--overlap", "1")...); err != nil {
+		t.Fatalf("train --overlap 1: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "config.json")); !strings.Contains(string(b), `"overlap": 1`) {
+		t.Errorf("config.json does not record the overlap:\n%s", b)
+	}
+	ck, err := trainer.LatestCheckpoint(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ck, trainer.NextRolloutFile)); err != nil {
+		t.Errorf("the last checkpoint holds no next rollout: %v", err)
+	}
+	if _, _, err := runApp(t, trainArgs(t, out, "3", "--val-synthetic", "0", "--resume")...); err == nil || !strings.Contains(err.Error(), "trainer.overlap: 1 there, 0 here") {
+		t.Errorf("resuming an overlapped run without --overlap: %v", err)
+	}
+	if _, stderr, err := runApp(t, trainArgs(t, out, "3", "--val-synthetic", "0", "--overlap", "1", "--resume")...); err != nil {
+		t.Fatalf("resume with --overlap 1: %v\n%s", err, stderr)
+	}
+	train, val := readRun(t, out)
+	if ts, _ := stepsOf(train, val); len(ts) != 3 || ts[2] != 3 {
+		t.Errorf("steps %v, want 1 2 3", ts)
 	}
 }
 
@@ -413,8 +451,8 @@ func TestTrainFailedStartLeavesNothing(t *testing.T) {
 	}
 }
 
-// The rollout dtype follows the trainer's unless set; a dtype other than the trainer's
-// turns truncated importance sampling on, and any bf16 or f16 side widens the probe
+// The rollout dtype follows the trainer's unless set; a dtype other than the trainer's,
+// or --overlap 1, turns truncated importance sampling on, and any bf16 or f16 side widens the probe
 // tolerance, each unless its own flag is given.
 func TestRolloutSettings(t *testing.T) {
 	flags := App().Command("train").Flags
@@ -429,15 +467,45 @@ func TestRolloutSettings(t *testing.T) {
 		{[]string{"--rollout-dtype", "BF16", "--tis-cap", "0", "--probe-tol", "1e-3"}, trainer.RolloutBF16, 1e-3, 0},
 		{[]string{"--rollout-dtype", "f16", "--dtype", "bf16"}, trainer.RolloutF16, probeTolBF16, defaultTISCap},
 		{[]string{"--rollout-dtype", "f32", "--dtype", "bf16"}, trainer.RolloutF32, probeTolBF16, defaultTISCap},
+		{[]string{"--overlap", "1"}, trainer.RolloutF32, probeTolF32, defaultTISCap},
+		{[]string{"--overlap", "1", "--tis-cap", "0"}, trainer.RolloutF32, probeTolF32, 0},
 	} {
 		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
 			dtype, err := trainspec.ParsePrecision(c.String("dtype"))
 			if err != nil {
 				return err
 			}
-			rollout, tol, tis, err := rolloutSettings(c, dtype)
+			rollout, tol, tis, err := rolloutSettings(c, dtype, c.Int("overlap"))
 			if err != nil || rollout != tc.rollout || tol != tc.tol || tis != tc.tis {
 				t.Errorf("%v: rollout %s, probe tolerance %g, TIS cap %g (%v); want %s, %g, %g", tc.args, rollout, tol, tis, err, tc.rollout, tc.tol, tc.tis)
+			}
+			return nil
+		}}
+		if err := app.Run(append([]string{"umad", "--out", "x", "--agent", "a"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An overlapped run's rollout engines and libtorch share the cores, unless a thread flag
+// is given.
+func TestOverlapSplitsCores(t *testing.T) {
+	flags := App().Command("train").Flags
+	half := strconv.Itoa(max(1, runtime.NumCPU()/2))
+	for _, tc := range []struct {
+		args           []string
+		threads, torch string
+	}{
+		{nil, strconv.Itoa(engine.SharedThreads(2)), half},
+		{[]string{"--threads", "3"}, "3", "0"},
+		{[]string{"--torch-threads", "2"}, "0", "2"},
+	} {
+		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
+			if err := splitCores(c, 1); err != nil {
+				return err
+			}
+			if th, to := strconv.Itoa(c.Int("threads")), strconv.Itoa(c.Int("torch-threads")); th != tc.threads || to != tc.torch {
+				t.Errorf("%v: --threads %s, --torch-threads %s; want %s, %s", tc.args, th, to, tc.threads, tc.torch)
 			}
 			return nil
 		}}

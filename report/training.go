@@ -107,6 +107,7 @@ type stepTimes struct {
 	step                                                     int
 	rollout, logprobs, reference, update, sync, other, total float64
 	tokensPerSec                                             float64
+	overlapped                                               bool    // the rollout ran beside the previous update
 	trainTokens                                              float64 // response tokens scored and trained
 }
 
@@ -120,7 +121,7 @@ func timesPerStep(train []trainlog.StepMetrics) []stepTimes {
 	for _, m := range train {
 		st, ok := byStep[m.Step]
 		if !ok {
-			st = &stepTimes{step: m.Step, rollout: m.Times.Rollout, total: m.Times.Step, tokensPerSec: m.RolloutTokensPerSec}
+			st = &stepTimes{step: m.Step, rollout: m.Times.Rollout, total: m.Times.Step, tokensPerSec: m.RolloutTokensPerSec, overlapped: m.Times.Overlapped}
 			byStep[m.Step], syncs[m.Step] = st, map[int]float64{}
 			steps = append(steps, m.Step)
 		}
@@ -498,6 +499,9 @@ func writeTimesMarkdown(b *strings.Builder, r *training) {
 	}
 	rows = append(rows, []string{"step", seconds(step / n), "100.0"})
 	markdownTable(b, []string{"Phase", "Mean s/step", "Share of step time %"}, rows)
+	if slices.ContainsFunc(r.times, func(s stepTimes) bool { return s.overlapped }) {
+		b.WriteString("The rollouts ran beside the previous step's update (--overlap 1): the shares sum past 100.\n\n")
+	}
 	share := totalSeconds(r.times, func(s stepTimes) float64 { return s.sync }) / step
 	verdict := "met"
 	if share > SyncTarget {

@@ -240,6 +240,28 @@ func TestWriteTrainingWithoutSummaries(t *testing.T) {
 	}
 }
 
+// An overlapped run's rollouts ran beside the previous update: the report says why its
+// shares sum past 100, and says nothing of it for a run in turn.
+func TestWriteTrainingOverlapped(t *testing.T) {
+	for _, overlapped := range []bool{false, true} {
+		dir := t.TempDir()
+		lines := trainSteps(0.01, 0.01)
+		for i, l := range lines {
+			m := l.(trainlog.StepMetrics)
+			m.Times.Overlapped = overlapped && m.Step > 1
+			lines[i] = m
+		}
+		writeMetrics(t, dir, lines...)
+		md, err := WriteTraining(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(readFile(t, md), "ran beside the previous step's update (--overlap 1)"); got != overlapped {
+			t.Errorf("overlapped %v: the report's overlap note shown: %v", overlapped, got)
+		}
+	}
+}
+
 func TestWriteTrainingErrors(t *testing.T) {
 	missing := t.TempDir()
 	if _, err := WriteTraining(missing); err == nil || !strings.Contains(err.Error(), "has no metrics.jsonl") {

@@ -149,6 +149,9 @@ func (t *Trainer) checkpoint() (err error) {
 			return err
 		}
 	}
+	if err := t.writeNext(tmp); err != nil {
+		return err
+	}
 	st, err := json.MarshalIndent(CheckpointState{Step: t.step, Agents: len(t.agents)}, "", "  ")
 	if err != nil {
 		return err

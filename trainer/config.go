@@ -110,6 +110,10 @@ type Config struct {
 	// on the loaded base); --sync file and checkpoints write the merged weights. Each
 	// agent's adapter seed derives from Seed and its index.
 	LoRA trainspec.LoRA `json:"lora"`
+	// Overlap 1 rolls out step t+1 from the weights before step t's update while step t
+	// trains (one step off-policy; overlap.go); 0 runs the phases in turn. A config.json
+	// written before it existed reads as 0.
+	Overlap int `json:"overlap"`
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
 	Engine engine.Options `json:"-"`
@@ -132,6 +136,7 @@ type Config struct {
 type testHooks struct {
 	rows  func(step, turn, agent int, rows []sampleRow) // the metrics rows of all ranks
 	grads func(step, agent int, m *torch.Model) error   // gradients before an optimizer step
+	batch func(step, turn, agent int, b *turnBatch)     // an update's inputs, importance weights included
 }
 
 // UnmarshalJSON also reads a config.json written before the grading mode had a name, whose
@@ -207,6 +212,8 @@ func (c *Config) Check() error {
 		return errors.New("train: intervals, tolerances and caps must not be negative")
 	case c.DynamicSampling && c.MaxGenBatches < 1:
 		return fmt.Errorf("train: dynamic sampling needs at least 1 generation batch per step, got %d", c.MaxGenBatches)
+	case c.Overlap != 0 && c.Overlap != 1:
+		return fmt.Errorf("train: --overlap must be 0 or 1, got %d", c.Overlap)
 	}
 	if c.Reward == "" {
 		c.Reward = reward.Strict // the paper's

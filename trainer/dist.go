@@ -82,6 +82,8 @@ func (c *Config) CheckWorld(w int) error {
 	switch {
 	case c.DynamicSampling:
 		return errors.New("train: --dynamic-sampling is not supported with several processes yet (the refills pick problems across the whole batch)")
+	case c.Overlap == 1 && w > 1:
+		return errors.New("train: --overlap 1 is not supported with several processes yet (the rollout's collectives would interleave with the update's)")
 	case c.BatchSize < w:
 		return fmt.Errorf("train: a batch of %d problems cannot be split over %d processes", c.BatchSize, w)
 	}

@@ -43,6 +43,9 @@ type Trainer struct {
 	agents  []*agentState
 	step    int // last completed step
 	metrics *trainlog.Log
+	// next is, with Overlap 1, the rollout of step step+1 (made from the weights before
+	// step step's update); nil until it is rolled out.
+	next *gathered
 }
 
 // ErrInterrupted is returned when the context ends a run; the last completed step is
@@ -91,6 +94,11 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := t.syncAll(); err != nil {
 		return err
 	}
+	if cfg.Overlap == 1 && ck != nil {
+		if t.next, err = readNext(ck); err != nil {
+			return err
+		}
+	}
 	if t.step == 0 {
 		if err := t.validate(t.stepContext(ctx)); err != nil {
 			return t.stopped(ctx, err)
@@ -104,7 +112,11 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 			}
 			return t.interrupt(saved)
 		}
-		if err := t.trainStep(t.stepContext(ctx)); err != nil {
+		train := t.trainStep
+		if cfg.Overlap == 1 {
+			train = t.overlapStep
+		}
+		if err := train(t.stepContext(ctx)); err != nil {
 			if ctx.Err() != nil {
 				return t.interrupt(saved)
 			}
@@ -232,6 +244,16 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	lines, err := t.learnStep(step, g)
+	if err != nil {
+		return err
+	}
+	return t.finishStep(step, g, lines, start)
+}
+
+// learnStep runs the update phase of every turn and agent on a step's rollout g and
+// returns the step's metrics lines.
+func (t *Trainer) learnStep(step int, g gathered) ([]trainlog.StepMetrics, error) {
 	correct := make([][][][]float64, len(g.recs))
 	for p, r := range g.recs {
 		correct[p] = correctness(r, t.cfg.Reward)
@@ -241,7 +263,7 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		for a := range t.agents {
 			m, err := t.learn(step, g.recs, correct, tt, a)
 			if err != nil {
-				return fmt.Errorf("step %d turn %d agent %d: %w", step, tt, a, err)
+				return nil, fmt.Errorf("step %d turn %d agent %d: %w", step, tt, a, err)
 			}
 			m.Times.Rollout = g.took.Seconds()
 			m.RolloutTokensPerSec = float64(g.stats.GeneratedTokens) / g.took.Seconds()
@@ -250,8 +272,14 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 		}
 	}
 	if err := t.verifierMetrics(g.recs, lines); err != nil {
-		return fmt.Errorf("step %d: %w", step, err)
+		return nil, fmt.Errorf("step %d: %w", step, err)
 	}
+	return lines, nil
+}
+
+// finishStep counts a learned step, syncs the weights to llama.cpp and logs the step's
+// metrics lines; start is when the step began.
+func (t *Trainer) finishStep(step int, g gathered, lines []trainlog.StepMetrics, start time.Time) error {
 	t.step = step
 	// The training peak goes back to the GPU's driver, or on the CPU to the system, before
 	// the sync and the next rollout (llama.cpp may share the device).

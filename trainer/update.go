@@ -65,6 +65,9 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 		b.first += counts[r] / t.cfg.G
 	}
 	t.lossInputs(&b, &m)
+	if t.cfg.hooks != nil && t.cfg.hooks.batch != nil {
+		t.cfg.hooks.batch(step, turn, agent, &b)
+	}
 	return m, t.update(&b, recs, step, agent, &m)
 }
 

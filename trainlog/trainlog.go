@@ -103,6 +103,9 @@ type Times struct {
 	Step      float64 `json:"step"`
 	// Comm is the update's time in gradient all-reduces (multi-process runs; part of Update).
 	Comm float64 `json:"comm,omitempty"`
+	// Overlapped: the step's rollout ran beside the previous step's update (--overlap 1), so
+	// the phases sum to more than the step.
+	Overlapped bool `json:"overlapped,omitempty"`
 }
 
 // ValMetrics is one validation line: Accuracy[agent][turn].
