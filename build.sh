@@ -293,8 +293,8 @@ demo)
 	rm -rf "$out"
 	# The built-in task at a size a hidden-64 model learns on CPU in minutes: sums of two
 	# operands from 1..2. Log-probs are exact (F32 KV cache, flash attention off, and in
-	# training F32 rollout weights, not the default bf16); the engines step on one clock, so
-	# the same seed gives the same compare.md whatever the timing.
+	# training F32 rollout weights, pinned since a GPU's default is bf16); the engines step on
+	# one clock, so the same seed gives the same compare.md whatever the timing.
 	task=(--synthetic-max 2 --synthetic-ops +)
 	sampling=(--max-tokens 16 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off --deterministic)
 	for a in qwen2:1 qwen3:2; do # two different architectures, as the paper pairs Qwen2.5 and Qwen3

@@ -57,7 +57,8 @@ func trainFrom(t *testing.T, agent, out string, extra ...string) []string {
 
 // `--agent PEFT_DIR` starts a LoRA run from the adapter on the base it names, with its rank,
 // alpha and targets: the first sync's probe check (llama.cpp base + adapter GGUF vs the
-// plugin, f32 rollout weights for an exact check) passes, and the step-1 adapter is the imported one moved by one AdamW step.
+// plugin, f32 rollout weights for an exact check) passes, and the step-1 adapter is the
+// imported one moved by one AdamW step.
 func TestTrainFromAdapter(t *testing.T) {
 	base := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	peft := peftOn(t, base, true)
