@@ -292,8 +292,9 @@ demo)
 	out=${UMAD_DEMO_DIR:-demo}
 	rm -rf "$out"
 	# The built-in task at a size a hidden-64 model learns on CPU in minutes: sums of two
-	# operands from 1..2. Log-probs are exact (F32 KV cache, flash attention off); the engines
-	# step on one clock, so the same seed gives the same compare.md whatever the timing.
+	# operands from 1..2. Log-probs are exact (F32 KV cache, flash attention off, and in
+	# training F32 rollout weights, pinned since a GPU's default is bf16); the engines step on
+	# one clock, so the same seed gives the same compare.md whatever the timing.
 	task=(--synthetic-max 2 --synthetic-ops +)
 	sampling=(--max-tokens 16 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off --deterministic)
 	for a in qwen2:1 qwen3:2; do # two different architectures, as the paper pairs Qwen2.5 and Qwen3
@@ -308,7 +309,7 @@ demo)
 	debate "$out/sft-qwen2/model.gguf" "$out/sft-qwen3/model.gguf" "$out/before"
 	./umad train --agent "$out/sft-qwen2/hf" --agent "$out/sft-qwen3/hf" --algo umad --synthetic 64 "${task[@]}" \
 		--val-synthetic 32 --val-k 4 --val-every 10 --val-temperature 1 --steps 20 --batch 8 -g 8 --mini-batch 4 --lr 1e-3 \
-		"${sampling[@]}" --prompt-limit 512 --out "$out/train" # validation samples as the debates before and after do
+		"${sampling[@]}" --rollout-dtype f32 --prompt-limit 512 --out "$out/train" # validation samples as the debates before and after do
 	ck="$out/train/checkpoints/$(cat "$out/train/checkpoints/latest")"
 	debate "$ck/agent-0/model.gguf" "$ck/agent-1/model.gguf" "$out/after"
 	./umad report --out "$out" "$out/before" "$out/after"

@@ -57,12 +57,13 @@ func trainFrom(t *testing.T, agent, out string, extra ...string) []string {
 
 // `--agent PEFT_DIR` starts a LoRA run from the adapter on the base it names, with its rank,
 // alpha and targets: the first sync's probe check (llama.cpp base + adapter GGUF vs the
-// plugin) passes, and the step-1 adapter is the imported one moved by one AdamW step.
+// plugin, f32 rollout weights for an exact check) passes, and the step-1 adapter is the
+// imported one moved by one AdamW step.
 func TestTrainFromAdapter(t *testing.T) {
 	base := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	peft := peftOn(t, base, true)
 	out := filepath.Join(t.TempDir(), "run")
-	if _, stderr, err := runApp(t, trainFrom(t, peft, out, "--probe-tol", "1e-5")...); err != nil {
+	if _, stderr, err := runApp(t, trainFrom(t, peft, out, "--probe-tol", "1e-5", "--rollout-dtype", "f32")...); err != nil {
 		t.Fatalf("train from %s: %v\n%s", peft, err, stderr)
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "config.json"))

@@ -159,7 +159,7 @@ func trainRewardFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "dynamic-sampling", Usage: "DAPO dynamic sampling: drop groups whose rewards are all equal, roll out more problems to refill the batch"},
 		&ucli.IntFlag{Name: "max-gen-batches", Value: 3, Usage: "with --dynamic-sampling, most rollout batches per step"},
 		&ucli.BoolFlag{Name: "overlong-filter", Usage: "mask responses cut off at --max-tokens out of the loss (DAPO)"},
-		&ucli.Float64Flag{Name: "tis-cap", DefaultText: "0 (off); 2 when --rollout-dtype differs from --dtype or with --overlap 1", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob) x the mass top-k/top-p kept, cap); 0 = off, 2 is usual"},
+		&ucli.Float64Flag{Name: "tis-cap", DefaultText: "0 (off); 2 when --rollout-dtype differs from --dtype (bf16 rollouts on a GPU) or with --overlap 1", Usage: "truncated importance sampling: weight tokens by min(exp(trainer - rollout log-prob) x the mass top-k/top-p kept, cap); 0 = off, 2 is usual"},
 		&ucli.StringFlag{Name: "lr-schedule", Value: trainer.ScheduleConstant, Usage: "learning rate after warm-up: constant or cosine"},
 		&ucli.IntFlag{Name: "warmup-steps", Usage: "linear learning-rate warm-up steps"},
 		&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine schedule: final learning rate as a fraction of --lr"},
@@ -180,7 +180,7 @@ func trainRunFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "keep-rollouts", Value: 4, Usage: "problems whose training debates each step keeps in RUN/rollouts/ (0 = none)"},
 		&ucli.StringFlag{Name: "sync", Value: string(trainer.SyncInPlace), Usage: "how updated weights reach llama.cpp: inplace (written into the loaded model, no file; with LoRA, the adapters swapped onto the loaded base) or file (a GGUF written and reloaded each step; slower, for comparison)"},
 		&ucli.IntFlag{Name: "overlap", Usage: "1: roll out step t+1 from the weights before step t's update while step t trains (one step off-policy, corrected by --tis-cap, then 2 by default; unless --threads or --torch-threads is given, each phase gets half the cores); 0: the phases in turn"},
-		&ucli.StringFlag{Name: "rollout-dtype", DefaultText: "the trainer's: f32, bf16 with --dtype bf16", Usage: "type of the rollout weights in llama.cpp: f32, bf16 or f16 (the sync converts on the way in; bf16 and f16 read half the bytes per decoded token, and a dtype other than the trainer's turns --tis-cap on at 2)"},
+		&ucli.StringFlag{Name: "rollout-dtype", DefaultText: "bf16 with llama.cpp on a GPU (--gpu-layers above 0) or --dtype bf16, else f32", Usage: "type of the rollout weights in llama.cpp: f32, bf16 or f16 (the sync converts on the way in). bf16 reads half the bytes per decoded token, which a GPU turns into speed; on a 2-core AVX512-BF16 CPU it decoded no faster than f32, and prefilled slower, at the Qwen2.5-0.5B shape (bench/RESULTS.md), so the CPU keeps f32's exact log-probs. A dtype other than the trainer's turns --tis-cap on at 2"},
 		&ucli.Float64Flag{Name: "probe-tol", Value: probeTolF32, DefaultText: fmt.Sprintf("%g; %g with bf16 or f16 rollouts or --dtype bf16", probeTolF32, probeTolBF16), Usage: "largest mean |delta log-prob| between llama.cpp and the trainer after a sync (0 = no check)"},
 		&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning. It plus --max-tokens must fit --ctx when that is given, else, when set, the model's context"},
 		&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
@@ -665,13 +665,21 @@ func abandonRun(dir string) {
 
 // claimTrainRun is claimRunDir, except that --steps may change between runs of one
 // directory: a resume then trains on to the new count. A cosine schedule depends on the
-// count, so there it must stay.
+// count, so there it must stay. At the same trainer dtype, the rollout dtype is named before
+// any other difference, as its default depends on the machine (a GPU's run resumed on the
+// CPU needs the flag).
 func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error) {
 	path := filepath.Join(dir, "config.json")
 	var old trainRunConfig
 	b, err := os.ReadFile(path)
-	if err != nil || json.Unmarshal(b, &old) != nil || old.Trainer.Steps == rc.Trainer.Steps {
+	if err != nil || json.Unmarshal(b, &old) != nil {
 		return claimRunDir(dir, rc) // it reports unreadable files
+	}
+	if r := old.Trainer.RolloutDType; r != rc.Trainer.RolloutDType && old.Trainer.DType == rc.Trainer.DType {
+		return nil, fmt.Errorf("%s holds a run with %s rollout weights, not %s (the default: bf16 with llama.cpp on a GPU or --dtype bf16, else f32); resume it with --rollout-dtype %s", dir, r, rc.Trainer.RolloutDType, r)
+	}
+	if old.Trainer.Steps == rc.Trainer.Steps {
+		return claimRunDir(dir, rc)
 	}
 	same := rc
 	same.Trainer.Steps = old.Trainer.Steps
@@ -692,15 +700,21 @@ func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error)
 // weights have another dtype than the trainer's (verl's and prime-rl's usual 2).
 const defaultTISCap = 2
 
-// rolloutSettings reads --rollout-dtype, defaulting to the trainer's precision, and the
-// probe tolerance and TIS cap that follow from it and the overlap unless set.
+// rolloutSettings reads --rollout-dtype and the probe tolerance and TIS cap that follow
+// from it and the overlap unless set. Its default is bf16 where llama.cpp decodes on a GPU (half the bytes,
+// and tensor cores) or the trainer computes in bf16, else f32: on this project's
+// AVX512-BF16 CPU bf16 decoded no faster and prefilled slower (bench/RESULTS.md, rollout
+// dtype), and f32 keeps the rollout log-probs exact and the sync a copy.
 func rolloutSettings(c *ucli.Context, dtype trainspec.Precision, overlap int) (trainer.RolloutDType, float64, float64, error) {
+	layers, err := gpuLayers(c)
+	if err != nil {
+		return "", 0, 0, err
+	}
 	rollout := trainer.RolloutF32
-	if dtype == trainspec.PrecisionBF16 {
+	if layers > 0 || dtype == trainspec.PrecisionBF16 {
 		rollout = trainer.RolloutBF16
 	}
 	if c.IsSet("rollout-dtype") {
-		var err error
 		if rollout, err = trainer.ParseRolloutDType(c.String("rollout-dtype")); err != nil {
 			return "", 0, 0, fmt.Errorf("--rollout-dtype: %w", err)
 		}

@@ -290,6 +290,25 @@ func TestResumeRunFromBeforeRewardModes(t *testing.T) {
 	}
 }
 
+// A run whose rollout dtype is not this machine's default (bf16, as on a GPU, resumed on
+// this CPU) resumes with its --rollout-dtype, and without it is refused with that advice
+// rather than the probe tolerance that follows from the dtype.
+func TestResumeOtherRolloutDType(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	args := func(steps string, extra ...string) []string {
+		return trainArgs(t, out, steps, append([]string{"--val-synthetic", "0"}, extra...)...)
+	}
+	if _, stderr, err := runApp(t, args("1", "--rollout-dtype", "bf16")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	if _, _, err := runApp(t, args("2", "--resume")...); err == nil || !strings.Contains(err.Error(), "resume it with --rollout-dtype bf16") {
+		t.Errorf("resume at the default rollout dtype: %v, want the advice to pass --rollout-dtype bf16", err)
+	}
+	if _, stderr, err := runApp(t, args("2", "--resume", "--rollout-dtype", "bf16")...); err != nil {
+		t.Errorf("resume with --rollout-dtype bf16: %v\n%s", err, stderr)
+	}
+}
+
 // --reward picks the answer checker of the rewards and is saved with the run; --robust is
 // its shorthand, and a contradiction or an unknown checker is refused.
 func TestTrainRewardMode(t *testing.T) {
@@ -352,12 +371,12 @@ func TestTrainOverlap(t *testing.T) {
 }
 
 // `umad train --lora-rank` trains adapters: the checkpoint is a PEFT directory naming the
-// base (no copy of it) with a merged GGUF, config.json records the settings, and the run
-// resumes from it.
+// base (no copy of it) with a merged GGUF, config.json records the settings, llama.cpp's
+// copy of the base has the rollout dtype, and the run resumes from it.
 func TestTrainLoRARunAndResume(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	args := func(steps string, extra ...string) []string {
-		return trainArgs(t, out, steps, append([]string{"--val-synthetic", "0", "--lora-rank", "4", "--lora-targets", "q,v,down", "--lr", "1e-2"}, extra...)...)
+		return trainArgs(t, out, steps, append([]string{"--val-synthetic", "0", "--lora-rank", "4", "--lora-targets", "q,v,down", "--lr", "1e-2", "--rollout-dtype", "bf16"}, extra...)...)
 	}
 	if _, stderr, err := runApp(t, args("1")...); err != nil {
 		t.Fatalf("train: %v\n%s", err, stderr)
@@ -371,10 +390,22 @@ func TestTrainLoRARunAndResume(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(agent, "model.safetensors")); err == nil {
 		t.Error("the LoRA checkpoint copied the base weights")
 	}
+	// The base llama.cpp holds follows the rollout dtype (issue 33).
+	base, err := model.OpenGGUF(filepath.Join(out, "sync", "agent-0", "model.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	for _, ti := range base.Tensors {
+		if len(ti.Dims) == 2 && ti.Type != model.TypeBF16 {
+			t.Errorf("the rollout base's matrix %s is %v, want the rollout dtype, bf16", ti.Name, ti.Type)
+			break
+		}
+	}
 	if b, _ := os.ReadFile(filepath.Join(out, "config.json")); !strings.Contains(string(b), `"rank": 4`) || !strings.Contains(string(b), `"alpha": 8`) {
 		t.Errorf("config.json does not record rank 4 and the default alpha 8:\n%s", b)
 	}
-	if _, _, err := runApp(t, trainArgs(t, out, "2", "--val-synthetic", "0", "--resume")...); err == nil || !strings.Contains(err.Error(), "other settings") {
+	if _, _, err := runApp(t, trainArgs(t, out, "2", "--val-synthetic", "0", "--rollout-dtype", "bf16", "--resume")...); err == nil || !strings.Contains(err.Error(), "other settings") {
 		t.Errorf("resuming a LoRA run without --lora-rank: %v", err)
 	}
 	if _, stderr, err := runApp(t, args("2", "--resume")...); err != nil {
@@ -451,9 +482,10 @@ func TestTrainFailedStartLeavesNothing(t *testing.T) {
 	}
 }
 
-// The rollout dtype follows the trainer's unless set; a dtype other than the trainer's,
-// or --overlap 1, turns truncated importance sampling on, and any bf16 or f16 side widens the probe
-// tolerance, each unless its own flag is given.
+// The rollout dtype is bf16 with llama.cpp on a GPU or a bf16 trainer, else f32 (bf16
+// decodes no faster on this CPU), unless set; a dtype other than the trainer's, or
+// --overlap 1, turns truncated importance sampling on, and any bf16 or f16 side widens the
+// probe tolerance, each unless its own flag is given.
 func TestRolloutSettings(t *testing.T) {
 	flags := App().Command("train").Flags
 	for _, tc := range []struct {
@@ -462,6 +494,9 @@ func TestRolloutSettings(t *testing.T) {
 		tol, tis float64
 	}{
 		{nil, trainer.RolloutF32, probeTolF32, 0},
+		{[]string{"--gpu-layers", "99"}, trainer.RolloutBF16, probeTolBF16, defaultTISCap},
+		{[]string{"--gpu-layers", "99", "--rollout-dtype", "f32"}, trainer.RolloutF32, probeTolF32, 0},
+		{[]string{"--gpu-layers", "0"}, trainer.RolloutF32, probeTolF32, 0},
 		{[]string{"--dtype", "bf16"}, trainer.RolloutBF16, probeTolBF16, 0},
 		{[]string{"--rollout-dtype", "bf16"}, trainer.RolloutBF16, probeTolBF16, defaultTISCap},
 		{[]string{"--rollout-dtype", "BF16", "--tis-cap", "0", "--probe-tol", "1e-3"}, trainer.RolloutBF16, 1e-3, 0},
