@@ -18,7 +18,9 @@ import (
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/launch"
+	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/report"
@@ -624,6 +626,9 @@ func trainReport(c *ucli.Context, cfg trainer.Config) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", rep)
+	if peak, err := sysmem.PeakRSS(); err == nil { // against the plan's "peak host" line
+		fmt.Fprintf(c.App.ErrWriter, "peak host memory: %s (this process's resident high-water mark)\n", memplan.Size(peak))
+	}
 	return nil
 }
 
