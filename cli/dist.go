@@ -30,7 +30,7 @@ func distFlags() []ucli.Flag {
 
 // shardFlag is train's --shard, the ZeRO stage over the ranks.
 func shardFlag() ucli.Flag {
-	return &ucli.IntFlag{Name: "shard", Usage: fmt.Sprintf("with --nproc > 1, the ZeRO stage: 0 replicates the training state on every rank; 1 gives each rank the AdamW moments of its 1/N of the parameters; 2 and 3 (gradients, weights) are planned, not implemented yet (%s; --dry-run prints every stage's memory per rank)", memplan.Implemented())}
+	return &ucli.IntFlag{Name: "shard", Usage: fmt.Sprintf("with --nproc > 1, the ZeRO stage: 0 replicates the training state on every rank; 1 gives each rank the AdamW moments of its 1/N of the parameters; 2 also sums the gradients inside the backward and keeps each rank's 1/N of them (a layer at a time with --grad-checkpoint); 3 (weights) is planned, not implemented yet (%s; --dry-run prints every stage's memory per rank)", memplan.Implemented())}
 }
 
 // shardStage is --shard for a job of world ranks: one process has nothing to shard and

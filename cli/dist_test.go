@@ -200,8 +200,9 @@ func startUntilStep(t *testing.T, args []string, out string, step int) (*exec.Cm
 
 // A rank killed mid-run ends the job at once, naming it; a rank that hangs ends it after
 // --dist-timeout; --resume then finishes with the metrics and weights of an
-// uninterrupted run, also under --shard 1 (ZeRO stage 1 takes its part of the
-// checkpoint's moments, and the sharded steps are the replicated ones bit for bit).
+// uninterrupted run, also under --shard 2 (ZeRO stage 2 takes its part of the
+// checkpoint's moments, and its steps are the replicated ones bit for bit: each rank's two
+// groups are a mini-batch of their own).
 func TestTrainRankFailureAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains three 4-step runs over 2 processes, about 30 s")
@@ -236,7 +237,7 @@ func TestTrainRankFailureAndResume(t *testing.T) {
 		t.Errorf("a hung rank ended the job after %v; --dist-timeout is 5s", took)
 	}
 
-	if code, stderr := runUmadProcess(t, 0, distTrainArgs(start, killed, "--resume", "--shard", "1")...); code != 0 {
+	if code, stderr := runUmadProcess(t, 0, distTrainArgs(start, killed, "--resume", "--shard", "2")...); code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
 	}
 	want, _ := readRun(t, whole)

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,11 +46,19 @@ using Group = c10d::Backend;  // 2.x split ProcessGroup into a dispatcher and ba
 using Group = c10d::ProcessGroup;
 #endif
 
+// Totals count what the collectives called from inside the plugin (stage 2's, in the
+// backward and the optimizer step) moved; the Go side times its own calls.
+struct Totals {
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
 struct Dist {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Group> pg;
   int rank = 0, world = 1;
   torch::Device device = torch::kCPU;  // where collective tensors must live
+  std::shared_ptr<Totals> totals = std::make_shared<Totals>();
 };
 
 Dist* checked(umad_dist* d) {
@@ -96,6 +105,13 @@ int64_t bucketed(const std::vector<torch::Tensor>& ts, int64_t bucket_bytes, con
     int64_t bytes = 0;
     while (j < ts.size() && (j == i || bytes + int64_t(ts[j].nbytes()) <= bucket_bytes))
       bytes += ts[j++].nbytes();
+    if (j == i + 1 && ts[i].is_contiguous() && ts[i].device() == dev) {  // alone: in place, no copy
+      auto v = ts[i].view({-1});
+      f(v);
+      sent += v.nbytes();
+      i = j;
+      continue;
+    }
     std::vector<torch::Tensor> flat;
     for (size_t k = i; k < j; k++) flat.push_back(ts[k].reshape({-1}));
     auto buf = torch::cat(flat).to(dev).contiguous();
@@ -175,6 +191,70 @@ std::pair<Flat, std::vector<int64_t>> shard_layout(Dist* d, umad_model* m) {
   for (auto& t : params.pieces) sizes.push_back(t.numel());
   return {params, umad::shard_bounds(sizes, d->world)};
 }
+
+// Comm is stage 2's collectives over a process group; it holds the group, so a model that
+// keeps it outlives nothing it uses.
+struct Comm : umad::GradComm {
+  c10::intrusive_ptr<Group> pg;
+  torch::Device device;
+  int world;
+  int64_t bucket_bytes;
+  std::shared_ptr<Totals> totals;
+
+  Comm(const Dist& d, int64_t bucket) : pg(d.pg), device(d.device), world(d.world), bucket_bytes(bucket), totals(d.totals) {}
+
+  template <typename F>
+  void timed(F&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    totals->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void sum(const std::vector<torch::Tensor>& ts) override {
+    timed([&] {
+      totals->bytes += bucketed(ts, bucket_bytes, device, [&](torch::Tensor& buf) {
+        std::vector<torch::Tensor> v{buf};
+        run(pg->allreduce(v));
+      });
+    });
+  }
+
+  void max(torch::Tensor& t) override {
+    timed([&] {
+      auto on = t.to(device);
+      std::vector<torch::Tensor> v{on};
+      c10d::AllreduceOptions o;
+      o.reduceOp = c10d::ReduceOp::MAX;
+      run(pg->allreduce(v, o));
+      t.copy_(on);
+      totals->bytes += on.nbytes();
+    });
+  }
+
+  std::vector<torch::Tensor> gather(const torch::Tensor& t) override {
+    std::vector<torch::Tensor> parts;
+    timed([&] {
+      // Lengths first: Gloo gathers one size, so every rank pads to the longest.
+      auto len = torch::full({1}, t.numel(), torch::dtype(torch::kInt64).device(device));
+      std::vector<torch::Tensor> lin{len};
+      std::vector<std::vector<torch::Tensor>> lout(1);
+      for (int r = 0; r < world; r++) lout[0].push_back(torch::empty_like(len));
+      run(pg->allgather(lout, lin));
+      std::vector<int64_t> lens;
+      int64_t longest = 0;
+      for (auto& l : lout[0]) longest = std::max(longest, lens.emplace_back(l.item<int64_t>()));
+      auto mine = torch::zeros({longest}, t.options().device(device));
+      mine.narrow(0, 0, t.numel()).copy_(t);
+      std::vector<torch::Tensor> in{mine};
+      std::vector<std::vector<torch::Tensor>> out(1);
+      for (int r = 0; r < world; r++) out[0].push_back(torch::empty_like(mine));
+      run(pg->allgather(out, in));
+      totals->bytes += len.nbytes() + mine.nbytes();
+      for (int r = 0; r < world; r++) parts.push_back(out[0][size_t(r)].narrow(0, 0, lens[size_t(r)]).to(t.device()));
+    });
+    return parts;
+  }
+};
 
 }  // namespace
 
@@ -426,5 +506,31 @@ UMAD_EXPORT int umad_dist_gather_optimizer(umad_dist* dp, umad_model* m, int32_t
       whole[k] = all.pieces;
     }
     if (d->rank == root) umad::set_gathered(m, whole[0], whole[1]);
+  });
+}
+
+UMAD_EXPORT int umad_dist_shard_gradients(umad_dist* dp, umad_model* m, int64_t bucket_bytes, char* err,
+                                          size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (bucket_bytes < 1) throw std::invalid_argument("bucket size must be positive");
+    shard_layout(d, m);  // sharded over this group
+    umad::shard_gradients(m, std::make_shared<Comm>(*d, bucket_bytes));
+  });
+}
+
+UMAD_EXPORT int umad_dist_zero_pass(umad_dist* dp, umad_model* m, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    checked(dp);
+    umad::zero_pass(m);
+  });
+}
+
+UMAD_EXPORT int umad_dist_comm_totals(umad_dist* dp, int64_t* bytes, double* seconds, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (!bytes || !seconds) throw std::invalid_argument("comm totals: NULL argument");
+    *bytes = d->totals->bytes;
+    *seconds = d->totals->seconds;
   });
 }

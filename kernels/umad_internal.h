@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -71,6 +72,24 @@ std::vector<at::Tensor> shard_moments(umad_model* m, int32_t what);
 // order), which reads of the optimizer state see until shard_optimizer drops them.
 void set_gathered(umad_model* m, const std::vector<at::Tensor>& avg, const std::vector<at::Tensor>& avg_sq);
 
+// ZeRO stage 2: a model whose optimizer state is sharded also sums its gradients over the
+// ranks as the backward completes them (a layer at a time under activation checkpointing,
+// else at the end of each pass), keeping its part of the sums only. GradComm is the
+// collectives that takes, called from inside the backward (kernels/umad_dist.cpp).
+struct GradComm {
+  virtual ~GradComm() = default;
+  // sum sums tensors of one dtype over the ranks, in place.
+  virtual void sum(const std::vector<at::Tensor>& ts) = 0;
+  // max reduces a small tensor in place with MAX.
+  virtual void max(at::Tensor& t) = 0;
+  // gather returns every rank's 1-d tensor (their lengths may differ), in rank order.
+  virtual std::vector<at::Tensor> gather(const at::Tensor& t) = 0;
+};
+// shard_gradients makes a model with sharded moments sum its gradients through comm;
+// zero_pass runs the sums of a training pass with zeros, for a rank that has fewer passes
+// in a mini-batch than another (every rank must meet every collective).
+void shard_gradients(umad_model* m, std::shared_ptr<GradComm> comm);
+void zero_pass(umad_model* m);
 // masked_mean is the mean of x over the tokens where the 0/1 mask is 1.
 at::Tensor masked_mean(const at::Tensor& x, const at::Tensor& mask);
 

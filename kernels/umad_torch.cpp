@@ -225,6 +225,7 @@ struct CastLinear : public torch::autograd::Function<CastLinear> {
 
 struct Model;
 Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b);
+void layer_grads_done(const Model& m, int64_t layer);
 
 // Per-layer activation checkpointing: the forward keeps only the layer input; the
 // backward recomputes the layer with grad enabled and back-propagates through it, which
@@ -264,6 +265,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       auto y = layer_forward(*m, layer, x, b);
       torch::autograd::backward({y}, {grad_out[0]});
     }
+    layer_grads_done(*m, layer);
     return {x.grad(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -299,6 +301,15 @@ struct Model {
   int shard_rank = 0, shard_world = 1;
   std::map<std::string, int64_t> shard_off;
   std::map<std::string, Tensor> gathered_avg, gathered_avg_sq;
+  // ZeRO stage 2 (umad::shard_gradients): grad_comm sums the gradients over the ranks as
+  // the backward completes them, layer_trained[i] and rest_trained are the trained names
+  // it sums at a time (checkpoint order), grad_part is this rank's part of the sums (laid
+  // out as exp_avg) and grad_seen the names this rank had a gradient for.
+  std::shared_ptr<umad::GradComm> grad_comm;
+  std::vector<std::vector<std::string>> layer_trained;
+  std::vector<std::string> rest_trained;
+  std::map<std::string, Tensor> grad_part;
+  std::set<std::string> grad_seen;
 
   void expect(const std::string& name, std::vector<int64_t> shape) {
     names.push_back(name);
@@ -679,6 +690,56 @@ struct Model {
     return {out[0], out[1]};
   }
 };
+
+// reduce_grads sums the gradients of the trained parameters names over the ranks (zeros
+// where this rank has none), adds this rank's part of the sums to grad_part and drops the
+// whole gradients: ZeRO stage 2's reduce-scatter, as an all-reduce and a slice.
+void reduce_grads(Model& m, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<Tensor> gs;
+  for (auto& n : names) {
+    auto& p = m.params.at(n);
+    auto g = p.grad();
+    if (g.defined())
+      m.grad_seen.insert(n);
+    else
+      g = torch::zeros_like(p);
+    gs.push_back(g.contiguous());
+  }
+  m.grad_comm->sum(gs);
+  for (size_t i = 0; i < names.size(); i++) {
+    auto& n = names[i];
+    m.params.at(n).mutable_grad() = Tensor();
+    auto ea = m.exp_avg.find(n);
+    if (ea == m.exp_avg.end()) continue;  // another rank's part
+    auto part = gs[i].view({-1}).narrow(0, m.shard_off.at(n), ea->second.numel());
+    auto& acc = m.grad_part[n];
+    acc = acc.defined() ? acc.add_(part) : part.clone();
+  }
+}
+
+// A checkpointed layer's backward has completed its parameters' gradients of this pass.
+void layer_grads_done(const Model& m, int64_t layer) {
+  if (m.grad_comm) reduce_grads(const_cast<Model&>(m), m.layer_trained[size_t(layer)]);
+}
+
+// pass_grads_done sums what a training pass left unsummed: with checkpointing the
+// embedding, final norm and head, else everything. A rank without data for a pass calls
+// it alone, so that its collectives still meet the others' (umad::zero_pass).
+void pass_grads_done(Model& m, bool no_data) {
+  if (!m.grad_comm) return;
+  if (m.cfg.grad_checkpoint) {
+    if (no_data)
+      for (int64_t i = m.cfg.num_layers - 1; i >= 0; i--) reduce_grads(m, m.layer_trained[size_t(i)]);
+    reduce_grads(m, m.rest_trained);
+    return;
+  }
+  std::vector<std::string> all;
+  for (auto& n : m.names)
+    if (m.params.at(n).requires_grad()) all.push_back(n);
+  reduce_grads(m, all);
+}
 
 Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b) {
   const auto& L = m.layers[i];
@@ -1102,7 +1163,10 @@ UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
       kl_mean = masked_mean(kld.detach());
       if (cfg->kl_coef != 0) loss = loss + cfg->kl_coef * agg(kld);
     }
-    if (backward) (loss * scale).backward();
+    if (backward) {
+      (loss * scale).backward();
+      pass_grads_done(*m, false);
+    }
     // Every statistic crosses to the host in one transfer (one sync on a GPU).
     auto st = torch::stack({loss.detach(), pg_loss.detach(), kl_mean, masked_mean(ent.detach()),
                             terms.clipfrac.detach(), terms.clipfrac_lower.detach(),
@@ -1132,7 +1196,10 @@ UMAD_EXPORT int umad_sft_loss(umad_model* mp, const umad_seqs* seqs, int64_t log
     auto lp = m->logprobs(*seqs, 1.0, logit_chunk).first;
     if (lp.numel() == 0) throw ArgError("sft_loss: batch has no response tokens");
     auto l = -lp.mean();
-    if (backward) (l * scale).backward();
+    if (backward) {
+      (l * scale).backward();
+      pass_grads_done(*m, false);
+    }
     *loss = l.item<double>();
   });
 }
@@ -1151,7 +1218,74 @@ UMAD_EXPORT int umad_zero_grad(umad_model* mp) {
   auto m = reinterpret_cast<Model*>(mp);
   if (!m) return UMAD_ERR_ARG;
   for (auto& kv : m->params) kv.second.mutable_grad() = Tensor();
+  m->grad_part.clear();
+  m->grad_seen.clear();
   return UMAD_OK;
+}
+
+// sharded_sum_of_squares is the squared norm of a stage 2 model's summed gradients, the
+// float64 sum one process computes (umad::sum_of_squares of each tensor, added in params'
+// order): each rank squares the 1,024-element blocks of its parts, and a tensor's blocks,
+// gathered from the ranks that hold them, are summed as the one vector they are. The cuts
+// between parts fall on multiples of kAdamSlice, so on block edges. summed gets the names
+// some rank had a gradient for; the others, as without sharding, are not updated.
+Tensor sharded_sum_of_squares(Model& m, std::set<std::string>& summed) {
+  constexpr int64_t block = 1024;  // umad::sum_of_squares's
+  std::vector<std::string> trained;
+  std::vector<int64_t> sizes;
+  for (auto& n : m.names) {
+    if (!m.params.at(n).requires_grad()) continue;
+    trained.push_back(n);
+    sizes.push_back(m.params.at(n).numel());
+  }
+  auto flags = torch::zeros({int64_t(trained.size())}, torch::kFloat32);
+  for (size_t i = 0; i < trained.size(); i++)
+    if (m.grad_seen.count(trained[i])) flags[int64_t(i)] = 1;
+  m.grad_comm->max(flags);
+  flags = flags.to(torch::kCPU);
+  auto any = [&](size_t i) { return flags[int64_t(i)].item<float>() != 0; };
+  auto f64 = torch::dtype(torch::kDouble).device(m.device);
+  std::vector<Tensor> mine;
+  for (size_t i = 0; i < trained.size(); i++) {
+    auto gp = m.grad_part.find(trained[i]);
+    if (!any(i) || gp == m.grad_part.end()) continue;
+    const auto& g = gp->second;
+    const int64_t n = g.numel(), full = n / block * block;
+    if (full > 0) mine.push_back(g.narrow(0, 0, full).view({-1, block}).norm(2, {1}).to(torch::kDouble).pow(2));
+    if (full < n) mine.push_back(g.narrow(0, full, n - full).norm().to(torch::kDouble).pow(2).reshape({1}));
+  }
+  auto all = m.grad_comm->gather(mine.empty() ? torch::zeros({0}, f64) : torch::cat(mine));
+  const auto b = umad::shard_bounds(sizes, m.shard_world);
+  std::vector<int64_t> read(all.size(), 0);
+  std::map<std::string, Tensor> per;
+  int64_t start = 0;
+  for (size_t i = 0; i < trained.size(); i++) {
+    const int64_t n = sizes[i];
+    if (any(i)) {
+      std::vector<Tensor> blocks;
+      Tensor tail;
+      for (size_t r = 0; r < all.size(); r++) {
+        const int64_t lo = std::max(b[r], start), hi = std::min(b[r + 1], start + n);
+        if (lo >= hi) continue;
+        const int64_t len = hi - lo, whole = len / block;
+        if (whole > 0) blocks.push_back(all[r].narrow(0, read[r], whole));
+        read[r] += whole;
+        if (len % block != 0) tail = all[r].narrow(0, read[r]++, 1).reshape({});
+      }
+      auto sq = torch::zeros({}, f64);
+      if (!blocks.empty()) sq += torch::cat(blocks).sum();
+      if (tail.defined()) sq += tail;
+      per[trained[i]] = sq;
+      summed.insert(trained[i]);
+    }
+    start += n;
+  }
+  auto sq = torch::zeros({}, f64);
+  for (auto& kv : m.params) {
+    auto it = per.find(kv.first);
+    if (it != per.end()) sq += it->second;
+  }
+  return sq;
 }
 
 UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step_stats* stats,
@@ -1167,10 +1301,15 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
     m->passes = 0;  // the next step's dropout masks start afresh
     // Summed on the device; one transfer.
     auto sq = torch::zeros({}, torch::dtype(torch::kDouble).device(m->device));
-    for (auto& kv : m->params) {
-      if (!kv.second.requires_grad()) continue;  // frozen: never a gradient, never updated
-      auto& g = kv.second.grad();
-      if (g.defined()) sq += umad::sum_of_squares(g);
+    std::set<std::string> summed;  // stage 2: what some rank had a gradient for
+    if (m->grad_comm) {
+      sq = sharded_sum_of_squares(*m, summed);
+    } else {
+      for (auto& kv : m->params) {
+        if (!kv.second.requires_grad()) continue;  // frozen: never a gradient, never updated
+        auto& g = kv.second.grad();
+        if (g.defined()) sq += umad::sum_of_squares(g);
+      }
     }
     double norm = std::sqrt(sq.item<double>());
     stats->grad_norm = norm;
@@ -1194,12 +1333,16 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
       if (!p.requires_grad()) continue;
       auto g = p.grad();
       auto ea = m->exp_avg.find(kv.first);
+      if (m->grad_comm) {  // stage 2: this rank's part of the summed gradient, if any rank had one
+        auto gp = m->grad_part.find(kv.first);
+        g = summed.count(kv.first) && gp != m->grad_part.end() ? gp->second : Tensor();
+      }
       if (!g.defined() || ea == m->exp_avg.end()) continue;  // none: another rank's part
       auto w = p.detach();
       if (m->shard_world > 1) {  // this rank's part, starting at a slice of the whole update
         const int64_t off = m->shard_off.at(kv.first), n = ea->second.numel();
         w = w.view({-1}).narrow(0, off, n);
-        g = g.view({-1}).narrow(0, off, n);
+        if (!m->grad_comm) g = g.view({-1}).narrow(0, off, n);  // stage 2's is the part already
       }
       umad::adamw_update(w, g, ea->second, m->exp_avg_sq.at(kv.first), *opt, coef, bc1, bc2);
     }
@@ -1277,6 +1420,29 @@ void shard_optimizer(umad_model* mp, int rank, int world) {
   }
   m->shard_rank = rank;
   m->shard_world = world;
+}
+
+void shard_gradients(umad_model* mp, std::shared_ptr<GradComm> comm) {
+  auto m = ready(mp);
+  if (m->shard_world < 2) throw ArgError("the gradients are sharded with the optimizer state, which is not");
+  const std::string prefix = "model.layers.";
+  m->layer_trained.assign(size_t(m->cfg.num_layers), {});
+  m->rest_trained.clear();
+  for (auto& n : m->names) {
+    if (!m->params.at(n).requires_grad()) continue;
+    if (n.rfind(prefix, 0) == 0)
+      m->layer_trained.at(size_t(std::stoll(n.substr(prefix.size())))).push_back(n);
+    else
+      m->rest_trained.push_back(n);
+  }
+  umad_zero_grad(mp);
+  m->grad_comm = std::move(comm);
+}
+
+void zero_pass(umad_model* mp) {
+  auto m = ready(mp);
+  if (!m->grad_comm) throw ArgError("the gradients are not sharded");
+  pass_grads_done(*m, true);
 }
 
 std::vector<Tensor> shard_moments(umad_model* mp, int32_t what) {

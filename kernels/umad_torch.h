@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 9
+#define UMAD_TORCH_ABI_VERSION 10
 
 enum {
   UMAD_OK = 0,
@@ -308,7 +308,20 @@ typedef struct umad_step_stats {
   /* The sharded moments, whole, into host memory on root, where reads of UMAD_EXP_AVG(_SQ)     \
    * see them until the next dist_shard_optimizer (a checkpoint). */                             \
   X(int, dist_gather_optimizer, (umad_dist* d, umad_model* m, int32_t root, char* err,           \
-    size_t errlen), (d, m, root, err, errlen))
+    size_t errlen), (d, m, root, err, errlen))                                                   \
+  /* ZeRO stage 2, on a model sharded by dist_shard_optimizer: from now on its training passes   \
+   * sum the gradients over the ranks as the backward completes them (buckets of about           \
+   * bucket_bytes), and each rank keeps its part of the sums for the optimizer step. */          \
+  X(int, dist_shard_gradients, (umad_dist* d, umad_model* m, int64_t bucket_bytes, char* err,    \
+    size_t errlen), (d, m, bucket_bytes, err, errlen))                                           \
+  /* A training pass without data on a stage 2 model: zeros into the pass's gradient sums, so    \
+   * that a rank with fewer passes in a mini-batch meets the others' collectives. */             \
+  X(int, dist_zero_pass, (umad_dist* d, umad_model* m, char* err, size_t errlen),                \
+    (d, m, err, errlen))                                                                         \
+  /* What the collectives inside training passes and stage 2 steps moved so far: the bytes this  \
+   * rank handed them and the seconds it waited in them. */                                     \
+  X(int, dist_comm_totals, (umad_dist* d, int64_t* bytes, double* seconds, char* err,            \
+    size_t errlen), (d, bytes, seconds, err, errlen))
 
 #define UMAD_TORCH_DECLARE(ret, name, params, args) ret umad_##name params;
 #define UMAD_TORCH_DECLARE_VOID(name, params, args) void umad_##name params;

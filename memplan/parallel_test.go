@@ -37,9 +37,15 @@ func TestShardStagesByHand(t *testing.T) {
 	if l := lineOf(t, p, 0, "AdamW moments"); !l.Device {
 		t.Errorf("stage 1 moments %+v are not on the GPU", l)
 	}
-	// Stage 2: a quarter of the gradients, plus two 25 MiB buckets in flight.
+	// Stage 2: a quarter of the gradients' sums, and what a pass holds before they are
+	// summed, with a 25 MiB bucket: every gradient, or with checkpointing a layer's (64 x
+	// 64 q and o, 32 x 64 k and v, three 64 x 128 MLP matrices, 128 bias values, two norms of
+	// 64: 37,120) and the embedding's and final norm's (512 x 64 + 64).
 	checkLines(t, plan(2, false, false), map[string]int64{"AdamW moments (2 x f32, 1/4)": 8 * P / 4,
-		"gradients (1/4 and 2 buckets)": 4*P/4 + 2*25<<20})
+		"gradients (1/4 of the sums)": 4 * P / 4, "gradients on their way to the sum (a pass's all": 4*P + 25<<20})
+	a.GradCheckpoint = true
+	checkLines(t, plan(2, false, false), map[string]int64{"gradients on their way to the sum (a layer's": 4*(37_120+512*64+64) + 25<<20})
+	a.GradCheckpoint = false
 	// Stage 3: a quarter of the weights and of the reference, and two layers (37,152
 	// parameters each: (P - 512 x 64) / 2) plus the embedding gathered in f32 while training.
 	checkLines(t, plan(3, false, false), map[string]int64{"trainer weights (f32, 1/4)": 4 * P / 4,
@@ -125,15 +131,22 @@ func TestPaperSettingPerRank(t *testing.T) {
 		t.Errorf("stage 1 saves %d bytes per rank, want 7 x %d", d, int64(P))
 	}
 	// Stage 2 adds 1/8 of the gradients: of the agent whose training is the peak (7/8 of
-	// its 4 bytes per parameter, less two buckets).
-	if d := peak(Placement{Shard: 1}) - peak(Placement{Shard: 2}); d != 7*4*4_022_468_096/8-2*BucketBytes {
+	// its 4 bytes per parameter), less what a checkpointed pass holds before the sums: one
+	// layer of Qwen3-4B (q and o 2560 x 4096, k and v 2560 x 1024, three MLP matrices
+	// 2560 x 9728, two head norms of 128, two layer norms of 2560), its tied embedding
+	// (151936 x 2560) and final norm, and a bucket.
+	const inFlight = 4 * (2*2560*4096 + 2*2560*1024 + 3*2560*9728 + 2*128 + 2*2560 + 151936*2560 + 2560)
+	if got := agents[1].gradsInFlight(); got != inFlight {
+		t.Errorf("a stage 2 pass of Qwen3-4B holds %d bytes of whole gradients, want %d", got, inFlight)
+	}
+	if d := peak(Placement{Shard: 1}) - peak(Placement{Shard: 2}); d != 7*4*4_022_468_096/8-inFlight-BucketBytes {
 		t.Errorf("stage 2 saves %d bytes per rank", d)
 	}
 	line, err := CheapestLine(agents, 8, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = "cheapest placement that fits 8 ranks: --shard 3 (busiest rank: GPU 69.48 GiB, host 75.17 GiB); planned, not implemented yet"
+	const want = "cheapest placement that fits 8 ranks: --shard 3 (busiest rank: GPU 71.28 GiB, host 75.17 GiB); planned, not implemented yet"
 	if line != want {
 		t.Errorf("got  %s\nwant %s", line, want)
 	}

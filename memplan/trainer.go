@@ -5,6 +5,7 @@ package memplan
 import (
 	"cmp"
 	"fmt"
+	"strings"
 
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/model/arch"
@@ -114,9 +115,14 @@ func (a Agent) trainerLines() []Line {
 		add(dev, 4*(2*perLayer+int64(a.Shape.Vocab*a.Shape.Hidden)), "gathered weights (stage 3)", PhaseTrain)
 	}
 	// Gradients accumulate into the f32 parameters (masters) at either dtype; stage 2 keeps
-	// this rank's part and two buckets on their way to the reduce-scatter.
+	// this rank's part of their sums, and a pass holds whole gradients until they are summed.
 	if g := a.shards(2); g > 1 {
-		add(dev, 4*n/g+2*BucketBytes, fmt.Sprintf("gradients (1/%d and 2 buckets)", g), PhaseTrain, PhaseStep)
+		add(dev, 4*n/g, fmt.Sprintf("gradients (1/%d of the sums)", g), PhaseTrain, PhaseStep)
+		what := "a pass's all"
+		if a.GradCheckpoint {
+			what = "a layer's, the embedding's and head's"
+		}
+		add(dev, a.gradsInFlight()+BucketBytes, fmt.Sprintf("gradients on their way to the sum (%s, and a bucket)", what), PhaseTrain)
 	} else {
 		add(dev, 4*n, "gradients", PhaseTrain, PhaseStep)
 	}
@@ -141,6 +147,29 @@ func (a Agent) trainerLines() []Line {
 	}
 	add(false, ck, "checkpoint (Go copies)", PhaseCheckpoint)
 	return lines
+}
+
+// gradsInFlight is what a stage 2 pass holds of whole gradients before their sum over the
+// ranks (kernels/umad_torch.cpp, reduce_grads): with checkpointing, a layer's trained
+// tensors and those outside the layers (the embedding and head, whose gradients the
+// backward starts and ends with), else every trained tensor.
+func (a Agent) gradsInFlight() int64 {
+	n, _ := a.trainable()
+	switch {
+	case !a.GradCheckpoint:
+		return 4 * n
+	case a.lora(): // adapters live in the layers alone
+		return 4 * n / int64(a.Shape.Layers)
+	}
+	var layer, rest int64
+	for _, t := range a.Shape.Tensors() {
+		if strings.HasPrefix(t.Name, "model.layers.0.") {
+			layer += t.Elems()
+		} else if !strings.HasPrefix(t.Name, "model.layers.") {
+			rest += t.Elems()
+		}
+	}
+	return 4 * (layer + rest)
 }
 
 // baseDType is what a LoRA base is stored in: bf16 under bf16 compute (it is only ever used

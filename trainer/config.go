@@ -127,7 +127,8 @@ type Config struct {
 	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
 	Group *torch.Group `json:"-"`
 	// Shard is the ZeRO stage over the Group's ranks (dist.go): 0 replicates the training
-	// state, 1 shards the AdamW moments. Not recorded: a run resumes under any stage.
+	// state, 1 shards the AdamW moments, 2 the summed gradients too. Not recorded: a run
+	// resumes under any stage.
 	Shard int        `json:"-"`
 	hooks *testHooks // nil outside tests
 }

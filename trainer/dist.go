@@ -2,8 +2,8 @@ package trainer
 
 // Data parallelism over several processes (Config.Group, a c10d process group). Every rank
 // holds every agent's whole model and optimizer state (replicated), or with Config.Shard 1
-// the AdamW moments of its part of the parameters only (ZeRO stage 1), and its own rollout
-// engines. A step's problems are split into contiguous
+// the AdamW moments of its part of the parameters only (ZeRO stage 1), with Shard 2 also
+// only its part of the summed gradients (stage 2), and its own rollout engines. A step's problems are split into contiguous
 // shares, so whole GRPO groups stay on one rank and advantages need nothing from the
 // others; each rank rolls out, scores and back-propagates its share, and the gradients are
 // summed over the ranks before every optimizer step. The loss of a mini-batch is already a
@@ -199,12 +199,35 @@ func (t *Trainer) placeAgent(i int) error {
 	if err := g.ShardOptimizer(a.actor.Model); err != nil {
 		return fmt.Errorf("agent %d: %w", i, err)
 	}
+	if t.stage2() {
+		if err := g.ShardGradients(a.actor.Model, BucketBytes); err != nil {
+			return fmt.Errorf("agent %d: %w", i, err)
+		}
+	}
 	return nil
 }
 
 // sharded reports whether the actors' AdamW moments are sharded over the ranks (ZeRO
-// stage 1, Config.Shard).
+// stage 1 and up, Config.Shard).
 func (t *Trainer) sharded() bool { return t.cfg.Group != nil && t.cfg.Shard > 0 }
+
+// stage2 reports whether the actors' gradients are sharded too: summed over the ranks
+// inside the training passes, each rank keeping its part (ZeRO stage 2).
+func (t *Trainer) stage2() bool { return t.cfg.Group != nil && t.cfg.Shard >= 2 }
+
+// emptyPasses is how many passes without data this rank adds to its local ones in a
+// mini-batch: at stage 2 the gradient sums are collectives inside the passes, so every
+// rank runs as many as the busiest; with none anywhere, skip is true.
+func (t *Trainer) emptyPasses(local int) (extra int, skip bool, err error) {
+	if !t.stage2() {
+		return 0, false, nil
+	}
+	most := []float64{float64(local)}
+	if err := t.reduce(most, torch.Max); err != nil {
+		return 0, false, err
+	}
+	return int(most[0]) - local, most[0] == 0, nil
+}
 
 // checkShard checks that every rank runs the same --shard, which is not part of the
 // configuration the ranks compare (a run resumes under any stage).
@@ -273,6 +296,9 @@ func (t *Trainer) reduceGrads(m *torch.Model, local int) (int, error) {
 	if t.cfg.Group == nil {
 		return local, nil
 	}
+	if t.stage2() { // summed inside the passes; emptyPasses skipped a mini-batch no rank had
+		return 1, nil
+	}
 	n := []float64{float64(local)}
 	if err := t.reduce(n, torch.Sum); err != nil {
 		return 0, err
@@ -310,10 +336,14 @@ func (t *Trainer) lossMetrics(local []lossRow, m *trainlog.StepMetrics) error {
 	return nil
 }
 
-// commTime is the time this process spent in gradient all-reduces so far.
+// commTime is the time this process spent in the update's collectives so far.
 func (t *Trainer) commTime() time.Duration {
 	if t.cfg.Group == nil {
 		return 0
 	}
-	return t.cfg.Group.CommTime
+	d, _, err := t.cfg.Group.CommTotals()
+	if err != nil {
+		return t.cfg.Group.CommTime
+	}
+	return d
 }

@@ -231,6 +231,13 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 			batches = append(batches, pb)
 			ids = append(ids, recs[b.refs[lo].p].Problem.ID)
 		}
+		extra, skip, err := t.emptyPasses(len(batches))
+		if err != nil {
+			return fmt.Errorf("mini-batch of groups %d-%d: %w", g0, g1-1, err)
+		}
+		if skip {
+			continue
+		}
 		for bi, pb := range batches {
 			// Each group's loss counts 1/(groups in the mini-batch), dropped ones included,
 			// so a step's size does not depend on how many groups dynamic sampling kept.
@@ -242,6 +249,11 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 				return fmt.Errorf("policy loss is %v on problem %s (lower the learning rate?)", ls.Loss, ids[bi])
 			}
 			losses = append(losses, lossRow{int64(g0), ls.ClipFrac, ls.ClipFracLower, ls.PGLoss, ls.PPOKL})
+		}
+		for range extra {
+			if err := t.cfg.Group.ZeroPass(st.actor.Model); err != nil {
+				return fmt.Errorf("mini-batch of groups %d-%d: %w", g0, g1-1, err)
+			}
 		}
 		if n, err := t.reduceGrads(st.actor.Model, len(batches)); err != nil || n == 0 {
 			if err != nil {

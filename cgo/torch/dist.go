@@ -184,6 +184,43 @@ func (g *Group) ShardOptimizer(m *Model) error {
 	})
 }
 
+// ShardGradients makes m, whose optimizer state ShardOptimizer sharded, a ZeRO stage 2
+// model: its training passes sum the gradients over the ranks as the backward completes
+// them (a layer at a time with gradient checkpointing, else at each pass's end), in buckets
+// of about bucketBytes, and each rank keeps its part of the sums for its part of the step.
+// Every rank must then run as many passes per optimizer step as the others: ZeroPass
+// stands for a pass without data.
+func (g *Group) ShardGradients(m *Model, bucketBytes int64) error {
+	if err := m.live("shard the gradients"); err != nil {
+		return err
+	}
+	return g.call("shard the gradients", func() C.int {
+		return C.plugin_dist_shard_gradients(g.ptr, m.ptr, C.int64_t(bucketBytes), g.rt.errBuf, errBufLen)
+	})
+}
+
+// ZeroPass adds zeros to a stage 2 model's gradient sums, in the collectives of one pass.
+func (g *Group) ZeroPass(m *Model) error {
+	if err := m.live("run an empty pass"); err != nil {
+		return err
+	}
+	return g.call("run an empty pass", func() C.int {
+		return C.plugin_dist_zero_pass(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
+	})
+}
+
+// CommTotals is the time spent in collectives and the bytes handed to them so far: the
+// calls above (CommTime, CommBytes) and those the plugin makes inside training passes and
+// stage 2 steps.
+func (g *Group) CommTotals() (time.Duration, int64, error) {
+	var bytes C.int64_t
+	var sec C.double
+	err := g.call("read the collectives' totals", func() C.int {
+		return C.plugin_dist_comm_totals(g.ptr, &bytes, &sec, g.rt.errBuf, errBufLen)
+	})
+	return g.CommTime + time.Duration(float64(sec)*float64(time.Second)), g.CommBytes + int64(bytes), err
+}
+
 // AllGatherParams gives every rank the parts of m's weights the others updated in a
 // sharded optimizer step, all-gathered in buckets of about bucketBytes.
 func (g *Group) AllGatherParams(m *Model, bucketBytes int64) error {

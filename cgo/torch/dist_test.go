@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -274,15 +275,21 @@ func numel(shape []int64) int {
 	return n
 }
 
-// ZeRO stage 1 over 2 ranks against one process: 3 clipped AdamW steps on the same
+// ZeRO stages 1 and 2 over 2 ranks against one process: 3 clipped AdamW steps on the same
 // gradients, each rank updating its part and all-gathering the others', give bit-identical
-// weights, and the moments gathered to rank 0 are bit-identical too.
+// weights, and the moments gathered to rank 0 are bit-identical too. Stage 2 sums the
+// ranks' passes inside the backward (checkpointed, a layer at a time), so one process runs
+// the passes of both ranks: g + g is exact.
 func TestShardedOptimizer(t *testing.T) {
 	openForTest(t)
-	for r, res := range disttest.Spawn(t, "TestShardedOptimizerRank", 2, 2*time.Minute) {
-		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestShardedOptimizerRank") {
-			t.Errorf("rank %d: %v\n%s", r, res.Err, res.Output)
-		}
+	for _, stage := range []string{"1", "2"} {
+		t.Run("stage="+stage, func(t *testing.T) {
+			for r, res := range disttest.Spawn(t, "TestShardedOptimizerRank", 2, 2*time.Minute, "UMAD_TEST_STAGE="+stage) {
+				if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestShardedOptimizerRank") {
+					t.Errorf("rank %d: %v\n%s", r, res.Err, res.Output)
+				}
+			}
+		})
 	}
 }
 
@@ -296,17 +303,50 @@ func TestShardedOptimizerRank(t *testing.T) {
 	g := joinForTest(t, rt, time.Minute)
 	cfg := tinyConfigs[0].cfg
 	cfg.VocabSize = 20000
-	opts := ModelOptions{Trainable: true}
+	stage2 := os.Getenv("UMAD_TEST_STAGE") == "2"
+	opts := ModelOptions{Trainable: true, GradCheckpoint: stage2}
 	m, want := randomModel(t, rt, cfg, opts, 10), randomModel(t, rt, cfg, opts, 10)
 	if err := g.ShardOptimizer(m); err != nil {
 		t.Fatal(err)
 	}
+	if stage2 {
+		if err := g.ShardGradients(m, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
 	opt := trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 0.5}
 	for s := uint64(0); s < 3; s++ {
 		p, q := randomSeqs(rand.New(rand.NewPCG(s, 1)), cfg.VocabSize, 3)
-		for _, model := range []*Model{m, want} {
+		pass := func(model *Model) {
+			t.Helper()
 			if _, err := model.SFTLoss(p, q, true, 1); err != nil {
 				t.Fatal(err)
+			}
+		}
+		pass(m)
+		pass(want)
+		if stage2 {
+			pass(want) // the other rank's pass
+			// The last step: rank 0 runs a second pass, rank 1 an empty one.
+			if s == 2 {
+				pass(want)
+				if g.Rank() == 0 {
+					pass(m)
+				} else if err := g.ZeroPass(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The sums are collectives inside the passes; no rank keeps a whole gradient.
+			if _, n, err := g.CommTotals(); err != nil || n == 0 {
+				t.Fatalf("collectives inside the passes: %d bytes, %v", n, err)
+			}
+			infos, err := m.Tensors()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grad := make([]float32, numel(infos[0].Shape))
+			if err := Read(m, infos[0].Name, Grad, grad); err == nil && slices.ContainsFunc(grad, func(v float32) bool { return v != 0 }) {
+				t.Fatalf("%s keeps a whole gradient after a stage 2 pass", infos[0].Name)
 			}
 		}
 		a, err := m.Step(opt)
