@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/memplan"
+	"github.com/umad-dev/umad/trainer"
 )
 
 // distFlags are the multi-process flags of train and debate.
@@ -30,7 +31,7 @@ func distFlags() []ucli.Flag {
 
 // shardFlag is train's --shard, the ZeRO stage over the ranks.
 func shardFlag() ucli.Flag {
-	return &ucli.IntFlag{Name: "shard", Usage: fmt.Sprintf("with --nproc > 1, the ZeRO stage: 0 replicates the training state on every rank; 1 gives each rank the AdamW moments of its 1/N of the parameters; 2 also sums the gradients inside the backward and keeps each rank's 1/N of them (a layer at a time with --grad-checkpoint); 3 (weights) is planned, not implemented yet (%s; --dry-run prints every stage's memory per rank)", memplan.Implemented())}
+	return &ucli.IntFlag{Name: "shard", Usage: fmt.Sprintf("with --nproc > 1, the ZeRO stage: 0 replicates the training state on every rank; 1 gives each rank the AdamW moments of its 1/N of the parameters; 2 also sums the gradients inside the backward and keeps each rank's 1/N of them (a layer at a time with --grad-checkpoint); 3 also keeps 1/N of the weights and the reference, gathering a layer whole while a pass uses it (full fine-tuning with --grad-checkpoint) (%s; --dry-run prints every stage's memory per rank)", memplan.Implemented())}
 }
 
 // shardStage is --shard for a job of world ranks: one process has nothing to shard and
@@ -46,7 +47,7 @@ func shardStage(c *ucli.Context, world int) (int, error) {
 	case s > memplan.ImplementedShard:
 		return 0, fmt.Errorf("--shard %d: ZeRO stage %d is planned, not implemented yet (%s)", s, s, memplan.Implemented())
 	}
-	return s, nil
+	return s, trainer.CheckShard(s, c.Int("lora-rank"), c.Bool("grad-checkpoint"))
 }
 
 // distTimeoutFlag is --dist-timeout, the bound on waiting for other ranks.

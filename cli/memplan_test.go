@@ -189,7 +189,7 @@ func checkPlanAgainstRSS(t *testing.T, extra ...string) {
 }
 
 // A dry run of several ranks prints each placement's figures per rank and names the
-// cheapest that fits; --shard refuses unknown stages and stages not implemented yet in one
+// cheapest that fits; --shard refuses unknown stages and stage 3 where it cannot run in one
 // line, and runs stage 0 with a warning in one process (issue 32).
 func TestTrainDryRunPerRank(t *testing.T) {
 	torchtest.Open(t)
@@ -209,11 +209,15 @@ func TestTrainDryRunPerRank(t *testing.T) {
 	if err != nil || !strings.Contains(stdout, "AdamW moments (2 x f32, 1/2)") || !strings.Contains(stdout, "AdamW moments, the rest until sharded [start]") {
 		t.Errorf("--shard 1 --nproc 2: %v\n%s%s", err, stdout, stderr)
 	}
-	for _, c := range []struct{ shard, nproc, err string }{
-		{"4", "2", "--shard 4: the ZeRO stage is 0, 1, 2 or 3"},
-		{"3", "2", "--shard 3: ZeRO stage 3 is planned, not implemented yet"},
+	for _, c := range []struct {
+		shard, nproc, err string
+		extra             []string
+	}{
+		{"4", "2", "--shard 4: the ZeRO stage is 0, 1, 2 or 3", nil},
+		{"3", "2", "--shard 3 needs --grad-checkpoint", nil},
+		{"3", "2", "--shard 3 shards the weights of full fine-tuning", []string{"--grad-checkpoint", "--lora-rank", "4"}},
 	} {
-		_, _, err := runApp(t, trainArgs(t, out, "1", "--dry-run", "--nproc", c.nproc, "--shard", c.shard)...)
+		_, _, err := runApp(t, trainArgs(t, out, "1", append([]string{"--dry-run", "--nproc", c.nproc, "--shard", c.shard}, c.extra...)...)...)
 		if err == nil || !strings.HasPrefix(err.Error(), c.err) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("--shard %s --nproc %s: %v; want one line %q", c.shard, c.nproc, err, c.err)
 		}

@@ -195,13 +195,25 @@ std::pair<Flat, std::vector<int64_t>> shard_layout(Dist* d, umad_model* m) {
 // Comm is stage 2's collectives over a process group; it holds the group, so a model that
 // keeps it outlives nothing it uses.
 struct Comm : umad::GradComm {
+  Dist d;  // a copy: the group lives as long as a model that uses it
   c10::intrusive_ptr<Group> pg;
   torch::Device device;
   int world;
   int64_t bucket_bytes;
   std::shared_ptr<Totals> totals;
 
-  Comm(const Dist& d, int64_t bucket) : pg(d.pg), device(d.device), world(d.world), bucket_bytes(bucket), totals(d.totals) {}
+  Comm(const Dist& dist, int64_t bucket)
+      : d(dist), pg(dist.pg), device(dist.device), world(dist.world), bucket_bytes(bucket), totals(dist.totals) {}
+
+  void gather_range(const std::vector<torch::Tensor>& mine, const std::vector<torch::Tensor>& dst,
+                    const std::vector<int64_t>& bounds, int64_t lo, int64_t hi) override {
+    timed([&] {
+      std::vector<int64_t> b;
+      for (auto x : bounds) b.push_back(std::clamp(x, lo, hi));
+      Flat from{mine, bounds[size_t(d.rank)]}, to{dst, lo};
+      totals->bytes += gather_parts(&d, b, from, &to, torch::kUInt8, bucket_bytes);
+    });
+  }
 
   template <typename F>
   void timed(F&& f) {
@@ -532,5 +544,34 @@ UMAD_EXPORT int umad_dist_comm_totals(umad_dist* dp, int64_t* bytes, double* sec
     if (!bytes || !seconds) throw std::invalid_argument("comm totals: NULL argument");
     *bytes = d->totals->bytes;
     *seconds = d->totals->seconds;
+  });
+}
+
+UMAD_EXPORT int umad_dist_shard_weights(umad_dist* dp, umad_model* m, int64_t bucket_bytes, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (bucket_bytes < 1) throw std::invalid_argument("bucket size must be positive");
+    umad::shard_weights(m, std::make_shared<Comm>(*d, bucket_bytes), d->rank, d->world);
+  });
+}
+
+UMAD_EXPORT int umad_dist_empty_forward(umad_dist* dp, umad_model* m, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    checked(dp);
+    umad::empty_forward(m);
+  });
+}
+
+UMAD_EXPORT int umad_dist_hold_weights(umad_dist* dp, umad_model* m, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    checked(dp);
+    umad::hold_weights(m);
+  });
+}
+
+UMAD_EXPORT int umad_dist_release_weights(umad_dist* dp, umad_model* m, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    checked(dp);
+    umad::release_held_weights(m);
   });
 }

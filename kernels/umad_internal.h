@@ -84,12 +84,27 @@ struct GradComm {
   virtual void max(at::Tensor& t) = 0;
   // gather returns every rank's 1-d tensor (their lengths may differ), in rank order.
   virtual std::vector<at::Tensor> gather(const at::Tensor& t) = 0;
+  // gather_range gives every rank the bytes [lo, hi) of a byte vector cut between the ranks
+  // at bounds (world + 1 offsets): mine are this rank's part, flat pieces laid end to end
+  // from bounds[rank]; dst receive [lo, hi), flat pieces laid end to end from lo.
+  virtual void gather_range(const std::vector<at::Tensor>& mine, const std::vector<at::Tensor>& dst,
+                            const std::vector<int64_t>& bounds, int64_t lo, int64_t hi) = 0;
 };
 // shard_gradients makes a model with sharded moments sum its gradients through comm;
 // zero_pass runs the sums of a training pass with zeros, for a rank that has fewer passes
 // in a mini-batch than another (every rank must meet every collective).
 void shard_gradients(umad_model* m, std::shared_ptr<GradComm> comm);
 void zero_pass(umad_model* m);
+// ZeRO stage 3: shard_weights keeps this rank's part of every parameter (cut as the
+// moments are) and releases the rest; a pass gathers a layer's parameters whole while it
+// uses them (and the embedding, final norm and head for the whole pass). A trainable model
+// must be at stage 2 and checkpointed; a frozen one (a reference) needs neither.
+// empty_forward runs a forward pass's gathers alone, for a rank with fewer passes;
+// hold_weights gathers every parameter whole until release_held_weights (reads).
+void shard_weights(umad_model* m, std::shared_ptr<GradComm> comm, int rank, int world);
+void empty_forward(umad_model* m);
+void hold_weights(umad_model* m);
+void release_held_weights(umad_model* m);
 // masked_mean is the mean of x over the tokens where the 0/1 mask is 1.
 at::Tensor masked_mean(const at::Tensor& x, const at::Tensor& mask);
 

@@ -227,6 +227,19 @@ struct Model;
 Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b);
 void layer_grads_done(const Model& m, int64_t layer);
 
+// InUse holds a group of a stage 3 model's parameters whole while a pass uses them (a
+// layer, or with kRest those outside the layers), gathered from the ranks' parts, and
+// releases them after; on any other model it does nothing.
+constexpr int64_t kRest = -1;
+struct InUse {
+  InUse(const Model& m, int64_t group);
+  ~InUse();
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+  Model* m = nullptr;
+  int64_t group = 0;
+};
+
 // Per-layer activation checkpointing: the forward keeps only the layer input; the
 // backward recomputes the layer with grad enabled and back-propagates through it, which
 // accumulates the parameter gradients directly.
@@ -244,6 +257,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["drop_p"] = b->drop_p;
     ctx->saved_data["drop_seed"] = b->drop_seed;
     torch::NoGradGuard no_grad;
+    InUse use(*m, layer);
     return layer_forward(*m, layer, x, *b);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -261,11 +275,12 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     b.drop_seed = ctx->saved_data["drop_seed"].toInt();
     auto x = saved[0].detach().requires_grad_(true);
     {
+      InUse use(*m, layer);
       torch::AutoGradMode grad(true);
       auto y = layer_forward(*m, layer, x, b);
       torch::autograd::backward({y}, {grad_out[0]});
+      layer_grads_done(*m, layer);  // before the release: the sums read the gradients only
     }
-    layer_grads_done(*m, layer);
     return {x.grad(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -310,6 +325,18 @@ struct Model {
   std::vector<std::string> rest_trained;
   std::map<std::string, Tensor> grad_part;
   std::set<std::string> grad_seen;
+  // ZeRO stage 3 (umad::shard_weights): every parameter's data is released except while a
+  // pass uses it (InUse); w_part is this rank's part of the parameters laid end to end in
+  // checkpoint order (elements [w_bounds[rank], w_bounds[rank + 1]), each from w_start),
+  // the masters its optimizer steps update; w_layers and w_rest are the groups gathered at
+  // a time; whole counts the callers holding every parameter whole (reads of the weights).
+  std::shared_ptr<umad::GradComm> w_comm;
+  std::vector<int64_t> w_bounds;
+  std::map<std::string, int64_t> w_start;
+  std::vector<std::vector<std::string>> w_layers;
+  std::vector<std::string> w_rest;
+  std::map<std::string, Tensor> w_part;
+  int whole = 0;
 
   void expect(const std::string& name, std::vector<int64_t> shape) {
     names.push_back(name);
@@ -628,8 +655,17 @@ struct Model {
     // A frozen embedding (LoRA) gives an input without grad; the checkpointed layers still
     // need a graph to hang their recompute on.
     if (ckpt && !x.requires_grad()) x = x.detach().requires_grad_(true);
-    for (int64_t i = 0; i < cfg.num_layers; i++)
-      x = ckpt ? CheckpointedLayer::apply(x, this, i, &b) : layer_forward(*this, i, x, b);
+    // A stage 3 layer is released after its forward: only a recomputing backward can use it.
+    if (w_comm && !ckpt && torch::GradMode::is_enabled() && cfg.trainable)
+      throw ArgError("sharded weights (ZeRO stage 3) train with gradient checkpointing only");
+    for (int64_t i = 0; i < cfg.num_layers; i++) {
+      if (ckpt) {
+        x = CheckpointedLayer::apply(x, this, i, &b);
+      } else {
+        InUse use(*this, i);
+        x = layer_forward(*this, i, x, b);
+      }
+    }
     return rms_norm(x, final_norm);
   }
 
@@ -719,6 +755,64 @@ void reduce_grads(Model& m, const std::vector<std::string>& names) {
   }
 }
 
+// as_bytes is a contiguous tensor's storage as a flat byte vector.
+Tensor as_bytes(const Tensor& t) { return t.view({-1}).view(torch::kUInt8); }
+
+// gather_weights makes the parameters names (checkpoint order) whole again: every rank's
+// part of them, all-gathered as bytes into new tensors, one range of consecutive
+// parameters at a time (the embedding and the final norm are two).
+void gather_weights(Model& m, const std::vector<std::string>& names) {
+  torch::NoGradGuard no_grad;
+  std::vector<Tensor> mine;
+  for (auto& n : m.names) {
+    auto it = m.w_part.find(n);
+    if (it != m.w_part.end()) mine.push_back(as_bytes(it->second));
+  }
+  const int64_t es = int64_t(m.params.at(m.names.front()).element_size());
+  std::vector<int64_t> bounds;
+  for (auto b : m.w_bounds) bounds.push_back(b * es);
+  size_t i = 0;
+  while (i < names.size()) {
+    std::vector<Tensor> dst;
+    const int64_t lo = m.w_start.at(names[i]);
+    int64_t hi = lo;
+    for (; i < names.size() && m.w_start.at(names[i]) == hi; i++) {
+      auto& p = m.params.at(names[i]);
+      auto full = torch::empty(m.shapes.at(names[i]), torch::dtype(p.scalar_type()).device(p.device()));
+      dst.push_back(as_bytes(full));
+      hi += full.numel();
+      p.set_data(full);
+    }
+    m.w_comm->gather_range(mine, dst, bounds, lo * es, hi * es);
+  }
+}
+
+void release_weights(Model& m, const std::vector<std::string>& names) {
+  for (auto& n : names) {
+    auto& p = m.params.at(n);
+    p.set_data(torch::empty({0}, torch::dtype(p.scalar_type()).device(p.device())));
+  }
+}
+
+const std::vector<std::string>& weight_group(const Model& m, int64_t group) {
+  return group == kRest ? m.w_rest : m.w_layers.at(size_t(group));
+}
+
+InUse::InUse(const Model& cm, int64_t g) {
+  auto& mm = const_cast<Model&>(cm);
+  if (!mm.w_comm || mm.whole > 0) return;
+  gather_weights(mm, weight_group(mm, g));
+  m = &mm;
+  group = g;
+}
+
+InUse::~InUse() {
+  try {
+    if (m) release_weights(*m, weight_group(*m, group));
+  } catch (...) {  // a destructor must not throw; the next gather replaces the data anyway
+  }
+}
+
 // A checkpointed layer's backward has completed its parameters' gradients of this pass.
 void layer_grads_done(const Model& m, int64_t layer) {
   if (m.grad_comm) reduce_grads(const_cast<Model&>(m), m.layer_trained[size_t(layer)]);
@@ -730,8 +824,13 @@ void layer_grads_done(const Model& m, int64_t layer) {
 void pass_grads_done(Model& m, bool no_data) {
   if (!m.grad_comm) return;
   if (m.cfg.grad_checkpoint) {
-    if (no_data)
-      for (int64_t i = m.cfg.num_layers - 1; i >= 0; i--) reduce_grads(m, m.layer_trained[size_t(i)]);
+    if (no_data) {
+      for (int64_t i = 0; i < m.cfg.num_layers; i++) InUse forward(m, i);  // stage 3's gathers
+      for (int64_t i = m.cfg.num_layers - 1; i >= 0; i--) {
+        InUse backward(m, i);
+        reduce_grads(m, m.layer_trained[size_t(i)]);
+      }
+    }
     reduce_grads(m, m.rest_trained);
     return;
   }
@@ -802,6 +901,9 @@ Model* ready(umad_model* m) {
   if (!mm->ready) throw ArgError("model is not finalized: set all tensors, then finalize");
   return mm;
 }
+
+// released reports whether a stage 3 model's parameters are its parts alone right now.
+bool released(const Model& m) { return m.w_comm && m.whole == 0; }
 
 int64_t response_tokens(const umad_seqs& s) {
   int64_t n = 0;
@@ -1001,6 +1103,7 @@ UMAD_EXPORT umad_model* umad_model_clone(const umad_model* mp, int32_t dtype, in
   Model* out = nullptr;
   int rc = guarded(err, errlen, [&] {
     auto src = ready(const_cast<umad_model*>(mp));
+    if (released(*src)) throw ArgError("clone: the weights are sharded over the ranks (ZeRO stage 3)");
     auto cfg = src->cfg;
     cfg.dtype = dtype;
     if (cfg.compute_dtype != UMAD_BF16 || dtype != UMAD_F32) cfg.compute_dtype = dtype;
@@ -1053,6 +1156,8 @@ UMAD_EXPORT int umad_model_read(const umad_model* mp, const char* name, int32_t 
   return guarded(err, errlen, [&] {
     auto m = checked(const_cast<umad_model*>(mp));
     if (!name || !dst) throw ArgError("read: NULL name or buffer");
+    if ((what == UMAD_WEIGHT || what == UMAD_MERGED) && released(*m))
+      throw ArgError(std::string(name) + ": the weights are sharded over the ranks (ZeRO stage 3); gather them whole to read them");
     Tensor out;
     if (what == UMAD_MERGED) {
       m->lookup(name, UMAD_WEIGHT);  // names an unknown tensor
@@ -1076,6 +1181,7 @@ UMAD_EXPORT int umad_model_write(umad_model* mp, const char* name, int32_t what,
     auto m = checked(mp);
     if (!name || !src) throw ArgError("write: NULL name or buffer");
     if (what == UMAD_MERGED) throw ArgError("a merged weight is read-only; write the weight or its adapters");
+    if (m->w_comm) throw ArgError(std::string(name) + ": the weights are sharded over the ranks (ZeRO stage 3) and not written");
     if (what == UMAD_GRAD && m->lora() && !m->adapters.count(name))
       throw ArgError(std::string(name) + " is a frozen base weight of a LoRA model: it has no gradient");
     auto& t = m->lookup(name, what);
@@ -1113,6 +1219,7 @@ UMAD_EXPORT int umad_logprobs(umad_model* mp, const umad_seqs* seqs, double temp
     auto m = ready(mp);
     if (!seqs) throw ArgError("NULL batch");
     torch::NoGradGuard no_grad;
+    InUse rest(*m, kRest);
     auto [lp, ent] = m->logprobs(*seqs, temperature, logit_chunk, base_only != 0);
     copy_out(lp, logp);
     copy_out(ent, entropy);
@@ -1131,6 +1238,7 @@ UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
     if (backward && !m->cfg.trainable) throw ArgError("backward on a frozen model");
     auto policy_loss = umad::find_policy_loss(cfg->policy.name);
     torch::AutoGradMode grad_mode(backward != 0);
+    InUse rest(*m, kRest);  // whole until the pass's last sums
     auto [logp, ent] = m->logprobs(*seqs, cfg->temperature, cfg->logit_chunk);
     const int64_t n = logp.size(0);
     if (n != response_tokens(*seqs)) throw ArgError("internal: response token count mismatch");
@@ -1193,6 +1301,7 @@ UMAD_EXPORT int umad_sft_loss(umad_model* mp, const umad_seqs* seqs, int64_t log
     if (!seqs || !loss) throw ArgError("sft_loss: NULL argument");
     if (backward && !m->cfg.trainable) throw ArgError("backward on a frozen model");
     torch::AutoGradMode grad_mode(backward != 0);
+    InUse rest(*m, kRest);
     auto lp = m->logprobs(*seqs, 1.0, logit_chunk).first;
     if (lp.numel() == 0) throw ArgError("sft_loss: batch has no response tokens");
     auto l = -lp.mean();
@@ -1236,7 +1345,7 @@ Tensor sharded_sum_of_squares(Model& m, std::set<std::string>& summed) {
   for (auto& n : m.names) {
     if (!m.params.at(n).requires_grad()) continue;
     trained.push_back(n);
-    sizes.push_back(m.params.at(n).numel());
+    sizes.push_back(c10::multiply_integers(m.shapes.at(n)));  // a stage 3 parameter is released now
   }
   auto flags = torch::zeros({int64_t(trained.size())}, torch::kFloat32);
   for (size_t i = 0; i < trained.size(); i++)
@@ -1298,6 +1407,7 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
         !(opt->eps > 0))
       throw ArgError("AdamW needs lr >= 0, betas in [0,1) and eps > 0");
     torch::NoGradGuard no_grad;
+    if (m->w_comm && m->whole > 0) throw ArgError("optimizer step while the sharded weights are held whole");
     m->passes = 0;  // the next step's dropout masks start afresh
     // Summed on the device; one transfer.
     auto sq = torch::zeros({}, torch::dtype(torch::kDouble).device(m->device));
@@ -1341,7 +1451,7 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
       auto w = p.detach();
       if (m->shard_world > 1) {  // this rank's part, starting at a slice of the whole update
         const int64_t off = m->shard_off.at(kv.first), n = ea->second.numel();
-        w = w.view({-1}).narrow(0, off, n);
+        w = m->w_comm ? m->w_part.at(kv.first) : w.view({-1}).narrow(0, off, n);  // stage 3: the masters
         if (!m->grad_comm) g = g.view({-1}).narrow(0, off, n);  // stage 2's is the part already
       }
       umad::adamw_update(w, g, ea->second, m->exp_avg_sq.at(kv.first), *opt, coef, bc1, bc2);
@@ -1380,6 +1490,7 @@ std::vector<Tensor> optimizer_state(umad_model* mp) {
 
 std::vector<Tensor> trained(umad_model* mp) {
   auto m = ready(mp);
+  if (released(*m)) throw ArgError("the weights are sharded over the ranks (ZeRO stage 3); gather them whole first");
   std::vector<Tensor> out;
   for (auto& n : m->names) {
     auto& p = m->params.at(n);
@@ -1442,7 +1553,66 @@ void shard_gradients(umad_model* mp, std::shared_ptr<GradComm> comm) {
 void zero_pass(umad_model* mp) {
   auto m = ready(mp);
   if (!m->grad_comm) throw ArgError("the gradients are not sharded");
+  InUse rest(*m, kRest);
   pass_grads_done(*m, true);
+}
+
+void empty_forward(umad_model* mp) {
+  auto m = ready(mp);
+  if (!m->w_comm) throw ArgError("the weights are not sharded");
+  InUse rest(*m, kRest);
+  for (int64_t i = 0; i < m->cfg.num_layers; i++) InUse use(*m, i);
+}
+
+void shard_weights(umad_model* mp, std::shared_ptr<GradComm> comm, int rank, int world) {
+  auto m = ready(mp);
+  if (m->w_comm) throw ArgError("the weights are sharded already");
+  if (m->lora()) throw ArgError("a LoRA model's weights are not sharded (ZeRO stage 3 is for full fine-tuning)");
+  if (m->cfg.trainable && (!m->grad_comm || m->shard_world != world))
+    throw ArgError("stage 3 shards the weights of a model whose gradients are sharded over the same ranks");
+  if (m->cfg.trainable && !m->cfg.grad_checkpoint)
+    throw ArgError("sharded weights (ZeRO stage 3) train with gradient checkpointing only");
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> sizes;
+  int64_t start = 0;
+  m->w_layers.assign(size_t(m->cfg.num_layers), {});
+  m->w_rest.clear();
+  const std::string prefix = "model.layers.";
+  for (auto& n : m->names) {
+    sizes.push_back(m->params.at(n).numel());
+    m->w_start[n] = start;
+    start += sizes.back();
+    if (n.rfind(prefix, 0) == 0)
+      m->w_layers.at(size_t(std::stoll(n.substr(prefix.size())))).push_back(n);
+    else
+      m->w_rest.push_back(n);
+  }
+  m->w_bounds = shard_bounds(sizes, world);
+  const int64_t lo = m->w_bounds[size_t(rank)], hi = m->w_bounds[size_t(rank) + 1];
+  for (auto& n : m->names) {
+    auto& p = m->params.at(n);
+    const int64_t a = std::max(lo, m->w_start[n]) - m->w_start[n], e = std::min(hi, m->w_start[n] + p.numel()) - m->w_start[n];
+    if (a < e) m->w_part[n] = p.detach().view({-1}).narrow(0, a, e - a).clone();
+  }
+  if (m->cfg.trainable)  // the moments' parts must be the weights' (every parameter trained)
+    for (auto& kv : m->w_part)
+      if (!m->exp_avg.count(kv.first) || m->exp_avg.at(kv.first).numel() != kv.second.numel())
+        throw ArgError("internal: the weights' parts are not the optimizer state's");
+  m->w_comm = std::move(comm);
+  for (auto& n : m->names) release_weights(*m, {n});
+}
+
+void hold_weights(umad_model* mp) {
+  auto m = ready(mp);
+  if (!m->w_comm) return;
+  if (m->whole == 0) gather_weights(*m, m->names);
+  m->whole++;
+}
+
+void release_held_weights(umad_model* mp) {
+  auto m = ready(mp);
+  if (!m->w_comm || m->whole == 0) return;
+  if (--m->whole == 0) release_weights(*m, m->names);
 }
 
 std::vector<Tensor> shard_moments(umad_model* mp, int32_t what) {

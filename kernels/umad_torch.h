@@ -321,7 +321,21 @@ typedef struct umad_step_stats {
   /* What the collectives inside training passes and stage 2 steps moved so far: the bytes this  \
    * rank handed them and the seconds it waited in them. */                                     \
   X(int, dist_comm_totals, (umad_dist* d, int64_t* bytes, double* seconds, char* err,            \
-    size_t errlen), (d, bytes, seconds, err, errlen))
+    size_t errlen), (d, bytes, seconds, err, errlen))                                            \
+  /* ZeRO stage 3, on a stage 2 model with gradient checkpointing or a frozen one: keeps this    \
+   * rank's part of every parameter and releases the rest; passes gather a layer's parameters    \
+   * whole while they use it (all-gathers of about bucket_bytes). Every rank must then run as     \
+   * many passes as the others: dist_empty_forward is a forward pass's gathers alone. */          \
+  X(int, dist_shard_weights, (umad_dist* d, umad_model* m, int64_t bucket_bytes, char* err,      \
+    size_t errlen), (d, m, bucket_bytes, err, errlen))                                           \
+  X(int, dist_empty_forward, (umad_dist* d, umad_model* m, char* err, size_t errlen),            \
+    (d, m, err, errlen))                                                                         \
+  /* Gathers a stage 3 model's parameters whole (every rank at once), for reads, until as many    \
+   * dist_release_weights (local); no-ops on other models. */                                      \
+  X(int, dist_hold_weights, (umad_dist* d, umad_model* m, char* err, size_t errlen),             \
+    (d, m, err, errlen))                                                                         \
+  X(int, dist_release_weights, (umad_dist* d, umad_model* m, char* err, size_t errlen),          \
+    (d, m, err, errlen))
 
 #define UMAD_TORCH_DECLARE(ret, name, params, args) ret umad_##name params;
 #define UMAD_TORCH_DECLARE_VOID(name, params, args) void umad_##name params;

@@ -13,7 +13,7 @@ import (
 
 // ImplementedShard is the highest ZeRO stage `umad train --shard` runs; higher stages,
 // agent groups and optimizer offload are planned only, and the tables say so.
-const ImplementedShard = 2
+const ImplementedShard = 3
 
 // Implemented says which stages run, for people.
 func Implemented() string {

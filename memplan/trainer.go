@@ -97,11 +97,17 @@ func (a Agent) trainerLines() []Line {
 	} else {
 		add(dev, 8*n/m, fmt.Sprintf("AdamW moments (2 x f32%s)", part(m)))
 	}
-	if m > 1 && a.Shard == 1 {
-		// Stage 1 as it runs: an agent is loaded with whole moments (rank 0's reach every
-		// rank), then each rank keeps its part, agent after agent. The planned stages would
-		// load their parts alone.
+	if m > 1 {
+		// As it runs: an agent is loaded whole (rank 0's state reaches every rank), then each
+		// rank keeps its part, agent after agent.
 		add(dev && !a.OffloadOptimizer, 8*n-8*n/m, "AdamW moments, the rest until sharded", PhaseStart)
+	}
+	if w > 1 {
+		add(dev, 4*P-4*P/w, "trainer weights, the rest until sharded", PhaseStart)
+		if !a.lora() {
+			ref := P * computeBytes(a.DType)
+			add(dev, ref-ref/w, "reference model, the rest until sharded", PhaseStart)
+		}
 	}
 	if !a.lora() {
 		// A second model loaded from the starting weights, frozen, so in the compute dtype;
@@ -109,10 +115,9 @@ func (a Agent) trainerLines() []Line {
 		add(dev, P*computeBytes(a.DType)/w, fmt.Sprintf("reference model (%s%s)", cmp.Or(a.DType, F32), part(w)))
 	}
 	if w > 1 {
-		// Two layers' weights gathered at a time (one in use, the next arriving) and the
-		// embedding or head, f32.
-		perLayer := (P - int64(a.Shape.Vocab*a.Shape.Hidden)) / int64(a.Shape.Layers)
-		add(dev, 4*(2*perLayer+int64(a.Shape.Vocab*a.Shape.Hidden)), "gathered weights (stage 3)", PhaseTrain)
+		// A pass holds the embedding, final norm and head whole, and the layer it is in.
+		layer, rest := a.layerAndRest()
+		add(dev, 4*(layer+rest), "gathered weights (stage 3: a layer, the embedding, norm and head)", PhaseTrain)
 	}
 	// Gradients accumulate into the f32 parameters (masters) at either dtype; stage 2 keeps
 	// this rank's part of their sums, and a pass holds whole gradients until they are summed.
@@ -137,8 +142,9 @@ func (a Agent) trainerLines() []Line {
 	if a.OffloadOptimizer {
 		add(false, 4*n/m, fmt.Sprintf("gradients copied to the host (f32%s)", part(m)), PhaseStep)
 	}
-	if m > 1 {
-		// The updated parameters' all-gather: this rank's bucket out, every rank's back.
+	if m > 1 && w == 1 {
+		// The updated parameters' all-gather: this rank's bucket out, every rank's back (stage
+		// 3 has none: its passes gather the parts).
 		add(dev, 2*BucketBytes, "parameter all-gather (buckets)", PhaseStep)
 	}
 	ck := 12 * n
@@ -161,7 +167,13 @@ func (a Agent) gradsInFlight() int64 {
 	case a.lora(): // adapters live in the layers alone
 		return 4 * n / int64(a.Shape.Layers)
 	}
-	var layer, rest int64
+	layer, rest := a.layerAndRest()
+	return 4 * (layer + rest)
+}
+
+// layerAndRest are the parameters of a layer and those outside the layers (the embedding,
+// final norm and an untied head).
+func (a Agent) layerAndRest() (layer, rest int64) {
 	for _, t := range a.Shape.Tensors() {
 		if strings.HasPrefix(t.Name, "model.layers.0.") {
 			layer += t.Elems()
@@ -169,7 +181,7 @@ func (a Agent) gradsInFlight() int64 {
 			rest += t.Elems()
 		}
 	}
-	return 4 * (layer + rest)
+	return layer, rest
 }
 
 // baseDType is what a LoRA base is stored in: bf16 under bf16 compute (it is only ever used

@@ -98,9 +98,13 @@ func newestCheckpoint(root string) (*checkpointInfo, error) {
 // tokenizer and a GGUF) under checkpoints/step-N, built in a temporary directory and renamed into place, then
 // points latest at it and removes all but the newest KeepLast.
 func (t *Trainer) checkpoint() (err error) {
-	if !t.lead() { // rank 0's weights are every rank's; sharded moments it gathers
+	if !t.lead() { // rank 0's weights are every rank's; sharded moments and weights it gathers
 		for i := range t.agents {
-			if err := t.gatherOptimizer(i); err != nil {
+			release, err := t.holdWeights(i)
+			if err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+			if err := errors.Join(t.gatherOptimizer(i), release()); err != nil {
 				return fmt.Errorf("checkpoint: %w", err)
 			}
 		}
@@ -126,10 +130,14 @@ func (t *Trainer) checkpoint() (err error) {
 	}()
 	for i, a := range t.agents {
 		dir := AgentCheckpointDir(tmp, i)
-		if err := t.gatherOptimizer(i); err != nil {
+		release, err := t.holdWeights(i)
+		if err != nil {
 			return err
 		}
-		if err := errors.Join(a.actor.Save(dir), t.releaseOptimizer(i)); err != nil {
+		if err := t.gatherOptimizer(i); err != nil {
+			return errors.Join(err, release())
+		}
+		if err := errors.Join(a.actor.Save(dir), t.releaseOptimizer(i), release()); err != nil {
 			return err
 		}
 		gguf := filepath.Join(dir, "model.gguf")

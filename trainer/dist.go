@@ -3,8 +3,9 @@ package trainer
 // Data parallelism over several processes (Config.Group, a c10d process group). Every rank
 // holds every agent's whole model and optimizer state (replicated), or with Config.Shard 1
 // the AdamW moments of its part of the parameters only (ZeRO stage 1), with Shard 2 also
-// only its part of the summed gradients (stage 2), and its own rollout engines. A step's problems are split into contiguous
-// shares, so whole GRPO groups stay on one rank and advantages need nothing from the
+// only its part of the summed gradients (stage 2), with Shard 3 only its part of the
+// weights too, gathered while a pass uses them (stage 3); and its own rollout engines. A
+// step's problems are split into contiguous shares, so whole GRPO groups stay on one rank and advantages need nothing from the
 // others; each rank rolls out, scores and back-propagates its share, and the gradients are
 // summed over the ranks before every optimizer step. The loss of a mini-batch is already a
 // mean over its groups (each group's loss counts 1/groups), so the sum over ranks is the
@@ -73,7 +74,25 @@ func (c *Config) checkDist() error {
 	if c.Group == nil {
 		return nil
 	}
+	if err := CheckShard(c.Shard, c.LoRA.Rank, c.Torch.GradCheckpoint); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
 	return c.CheckWorld(c.Group.World())
+}
+
+// CheckShard refuses a ZeRO stage that cannot run with these settings: stage 3 shards a
+// fully fine-tuned model's weights and gathers a layer again for its backward, which only
+// a recomputing (checkpointed) backward does.
+func CheckShard(stage, loraRank int, gradCheckpoint bool) error {
+	switch {
+	case stage < 3:
+		return nil
+	case loraRank > 0:
+		return errors.New("--shard 3 shards the weights of full fine-tuning; a LoRA run's training state is its adapters (use --shard 2)")
+	case !gradCheckpoint:
+		return errors.New("--shard 3 needs --grad-checkpoint: a layer's weights are gathered again for its backward, which recomputes the layer")
+	}
+	return nil
 }
 
 // CheckWorld refuses what a run over w processes cannot do (a launcher checks before it
@@ -204,6 +223,16 @@ func (t *Trainer) placeAgent(i int) error {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
 	}
+	if t.stage3() {
+		if err := g.ShardWeights(a.actor.Model, BucketBytes); err != nil {
+			return fmt.Errorf("agent %d: %w", i, err)
+		}
+		if a.ref != nil {
+			if err := g.ShardWeights(a.ref.Model, BucketBytes); err != nil {
+				return fmt.Errorf("agent %d reference: %w", i, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -214,6 +243,41 @@ func (t *Trainer) sharded() bool { return t.cfg.Group != nil && t.cfg.Shard > 0 
 // stage2 reports whether the actors' gradients are sharded too: summed over the ranks
 // inside the training passes, each rank keeping its part (ZeRO stage 2).
 func (t *Trainer) stage2() bool { return t.cfg.Group != nil && t.cfg.Shard >= 2 }
+
+// stage3 reports whether the weights are sharded too, the actors' and the references':
+// gathered a layer at a time while a pass uses them (ZeRO stage 3).
+func (t *Trainer) stage3() bool { return t.cfg.Group != nil && t.cfg.Shard >= 3 }
+
+// holdWeights gathers agent i's actor whole on every rank for reads (a sync, a
+// checkpoint) at stage 3; release ends it. Elsewhere both do nothing.
+func (t *Trainer) holdWeights(i int) (release func() error, err error) {
+	if !t.stage3() {
+		return func() error { return nil }, nil
+	}
+	m := t.agents[i].actor.Model
+	if err := t.cfg.Group.HoldWeights(m); err != nil {
+		return nil, fmt.Errorf("agent %d: %w", i, err)
+	}
+	return func() error { return t.cfg.Group.ReleaseWeights(m) }, nil
+}
+
+// emptyForwards makes this rank's scoring passes of m as many as the busiest rank's at
+// stage 3, where every pass's gathers are collectives: done is this rank's count.
+func (t *Trainer) emptyForwards(m *torch.Model, done int) error {
+	if !t.stage3() {
+		return nil
+	}
+	most := []float64{float64(done)}
+	if err := t.reduce(most, torch.Max); err != nil {
+		return err
+	}
+	for range int(most[0]) - done {
+		if err := t.cfg.Group.EmptyForward(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // emptyPasses is how many passes without data this rank adds to its local ones in a
 // mini-batch: at stage 2 the gradient sums are collectives inside the passes, so every
@@ -242,7 +306,7 @@ func (t *Trainer) checkShard() error {
 // the weights: every rank gets the others' parts. A skipped step (a norm that is not
 // finite, on every rank alike, since the gradients were summed) changed nothing.
 func (t *Trainer) gatherParams(m *torch.Model, skipped bool) error {
-	if !t.sharded() || skipped {
+	if !t.sharded() || t.stage3() || skipped { // stage 3 gathers the parts when it uses them
 		return nil
 	}
 	return t.cfg.Group.AllGatherParams(m, BucketBytes)

@@ -6,6 +6,7 @@ package trainer
 // alone: llama.cpp holds the frozen base and applies them as a LoRA GGUF.
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -108,9 +109,14 @@ func (t *Trainer) syncAll() error {
 }
 
 // sync returns the time it took and the probe's mean |delta log-prob|.
-func (t *Trainer) sync(i int) (time.Duration, float64, error) {
+func (t *Trainer) sync(i int) (took time.Duration, gap float64, err error) {
 	start := time.Now()
 	a, st := t.cfg.Agents[i], t.agents[i]
+	release, err := t.holdWeights(i) // stage 3: the export and the probe read them whole
+	if err != nil {
+		return 0, 0, fmt.Errorf("sync: %w", err)
+	}
+	defer func() { err = errors.Join(err, release()) }()
 	if t.adapterSync() {
 		if err := t.syncAdapter(i); err != nil {
 			return 0, 0, err
@@ -135,8 +141,8 @@ func (t *Trainer) sync(i int) (time.Duration, float64, error) {
 			return 0, 0, err
 		}
 	}
-	took := time.Since(start)
-	gap, err := t.checkProbe(i)
+	took = time.Since(start)
+	gap, err = t.checkProbe(i)
 	return took, gap, err
 }
 

@@ -95,16 +95,23 @@ func (t *Trainer) score(b *turnBatch, agent int, m *trainlog.StepMetrics) error 
 	st, temp := t.agents[agent], t.cfg.Agents[agent].Params.Temperature
 	t0 := time.Now()
 	var err error
-	if b.old, b.ent, err = scoreAll(st.actor.LogProbs, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+	var passes int
+	if b.old, b.ent, passes, err = scoreAll(st.actor.LogProbs, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+		return fmt.Errorf("old log-probs: %w", err)
+	}
+	if err := t.emptyForwards(st.actor.Model, passes); err != nil {
 		return fmt.Errorf("old log-probs: %w", err)
 	}
 	m.Times.LogProbs = time.Since(t0).Seconds()
 	t0 = time.Now()
-	ref := st.actor.BaseLogProbs // LoRA: the base, adapters left out
+	ref, refModel := st.actor.BaseLogProbs, st.actor.Model // LoRA: the base, adapters left out
 	if st.ref != nil {
-		ref = st.ref.LogProbs
+		ref, refModel = st.ref.LogProbs, st.ref.Model
 	}
-	if b.ref, _, err = scoreAll(ref, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+	if b.ref, _, passes, err = scoreAll(ref, b.prompts, b.responses, temp, t.cfg.G); err != nil {
+		return fmt.Errorf("reference log-probs: %w", err)
+	}
+	if err := t.emptyForwards(refModel, passes); err != nil {
 		return fmt.Errorf("reference log-probs: %w", err)
 	}
 	m.Times.Reference = time.Since(t0).Seconds()
@@ -115,10 +122,10 @@ func (t *Trainer) score(b *turnBatch, agent int, m *trainlog.StepMetrics) error 
 type scorer func(prompts, responses [][]int32, temp float64) (logp, ent [][]float32, err error)
 
 // scoreAll computes log-probs and entropies in chunks of about chunk sequences, sending
-// empty responses nowhere (they have nothing to score).
-func scoreAll(score scorer, prompts, responses [][]int32, temp float64, chunk int) ([][]float32, [][]float32, error) {
-	logp := make([][]float32, len(prompts))
-	ent := make([][]float32, len(prompts))
+// empty responses nowhere (they have nothing to score); passes is how many calls it made.
+func scoreAll(score scorer, prompts, responses [][]int32, temp float64, chunk int) (logp, ent [][]float32, passes int, err error) {
+	logp = make([][]float32, len(prompts))
+	ent = make([][]float32, len(prompts))
 	var idx []int
 	flush := func() error {
 		if len(idx) == 0 {
@@ -132,6 +139,7 @@ func scoreAll(score scorer, prompts, responses [][]int32, temp float64, chunk in
 		if err != nil {
 			return err
 		}
+		passes++
 		for j, i := range idx {
 			logp[i], ent[i] = lp[j], en[j]
 		}
@@ -146,14 +154,14 @@ func scoreAll(score scorer, prompts, responses [][]int32, temp float64, chunk in
 		idx = append(idx, i)
 		if len(idx) >= chunk {
 			if err := flush(); err != nil {
-				return nil, nil, err
+				return nil, nil, 0, err
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	return logp, ent, nil
+	return logp, ent, passes, nil
 }
 
 // lossInputs builds the optional per-token inputs of the loss: the overlong filter's mask

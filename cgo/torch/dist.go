@@ -209,6 +209,52 @@ func (g *Group) ZeroPass(m *Model) error {
 	})
 }
 
+// ShardWeights makes m a ZeRO stage 3 model: each rank keeps its part of every parameter
+// (cut as ShardOptimizer cuts the moments) and releases the rest, and m's passes gather a
+// layer's parameters whole while they use it, in all-gathers of about bucketBytes. A
+// trainable m must be at stage 2 and train with gradient checkpointing; a frozen one (a
+// reference) needs neither. Every rank must then run as many passes of m as the others:
+// EmptyForward stands for a scoring pass, ZeroPass for a training pass.
+func (g *Group) ShardWeights(m *Model, bucketBytes int64) error {
+	if err := m.live("shard the weights"); err != nil {
+		return err
+	}
+	return g.call("shard the weights", func() C.int {
+		return C.plugin_dist_shard_weights(g.ptr, m.ptr, C.int64_t(bucketBytes), g.rt.errBuf, errBufLen)
+	})
+}
+
+// EmptyForward runs the gathers of a stage 3 model's forward pass without data.
+func (g *Group) EmptyForward(m *Model) error {
+	if err := m.live("run an empty forward pass"); err != nil {
+		return err
+	}
+	return g.call("run an empty forward pass", func() C.int {
+		return C.plugin_dist_empty_forward(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
+	})
+}
+
+// HoldWeights gathers a stage 3 model's parameters whole on every rank (all call it), so
+// that they can be read, until ReleaseWeights; on other models it does nothing.
+func (g *Group) HoldWeights(m *Model) error {
+	if err := m.live("gather the weights"); err != nil {
+		return err
+	}
+	return g.call("gather the weights", func() C.int {
+		return C.plugin_dist_hold_weights(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
+	})
+}
+
+// ReleaseWeights ends a HoldWeights: each rank keeps its part again.
+func (g *Group) ReleaseWeights(m *Model) error {
+	if err := m.live("release the weights"); err != nil {
+		return err
+	}
+	return g.call("release the weights", func() C.int {
+		return C.plugin_dist_release_weights(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
+	})
+}
+
 // CommTotals is the time spent in collectives and the bytes handed to them so far: the
 // calls above (CommTime, CommBytes) and those the plugin makes inside training passes and
 // stage 2 steps.

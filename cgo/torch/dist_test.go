@@ -275,14 +275,15 @@ func numel(shape []int64) int {
 	return n
 }
 
-// ZeRO stages 1 and 2 over 2 ranks against one process: 3 clipped AdamW steps on the same
+// ZeRO stages 1-3 over 2 ranks against one process: 3 clipped AdamW steps on the same
 // gradients, each rank updating its part and all-gathering the others', give bit-identical
 // weights, and the moments gathered to rank 0 are bit-identical too. Stage 2 sums the
 // ranks' passes inside the backward (checkpointed, a layer at a time), so one process runs
-// the passes of both ranks: g + g is exact.
+// the passes of both ranks: g + g is exact. Stage 3 also keeps each rank's part of the
+// weights, gathered a layer at a time by the passes, and needs no all-gather after a step.
 func TestShardedOptimizer(t *testing.T) {
 	openForTest(t)
-	for _, stage := range []string{"1", "2"} {
+	for _, stage := range []string{"1", "2", "3"} {
 		t.Run("stage="+stage, func(t *testing.T) {
 			for r, res := range disttest.Spawn(t, "TestShardedOptimizerRank", 2, 2*time.Minute, "UMAD_TEST_STAGE="+stage) {
 				if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestShardedOptimizerRank") {
@@ -303,7 +304,8 @@ func TestShardedOptimizerRank(t *testing.T) {
 	g := joinForTest(t, rt, time.Minute)
 	cfg := tinyConfigs[0].cfg
 	cfg.VocabSize = 20000
-	stage2 := os.Getenv("UMAD_TEST_STAGE") == "2"
+	stage, _ := strconv.Atoi(os.Getenv("UMAD_TEST_STAGE"))
+	stage2 := stage >= 2
 	opts := ModelOptions{Trainable: true, GradCheckpoint: stage2}
 	m, want := randomModel(t, rt, cfg, opts, 10), randomModel(t, rt, cfg, opts, 10)
 	if err := g.ShardOptimizer(m); err != nil {
@@ -314,12 +316,39 @@ func TestShardedOptimizerRank(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if stage == 3 {
+		if err := g.ShardWeights(m, 1<<16); err != nil { // 64 KiB: several rounds a layer
+			t.Fatal(err)
+		}
+		if err := Read(m, "model.norm.weight", Weight, make([]float32, cfg.HiddenSize)); err == nil || !strings.Contains(err.Error(), "gather them whole") {
+			t.Fatalf("reading a sharded weight: %v", err)
+		}
+	}
 	opt := trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 0.5}
 	for s := uint64(0); s < 3; s++ {
 		p, q := randomSeqs(rand.New(rand.NewPCG(s, 1)), cfg.VocabSize, 3)
 		pass := func(model *Model) {
 			t.Helper()
 			if _, err := model.SFTLoss(p, q, true, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if stage == 3 && s == 1 { // a scoring pass on rank 0, its gathers alone on rank 1
+			if g.Rank() == 0 {
+				a, _, err := m.LogProbs(p, q, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _, err := want.LogProbs(p, q, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range a {
+					if !slices.Equal(a[i], b[i]) {
+						t.Fatalf("sequence %d: log-probs from gathered layers differ from one process's", i)
+					}
+				}
+			} else if err := g.EmptyForward(m); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -360,9 +389,14 @@ func TestShardedOptimizerRank(t *testing.T) {
 		if a.GradNorm != b.GradNorm || !(b.GradNorm > opt.MaxGradNorm) {
 			t.Fatalf("step %d: grad norm %v, one process %v (want it clipped)", s, a.GradNorm, b.GradNorm)
 		}
-		if err := g.AllGatherParams(m, 1<<20); err != nil { // 1 MiB: several rounds
-			t.Fatal(err)
+		if stage < 3 {
+			if err := g.AllGatherParams(m, 1<<20); err != nil { // 1 MiB: several rounds
+				t.Fatal(err)
+			}
 		}
+	}
+	if err := g.HoldWeights(m); err != nil { // stage 3: whole for the reads below
+		t.Fatal(err)
 	}
 	infos, err := m.Tensors()
 	if err != nil {
@@ -402,5 +436,8 @@ func TestShardedOptimizerRank(t *testing.T) {
 	}
 	if err := Read(m, infos[0].Name, ExpAvg, make([]float32, numel(infos[0].Shape))); err == nil {
 		t.Fatal("the gathered moments are still read after the shard")
+	}
+	if err := g.ReleaseWeights(m); err != nil {
+		t.Fatal(err)
 	}
 }
