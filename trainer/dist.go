@@ -400,14 +400,14 @@ func (t *Trainer) lossMetrics(local []lossRow, m *trainlog.StepMetrics) error {
 	return nil
 }
 
-// commTime is the time this process spent in the update's collectives so far.
-func (t *Trainer) commTime() time.Duration {
+// comm is the time this process spent in collectives so far, and the bytes it handed them.
+func (t *Trainer) comm() (time.Duration, int64) {
 	if t.cfg.Group == nil {
-		return 0
+		return 0, 0
 	}
-	d, _, err := t.cfg.Group.CommTotals()
+	d, n, err := t.cfg.Group.CommTotals()
 	if err != nil {
-		return t.cfg.Group.CommTime
+		return t.cfg.Group.CommTime, t.cfg.Group.CommBytes
 	}
-	return d
+	return d, n
 }

@@ -40,8 +40,13 @@ type turnBatch struct {
 }
 
 // learn runs one agent's update phase for one turn.
-func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]float64, turn, agent int) (trainlog.StepMetrics, error) {
-	m := trainlog.StepMetrics{Kind: trainlog.KindTrain, Step: step, Agent: agent, Name: t.cfg.Agents[agent].Name, Turn: turn}
+func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]float64, turn, agent int) (m trainlog.StepMetrics, err error) {
+	m = trainlog.StepMetrics{Kind: trainlog.KindTrain, Step: step, Agent: agent, Name: t.cfg.Agents[agent].Name, Turn: turn}
+	comm, commBytes := t.comm()
+	defer func() {
+		took, sent := t.comm()
+		m.Times.Comm, m.Times.CommBytes = (took - comm).Seconds(), sent-commBytes
+	}()
 	b, err := gatherTurn(recs, turn, agent)
 	if err != nil {
 		return m, err
@@ -205,7 +210,7 @@ func (t *Trainer) lossInputs(b *turnBatch, m *trainlog.StepMetrics) {
 // optimizer step per mini-batch.
 func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent int, m *trainlog.StepMetrics) error {
 	st := t.agents[agent]
-	t0, comm := time.Now(), t.commTime()
+	t0 := time.Now()
 	loss := trainspec.LossConfig{Loss: t.cfg.Loss, Temperature: t.cfg.Agents[agent].Params.Temperature, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh,
 		ClipC: t.cfg.ClipC, Agg: t.cfg.Agg, KL: trainspec.KLK3, KLCoef: t.cfg.Algo.KLLossCoef}
 	opt := t.cfg.Opt
@@ -300,7 +305,6 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 		}
 	}
 	m.Times.Update = time.Since(t0).Seconds()
-	m.Times.Comm = (t.commTime() - comm).Seconds()
 	return nil
 }
 

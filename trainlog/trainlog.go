@@ -101,8 +101,12 @@ type Times struct {
 	Update    float64 `json:"update"`
 	Sync      float64 `json:"sync"`
 	Step      float64 `json:"step"`
-	// Comm is the update's time in gradient all-reduces (multi-process runs; part of Update).
-	Comm float64 `json:"comm,omitempty"`
+	// Comm is the time this agent and turn's log-probs, reference and update spent in
+	// the collectives that move model state (multi-process runs; part of those three): the
+	// gradient sums and the sharded stages' gathers; CommBytes is what this rank handed
+	// them.
+	Comm      float64 `json:"comm,omitempty"`
+	CommBytes int64   `json:"comm_bytes,omitempty"`
 	// Overlapped: the step's rollout ran beside the previous step's update (--overlap 1), so
 	// the phases sum to more than the step.
 	Overlapped bool `json:"overlapped,omitempty"`
