@@ -242,6 +242,46 @@ func loadOptimizer(m *torch.Model, path string) error {
 	return m.SetOptimizerState(step, skipped)
 }
 
+// EachMoment calls f with each AdamW moment m trains from the optimizer state at path, in
+// m's tensor order (exp_avg, then exp_avg_sq, of each tensor), as the raw bytes of m's
+// parameter dtype, checked against m's shapes; raw is only valid during the call.
+func EachMoment(m *torch.Model, path string, f func(ti torch.TensorInfo, kind torch.Kind, raw []byte) error) error {
+	st, err := model.OpenSafetensors(path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	infos, err := m.Tensors()
+	if err != nil {
+		return err
+	}
+	want := model.F32
+	if m.Options().DType == torch.Float64 {
+		want = model.F64
+	}
+	for _, ti := range infos {
+		if !m.Trainable(ti) {
+			continue
+		}
+		for _, k := range moments {
+			v, err := st.Tensor(k.prefix + ti.Name)
+			if err != nil {
+				return fmt.Errorf("load %s: %w", path, err)
+			}
+			if fmt.Sprint(v.Shape) != fmt.Sprint(ti.Shape) || v.DType != want {
+				return fmt.Errorf("load %s: tensor %s is %s %v, expected %s %v", path, v.Name, v.DType, v.Shape, want, ti.Shape)
+			}
+			if err := f(ti, k.kind, v.Data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Moments are the kinds of AdamW state a trained tensor has, in EachMoment's order.
+func Moments() []torch.Kind { return []torch.Kind{moments[0].kind, moments[1].kind} }
+
 // moments are the AdamW tensors of optimizer.safetensors, each parameter's under its name
 // with a prefix.
 var moments = []struct {

@@ -370,7 +370,8 @@ UMAD_EXPORT int umad_dist_broadcast_model(umad_dist* dp, umad_model* m, int32_t 
     std::vector<torch::Tensor> ws;
     auto bytes = [](const torch::Tensor& t) { return t.detach().reshape({-1}).view(torch::kUInt8); };
     for (auto& p : umad::parameters(m)) ws.push_back(bytes(p));
-    for (auto& s : umad::optimizer_state(m)) ws.push_back(bytes(s));
+    if (umad::shard_world(m) == 1)  // sharded moments: each rank read its part of the checkpoint
+      for (auto& s : umad::optimizer_state(m)) ws.push_back(bytes(s));
     c10d::BroadcastOptions o;
     o.rootRank = root;
     bucketed(ws, int64_t(64) << 20, d->device, [&](torch::Tensor& buf) {
@@ -573,5 +574,21 @@ UMAD_EXPORT int umad_dist_release_weights(umad_dist* dp, umad_model* m, char* er
   return umad::guard(err, errlen, [&] {
     checked(dp);
     umad::release_held_weights(m);
+  });
+}
+
+UMAD_EXPORT int umad_dist_broadcast_bytes(umad_dist* dp, void* data, int64_t n, int32_t root, char* err, size_t errlen) {
+  return umad::guard(err, errlen, [&] {
+    auto d = checked(dp);
+    if (n < 0 || (n > 0 && data == nullptr)) throw std::invalid_argument("broadcast: NULL data");
+    if (root < 0 || root >= d->world) throw std::invalid_argument("broadcast root outside the world");
+    if (n == 0) return;
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    auto t = torch::from_blob(data, {n}, torch::kUInt8);
+    bucketed({t}, int64_t(64) << 20, d->device, [&](torch::Tensor& buf) {
+      std::vector<torch::Tensor> v{buf};
+      run(d->pg->broadcast(v, o));
+    });
   });
 }

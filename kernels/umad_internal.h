@@ -40,6 +40,9 @@ std::vector<at::Tensor> chunked_logprobs(const at::Tensor& h, const at::Tensor& 
 // sum_of_squares is a gradient's sum of squares in float64; adamw_update applies one AdamW
 // step (torch.optim.AdamW's arithmetic, the gradient scaled by coef first, the moments'
 // bias corrections bc1 and bc2) to a parameter and its moments (kernels/umad_optim.cpp).
+// kNormBlock is the length of the blocks sum_of_squares squares in float (stage 2's sharded
+// norm squares the same blocks of its parts).
+constexpr int64_t kNormBlock = 1024;
 at::Tensor sum_of_squares(const at::Tensor& g);
 void adamw_update(const at::Tensor& p, const at::Tensor& g, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
                   const umad_adamw& opt, double coef, double bc1, double bc2);

@@ -16,7 +16,7 @@ namespace umad {
 // that length, squared and summed in float64, so a large model's total cannot overflow.
 Tensor sum_of_squares(const Tensor& g) {
   auto f = g.reshape({-1});
-  const int64_t n = f.numel(), block = 1024, full = n / block * block;
+  const int64_t n = f.numel(), block = kNormBlock, full = n / block * block;
   auto sq = torch::zeros({}, f.options().dtype(torch::kDouble));
   if (full > 0) sq += f.narrow(0, 0, full).view({-1, block}).norm(2, {1}).to(torch::kDouble).pow(2).sum();
   if (full < n) sq += f.narrow(0, full, n - full).norm().to(torch::kDouble).pow(2);

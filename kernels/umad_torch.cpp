@@ -362,6 +362,8 @@ struct Model {
     param_dtype = to_dtype(c.dtype);
     compute_dtype = to_dtype(c.compute_dtype);
     check_lora(c);
+    if (c.shard_world > 1 && (c.shard_rank < 0 || c.shard_rank >= c.shard_world))
+      throw ArgError("shard rank " + std::to_string(c.shard_rank) + " outside " + std::to_string(c.shard_world) + " ranks");
     device = device_of(c.device, c.device_index);
     if (device.is_cuda()) cuda_used = true;
     const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
@@ -510,14 +512,49 @@ struct Model {
     inv_freq = inv_freq.to(device);
   }
 
-  // Everything trains, or with LoRA the adapters only.
+  // Everything trains, or with LoRA the adapters only. A model sharded from the start
+  // (cfg.shard_world) holds only its part of the moments: they are never whole here.
   void set_trainable() {
+    for (auto& kv : params)
+      if (!lora() || adapters.count(kv.first)) kv.second.requires_grad_(true);
+    if (cfg.shard_world > 1) {
+      for (auto& [n, part] : moment_parts(cfg.shard_rank, cfg.shard_world)) {
+        exp_avg[n] = torch::zeros({part.second - part.first}, params.at(n).options().requires_grad(false));
+        exp_avg_sq[n] = torch::zeros_like(exp_avg[n]);
+        shard_off[n] = part.first;
+      }
+      shard_rank = cfg.shard_rank;
+      shard_world = cfg.shard_world;
+      return;
+    }
     for (auto& kv : params) {
-      if (lora() && !adapters.count(kv.first)) continue;
-      kv.second.requires_grad_(true);
+      if (!kv.second.requires_grad()) continue;
       exp_avg[kv.first] = torch::zeros_like(kv.second);
       exp_avg_sq[kv.first] = torch::zeros_like(kv.second);
     }
+  }
+
+  // moment_parts are the elements [first, second) of each trained tensor in rank's part of
+  // world (umad::shard_bounds over the trained tensors in checkpoint order); a tensor
+  // wholly in other ranks' parts is not listed.
+  std::map<std::string, std::pair<int64_t, int64_t>> moment_parts(int rank, int world) const {
+    std::vector<std::string> trained;
+    std::vector<int64_t> sizes;
+    for (auto& n : names) {
+      if (!params.at(n).requires_grad()) continue;
+      trained.push_back(n);
+      sizes.push_back(c10::multiply_integers(shapes.at(n)));
+    }
+    const auto b = umad::shard_bounds(sizes, world);
+    const int64_t lo = b[size_t(rank)], hi = b[size_t(rank) + 1];
+    std::map<std::string, std::pair<int64_t, int64_t>> out;
+    int64_t start = 0;
+    for (size_t i = 0; i < trained.size(); i++) {
+      const int64_t a = std::max(lo, start) - start, e = std::min(hi, start + sizes[i]) - start;
+      if (a < e) out[trained[i]] = {a, e};
+      start += sizes[i];
+    }
+    return out;
   }
 
   Tensor& lookup(const std::string& name, int32_t what) {
@@ -1108,6 +1145,7 @@ UMAD_EXPORT umad_model* umad_model_clone(const umad_model* mp, int32_t dtype, in
     cfg.dtype = dtype;
     if (cfg.compute_dtype != UMAD_BF16 || dtype != UMAD_F32) cfg.compute_dtype = dtype;
     cfg.trainable = trainable;
+    cfg.shard_rank = 0, cfg.shard_world = 1;  // a copy's moments start whole
     auto m = std::make_unique<Model>(cfg);
     torch::NoGradGuard no_grad;
     for (auto& n : m->names) {
@@ -1182,6 +1220,20 @@ UMAD_EXPORT int umad_model_write(umad_model* mp, const char* name, int32_t what,
     if (!name || !src) throw ArgError("write: NULL name or buffer");
     if (what == UMAD_MERGED) throw ArgError("a merged weight is read-only; write the weight or its adapters");
     if (m->w_comm) throw ArgError(std::string(name) + ": the weights are sharded over the ranks (ZeRO stage 3) and not written");
+    if ((what == UMAD_EXP_AVG || what == UMAD_EXP_AVG_SQ) && m->shard_world > 1) {
+      // This rank's part of the whole moment given (a checkpoint read by a sharded model).
+      auto& p = m->lookup(name, UMAD_WEIGHT);
+      if (!p.requires_grad()) throw ArgError(std::string(name) + " is not trained: it has no optimizer state");
+      auto in = torch::from_blob(const_cast<void*>(src), m->shapes.at(name), to_dtype(dtype));
+      if (int64_t(in.nbytes()) != nbytes)
+        throw ArgError("write " + std::string(name) + ": buffer has " + std::to_string(nbytes) +
+                       " bytes, tensor needs " + std::to_string(in.nbytes()));
+      auto& st = what == UMAD_EXP_AVG ? m->exp_avg : m->exp_avg_sq;
+      auto it = st.find(name);
+      torch::NoGradGuard no_grad;
+      if (it != st.end()) it->second.copy_(in.reshape({-1}).narrow(0, m->shard_off.at(name), it->second.numel()));
+      return;
+    }
     if (what == UMAD_GRAD && m->lora() && !m->adapters.count(name))
       throw ArgError(std::string(name) + " is a frozen base weight of a LoRA model: it has no gradient");
     auto& t = m->lookup(name, what);
@@ -1339,7 +1391,7 @@ UMAD_EXPORT int umad_zero_grad(umad_model* mp) {
 // between parts fall on multiples of kAdamSlice, so on block edges. summed gets the names
 // some rank had a gradient for; the others, as without sharding, are not updated.
 Tensor sharded_sum_of_squares(Model& m, std::set<std::string>& summed) {
-  constexpr int64_t block = 1024;  // umad::sum_of_squares's
+  constexpr int64_t block = umad::kNormBlock;
   std::vector<std::string> trained;
   std::vector<int64_t> sizes;
   for (auto& n : m.names) {
@@ -1509,22 +1561,17 @@ void shard_optimizer(umad_model* mp, int rank, int world) {
   m->gathered_avg_sq.clear();
   if (m->shard_world == world && m->shard_rank == rank) return;
   if (m->shard_world != 1) throw ArgError("the optimizer state is sharded over another group");
-  std::vector<int64_t> sizes;
-  for (auto& t : trained(mp)) sizes.push_back(t.numel());
-  const auto b = shard_bounds(sizes, world);
-  const int64_t lo = b[size_t(rank)], hi = b[size_t(rank) + 1];
-  int64_t start = 0;
+  const auto parts = m->moment_parts(rank, world);
   for (auto& n : m->names) {
     if (!m->params.at(n).requires_grad()) continue;
-    const int64_t size = m->params.at(n).numel(), a = std::max(lo, start) - start,
-                  e = std::min(hi, start + size) - start;
-    start += size;
-    if (a >= e) {
+    auto it = parts.find(n);
+    if (it == parts.end()) {
       m->exp_avg.erase(n);
       m->exp_avg_sq.erase(n);
       continue;
     }
     // A copy of the part, so that the whole tensor is freed.
+    const auto [a, e] = it->second;
     m->exp_avg[n] = m->exp_avg.at(n).reshape({-1}).narrow(0, a, e - a).clone();
     m->exp_avg_sq[n] = m->exp_avg_sq.at(n).reshape({-1}).narrow(0, a, e - a).clone();
     m->shard_off[n] = a;

@@ -96,6 +96,10 @@ typedef struct umad_model_config {
    * with the architecture code. */
   int64_t sliding_window;
   double rope_local_theta;
+  /* ZeRO: a trainable model whose AdamW moments are part shard_rank of shard_world from the
+   * start (umad_internal.h's shard_bounds): they are never whole, and a write of a moment
+   * keeps this part of the whole tensor given. 0 or 1 ranks: whole. */
+  int32_t shard_rank, shard_world;
 } umad_model_config;
 
 typedef struct umad_model umad_model;
@@ -277,7 +281,8 @@ typedef struct umad_step_stats {
   X(int, dist_agree,                                                                             \
     (umad_dist* d, const char* key, const void* data, int64_t n, char* err, size_t errlen),      \
     (d, key, data, n, err, errlen))                                                              \
-  /* Copies root's weights, and a trainable model's AdamW moments, into every rank's model. */  \
+  /* Copies root's weights, and a trainable model's AdamW moments unless they are sharded (each \
+   * rank read its part), into every rank's model. */                                           \
   X(int, dist_broadcast_model, (umad_dist* d, umad_model* m, int32_t root, char* err,            \
     size_t errlen), (d, m, root, err, errlen))                                                   \
   /* Sums the gradients over the ranks in buckets of about bucket_bytes (a rank without a        \
@@ -335,7 +340,10 @@ typedef struct umad_step_stats {
   X(int, dist_hold_weights, (umad_dist* d, umad_model* m, char* err, size_t errlen),             \
     (d, m, err, errlen))                                                                         \
   X(int, dist_release_weights, (umad_dist* d, umad_model* m, char* err, size_t errlen),          \
-    (d, m, err, errlen))
+    (d, m, err, errlen))                                                                         \
+  /* Copies root's n bytes at data into every rank's data. */                                    \
+  X(int, dist_broadcast_bytes, (umad_dist* d, void* data, int64_t n, int32_t root, char* err,    \
+    size_t errlen), (d, data, n, root, err, errlen))
 
 #define UMAD_TORCH_DECLARE(ret, name, params, args) ret umad_##name params;
 #define UMAD_TORCH_DECLARE_VOID(name, params, args) void umad_##name params;

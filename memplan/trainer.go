@@ -97,11 +97,9 @@ func (a Agent) trainerLines() []Line {
 	} else {
 		add(dev, 8*n/m, fmt.Sprintf("AdamW moments (2 x f32%s)", part(m)))
 	}
-	if m > 1 {
-		// As it runs: an agent is loaded whole (rank 0's state reaches every rank), then each
-		// rank keeps its part, agent after agent.
-		add(dev && !a.OffloadOptimizer, 8*n-8*n/m, "AdamW moments, the rest until sharded", PhaseStart)
-	}
+	// The moments of a sharded run are created (or read from a checkpoint) as this rank's
+	// part; stage 3's weights are loaded whole, agent after agent, then each rank keeps its
+	// part (rank 0's weights reach every rank).
 	if w > 1 {
 		add(dev, 4*P-4*P/w, "trainer weights, the rest until sharded", PhaseStart)
 		if !a.lora() {

@@ -26,8 +26,10 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/trainlog"
 )
@@ -195,16 +197,20 @@ func gatherJSON[T any](g *torch.Group, local []T) ([]T, error) {
 }
 
 // placeAgent makes every rank's agent i (actor weights and optimizer state, reference)
-// rank 0's: a resumed run's checkpoint needs to be readable by rank 0 only, and a rank on
-// another machine cannot silently start from other files. With --shard 1 each rank then
-// keeps its part of the actor's AdamW moments. Agent by agent, as open loads them: at
-// most one agent's moments are whole at a time.
-func (t *Trainer) placeAgent(i int) error {
+// rank 0's, so that a rank on another machine cannot silently start from other files. With
+// --shard each rank holds its part of the actor's AdamW moments from the start (its own
+// read of the checkpoint), which are not broadcast; stage 2 then shards the gradients and
+// stage 3 the weights, the reference's too. Agent by agent, as open loads them: at most one
+// agent's weights are whole at a time.
+func (t *Trainer) placeAgent(i int, ck *checkpointInfo) error {
 	g, a := t.cfg.Group, t.agents[i]
 	if g == nil {
 		return nil
 	}
 	if err := g.BroadcastModel(a.actor.Model, 0); err != nil {
+		return fmt.Errorf("agent %d: %w", i, err)
+	}
+	if err := t.shareMoments(i, ck); err != nil {
 		return fmt.Errorf("agent %d: %w", i, err)
 	}
 	if a.ref != nil { // a LoRA actor's base is its reference
@@ -230,6 +236,71 @@ func (t *Trainer) placeAgent(i int) error {
 		if a.ref != nil {
 			if err := g.ShardWeights(a.ref.Model, BucketBytes); err != nil {
 				return fmt.Errorf("agent %d reference: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// shareMoments gives every rank its part of a resumed sharded run's AdamW moments of
+// agent i, which only rank 0 read (ck is its checkpoint): rank 0 broadcasts them a tensor
+// at a time and each rank keeps its part, so no rank holds them whole. A fresh run's are
+// zeros everywhere.
+func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
+	if !t.sharded() || t.step == 0 {
+		return nil
+	}
+	g, m := t.cfg.Group, t.agents[i].actor.Model
+	var path string
+	if ck != nil {
+		path = filepath.Join(ck.agentDir(i), hfmodel.OptimizerFile)
+	}
+	// Rank 0 checks the whole file first, so that a bad one fails every rank at once.
+	var problem []byte
+	if t.lead() {
+		if err := hfmodel.EachMoment(m, path, func(torch.TensorInfo, torch.Kind, []byte) error { return nil }); err != nil {
+			problem = []byte(err.Error())
+		}
+	}
+	parts, err := g.AllGather(problem)
+	if err != nil {
+		return err
+	}
+	if len(parts[0]) > 0 {
+		return fmt.Errorf("rank 0: %s", parts[0])
+	}
+	if t.lead() { // its own part is in place since it loaded the checkpoint
+		return hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, raw []byte) error {
+			return g.Broadcast(bytes.Clone(raw), 0)
+		})
+	}
+	infos, err := m.Tensors()
+	if err != nil {
+		return err
+	}
+	f64 := m.Options().DType == torch.Float64
+	for _, ti := range infos {
+		if !m.Trainable(ti) {
+			continue
+		}
+		n := 1
+		for _, d := range ti.Shape {
+			n *= int(d)
+		}
+		for _, kind := range hfmodel.Moments() {
+			if f64 {
+				buf := make([]float64, n)
+				if err = g.Broadcast(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 8*n), 0); err == nil {
+					err = torch.Write(m, ti.Name, kind, buf)
+				}
+			} else {
+				buf := make([]float32, n)
+				if err = g.Broadcast(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*n), 0); err == nil {
+					err = torch.Write(m, ti.Name, kind, buf)
+				}
+			}
+			if err != nil {
+				return err
 			}
 		}
 	}

@@ -184,7 +184,7 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 		if err := t.load(rt, ck, i); err != nil {
 			return err
 		}
-		if err := t.placeAgent(i); err != nil {
+		if err := t.placeAgent(i, ck); err != nil {
 			return err
 		}
 	}
@@ -198,6 +198,9 @@ func (t *Trainer) load(rt *torch.Runtime, ck *checkpointInfo, i int) error {
 	base.Precision = t.cfg.DType
 	actorOpts := base
 	actorOpts.Trainable = true
+	if t.sharded() { // each rank holds (and reads from a checkpoint) its part of the moments alone
+		actorOpts.MomentShard.Rank, actorOpts.MomentShard.World = t.rank(), t.world()
+	}
 	if t.cfg.LoRA.Rank > 0 {
 		actorOpts.LoRA = t.cfg.LoRA
 		actorOpts.LoRA.Seed = t.cfg.Seed + uint64(i)

@@ -294,6 +294,13 @@ func (g *Group) GatherOptimizer(m *Model, root int) error {
 	})
 }
 
+// Broadcast copies root's b into every rank's b (all pass buffers of one length).
+func (g *Group) Broadcast(b []byte, root int) error {
+	return g.call("broadcast", func() C.int {
+		return C.plugin_dist_broadcast_bytes(g.ptr, bytesPtr(b), C.int64_t(len(b)), C.int32_t(root), g.rt.errBuf, errBufLen)
+	})
+}
+
 // AllReduce reduces v in place over the ranks.
 func (g *Group) AllReduce(v []float64, op ReduceOp) error {
 	if len(v) == 0 {

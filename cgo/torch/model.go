@@ -92,6 +92,10 @@ type ModelOptions struct {
 	LogitChunk int
 	// LoRA adds low-rank adapters and freezes the base (Rank 0: none).
 	LoRA trainspec.LoRA
+	// MomentShard makes a trainable model hold part Rank of World of its AdamW moments from
+	// the start (Group.ShardOptimizer's cut), so they are never whole: an optimizer state
+	// loaded from a checkpoint keeps this part. World 0 or 1: whole.
+	MomentShard struct{ Rank, World int }
 }
 
 // Model is a transformer inside the plugin. Its methods are safe for concurrent use; they
@@ -162,6 +166,8 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		base_bf16:         b2i(opts.LoRA.BaseBF16),
 		sliding_window:    C.int64_t(cfg.SlidingWindow),
 		rope_local_theta:  C.double(cfg.RopeLocalTheta),
+		shard_rank:        C.int32_t(opts.MomentShard.Rank),
+		shard_world:       C.int32_t(opts.MomentShard.World),
 	}
 	cc.device, cc.device_index = deviceCodes(opts.Device)
 	if s := cfg.RopeScaling; s != nil {
@@ -252,6 +258,7 @@ func (m *Model) Clone(opts ModelOptions) (*Model, error) {
 		return nil, err
 	}
 	opts.Device, opts.GradCheckpoint, opts.LoRA = m.opts.Device, m.opts.GradCheckpoint, m.opts.LoRA
+	opts.MomentShard.Rank, opts.MomentShard.World = 0, 0 // the plugin's copy starts whole
 	opts.Precision = ""
 	if opts.DType == Float32 {
 		opts.Precision = m.opts.Precision
