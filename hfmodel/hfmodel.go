@@ -215,37 +215,28 @@ func loadOptimizer(m *torch.Model, path string) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	step, err1 := strconv.ParseInt(st.Metadata["step"], 10, 64)
 	skipped, err2 := strconv.ParseInt(st.Metadata["skipped_total"], 10, 64)
+	st.Close()
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("load %s: step counters: %w", path, err)
 	}
-	infos, err := m.Tensors()
+	err = EachMoment(m, path, func(ti torch.TensorInfo, kind torch.Kind, v model.TensorView) error {
+		if err := writeRaw(m, ti, kind, v); err != nil {
+			return fmt.Errorf("load %s: %w", path, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	for _, ti := range infos {
-		if !m.Trainable(ti) {
-			continue
-		}
-		for _, k := range moments {
-			v, err := st.Tensor(k.prefix + ti.Name)
-			if err != nil {
-				return fmt.Errorf("load %s: %w", path, err)
-			}
-			if err := writeRaw(m, ti, k.kind, v); err != nil {
-				return fmt.Errorf("load %s: %w", path, err)
-			}
-		}
 	}
 	return m.SetOptimizerState(step, skipped)
 }
 
 // EachMoment calls f with each AdamW moment m trains from the optimizer state at path, in
-// m's tensor order (exp_avg, then exp_avg_sq, of each tensor), as the raw bytes of m's
-// parameter dtype, checked against m's shapes; raw is only valid during the call.
-func EachMoment(m *torch.Model, path string, f func(ti torch.TensorInfo, kind torch.Kind, raw []byte) error) error {
+// m's tensor order (exp_avg, then exp_avg_sq, of each tensor), checked against m's shapes;
+// the view is only valid during the call.
+func EachMoment(m *torch.Model, path string, f func(ti torch.TensorInfo, kind torch.Kind, v model.TensorView) error) error {
 	st, err := model.OpenSafetensors(path)
 	if err != nil {
 		return err
@@ -255,10 +246,6 @@ func EachMoment(m *torch.Model, path string, f func(ti torch.TensorInfo, kind to
 	if err != nil {
 		return err
 	}
-	want := model.F32
-	if m.Options().DType == torch.Float64 {
-		want = model.F64
-	}
 	for _, ti := range infos {
 		if !m.Trainable(ti) {
 			continue
@@ -268,10 +255,10 @@ func EachMoment(m *torch.Model, path string, f func(ti torch.TensorInfo, kind to
 			if err != nil {
 				return fmt.Errorf("load %s: %w", path, err)
 			}
-			if fmt.Sprint(v.Shape) != fmt.Sprint(ti.Shape) || v.DType != want {
-				return fmt.Errorf("load %s: tensor %s is %s %v, expected %s %v", path, v.Name, v.DType, v.Shape, want, ti.Shape)
+			if fmt.Sprint(v.Shape) != fmt.Sprint(ti.Shape) {
+				return fmt.Errorf("load %s: tensor %s has shape %v, expected %v", path, v.Name, v.Shape, ti.Shape)
 			}
-			if err := f(ti, k.kind, v.Data); err != nil {
+			if err := f(ti, k.kind, v); err != nil {
 				return err
 			}
 		}
@@ -290,9 +277,6 @@ var moments = []struct {
 }{{"exp_avg.", torch.ExpAvg}, {"exp_avg_sq.", torch.ExpAvgSq}}
 
 func writeRaw(m *torch.Model, ti torch.TensorInfo, kind torch.Kind, v model.TensorView) error {
-	if fmt.Sprint(v.Shape) != fmt.Sprint(ti.Shape) {
-		return fmt.Errorf("tensor %s has shape %v, expected %v", v.Name, v.Shape, ti.Shape)
-	}
 	switch v.DType {
 	case model.F32:
 		return torch.Write(m, ti.Name, kind, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/4))

@@ -31,6 +31,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/memplan"
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
 )
 
@@ -255,10 +256,21 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 	if ck != nil {
 		path = filepath.Join(ck.agentDir(i), hfmodel.OptimizerFile)
 	}
-	// Rank 0 checks the whole file first, so that a bad one fails every rank at once.
+	// Rank 0 checks the whole file first, so that a bad one fails every rank at once; the
+	// moments travel in the parameters' dtype.
+	want := model.F32
+	if m.Options().DType == torch.Float64 {
+		want = model.F64
+	}
 	var problem []byte
 	if t.lead() {
-		if err := hfmodel.EachMoment(m, path, func(torch.TensorInfo, torch.Kind, []byte) error { return nil }); err != nil {
+		err := hfmodel.EachMoment(m, path, func(ti torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
+			if v.DType != want {
+				return fmt.Errorf("%s: tensor %s is %s, want %s", path, v.Name, v.DType, want)
+			}
+			return nil
+		})
+		if err != nil {
 			problem = []byte(err.Error())
 		}
 	}
@@ -270,15 +282,15 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 		return fmt.Errorf("rank 0: %s", parts[0])
 	}
 	if t.lead() { // its own part is in place since it loaded the checkpoint
-		return hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, raw []byte) error {
-			return g.Broadcast(bytes.Clone(raw), 0)
+		return hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
+			return g.Broadcast(bytes.Clone(v.Data), 0)
 		})
 	}
 	infos, err := m.Tensors()
 	if err != nil {
 		return err
 	}
-	f64 := m.Options().DType == torch.Float64
+	f64 := want == model.F64
 	for _, ti := range infos {
 		if !m.Trainable(ti) {
 			continue

@@ -129,6 +129,14 @@ func (g *Group) Agree(key string, value []byte) error {
 	})
 }
 
+// modelCall runs the plugin call f on m's behalf: what names it in errors.
+func (g *Group) modelCall(m *Model, what string, f func() C.int) error {
+	if err := m.live(what); err != nil {
+		return err
+	}
+	return g.call(what, f)
+}
+
 // BroadcastModel copies root's model into m on every rank: the weights and, for a trainable
 // model, the AdamW moments and step counters, so a rank that loaded other weights (or none
 // of the checkpoint) continues as root does.
@@ -176,10 +184,7 @@ func (g *Group) AllReduceGrads(m *Model, bucketBytes int64) error {
 // m's optimizer steps update this rank's part alone; AllGatherParams then gives every rank
 // the others' parts. On a sharded model it drops the copy GatherOptimizer made.
 func (g *Group) ShardOptimizer(m *Model) error {
-	if err := m.live("shard the optimizer"); err != nil {
-		return err
-	}
-	return g.call("shard the optimizer", func() C.int {
+	return g.modelCall(m, "shard the optimizer", func() C.int {
 		return C.plugin_dist_shard_optimizer(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
 	})
 }
@@ -191,20 +196,14 @@ func (g *Group) ShardOptimizer(m *Model) error {
 // Every rank must then run as many passes per optimizer step as the others: ZeroPass
 // stands for a pass without data.
 func (g *Group) ShardGradients(m *Model, bucketBytes int64) error {
-	if err := m.live("shard the gradients"); err != nil {
-		return err
-	}
-	return g.call("shard the gradients", func() C.int {
+	return g.modelCall(m, "shard the gradients", func() C.int {
 		return C.plugin_dist_shard_gradients(g.ptr, m.ptr, C.int64_t(bucketBytes), g.rt.errBuf, errBufLen)
 	})
 }
 
 // ZeroPass adds zeros to a stage 2 model's gradient sums, in the collectives of one pass.
 func (g *Group) ZeroPass(m *Model) error {
-	if err := m.live("run an empty pass"); err != nil {
-		return err
-	}
-	return g.call("run an empty pass", func() C.int {
+	return g.modelCall(m, "run an empty pass", func() C.int {
 		return C.plugin_dist_zero_pass(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
 	})
 }
@@ -216,20 +215,14 @@ func (g *Group) ZeroPass(m *Model) error {
 // reference) needs neither. Every rank must then run as many passes of m as the others:
 // EmptyForward stands for a scoring pass, ZeroPass for a training pass.
 func (g *Group) ShardWeights(m *Model, bucketBytes int64) error {
-	if err := m.live("shard the weights"); err != nil {
-		return err
-	}
-	return g.call("shard the weights", func() C.int {
+	return g.modelCall(m, "shard the weights", func() C.int {
 		return C.plugin_dist_shard_weights(g.ptr, m.ptr, C.int64_t(bucketBytes), g.rt.errBuf, errBufLen)
 	})
 }
 
 // EmptyForward runs the gathers of a stage 3 model's forward pass without data.
 func (g *Group) EmptyForward(m *Model) error {
-	if err := m.live("run an empty forward pass"); err != nil {
-		return err
-	}
-	return g.call("run an empty forward pass", func() C.int {
+	return g.modelCall(m, "run an empty forward pass", func() C.int {
 		return C.plugin_dist_empty_forward(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
 	})
 }
@@ -237,20 +230,14 @@ func (g *Group) EmptyForward(m *Model) error {
 // HoldWeights gathers a stage 3 model's parameters whole on every rank (all call it), so
 // that they can be read, until ReleaseWeights; on other models it does nothing.
 func (g *Group) HoldWeights(m *Model) error {
-	if err := m.live("gather the weights"); err != nil {
-		return err
-	}
-	return g.call("gather the weights", func() C.int {
+	return g.modelCall(m, "gather the weights", func() C.int {
 		return C.plugin_dist_hold_weights(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
 	})
 }
 
 // ReleaseWeights ends a HoldWeights: each rank keeps its part again.
 func (g *Group) ReleaseWeights(m *Model) error {
-	if err := m.live("release the weights"); err != nil {
-		return err
-	}
-	return g.call("release the weights", func() C.int {
+	return g.modelCall(m, "release the weights", func() C.int {
 		return C.plugin_dist_release_weights(g.ptr, m.ptr, g.rt.errBuf, errBufLen)
 	})
 }
@@ -286,10 +273,7 @@ func (g *Group) AllGatherParams(m *Model, bucketBytes int64) error {
 // GatherOptimizer copies a sharded model's whole AdamW moments into root's host memory,
 // where reading them (a checkpoint) works as on an unsharded model until ShardOptimizer.
 func (g *Group) GatherOptimizer(m *Model, root int) error {
-	if err := m.live("gather the optimizer state"); err != nil {
-		return err
-	}
-	return g.call("gather the optimizer state", func() C.int {
+	return g.modelCall(m, "gather the optimizer state", func() C.int {
 		return C.plugin_dist_gather_optimizer(g.ptr, m.ptr, C.int32_t(root), g.rt.errBuf, errBufLen)
 	})
 }
