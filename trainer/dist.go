@@ -5,9 +5,10 @@ package trainer
 // the AdamW moments of its part of the parameters only (ZeRO stage 1), with Shard 2 also
 // only its part of the summed gradients (stage 2), with Shard 3 only its part of the
 // weights too, gathered while a pass uses them (stage 3); and its own rollout engines. A
-// step's problems are split into contiguous shares, so whole GRPO groups stay on one rank and advantages need nothing from the
-// others; each rank rolls out, scores and back-propagates its share, and the gradients are
-// summed over the ranks before every optimizer step. The loss of a mini-batch is already a
+// step's problems are split into contiguous shares, so whole GRPO groups stay on one rank
+// and advantages need nothing from the others; each rank rolls out, scores and
+// back-propagates its share, and the gradients are summed over the ranks before every
+// optimizer step (inside the passes at stages 2-3). The loss of a mini-batch is already a
 // mean over its groups (each group's loss counts 1/groups), so the sum over ranks is the
 // one-process gradient. What the metrics are computed from is gathered in rank order,
 // which is the one-process order, so rank 0 logs what one process would. Rank 0 writes
@@ -199,9 +200,9 @@ func gatherJSON[T any](g *torch.Group, local []T) ([]T, error) {
 
 // placeAgent makes every rank's agent i (actor weights and optimizer state, reference)
 // rank 0's, so that a rank on another machine cannot silently start from other files. With
-// --shard each rank holds its part of the actor's AdamW moments from the start (its own
-// read of the checkpoint), which are not broadcast; stage 2 then shards the gradients and
-// stage 3 the weights, the reference's too. Agent by agent, as open loads them: at most one
+// --shard each rank holds its part of the actor's AdamW moments from the start (a resumed
+// run's come from rank 0 by shareMoments); stage 2 then shards the gradients and stage 3
+// the weights, the reference's too. Agent by agent, as open loads them: at most one
 // agent's weights are whole at a time.
 func (t *Trainer) placeAgent(i int, ck *checkpointInfo) error {
 	g, a := t.cfg.Group, t.agents[i]
@@ -264,7 +265,7 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 	}
 	var problem []byte
 	if t.lead() {
-		err := hfmodel.EachMoment(m, path, func(ti torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
+		err := hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
 			if v.DType != want {
 				return fmt.Errorf("%s: tensor %s is %s, want %s", path, v.Name, v.DType, want)
 			}
