@@ -35,7 +35,7 @@ type observed struct {
 // training passes), steps, groups per mini-batch and ZeRO stage.
 type distCase struct {
 	World, Steps, MiniBatch int
-	LoRA, Checkpoint        bool
+	LoRA, Checkpoint, BF16  bool
 	Shard                   int
 }
 
@@ -50,6 +50,9 @@ func distConfig(t *testing.T, start string, tc distCase) Config {
 	cfg.BatchSize, cfg.MiniBatch, cfg.KeepRollouts = 6, tc.MiniBatch, 6
 	cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:6], 0
 	cfg.Torch.GradCheckpoint = tc.Checkpoint
+	if tc.BF16 { // the probe compares bf16 compute with llama.cpp's f32 (bf16_test.go)
+		cfg.DType, cfg.ProbeTol = trainspec.PrecisionBF16, 5e-2
+	}
 	if tc.LoRA {
 		cfg.Opt.LR = 5e-3
 		cfg.LoRA = trainspec.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}, BaseBF16: true}
@@ -110,14 +113,15 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 	// time when checkpointed) and each rank keeps its part: mini-batches of 2 groups, in
 	// which no two ranks both have groups after a rank's first, give one process's sums;
 	// one mini-batch of 6 associates them differently (one step, within the tolerance).
-	// --shard 3 keeps each rank's part of the weights (the reference's too), gathered a
-	// layer at a time by every pass: the same arithmetic as stage 2.
+	// --shard 3 keeps each rank's part of the weights (the reference's too, in bf16 under
+	// --dtype bf16), gathered a layer at a time by every pass: the same arithmetic as stage 2.
 	for _, tc := range []distCase{{World: 2, Steps: 3, MiniBatch: 4}, {World: 2, Steps: 3, MiniBatch: 4, LoRA: true},
 		{World: 3, Steps: 1, MiniBatch: 6}, {World: 2, Steps: 3, MiniBatch: 4, Shard: 1}, {World: 2, Steps: 3, MiniBatch: 4, LoRA: true, Shard: 1},
 		{World: 3, Steps: 1, MiniBatch: 6, Shard: 1}, {World: 2, Steps: 3, MiniBatch: 2, Shard: 2},
 		{World: 2, Steps: 3, MiniBatch: 2, Shard: 2, Checkpoint: true}, {World: 2, Steps: 3, MiniBatch: 2, LoRA: true, Shard: 2, Checkpoint: true},
-		{World: 2, Steps: 1, MiniBatch: 6, Shard: 2, Checkpoint: true}, {World: 2, Steps: 3, MiniBatch: 2, Shard: 3, Checkpoint: true}} {
-		t.Run(fmt.Sprintf("ranks=%d,lora=%v,shard=%d,mb=%d,ckpt=%v", tc.World, tc.LoRA, tc.Shard, tc.MiniBatch, tc.Checkpoint), func(t *testing.T) { matchOneProcess(t, rt, start, tc) })
+		{World: 2, Steps: 1, MiniBatch: 6, Shard: 2, Checkpoint: true}, {World: 2, Steps: 3, MiniBatch: 2, Shard: 3, Checkpoint: true},
+		{World: 2, Steps: 3, MiniBatch: 2, Shard: 3, Checkpoint: true, BF16: true}} {
+		t.Run(fmt.Sprintf("ranks=%d,lora=%v,shard=%d,mb=%d,ckpt=%v,bf16=%v", tc.World, tc.LoRA, tc.Shard, tc.MiniBatch, tc.Checkpoint, tc.BF16), func(t *testing.T) { matchOneProcess(t, rt, start, tc) })
 	}
 }
 
