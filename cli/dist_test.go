@@ -272,6 +272,33 @@ func TestTrainRankFailureAndResume(t *testing.T) {
 	}
 }
 
+// `umad train --nproc 2 --shard 3 --grad-checkpoint`, as a user starts it, ends with the
+// weights of the same run replicated (--shard 0), byte for byte: each rank's groups are a
+// mini-batch of their own, so every stage computes one process's sums (issue 32).
+func TestTrainShard3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains two 2-step runs over 2 processes, about 20 s")
+	}
+	start := warmStarted(t)
+	weights := map[string][]byte{}
+	for _, stage := range []string{"0", "3"} {
+		out := filepath.Join(t.TempDir(), "stage"+stage)
+		args := distTrainArgs(start, out, "--shard", stage, "--grad-checkpoint")
+		args[slices.Index(args, "--steps")+1] = "2"
+		if code, stderr := runUmadProcess(t, 0, args...); code != 0 {
+			t.Fatalf("--shard %s: exit %d\n%s", stage, code, stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(trainer.AgentCheckpointDir(filepath.Join(out, trainer.CheckpointsDir, "step-000002"), 0), "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		weights[stage] = b
+	}
+	if !bytes.Equal(weights["0"], weights["3"]) {
+		t.Error("--shard 3's weights after 2 steps differ from --shard 0's")
+	}
+}
+
 // `umad debate --nproc 2` splits the problems over two processes and merges their
 // rollouts: the summary is the one-process run's. Only the log-prob statistics (mean NLL,
 // token entropy) may move, in the last bits: a rank batches fewer sequences than one
