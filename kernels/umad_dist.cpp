@@ -91,40 +91,55 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 }
 #endif
 
-// bucketed applies the in-place collective f to the tensors, packed into flat buffers of
-// about bucket_bytes (one tensor larger than that is a bucket of its own), and copies the
-// results back. All tensors share one dtype and are contiguous (their storage is written).
-// It returns the bytes handed to f.
+// A Bucket is tensors [i, j) of a list in one flat buffer on the collective's device; a
+// tensor alone, contiguous and already there, is its own buffer (in place, no copy).
+struct Bucket {
+  size_t i = 0, j = 0;
+  torch::Tensor buf;
+  bool in_place = false;
+};
+
+// next_bucket packs the tensors from i on, up to about bucket_bytes (one tensor larger than
+// that is a bucket of its own). All share one dtype.
+Bucket next_bucket(const std::vector<torch::Tensor>& ts, size_t i, int64_t bucket_bytes, const torch::Device& dev) {
+  Bucket b{i, i, {}, false};
+  int64_t bytes = 0;
+  while (b.j < ts.size() && (b.j == i || bytes + int64_t(ts[b.j].nbytes()) <= bucket_bytes)) bytes += ts[b.j++].nbytes();
+  if (b.j == i + 1 && ts[i].is_contiguous() && ts[i].device() == dev) {
+    b.buf = ts[i].view({-1});
+    b.in_place = true;
+    return b;
+  }
+  std::vector<torch::Tensor> flat;
+  for (size_t k = i; k < b.j; k++) flat.push_back(ts[k].reshape({-1}));
+  b.buf = torch::cat(flat).to(dev).contiguous();
+  return b;
+}
+
+// unpack copies a bucket's buffer back into its tensors (contiguous: their storage is written).
+void unpack(const Bucket& b, const std::vector<torch::Tensor>& ts) {
+  if (b.in_place) return;
+  auto back = b.buf.to(ts[b.i].device());
+  int64_t off = 0;
+  for (size_t k = b.i; k < b.j; k++) {
+    auto n = ts[k].numel();
+    ts[k].copy_(back.narrow(0, off, n).view_as(ts[k]));
+    off += n;
+  }
+}
+
+// bucketed applies the in-place collective f to the tensors a bucket at a time and copies
+// the results back. It returns the bytes handed to f.
 template <typename F>
 int64_t bucketed(const std::vector<torch::Tensor>& ts, int64_t bucket_bytes, const torch::Device& dev,
                  F&& f) {
   int64_t sent = 0;
-  size_t i = 0;
-  while (i < ts.size()) {
-    size_t j = i;
-    int64_t bytes = 0;
-    while (j < ts.size() && (j == i || bytes + int64_t(ts[j].nbytes()) <= bucket_bytes))
-      bytes += ts[j++].nbytes();
-    if (j == i + 1 && ts[i].is_contiguous() && ts[i].device() == dev) {  // alone: in place, no copy
-      auto v = ts[i].view({-1});
-      f(v);
-      sent += v.nbytes();
-      i = j;
-      continue;
-    }
-    std::vector<torch::Tensor> flat;
-    for (size_t k = i; k < j; k++) flat.push_back(ts[k].reshape({-1}));
-    auto buf = torch::cat(flat).to(dev).contiguous();
-    f(buf);
-    sent += buf.nbytes();
-    auto back = buf.to(ts[i].device());
-    int64_t off = 0;
-    for (size_t k = i; k < j; k++) {
-      auto n = ts[k].numel();
-      ts[k].copy_(back.narrow(0, off, n).view_as(ts[k]));
-      off += n;
-    }
-    i = j;
+  for (size_t i = 0; i < ts.size();) {
+    auto b = next_bucket(ts, i, bucket_bytes, dev);
+    f(b.buf);
+    sent += b.buf.nbytes();
+    unpack(b, ts);
+    i = b.j;
   }
   return sent;
 }
@@ -222,13 +237,25 @@ struct Comm : umad::GradComm {
     totals->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  void sum(const std::vector<torch::Tensor>& ts) override {
+  std::function<void()> sum(const std::vector<torch::Tensor>& ts) override {
+    auto started = std::make_shared<std::vector<std::pair<Bucket, c10::intrusive_ptr<c10d::Work>>>>();
     timed([&] {
-      totals->bytes += bucketed(ts, bucket_bytes, device, [&](torch::Tensor& buf) {
-        std::vector<torch::Tensor> v{buf};
-        run(pg->allreduce(v));
-      });
+      for (size_t i = 0; i < ts.size();) {
+        auto b = next_bucket(ts, i, bucket_bytes, device);
+        std::vector<torch::Tensor> v{b.buf};
+        started->emplace_back(b, pg->allreduce(v));
+        totals->bytes += b.buf.nbytes();
+        i = b.j;
+      }
     });
+    return [this, started, ts] {
+      timed([&] {
+        for (auto& [b, work] : *started) {
+          run(work);
+          unpack(b, ts);
+        }
+      });
+    };
   }
 
   void max(torch::Tensor& t) override {

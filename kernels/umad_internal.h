@@ -81,8 +81,10 @@ void set_gathered(umad_model* m, const std::vector<at::Tensor>& avg, const std::
 // collectives that takes, called from inside the backward (kernels/umad_dist.cpp).
 struct GradComm {
   virtual ~GradComm() = default;
-  // sum sums tensors of one dtype over the ranks, in place.
-  virtual void sum(const std::vector<at::Tensor>& ts) = 0;
+  // sum starts summing tensors of one dtype over the ranks, in place; the function it
+  // returns waits for the sums (until then the tensors must live and stay untouched), so
+  // that they run behind the caller's next work.
+  virtual std::function<void()> sum(const std::vector<at::Tensor>& ts) = 0;
   // max reduces a small tensor in place with MAX.
   virtual void max(at::Tensor& t) = 0;
   // gather returns every rank's 1-d tensor (their lengths may differ), in rank order.

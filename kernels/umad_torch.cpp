@@ -325,6 +325,7 @@ struct Model {
   std::vector<std::string> rest_trained;
   std::map<std::string, Tensor> grad_part;
   std::set<std::string> grad_seen;
+  std::function<void()> pending_sums;  // the sums reduce_grads started last
   // ZeRO stage 3 (umad::shard_weights): every parameter's data is released except while a
   // pass uses it (InUse); w_part is this rank's part of the parameters laid end to end in
   // checkpoint order (elements [w_bounds[rank], w_bounds[rank + 1]), each from w_start),
@@ -764,10 +765,21 @@ struct Model {
   }
 };
 
+// finish_sums completes the gradient sums reduce_grads started last.
+void finish_sums(Model& m) {
+  if (!m.pending_sums) return;
+  auto f = std::move(m.pending_sums);
+  m.pending_sums = nullptr;
+  f();
+}
+
 // reduce_grads sums the gradients of the trained parameters names over the ranks (zeros
 // where this rank has none), adds this rank's part of the sums to grad_part and drops the
-// whole gradients: ZeRO stage 2's reduce-scatter, as an all-reduce and a slice.
+// whole gradients: ZeRO stage 2's reduce-scatter, as an all-reduce and a slice. The sums
+// run behind the backward of the next layer: the call completes the previous group's first,
+// and pass_grads_done the last.
 void reduce_grads(Model& m, const std::vector<std::string>& names) {
+  finish_sums(m);
   if (names.empty()) return;
   torch::NoGradGuard no_grad;
   std::vector<Tensor> gs;
@@ -780,16 +792,20 @@ void reduce_grads(Model& m, const std::vector<std::string>& names) {
       g = torch::zeros_like(p);
     gs.push_back(g.contiguous());
   }
-  m.grad_comm->sum(gs);
-  for (size_t i = 0; i < names.size(); i++) {
-    auto& n = names[i];
-    m.params.at(n).mutable_grad() = Tensor();
-    auto ea = m.exp_avg.find(n);
-    if (ea == m.exp_avg.end()) continue;  // another rank's part
-    auto part = gs[i].view({-1}).narrow(0, m.shard_off.at(n), ea->second.numel());
-    auto& acc = m.grad_part[n];
-    acc = acc.defined() ? acc.add_(part) : part.clone();
-  }
+  auto wait = m.grad_comm->sum(gs);
+  m.pending_sums = [&m, names, gs, wait] {
+    wait();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < names.size(); i++) {
+      auto& n = names[i];
+      m.params.at(n).mutable_grad() = Tensor();
+      auto ea = m.exp_avg.find(n);
+      if (ea == m.exp_avg.end()) continue;  // another rank's part
+      auto part = gs[i].view({-1}).narrow(0, m.shard_off.at(n), ea->second.numel());
+      auto& acc = m.grad_part[n];
+      acc = acc.defined() ? acc.add_(part) : part.clone();
+    }
+  };
 }
 
 // as_bytes is a contiguous tensor's storage as a flat byte vector.
@@ -869,12 +885,14 @@ void pass_grads_done(Model& m, bool no_data) {
       }
     }
     reduce_grads(m, m.rest_trained);
+    finish_sums(m);
     return;
   }
   std::vector<std::string> all;
   for (auto& n : m.names)
     if (m.params.at(n).requires_grad()) all.push_back(n);
   reduce_grads(m, all);
+  finish_sums(m);
 }
 
 Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b) {

@@ -123,7 +123,7 @@ func (a Agent) trainerLines() []Line {
 		add(dev, 4*n/g, fmt.Sprintf("gradients (1/%d of the sums)", g), PhaseTrain, PhaseStep)
 		what := "a pass's all"
 		if a.GradCheckpoint {
-			what = "a layer's, the embedding's and head's"
+			what = "two layers', the embedding's and head's"
 		}
 		add(dev, a.gradsInFlight()+BucketBytes, fmt.Sprintf("gradients on their way to the sum (%s, and a bucket)", what), PhaseTrain)
 	} else {
@@ -154,19 +154,20 @@ func (a Agent) trainerLines() []Line {
 }
 
 // gradsInFlight is what a stage 2 pass holds of whole gradients before their sum over the
-// ranks (kernels/umad_torch.cpp, reduce_grads): with checkpointing, a layer's trained
-// tensors and those outside the layers (the embedding and head, whose gradients the
-// backward starts and ends with), else every trained tensor.
+// ranks (kernels/umad_torch.cpp, reduce_grads): with checkpointing, two layers' trained
+// tensors (one being summed behind the next one's backward) and those outside the layers
+// (the embedding and head, whose gradients the backward starts and ends with), else every
+// trained tensor.
 func (a Agent) gradsInFlight() int64 {
 	n, _ := a.trainable()
 	switch {
 	case !a.GradCheckpoint:
 		return 4 * n
 	case a.lora(): // adapters live in the layers alone
-		return 4 * n / int64(a.Shape.Layers)
+		return 2 * 4 * n / int64(a.Shape.Layers)
 	}
 	layer, rest := a.layerAndRest()
-	return 4 * (layer + rest)
+	return 4 * (2*layer + rest)
 }
 
 // layerAndRest are the parameters of a layer and those outside the layers (the embedding,
