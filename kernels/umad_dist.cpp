@@ -207,18 +207,41 @@ std::pair<Flat, std::vector<int64_t>> shard_layout(Dist* d, umad_model* m) {
   return {params, umad::shard_bounds(sizes, d->world)};
 }
 
+// allgather_padded returns every rank's 1-d tensor t (lengths may differ), in rank order,
+// on t's device: the lengths first, then the tensors padded to the longest (Gloo gathers one
+// size). It adds the bytes it handed the all-gathers to *sent.
+std::vector<torch::Tensor> allgather_padded(const Dist& d, const torch::Tensor& t, int64_t* sent) {
+  auto len = torch::full({1}, t.numel(), torch::dtype(torch::kInt64).device(d.device));
+  std::vector<torch::Tensor> lin{len};
+  std::vector<std::vector<torch::Tensor>> lout(1);
+  for (int r = 0; r < d.world; r++) lout[0].push_back(torch::empty_like(len));
+  run(d.pg->allgather(lout, lin));
+  std::vector<int64_t> lens;
+  int64_t longest = 0;
+  for (auto& l : lout[0]) longest = std::max(longest, lens.emplace_back(l.item<int64_t>()));
+  std::vector<torch::Tensor> parts;
+  if (longest == 0) {
+    for (int r = 0; r < d.world; r++) parts.push_back(t.new_empty({0}));
+    return parts;
+  }
+  auto mine = torch::zeros({longest}, t.options().device(d.device));
+  mine.narrow(0, 0, t.numel()).copy_(t);
+  std::vector<torch::Tensor> in{mine};
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < d.world; r++) out[0].push_back(torch::empty_like(mine));
+  run(d.pg->allgather(out, in));
+  *sent += len.nbytes() + mine.nbytes();
+  for (int r = 0; r < d.world; r++) parts.push_back(out[0][size_t(r)].narrow(0, 0, lens[size_t(r)]).to(t.device()));
+  return parts;
+}
+
 // Comm is stage 2's collectives over a process group; it holds the group, so a model that
 // keeps it outlives nothing it uses.
 struct Comm : umad::GradComm {
   Dist d;  // a copy: the group lives as long as a model that uses it
-  c10::intrusive_ptr<Group> pg;
-  torch::Device device;
-  int world;
   int64_t bucket_bytes;
-  std::shared_ptr<Totals> totals;
 
-  Comm(const Dist& dist, int64_t bucket)
-      : d(dist), pg(dist.pg), device(dist.device), world(dist.world), bucket_bytes(bucket), totals(dist.totals) {}
+  Comm(const Dist& dist, int64_t bucket) : d(dist), bucket_bytes(bucket) {}
 
   void gather_range(const std::vector<torch::Tensor>& mine, const std::vector<torch::Tensor>& dst,
                     const std::vector<int64_t>& bounds, int64_t lo, int64_t hi) override {
@@ -226,7 +249,7 @@ struct Comm : umad::GradComm {
       std::vector<int64_t> b;
       for (auto x : bounds) b.push_back(std::clamp(x, lo, hi));
       Flat from{mine, bounds[size_t(d.rank)]}, to{dst, lo};
-      totals->bytes += gather_parts(&d, b, from, &to, torch::kUInt8, bucket_bytes);
+      d.totals->bytes += gather_parts(&d, b, from, &to, torch::kUInt8, bucket_bytes);
     });
   }
 
@@ -234,17 +257,17 @@ struct Comm : umad::GradComm {
   void timed(F&& f) {
     auto t0 = std::chrono::steady_clock::now();
     f();
-    totals->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    d.totals->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   std::function<void()> sum(const std::vector<torch::Tensor>& ts) override {
     auto started = std::make_shared<std::vector<std::pair<Bucket, c10::intrusive_ptr<c10d::Work>>>>();
     timed([&] {
       for (size_t i = 0; i < ts.size();) {
-        auto b = next_bucket(ts, i, bucket_bytes, device);
+        auto b = next_bucket(ts, i, bucket_bytes, d.device);
         std::vector<torch::Tensor> v{b.buf};
-        started->emplace_back(b, pg->allreduce(v));
-        totals->bytes += b.buf.nbytes();
+        started->emplace_back(b, d.pg->allreduce(v));
+        d.totals->bytes += b.buf.nbytes();
         i = b.j;
       }
     });
@@ -260,37 +283,19 @@ struct Comm : umad::GradComm {
 
   void max(torch::Tensor& t) override {
     timed([&] {
-      auto on = t.to(device);
+      auto on = t.to(d.device);
       std::vector<torch::Tensor> v{on};
       c10d::AllreduceOptions o;
       o.reduceOp = c10d::ReduceOp::MAX;
-      run(pg->allreduce(v, o));
+      run(d.pg->allreduce(v, o));
       t.copy_(on);
-      totals->bytes += on.nbytes();
+      d.totals->bytes += on.nbytes();
     });
   }
 
   std::vector<torch::Tensor> gather(const torch::Tensor& t) override {
     std::vector<torch::Tensor> parts;
-    timed([&] {
-      // Lengths first: Gloo gathers one size, so every rank pads to the longest.
-      auto len = torch::full({1}, t.numel(), torch::dtype(torch::kInt64).device(device));
-      std::vector<torch::Tensor> lin{len};
-      std::vector<std::vector<torch::Tensor>> lout(1);
-      for (int r = 0; r < world; r++) lout[0].push_back(torch::empty_like(len));
-      run(pg->allgather(lout, lin));
-      std::vector<int64_t> lens;
-      int64_t longest = 0;
-      for (auto& l : lout[0]) longest = std::max(longest, lens.emplace_back(l.item<int64_t>()));
-      auto mine = torch::zeros({longest}, t.options().device(device));
-      mine.narrow(0, 0, t.numel()).copy_(t);
-      std::vector<torch::Tensor> in{mine};
-      std::vector<std::vector<torch::Tensor>> out(1);
-      for (int r = 0; r < world; r++) out[0].push_back(torch::empty_like(mine));
-      run(pg->allgather(out, in));
-      totals->bytes += len.nbytes() + mine.nbytes();
-      for (int r = 0; r < world; r++) parts.push_back(out[0][size_t(r)].narrow(0, 0, lens[size_t(r)]).to(t.device()));
-    });
+    timed([&] { parts = allgather_padded(d, t, &d.totals->bytes); });
     return parts;
   }
 };
@@ -468,32 +473,19 @@ UMAD_EXPORT int umad_dist_allgather(umad_dist* dp, const void* data, int64_t n, 
     if (n < 0 || (n > 0 && data == nullptr) || !lens || !out)
       throw std::invalid_argument("allgather: NULL argument");
     *out = nullptr;
-    // Lengths first: Gloo gathers tensors of one size, so every rank pads to the longest.
-    auto len = torch::full({1}, n, torch::kInt64).to(d->device);
-    std::vector<torch::Tensor> lin{len};
-    std::vector<std::vector<torch::Tensor>> lout(1);
-    for (int r = 0; r < d->world; r++) lout[0].push_back(torch::empty({1}, len.options()));
-    run(d->pg->allgather(lout, lin));
-    int64_t longest = 0, total = 0;
-    for (int r = 0; r < d->world; r++) {
-      lens[r] = lout[0][r].to(torch::kCPU).item<int64_t>();
-      longest = std::max(longest, lens[r]);
-      total += lens[r];
-    }
-    if (longest == 0) return;
-    auto mine = torch::zeros({longest}, torch::kUInt8);
+    auto mine = torch::empty({n}, torch::kUInt8);
     if (n > 0) std::memcpy(mine.data_ptr(), data, size_t(n));
-    std::vector<torch::Tensor> in{mine.to(d->device)};
-    std::vector<std::vector<torch::Tensor>> all(1);
-    for (int r = 0; r < d->world; r++) all[0].push_back(torch::empty({longest}, in[0].options()));
-    run(d->pg->allgather(all, in));
+    int64_t sent = 0, total = 0;
+    auto parts = allgather_padded(*d, mine, &sent);
+    for (int r = 0; r < d->world; r++) total += lens[r] = parts[size_t(r)].numel();
+    if (total == 0) return;
     auto buf = static_cast<uint8_t*>(std::malloc(size_t(total)));
     if (buf == nullptr) throw std::runtime_error("allgather: out of memory for " + std::to_string(total) + " bytes");
     int64_t off = 0;
-    for (int r = 0; r < d->world; r++) {
-      auto t = all[0][r].to(torch::kCPU).contiguous();
-      std::memcpy(buf + off, t.data_ptr(), size_t(lens[r]));
-      off += lens[r];
+    for (auto& p : parts) {
+      auto t = p.contiguous();
+      std::memcpy(buf + off, t.data_ptr(), size_t(t.numel()));
+      off += t.numel();
     }
     *out = buf;
   });

@@ -957,6 +957,12 @@ Model* ready(umad_model* m) {
   return mm;
 }
 
+// layer_of is the layer a parameter belongs to (model.layers.N.*), or kRest.
+int64_t layer_of(const std::string& name) {
+  static const std::string prefix = "model.layers.";
+  return name.rfind(prefix, 0) == 0 ? std::stoll(name.substr(prefix.size())) : kRest;
+}
+
 // released reports whether a stage 3 model's parameters are its parts alone right now.
 bool released(const Model& m) { return m.w_comm && m.whole == 0; }
 
@@ -1238,29 +1244,24 @@ UMAD_EXPORT int umad_model_write(umad_model* mp, const char* name, int32_t what,
     if (!name || !src) throw ArgError("write: NULL name or buffer");
     if (what == UMAD_MERGED) throw ArgError("a merged weight is read-only; write the weight or its adapters");
     if (m->w_comm) throw ArgError(std::string(name) + ": the weights are sharded over the ranks (ZeRO stage 3) and not written");
-    if ((what == UMAD_EXP_AVG || what == UMAD_EXP_AVG_SQ) && m->shard_world > 1) {
-      // This rank's part of the whole moment given (a checkpoint read by a sharded model).
-      auto& p = m->lookup(name, UMAD_WEIGHT);
-      if (!p.requires_grad()) throw ArgError(std::string(name) + " is not trained: it has no optimizer state");
-      auto in = torch::from_blob(const_cast<void*>(src), m->shapes.at(name), to_dtype(dtype));
-      if (int64_t(in.nbytes()) != nbytes)
-        throw ArgError("write " + std::string(name) + ": buffer has " + std::to_string(nbytes) +
-                       " bytes, tensor needs " + std::to_string(in.nbytes()));
-      auto& st = what == UMAD_EXP_AVG ? m->exp_avg : m->exp_avg_sq;
-      auto it = st.find(name);
-      torch::NoGradGuard no_grad;
-      if (it != st.end()) it->second.copy_(in.reshape({-1}).narrow(0, m->shard_off.at(name), it->second.numel()));
-      return;
-    }
     if (what == UMAD_GRAD && m->lora() && !m->adapters.count(name))
       throw ArgError(std::string(name) + " is a frozen base weight of a LoRA model: it has no gradient");
-    auto& t = m->lookup(name, what);
+    auto& p = m->lookup(name, UMAD_WEIGHT);  // names a tensor
     auto shape = m->shapes.at(name);
     auto in = torch::from_blob(const_cast<void*>(src), shape, to_dtype(dtype));
     if (int64_t(in.nbytes()) != nbytes)
       throw ArgError("write " + std::string(name) + ": buffer has " + std::to_string(nbytes) +
                      " bytes, tensor needs " + std::to_string(in.nbytes()));
     torch::NoGradGuard no_grad;
+    if ((what == UMAD_EXP_AVG || what == UMAD_EXP_AVG_SQ) && m->shard_world > 1) {
+      // This rank's part of the whole moment given (a checkpoint read by a sharded model).
+      if (!p.requires_grad()) throw ArgError(std::string(name) + " is not trained: it has no optimizer state");
+      auto& st = what == UMAD_EXP_AVG ? m->exp_avg : m->exp_avg_sq;
+      auto it = st.find(name);
+      if (it != st.end()) it->second.copy_(in.reshape({-1}).narrow(0, m->shard_off.at(name), it->second.numel()));
+      return;
+    }
+    auto& t = m->lookup(name, what);
     if (!t.defined()) t = torch::zeros(shape, torch::dtype(m->param_dtype).device(m->device));
     t.copy_(in);
   });
@@ -1601,15 +1602,12 @@ void shard_optimizer(umad_model* mp, int rank, int world) {
 void shard_gradients(umad_model* mp, std::shared_ptr<GradComm> comm) {
   auto m = ready(mp);
   if (m->shard_world < 2) throw ArgError("the gradients are sharded with the optimizer state, which is not");
-  const std::string prefix = "model.layers.";
   m->layer_trained.assign(size_t(m->cfg.num_layers), {});
   m->rest_trained.clear();
   for (auto& n : m->names) {
     if (!m->params.at(n).requires_grad()) continue;
-    if (n.rfind(prefix, 0) == 0)
-      m->layer_trained.at(size_t(std::stoll(n.substr(prefix.size())))).push_back(n);
-    else
-      m->rest_trained.push_back(n);
+    const int64_t l = layer_of(n);
+    (l == kRest ? m->rest_trained : m->layer_trained.at(size_t(l))).push_back(n);
   }
   umad_zero_grad(mp);
   m->grad_comm = std::move(comm);
@@ -1642,15 +1640,12 @@ void shard_weights(umad_model* mp, std::shared_ptr<GradComm> comm, int rank, int
   int64_t start = 0;
   m->w_layers.assign(size_t(m->cfg.num_layers), {});
   m->w_rest.clear();
-  const std::string prefix = "model.layers.";
   for (auto& n : m->names) {
     sizes.push_back(m->params.at(n).numel());
     m->w_start[n] = start;
     start += sizes.back();
-    if (n.rfind(prefix, 0) == 0)
-      m->w_layers.at(size_t(std::stoll(n.substr(prefix.size())))).push_back(n);
-    else
-      m->w_rest.push_back(n);
+    const int64_t l = layer_of(n);
+    (l == kRest ? m->w_rest : m->w_layers.at(size_t(l))).push_back(n);
   }
   m->w_bounds = shard_bounds(sizes, world);
   const int64_t lo = m->w_bounds[size_t(rank)], hi = m->w_bounds[size_t(rank) + 1];
