@@ -7,6 +7,7 @@
 // translation unit so that changing it does not recompile the model.
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 // pip's PyTorch wheels (2.11 at least) ship c10d's headers but not gloo's, which
@@ -59,6 +60,10 @@ struct Dist {
   int rank = 0, world = 1;
   torch::Device device = torch::kCPU;  // where collective tensors must live
   std::shared_ptr<Totals> totals = std::make_shared<Totals>();
+  // How the group was made, for its subgroups.
+  int32_t backend = UMAD_BACKEND_GLOO;
+  std::chrono::milliseconds timeout{0};
+  std::string master;
 };
 
 Dist* checked(umad_dist* d) {
@@ -300,6 +305,28 @@ struct Comm : umad::GradComm {
   }
 };
 
+// connect makes d's collectives over d.store, as rank d.rank of d.world.
+void connect(Dist& d) {
+  if (d.backend == UMAD_BACKEND_GLOO) {
+#if UMAD_HAS_GLOO
+    auto opts = c10d::ProcessGroupGloo::Options::create(d.timeout);
+    opts->devices.push_back(gloo_device(d.master));
+    d.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(d.store, d.rank, d.world, opts);
+#endif
+  } else if (d.backend == UMAD_BACKEND_NCCL) {
+#if defined(UMAD_TORCH_CUDA)
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = d.timeout;
+    d.pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(d.store, d.rank, d.world, opts);
+    d.device = torch::Device(torch::kCUDA, 0);
+#else
+    throw std::invalid_argument("this libtorch has no NCCL (a CPU build); use the gloo backend");
+#endif
+  } else {
+    throw std::invalid_argument("unknown backend code " + std::to_string(d.backend));
+  }
+}
+
 }  // namespace
 
 struct umad_dist {};  // opaque to C; the pointer is a Dist*
@@ -343,24 +370,10 @@ UMAD_EXPORT umad_dist* umad_dist_init(const char* host, int32_t port, int32_t ra
 #endif
       d->store = c10::make_intrusive<c10d::TCPStore>(master, so);
     }
-    if (backend == UMAD_BACKEND_GLOO) {
-#if UMAD_HAS_GLOO
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      opts->devices.push_back(gloo_device(master));
-      d->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, rank, world, opts);
-#endif
-    } else if (backend == UMAD_BACKEND_NCCL) {
-#if defined(UMAD_TORCH_CUDA)
-      auto opts = c10d::ProcessGroupNCCL::Options::create();
-      opts->timeout = timeout;
-      d->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->store, rank, world, opts);
-      d->device = torch::Device(torch::kCUDA, 0);
-#else
-      throw std::invalid_argument("this libtorch has no NCCL (a CPU build); use the gloo backend");
-#endif
-    } else {
-      throw std::invalid_argument("unknown backend code " + std::to_string(backend));
-    }
+    d->backend = backend;
+    d->timeout = timeout;
+    d->master = master;
+    connect(*d);
     out = d.release();
   });
   return reinterpret_cast<umad_dist*>(out);
@@ -371,6 +384,33 @@ UMAD_EXPORT void umad_dist_free(umad_dist* d) {
     delete reinterpret_cast<Dist*>(d);
   } catch (...) {
   }
+}
+
+UMAD_EXPORT umad_dist* umad_dist_subgroup(umad_dist* dp, const char* name, const int32_t* ranks, int32_t n,
+                                          char* err, size_t errlen) {
+  Dist* out = nullptr;
+  umad::guard(err, errlen, [&] {
+    auto p = checked(dp);
+    if (name == nullptr || *name == 0 || n < 1 || ranks == nullptr) throw std::invalid_argument("subgroup: no name or no ranks");
+    auto d = std::make_unique<Dist>();
+    d->rank = -1;
+    for (int32_t i = 0; i < n; i++) {
+      if (ranks[i] < 0 || ranks[i] >= p->world || (i > 0 && ranks[i] <= ranks[i - 1]))
+        throw std::invalid_argument("subgroup " + std::string(name) + ": ranks must be increasing, within the world of " +
+                                    std::to_string(p->world));
+      if (ranks[i] == p->rank) d->rank = i;
+    }
+    if (d->rank < 0) throw std::invalid_argument("subgroup " + std::string(name) + ": this rank is not one of its ranks");
+    d->world = n;
+    d->backend = p->backend;
+    d->timeout = p->timeout;
+    d->master = p->master;
+    // Its own keys in the job's store: torch.distributed.new_group's way.
+    d->store = c10::make_intrusive<c10d::PrefixStore>("umad/subgroup/" + std::string(name), p->store);
+    connect(*d);
+    out = d.release();
+  });
+  return reinterpret_cast<umad_dist*>(out);
 }
 
 UMAD_EXPORT int umad_dist_agree(umad_dist* dp, const char* key, const void* data, int64_t n,

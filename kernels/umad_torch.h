@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 10
+#define UMAD_TORCH_ABI_VERSION 11
 
 enum {
   UMAD_OK = 0,
@@ -276,6 +276,12 @@ typedef struct umad_step_stats {
      double timeout_s, char* err, size_t errlen),                                                \
     (host, port, rank, world, backend, timeout_s, err, errlen))                                  \
   V(dist_free, (umad_dist* d), (d))                                                              \
+  /* The process group of ranks (n of them, increasing, this rank among them) over d's store,   \
+   * under name: every member calls it with the same name and ranks, the others do not. Its    \
+   * ranks are their places in ranks; free it with dist_free. */                                \
+  X(umad_dist*, dist_subgroup,                                                                   \
+    (umad_dist* d, const char* name, const int32_t* ranks, int32_t n, char* err, size_t errlen), \
+    (d, name, ranks, n, err, errlen))                                                            \
   /* Publishes data under key for this rank, then checks that every rank published the same;     \
    * the message names the first rank that differs. */                                          \
   X(int, dist_agree,                                                                             \

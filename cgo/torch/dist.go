@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -95,6 +96,37 @@ func (r *Runtime) JoinGroup(o GroupOptions) (*Group, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// Sub makes the process group of ranks (increasing, this rank among them), which meet
+// through g's rendezvous under name: every member calls it with the same name and ranks,
+// the others do not. Its ranks are their places in ranks. Close it before g.
+func (g *Group) Sub(name string, ranks []int) (*Group, error) {
+	s := &Group{rt: g.rt, rank: slices.Index(ranks, g.rank), world: len(ranks)}
+	cr := make([]C.int32_t, len(ranks))
+	for i, r := range ranks {
+		cr[i] = C.int32_t(r)
+	}
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	if g.ptr == nil {
+		return nil, errors.New("subgroup " + name + ": process group was closed")
+	}
+	var err error
+	g.rt.do(func() {
+		var first *C.int32_t
+		if len(cr) > 0 {
+			first = &cr[0]
+		}
+		s.ptr = C.plugin_dist_subgroup(g.ptr, cn, first, C.int32_t(len(cr)), g.rt.errBuf, errBufLen)
+		if s.ptr == nil {
+			err = fmt.Errorf("rank %d: join the process group %s of ranks %v: %s", g.rank, name, ranks, C.GoString(g.rt.errBuf))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Rank is this process's rank, World the number of ranks.

@@ -1,6 +1,7 @@
 package torch
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -170,6 +171,50 @@ func TestGroupDifferentConfigRank(t *testing.T) {
 	g := joinForTest(t, openForTest(t), time.Minute)
 	if err := g.Agree("config", []byte{byte(g.Rank())}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Subgroups (one agent per group of ranks): three ranks split into {0, 2} and {1}, each
+// group's collectives over its own members while the job's group still works.
+func TestSubgroups(t *testing.T) {
+	openForTest(t)
+	for r, res := range disttest.Spawn(t, "TestSubgroupsRank", 3, 2*time.Minute) {
+		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestSubgroupsRank") {
+			t.Fatalf("rank %d: %v\n%s", r, res.Err, res.Output)
+		}
+	}
+}
+
+func TestSubgroupsRank(t *testing.T) {
+	disttest.Child(t)
+	g := joinForTest(t, openForTest(t), time.Minute)
+	r := g.Rank()
+	if _, err := g.Sub("other", []int{(r + 1) % 3}); err == nil || !strings.Contains(err.Error(), "not one of its ranks") {
+		t.Fatalf("a subgroup without this rank: %v", err)
+	}
+	if _, err := g.Sub("unordered", []int{2, r}); r < 2 && (err == nil || !strings.Contains(err.Error(), "increasing")) {
+		t.Fatalf("ranks out of order: %v", err)
+	}
+	ranks := [][]int{{0, 2}, {1}, {0, 2}}[r]
+	s, err := g.Sub(fmt.Sprint("agent-", r%2), ranks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if want := []int{0, 0, 1}[r]; s.Rank() != want || s.World() != len(ranks) {
+		t.Fatalf("rank %d is %d of %d in its subgroup, want %d of %d", r, s.Rank(), s.World(), want, len(ranks))
+	}
+	v := []float64{float64(r + 1)}
+	if err := s.AllReduce(v, Sum); err != nil || v[0] != []float64{4, 2, 4}[r] {
+		t.Fatalf("subgroup sum: %v %v", v, err)
+	}
+	b := []byte{byte(r), 0}
+	if err := s.Broadcast(b, s.World()-1); err != nil || b[0] != []byte{2, 1, 2}[r] {
+		t.Fatalf("subgroup broadcast: %v %v", b, err)
+	}
+	v = []float64{float64(r + 1)}
+	if err := g.AllReduce(v, Sum); err != nil || v[0] != 6 {
+		t.Fatalf("the job's sum after the subgroups': %v %v", v, err)
 	}
 }
 
