@@ -3,6 +3,7 @@ package cli
 // The multi-process flags of train and debate, read into launch's options (launch/).
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -48,6 +49,22 @@ func shardStage(c *ucli.Context, world int) (int, error) {
 		return 0, fmt.Errorf("--shard %d: ZeRO stage %d is planned, not implemented yet (%s)", s, s, memplan.Implemented())
 	}
 	return s, trainer.CheckShard(s, c.Int("lora-rank"), c.Bool("grad-checkpoint"))
+}
+
+// agentRanksFlag is train's --agent-ranks, one agent per group of ranks.
+func agentRanksFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "agent-ranks", Usage: "with --nproc > 1, train each agent on its own group of ranks, one group per agent in agent order (e.g. 0-3,4-7: agent 0 on ranks 0-3, agent 1 on 4-7): an agent's weights, gradients, AdamW moments and reference live on its group alone (sharded over it by --shard), every rank still rolls out debates with every agent, and after each update the group's first rank sends the weights to the other ranks' engines. The groups must not overlap and must cover every rank; the agents' first ranks must see rank 0's --out (one machine, or a shared filesystem)"}
+}
+
+// agentRanks is --agent-ranks for a job of world ranks and agents agents; nil when unset.
+func agentRanks(c *ucli.Context, world, agents int) ([][]int, error) {
+	if !c.IsSet("agent-ranks") {
+		return nil, nil
+	}
+	if world == 1 {
+		return nil, errors.New("--agent-ranks needs several processes (--nproc, --nnodes)")
+	}
+	return trainer.ParseAgentRanks(c.String("agent-ranks"), agents, world)
 }
 
 // distTimeoutFlag is --dist-timeout, the bound on waiting for other ranks.

@@ -299,6 +299,53 @@ func TestTrainShard3(t *testing.T) {
 	}
 }
 
+// `umad train --nproc 2 --agent-ranks 1,0` trains agent 0 on rank 1 and agent 1 on rank
+// 0 alone; both agents end with the weights of the same run without agent groups, byte for
+// byte (two ranks' gradient sums are one process's).
+func TestTrainAgentRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains two 2-step debates of two agents over 2 processes, about 40 s")
+	}
+	start := warmStarted(t)
+	weights := map[string][][]byte{}
+	for _, groups := range []string{"", "1,0"} {
+		out := filepath.Join(t.TempDir(), "run")
+		args := distTrainArgs(start, out, "--agent", filepath.Join(start, "hf"))
+		args[slices.Index(args, "--steps")+1] = "2"
+		args[slices.Index(args, "--algo")+1] = "umad"
+		args[slices.Index(args, "--turns")+1] = "2"
+		if groups != "" {
+			args = append(args, "--agent-ranks", groups)
+		}
+		if code, stderr := runUmadProcess(t, 0, args...); code != 0 {
+			t.Fatalf("--agent-ranks %q: exit %d\n%s", groups, code, stderr)
+		}
+		lines, _, err := trainlog.Read(filepath.Join(out, trainlog.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stepped := map[int]bool{}
+		for _, l := range lines {
+			stepped[l.Agent] = stepped[l.Agent] || l.GradNorm > 0
+		}
+		if len(lines) != 2*2*2 || !stepped[0] || !stepped[1] {
+			t.Fatalf("--agent-ranks %q: %d metrics lines (want 8), agents with a gradient step: %v", groups, len(lines), stepped)
+		}
+		for i := range 2 {
+			b, err := os.ReadFile(filepath.Join(trainer.AgentCheckpointDir(filepath.Join(out, trainer.CheckpointsDir, "step-000002"), i), "model.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			weights[groups] = append(weights[groups], b)
+		}
+	}
+	for i := range 2 {
+		if !bytes.Equal(weights[""][i], weights["1,0"][i]) {
+			t.Errorf("agent %d's weights after 2 steps with --agent-ranks 1,0 differ from those without", i)
+		}
+	}
+}
+
 // `umad debate --nproc 2` splits the problems over two processes and merges their
 // rollouts: the summary is the one-process run's. Only the log-prob statistics (mean NLL,
 // token entropy) may move, in the last bits: a rank batches fewer sequences than one

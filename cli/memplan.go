@@ -51,6 +51,33 @@ func memoryBudget(c *ucli.Context, p *memplan.Plan) (memplan.Budget, error) {
 	return b, nil
 }
 
+// rankPlan is the plan of one rank: with agent groups, a rank of the group whose plan
+// peaks highest (on the GPU, then on the host).
+func rankPlan(agents []memplan.Agent, groups [][]int) (*memplan.Plan, error) {
+	if groups == nil {
+		return memplan.New(agents)
+	}
+	sizes := make([]int, len(groups))
+	for i, g := range groups {
+		sizes[i] = len(g)
+	}
+	plans, err := memplan.GroupRanks(agents, sizes)
+	if err != nil {
+		return nil, err
+	}
+	busiest := plans[0]
+	for _, p := range plans[1:] {
+		dev, _, _ := p.Peak(true)
+		most, _, _ := busiest.Peak(true)
+		host, _, _ := p.Peak(false)
+		mostHost, _, _ := busiest.Peak(false)
+		if dev > most || dev == most && host > mostHost {
+			busiest = p
+		}
+	}
+	return busiest, nil
+}
+
 // checkMemory prints the plan of one rank of job (on stdout for --dry-run, else on stderr)
 // and refuses a run that does not fit, unless --no-memory-check, with one line saying what
 // to change; a dry run is refused as the run would be, so that a script can tell. A dry run
@@ -63,7 +90,7 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime, job lau
 	for i := range agents {
 		agents[i].Shard, agents[i].ShardRanks = cfg.Shard, job.World
 	}
-	p, err := memplan.New(agents)
+	p, err := rankPlan(agents, cfg.AgentRanks)
 	if err != nil {
 		return err
 	}

@@ -222,6 +222,26 @@ func TestTrainDryRunPerRank(t *testing.T) {
 			t.Errorf("--shard %s --nproc %s: %v; want one line %q", c.shard, c.nproc, err, c.err)
 		}
 	}
+	// --agent-ranks: one group per agent, no overlap, no idle rank, several processes.
+	second := []string{"--agent", filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"), "--algo", "umad", "--turns", "2", "--dry-run"}
+	for _, c := range []struct{ nproc, groups, err string }{
+		{"2", "0,1,1", "--agent-ranks: 3 groups of ranks for 2 agents"},
+		{"2", "0-1,1", "--agent-ranks: rank 1 is in the groups of agents 0 and 1"},
+		{"3", "0,1", "--agent-ranks: rank 2 trains no agent"},
+		{"2", "0,2", "--agent-ranks \"0,2\": rank 2 is outside the job's 2 ranks"},
+		{"2", "0,x", "--agent-ranks \"0,x\": \"x\" is not a rank"},
+		{"1", "0,1", "--agent-ranks needs several processes"},
+	} {
+		_, _, err := runApp(t, trainArgs(t, out, "1", append(second, "--nproc", c.nproc, "--agent-ranks", c.groups)...)...)
+		if err == nil || !strings.HasPrefix(err.Error(), c.err) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--nproc %s --agent-ranks %s: %v; want one line %q", c.nproc, c.groups, err, c.err)
+		}
+	}
+	// A rank of a group plans its own agent's training and every agent's rollouts.
+	stdout, stderr, err = runApp(t, trainArgs(t, out, "1", append(second, "--nproc", "2", "--agent-ranks", "0,1")...)...)
+	if err != nil || strings.Count(stdout, "AdamW moments") != 1 {
+		t.Errorf("--agent-ranks 0,1: %v\n%s%s", err, stdout, stderr)
+	}
 	_, stderr, err = runApp(t, trainArgs(t, out, "1", "--dry-run", "--shard", "3")...)
 	if err != nil || !strings.Contains(stderr, "warning: --shard 3 with one process: nothing to shard; running as stage 0") {
 		t.Errorf("--shard 3 in one process: %v, stderr:\n%s", err, stderr)

@@ -108,7 +108,7 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 // trainFlags are train's flags: its own, then the groups it shares with other commands.
 func trainFlags() []ucli.Flag {
 	return slices.Concat(trainProblemFlags(), trainStepFlags(), trainRewardFlags(), trainRunFlags(),
-		samplingFlags(), llamaFlags(), debatePromptFlags(), syntheticFlags(), torchFlags(), memoryFlags(), distFlags(), []ucli.Flag{shardFlag()},
+		samplingFlags(), llamaFlags(), debatePromptFlags(), syntheticFlags(), torchFlags(), memoryFlags(), distFlags(), []ucli.Flag{shardFlag(), agentRanksFlag()},
 		loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update"))
 }
 
@@ -444,6 +444,10 @@ func trainCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	groups, err := agentRanks(c, job.World, len(rc.Agents))
+	if err != nil {
+		return err
+	}
 	d := launch.Spec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run starts no ranks
 		var launched bool
@@ -452,7 +456,7 @@ func trainCmd(c *ucli.Context) error {
 		}
 	}
 	cfg := rc.Trainer
-	cfg.Shard = shard // not in rc: a run resumes under any stage
+	cfg.Shard, cfg.AgentRanks = shard, groups // not in rc: a run resumes under any placement
 	if err := trainProblems(c, &rc, &cfg); err != nil {
 		return err
 	}

@@ -11,16 +11,13 @@ import (
 	"strings"
 )
 
-// ImplementedShard is the highest ZeRO stage `umad train --shard` runs; higher stages,
-// agent groups and optimizer offload are planned only, and the tables say so.
+// ImplementedShard is the highest ZeRO stage `umad train --shard` runs; higher stages and
+// optimizer offload are planned only, and the tables say so.
 const ImplementedShard = 3
 
-// Implemented says which stages run, for people.
+// Implemented says which placements run, for people.
 func Implemented() string {
-	if ImplementedShard == 0 {
-		return "--shard 0 runs today"
-	}
-	return fmt.Sprintf("--shard 0-%d run today", ImplementedShard)
+	return fmt.Sprintf("--shard 0-%d and --agent-ranks run today", ImplementedShard)
 }
 
 // Placement is one way to hold the agents' training state over a run's ranks.
@@ -32,7 +29,7 @@ type Placement struct {
 
 // Implemented reports whether umad runs the placement today.
 func (p Placement) Implemented() bool {
-	return p.Shard <= ImplementedShard && !p.AgentGroups && !p.Offload
+	return p.Shard <= ImplementedShard && !p.Offload
 }
 
 // Flags are the flags of `umad train` that ask for the placement of agents over world
@@ -43,7 +40,11 @@ func (p Placement) Flags(world, agents int) string {
 		per := world / agents
 		var groups []string
 		for g := range agents {
-			groups = append(groups, fmt.Sprintf("%d-%d", g*per, (g+1)*per-1))
+			group := fmt.Sprint(g * per)
+			if per > 1 {
+				group += fmt.Sprintf("-%d", (g+1)*per-1)
+			}
+			groups = append(groups, group)
 		}
 		s += " --agent-ranks " + strings.Join(groups, ",")
 	}
@@ -84,24 +85,35 @@ func Placements(world, agents int) []Placement {
 // Ranks are the plans of a rank of world under p, one per group of ranks with agent
 // groups (the rank trains its group's agent and serves every agent's rollouts), else one.
 func (p Placement) Ranks(agents []Agent, world int) ([]*Plan, error) {
-	place := func(train int) (*Plan, error) {
-		placed := slices.Clone(agents)
-		for i := range placed {
-			a := &placed[i]
-			a.Shard, a.OffloadOptimizer, a.ShardRanks = p.Shard, p.Offload, world
-			if p.AgentGroups {
-				a.ShardRanks, a.RolloutOnly = world/len(agents), i != train
-			}
-		}
-		return New(placed)
+	placed := slices.Clone(agents)
+	for i := range placed {
+		placed[i].Shard, placed[i].OffloadOptimizer, placed[i].ShardRanks = p.Shard, p.Offload, world
 	}
 	if !p.AgentGroups {
-		pl, err := place(-1)
+		pl, err := New(placed)
 		return []*Plan{pl}, err
+	}
+	sizes := make([]int, len(agents))
+	for i := range sizes {
+		sizes[i] = world / len(agents)
+	}
+	return GroupRanks(placed, sizes)
+}
+
+// GroupRanks are the plans of a rank of each agent's group when agent i trains on sizes[i]
+// ranks alone (its training state sharded over them as agents[i].Shard says) and every
+// rank serves every agent's rollouts.
+func GroupRanks(agents []Agent, sizes []int) ([]*Plan, error) {
+	if len(sizes) != len(agents) {
+		return nil, fmt.Errorf("%d groups of ranks for %d agents", len(sizes), len(agents))
 	}
 	var out []*Plan
 	for g := range agents {
-		pl, err := place(g)
+		placed := slices.Clone(agents)
+		for i := range placed {
+			placed[i].ShardRanks, placed[i].RolloutOnly = sizes[i], i != g
+		}
+		pl, err := New(placed)
 		if err != nil {
 			return nil, err
 		}

@@ -102,7 +102,7 @@ func TestPlacementsOrderAndFlags(t *testing.T) {
 		}
 	}
 	for _, p := range Placements(8, 2) {
-		if p.Implemented() != (p.Shard <= ImplementedShard && !p.AgentGroups && !p.Offload) {
+		if p.Implemented() != (p.Shard <= ImplementedShard && !p.Offload) {
 			t.Errorf("%s: implemented %v", p.Flags(8, 2), p.Implemented())
 		}
 	}

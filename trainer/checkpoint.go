@@ -95,68 +95,98 @@ func newestCheckpoint(root string) (*checkpointInfo, error) {
 }
 
 // checkpoint saves every agent (weights or LoRA adapters, optimizer state, config,
-// tokenizer and a GGUF) under checkpoints/step-N, built in a temporary directory and renamed into place, then
-// points latest at it and removes all but the newest KeepLast.
+// tokenizer and a GGUF) under checkpoints/step-N, built in a temporary directory and
+// renamed into place, then points latest at it and removes all but the newest KeepLast.
+// Rank 0 makes the directory; each agent's first rank writes the agent (rank 0 itself
+// unless agent groups place the agent elsewhere), after gathering what is sharded.
 func (t *Trainer) checkpoint() (err error) {
-	if !t.lead() { // rank 0's weights are every rank's; sharded moments and weights it gathers
-		for i := range t.agents {
-			release, err := t.holdWeights(i)
-			if err != nil {
-				return fmt.Errorf("checkpoint: %w", err)
-			}
-			if err := errors.Join(t.gatherOptimizer(i), release()); err != nil {
-				return fmt.Errorf("checkpoint: %w", err)
-			}
-		}
-		return nil
-	}
 	root := filepath.Join(t.cfg.Out, CheckpointsDir)
 	name := fmt.Sprintf("%s%06d", stepPrefix, t.step)
 	final := filepath.Join(root, name)
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	tmp, err := os.MkdirTemp(root, "."+name+".tmp")
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
-			// Name the checkpoint that was not made: the paths inside err are temporary
-			// and gone.
-			err = fmt.Errorf("checkpoint %s: %w", final, err)
+	var tmp string
+	if t.lead() {
+		if err = os.MkdirAll(root, 0o755); err == nil {
+			tmp, err = os.MkdirTemp(root, "."+name+".tmp")
 		}
-	}()
-	for i, a := range t.agents {
-		dir := AgentCheckpointDir(tmp, i)
-		release, err := t.holdWeights(i)
-		if err != nil {
-			return err
+		if err != nil && !t.grouped() {
+			return fmt.Errorf("checkpoint: %w", err)
 		}
-		if err := t.gatherOptimizer(i); err != nil {
-			return errors.Join(err, release())
-		}
-		if err := errors.Join(a.actor.Save(dir), t.releaseOptimizer(i), release()); err != nil {
-			return err
-		}
-		gguf := filepath.Join(dir, "model.gguf")
-		if t.cfg.LoRA.Rank == 0 {
-			if err := model.HFToGGUF(dir, gguf, model.HFToGGUFOptions{}); err != nil {
-				return err
+		defer func() {
+			if err != nil && tmp != "" {
+				os.RemoveAll(tmp)
 			}
+		}()
+	}
+	if t.grouped() { // the agents' first ranks write into rank 0's directory
+		if err = t.firstError(err); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		parts, err := t.cfg.Group.AllGather([]byte(tmp))
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		tmp = string(parts[0])
+	}
+	for i := range t.agents {
+		if !t.trains(i) {
 			continue
 		}
-		// A LoRA checkpoint names its base and holds the adapters; llama.cpp gets the merged
-		// weights, converted from a staging directory.
-		staging := filepath.Join(tmp, fmt.Sprintf(".merged-%d", i))
-		if err := writeGGUF(a.actor, staging, gguf, false, model.TypeF32); err != nil {
-			return err
-		}
-		if err := os.RemoveAll(staging); err != nil {
-			return err
+		if err = t.saveAgent(i, tmp); err != nil {
+			break
 		}
 	}
+	if t.grouped() {
+		err = t.firstError(err)
+	}
+	if err != nil {
+		// Name the checkpoint that was not made: the paths inside err are temporary and gone.
+		return fmt.Errorf("checkpoint %s: %w", final, err)
+	}
+	if !t.lead() {
+		return nil
+	}
+	if err = t.commitCheckpoint(tmp, name); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", final, err)
+	}
+	return nil
+}
+
+// saveAgent writes agent i into the checkpoint being built in tmp on its first rank; its
+// other ranks take part in gathering its sharded weights and moments.
+func (t *Trainer) saveAgent(i int, tmp string) error {
+	a := t.agents[i]
+	release, err := t.holdWeights(i)
+	if err != nil {
+		return err
+	}
+	if err := t.gatherOptimizer(i); err != nil {
+		return errors.Join(err, release())
+	}
+	if !t.leads(i) {
+		return release()
+	}
+	dir := AgentCheckpointDir(tmp, i)
+	if err := errors.Join(a.actor.Save(dir), t.releaseOptimizer(i), release()); err != nil {
+		return err
+	}
+	gguf := filepath.Join(dir, "model.gguf")
+	if t.cfg.LoRA.Rank == 0 {
+		return model.HFToGGUF(dir, gguf, model.HFToGGUFOptions{})
+	}
+	// A LoRA checkpoint names its base and holds the adapters; llama.cpp gets the merged
+	// weights, converted from a staging directory.
+	staging := filepath.Join(tmp, fmt.Sprintf(".merged-%d", i))
+	if err := writeGGUF(a.actor, staging, gguf, false, model.TypeF32); err != nil {
+		return err
+	}
+	return os.RemoveAll(staging)
+}
+
+// commitCheckpoint completes the checkpoint built in tmp (rank 0): its state, the rename
+// to name, the latest pointer and the pruning of old ones.
+func (t *Trainer) commitCheckpoint(tmp, name string) error {
+	root := filepath.Dir(tmp)
+	final := filepath.Join(root, name)
 	if err := t.writeNext(tmp); err != nil {
 		return err
 	}

@@ -129,8 +129,11 @@ type Config struct {
 	// Shard is the ZeRO stage over the Group's ranks (dist.go): 0 replicates the training
 	// state, 1 shards the AdamW moments, 2 the summed gradients too. Not recorded: a run
 	// resumes under any stage.
-	Shard int        `json:"-"`
-	hooks *testHooks // nil outside tests
+	Shard int `json:"-"`
+	// AgentRanks, when set, trains agent i on the Group's ranks AgentRanks[i] alone
+	// (groups.go); every rank still serves every agent's rollouts. Not recorded either.
+	AgentRanks [][]int    `json:"-"`
+	hooks      *testHooks // nil outside tests
 }
 
 // testHooks let a test see what a step computed.

@@ -75,11 +75,16 @@ func share(n, rank, world int) (lo, hi int) {
 
 // checkDist refuses what a multi-process run cannot do.
 func (c *Config) checkDist() error {
-	if c.Group == nil {
+	if c.Group == nil { // a dry run plans agent groups without one; Run refuses them
 		return nil
 	}
 	if err := CheckShard(c.Shard, c.LoRA.Rank, c.Torch.GradCheckpoint); err != nil {
 		return fmt.Errorf("train: %w", err)
+	}
+	if c.AgentRanks != nil {
+		if err := checkAgentRanks(c.AgentRanks, len(c.Agents), c.Group.World()); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
 	}
 	return c.CheckWorld(c.Group.World())
 }
@@ -114,11 +119,14 @@ func (c *Config) CheckWorld(w int) error {
 }
 
 // reduce combines v over the ranks in place (nothing to do in one process).
-func (t *Trainer) reduce(v []float64, op torch.ReduceOp) error {
-	if t.cfg.Group == nil {
+func (t *Trainer) reduce(v []float64, op torch.ReduceOp) error { return reduceOn(t.cfg.Group, v, op) }
+
+// reduceOn combines v over g's ranks in place (nothing to do without a group).
+func reduceOn(g *torch.Group, v []float64, op torch.ReduceOp) error {
+	if g == nil {
 		return nil
 	}
-	return t.cfg.Group.AllReduce(v, op)
+	return g.AllReduce(v, op)
 }
 
 // stopRequested reports whether the run should stop before the next step: in one process
@@ -199,13 +207,14 @@ func gatherJSON[T any](g *torch.Group, local []T) ([]T, error) {
 }
 
 // placeAgent makes every rank's agent i (actor weights and optimizer state, reference)
-// rank 0's, so that a rank on another machine cannot silently start from other files. With
+// rank 0's (its group's first rank's, with agent groups), so that a rank on another
+// machine cannot silently start from other files. With
 // --shard each rank holds its part of the actor's AdamW moments from the start (a resumed
 // run's come from rank 0 by shareMoments); stage 2 then shards the gradients and stage 3
 // the weights, the reference's too. Agent by agent, as open loads them: at most one
 // agent's weights are whole at a time.
 func (t *Trainer) placeAgent(i int, ck *checkpointInfo) error {
-	g, a := t.cfg.Group, t.agents[i]
+	g, a := t.group(i), t.agents[i]
 	if g == nil {
 		return nil
 	}
@@ -220,18 +229,18 @@ func (t *Trainer) placeAgent(i int, ck *checkpointInfo) error {
 			return fmt.Errorf("agent %d reference: %w", i, err)
 		}
 	}
-	if !t.sharded() {
+	if !t.sharded(i) {
 		return nil
 	}
 	if err := g.ShardOptimizer(a.actor.Model); err != nil {
 		return fmt.Errorf("agent %d: %w", i, err)
 	}
-	if t.stage2() {
+	if t.stage2(i) {
 		if err := g.ShardGradients(a.actor.Model, BucketBytes); err != nil {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
 	}
-	if t.stage3() {
+	if t.stage3(i) {
 		if err := g.ShardWeights(a.actor.Model, BucketBytes); err != nil {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
@@ -249,10 +258,10 @@ func (t *Trainer) placeAgent(i int, ck *checkpointInfo) error {
 // at a time and each rank keeps its part, so no rank holds them whole. A fresh run's are
 // zeros everywhere.
 func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
-	if !t.sharded() || t.step == 0 {
+	if !t.sharded(i) || t.step == 0 {
 		return nil
 	}
-	g, m := t.cfg.Group, t.agents[i].actor.Model
+	g, m := t.group(i), t.agents[i].actor.Model
 	var path string
 	if ck != nil {
 		path = filepath.Join(ck.agentDir(i), hfmodel.OptimizerFile)
@@ -264,7 +273,7 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 		want = model.F64
 	}
 	var problem []byte
-	if t.lead() {
+	if t.leads(i) {
 		err := hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
 			if v.DType != want {
 				return fmt.Errorf("%s: tensor %s is %s, want %s", path, v.Name, v.DType, want)
@@ -282,7 +291,7 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 	if len(parts[0]) > 0 {
 		return fmt.Errorf("rank 0: %s", parts[0])
 	}
-	if t.lead() { // its own part is in place since it loaded the checkpoint
+	if t.leads(i) { // its own part is in place since it loaded the checkpoint
 		return hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
 			return g.Broadcast(bytes.Clone(v.Data), 0)
 		})
@@ -320,43 +329,44 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 	return nil
 }
 
-// sharded reports whether the actors' AdamW moments are sharded over the ranks (ZeRO
-// stage 1 and up, Config.Shard).
-func (t *Trainer) sharded() bool { return t.cfg.Group != nil && t.cfg.Shard > 0 }
+// sharded reports whether agent i's AdamW moments are sharded over its ranks (ZeRO stage 1
+// and up, Config.Shard).
+func (t *Trainer) sharded(i int) bool { return t.group(i) != nil && t.cfg.Shard > 0 }
 
-// stage2 reports whether the actors' gradients are sharded too: summed over the ranks
-// inside the training passes, each rank keeping its part (ZeRO stage 2).
-func (t *Trainer) stage2() bool { return t.cfg.Group != nil && t.cfg.Shard >= 2 }
+// stage2 reports whether agent i's gradients are sharded too: summed over its ranks inside
+// the training passes, each rank keeping its part (ZeRO stage 2).
+func (t *Trainer) stage2(i int) bool { return t.group(i) != nil && t.cfg.Shard >= 2 }
 
-// stage3 reports whether the weights are sharded too, the actors' and the references':
+// stage3 reports whether its weights are sharded too, the actor's and the reference's:
 // gathered a layer at a time while a pass uses them (ZeRO stage 3).
-func (t *Trainer) stage3() bool { return t.cfg.Group != nil && t.cfg.Shard >= 3 }
+func (t *Trainer) stage3(i int) bool { return t.group(i) != nil && t.cfg.Shard >= 3 }
 
 // holdWeights gathers agent i's actor whole on every rank for reads (a sync, a
 // checkpoint) at stage 3; release ends it. Elsewhere both do nothing.
 func (t *Trainer) holdWeights(i int) (release func() error, err error) {
-	if !t.stage3() {
+	if !t.stage3(i) {
 		return func() error { return nil }, nil
 	}
-	m := t.agents[i].actor.Model
-	if err := t.cfg.Group.HoldWeights(m); err != nil {
+	g, m := t.group(i), t.agents[i].actor.Model
+	if err := g.HoldWeights(m); err != nil {
 		return nil, fmt.Errorf("agent %d: %w", i, err)
 	}
-	return func() error { return t.cfg.Group.ReleaseWeights(m) }, nil
+	return func() error { return g.ReleaseWeights(m) }, nil
 }
 
-// emptyForwards makes this rank's scoring passes of m as many as the busiest rank's at
-// stage 3, where every pass's gathers are collectives: done is this rank's count.
-func (t *Trainer) emptyForwards(m *torch.Model, done int) error {
-	if !t.stage3() {
+// emptyForwards makes this rank's scoring passes of agent i's model m as many as the
+// busiest rank's at stage 3, where every pass's gathers are collectives: done is this
+// rank's count.
+func (t *Trainer) emptyForwards(i int, m *torch.Model, done int) error {
+	if !t.stage3(i) {
 		return nil
 	}
 	most := []float64{float64(done)}
-	if err := t.reduce(most, torch.Max); err != nil {
+	if err := reduceOn(t.group(i), most, torch.Max); err != nil {
 		return err
 	}
 	for range int(most[0]) - done {
-		if err := t.cfg.Group.EmptyForward(m); err != nil {
+		if err := t.group(i).EmptyForward(m); err != nil {
 			return err
 		}
 	}
@@ -364,55 +374,58 @@ func (t *Trainer) emptyForwards(m *torch.Model, done int) error {
 }
 
 // emptyPasses is how many passes without data this rank adds to its local ones in a
-// mini-batch: at stage 2 the gradient sums are collectives inside the passes, so every
-// rank runs as many as the busiest; with none anywhere, skip is true.
-func (t *Trainer) emptyPasses(local int) (extra int, skip bool, err error) {
-	if !t.stage2() {
+// mini-batch of agent i: at stage 2 the gradient sums are collectives inside the passes, so
+// every rank runs as many as the busiest; with none anywhere, skip is true.
+func (t *Trainer) emptyPasses(i, local int) (extra int, skip bool, err error) {
+	if !t.stage2(i) {
 		return 0, false, nil
 	}
 	most := []float64{float64(local)}
-	if err := t.reduce(most, torch.Max); err != nil {
+	if err := reduceOn(t.group(i), most, torch.Max); err != nil {
 		return 0, false, err
 	}
 	return int(most[0]) - local, most[0] == 0, nil
 }
 
-// checkShard checks that every rank runs the same --shard, which is not part of the
-// configuration the ranks compare (a run resumes under any stage).
-func (t *Trainer) checkShard() error {
+// checkPlacement checks that every rank runs the same --shard and --agent-ranks, which
+// are not part of the configuration the ranks compare (a run resumes under any placement).
+func (t *Trainer) checkPlacement() error {
 	if t.cfg.Group == nil {
 		return nil
 	}
-	return t.cfg.Group.Agree("--shard", []byte{byte(t.cfg.Shard)})
+	if err := t.cfg.Group.Agree("--shard", []byte{byte(t.cfg.Shard)}); err != nil {
+		return err
+	}
+	return t.cfg.Group.Agree("--agent-ranks", fmt.Append(nil, t.cfg.AgentRanks))
 }
 
 // gatherParams completes a sharded optimizer step, in which each rank updated its part of
 // the weights: every rank gets the others' parts. A skipped step (a norm that is not
 // finite, on every rank alike, since the gradients were summed) changed nothing.
-func (t *Trainer) gatherParams(m *torch.Model, skipped bool) error {
-	if !t.sharded() || t.stage3() || skipped { // stage 3 gathers the parts when it uses them
+func (t *Trainer) gatherParams(i int, m *torch.Model, skipped bool) error {
+	if !t.sharded(i) || t.stage3(i) || skipped { // stage 3 gathers the parts when it uses them
 		return nil
 	}
-	return t.cfg.Group.AllGatherParams(m, BucketBytes)
+	return t.group(i).AllGatherParams(m, BucketBytes)
 }
 
-// gatherOptimizer brings agent i's sharded moments whole to rank 0, which writes them in
-// a checkpoint as one process would, then drops them with releaseOptimizer.
+// gatherOptimizer brings agent i's sharded moments whole to its first rank, which writes
+// them in a checkpoint as one process would, then drops them with releaseOptimizer.
 func (t *Trainer) gatherOptimizer(i int) error {
-	if !t.sharded() {
+	if !t.sharded(i) {
 		return nil
 	}
-	if err := t.cfg.Group.GatherOptimizer(t.agents[i].actor.Model, 0); err != nil {
+	if err := t.group(i).GatherOptimizer(t.agents[i].actor.Model, 0); err != nil {
 		return fmt.Errorf("agent %d: %w", i, err)
 	}
 	return nil
 }
 
 func (t *Trainer) releaseOptimizer(i int) error {
-	if !t.sharded() {
+	if !t.sharded(i) {
 		return nil
 	}
-	return t.cfg.Group.ShardOptimizer(t.agents[i].actor.Model)
+	return t.group(i).ShardOptimizer(t.agents[i].actor.Model)
 }
 
 // reduceRolloutStats makes a step's rollout statistics the whole job's: counts summed, the
@@ -437,24 +450,25 @@ func (t *Trainer) reduceRolloutStats(g *gathered) error {
 	return nil
 }
 
-// reduceGrads sums a mini-batch's gradients over the ranks and returns how many groups had
-// a loss on all ranks together; with none, no rank takes an optimizer step. local is this
-// rank's count.
-func (t *Trainer) reduceGrads(m *torch.Model, local int) (int, error) {
-	if t.cfg.Group == nil {
+// reduceGrads sums a mini-batch's gradients of agent i over its ranks and returns how many
+// groups had a loss on all ranks together; with none, no rank takes an optimizer step.
+// local is this rank's count.
+func (t *Trainer) reduceGrads(i int, m *torch.Model, local int) (int, error) {
+	g := t.group(i)
+	if g == nil {
 		return local, nil
 	}
-	if t.stage2() { // summed inside the passes; emptyPasses skipped a mini-batch no rank had
+	if t.stage2(i) { // summed inside the passes; emptyPasses skipped a mini-batch no rank had
 		return 1, nil
 	}
 	n := []float64{float64(local)}
-	if err := t.reduce(n, torch.Sum); err != nil {
+	if err := reduceOn(g, n, torch.Sum); err != nil {
 		return 0, err
 	}
 	if n[0] == 0 {
 		return 0, nil
 	}
-	return int(n[0]), t.cfg.Group.AllReduceGrads(m, BucketBytes)
+	return int(n[0]), g.AllReduceGrads(m, BucketBytes)
 }
 
 // lossRow is one group's loss statistics; MiniBatch is the first group of its mini-batch.
@@ -463,9 +477,9 @@ type lossRow struct {
 	ClipFrac, ClipFracLower, PGLoss, PPOKL float64
 }
 
-// lossMetrics averages the groups' loss statistics over all ranks, in the step's order.
-func (t *Trainer) lossMetrics(local []lossRow, m *trainlog.StepMetrics) error {
-	rows, _, err := gatherFixed(t.cfg.Group, local)
+// lossMetrics averages the groups' loss statistics over agent i's ranks, in the step's order.
+func (t *Trainer) lossMetrics(i int, local []lossRow, m *trainlog.StepMetrics) error {
+	rows, _, err := gatherFixed(t.group(i), local)
 	if err != nil {
 		return fmt.Errorf("gather loss metrics: %w", err)
 	}
@@ -484,14 +498,16 @@ func (t *Trainer) lossMetrics(local []lossRow, m *trainlog.StepMetrics) error {
 	return nil
 }
 
-// comm is the time this process spent in collectives so far, and the bytes it handed them.
-func (t *Trainer) comm() (time.Duration, int64) {
-	if t.cfg.Group == nil {
+// comm is the time this process spent in agent i's collectives so far, and the bytes it
+// handed them.
+func (t *Trainer) comm(i int) (time.Duration, int64) {
+	g := t.group(i)
+	if g == nil {
 		return 0, 0
 	}
-	d, n, err := t.cfg.Group.CommTotals()
+	d, n, err := g.CommTotals()
 	if err != nil {
-		return t.cfg.Group.CommTime, t.cfg.Group.CommBytes
+		return g.CommTime, g.CommBytes
 	}
 	return d, n
 }

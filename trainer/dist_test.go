@@ -32,21 +32,43 @@ type observed struct {
 // kept on disk.
 // distCase is a data-parallel run to compare with one process: its ranks, LoRA or not
 // (rank-4 adapters on a bf16 base, no dropout: its masks follow each process's count of
-// training passes), steps, groups per mini-batch and ZeRO stage.
+// training passes), steps, groups per mini-batch and ZeRO stage; with AgentRanks, a umad
+// debate of two agents, each trained on its group of ranks.
 type distCase struct {
 	World, Steps, MiniBatch int
 	LoRA, Checkpoint, BF16  bool
 	Shard                   int
+	AgentRanks              [][]int
 }
 
-// exact reports whether the ranks' gradient sums are one process's, bit for bit. Two
-// ranks' contiguous shares are (a + b is the one-process sum's last addition), except at
-// stage 2, which sums each pass over the ranks: a mini-batch in which a rank has several
-// groups and the other some too adds them in another order.
-func (tc distCase) exact() bool { return tc.World == 2 && (tc.Shard < 2 || tc.MiniBatch <= 2) }
+// exact reports whether the ranks' gradient sums are one process's, bit for bit. One
+// rank's are; two ranks' contiguous shares are too (a + b is the one-process sum's last
+// addition), except at stage 2, which sums each pass over the ranks: a mini-batch in which
+// a rank has several groups and the other some too adds them in another order.
+func (tc distCase) exact() bool {
+	n := tc.World
+	if tc.AgentRanks != nil {
+		n = 0
+		for _, g := range tc.AgentRanks {
+			n = max(n, len(g))
+		}
+	}
+	return n == 1 || n == 2 && (tc.Shard < 2 || tc.MiniBatch <= 2)
+}
+
+// observesGrads reports whether rank 0 sees agent 0's summed gradients, as one process
+// does: not at stage 2, where a rank holds its part of the sums (the weights tell), nor
+// when agent groups train agent 0 elsewhere.
+func (tc distCase) observesGrads() bool {
+	return tc.Shard < 2 && (tc.AgentRanks == nil || tc.AgentRanks[0][0] == 0)
+}
 
 func distConfig(t *testing.T, start string, tc distCase) Config {
-	cfg := demoConfig(t, "grpo", []string{start}, tc.Steps)
+	algo, starts := "grpo", []string{start}
+	if tc.AgentRanks != nil { // a debate of two agents
+		algo, starts = "umad", append(starts, start)
+	}
+	cfg := demoConfig(t, algo, starts, tc.Steps)
 	cfg.BatchSize, cfg.MiniBatch, cfg.KeepRollouts = 6, tc.MiniBatch, 6
 	cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:6], 0
 	cfg.Torch.GradCheckpoint = tc.Checkpoint
@@ -120,8 +142,11 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 		{World: 3, Steps: 1, MiniBatch: 6, Shard: 1}, {World: 2, Steps: 3, MiniBatch: 2, Shard: 2},
 		{World: 2, Steps: 3, MiniBatch: 2, Shard: 2, Checkpoint: true}, {World: 2, Steps: 3, MiniBatch: 2, LoRA: true, Shard: 2, Checkpoint: true},
 		{World: 2, Steps: 1, MiniBatch: 6, Shard: 2, Checkpoint: true}, {World: 2, Steps: 3, MiniBatch: 2, Shard: 3, Checkpoint: true},
-		{World: 2, Steps: 3, MiniBatch: 2, Shard: 3, Checkpoint: true, BF16: true}} {
-		t.Run(fmt.Sprintf("ranks=%d,lora=%v,shard=%d,mb=%d,ckpt=%v,bf16=%v", tc.World, tc.LoRA, tc.Shard, tc.MiniBatch, tc.Checkpoint, tc.BF16), func(t *testing.T) { matchOneProcess(t, rt, start, tc) })
+		{World: 2, Steps: 3, MiniBatch: 2, Shard: 3, Checkpoint: true, BF16: true},
+		{World: 2, Steps: 3, MiniBatch: 4, AgentRanks: [][]int{{0}, {1}}},
+		{World: 3, Steps: 3, MiniBatch: 2, Shard: 2, Checkpoint: true, AgentRanks: [][]int{{0, 1}, {2}}},
+		{World: 2, Steps: 2, MiniBatch: 4, LoRA: true, AgentRanks: [][]int{{1}, {0}}}} {
+		t.Run(fmt.Sprintf("ranks=%d,lora=%v,shard=%d,mb=%d,ckpt=%v,bf16=%v,agents=%v", tc.World, tc.LoRA, tc.Shard, tc.MiniBatch, tc.Checkpoint, tc.BF16, tc.AgentRanks), func(t *testing.T) { matchOneProcess(t, rt, start, tc) })
 	}
 }
 
@@ -136,22 +161,31 @@ func runRanks(t *testing.T, start, out, dump string, tc distCase) {
 	for r, res := range disttest.Spawn(t, "TestDataParallelRank", tc.World, 5*time.Minute, "UMAD_TEST_START="+start,
 		"UMAD_TEST_OUT="+out, "UMAD_TEST_DUMP="+dump, "UMAD_TEST_CASE="+string(spec)) {
 		if res.Err != nil || !strings.Contains(res.Output, "--- PASS: TestDataParallelRank") {
-			t.Fatalf("rank %d: %v\n%s", r, res.Err, res.Output)
+			t.Errorf("rank %d: %v\n%s", r, res.Err, res.Output) // every rank's: the first to fail may not be rank 0
 		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 
-// sameCheckpoint reports which of agent 0's weights and optimizer state differ, byte for
+// sameCheckpoint reports which of the agents' weights and optimizer state differ, byte for
 // byte, between two runs' checkpoints of step.
 func sameCheckpoint(t *testing.T, a, b string, step int) []string {
 	t.Helper()
 	var differ []string
-	for _, f := range []string{"model.safetensors", hfmodel.OptimizerFile} {
-		dir := func(run string) string {
-			return AgentCheckpointDir(filepath.Join(run, CheckpointsDir, fmt.Sprintf("%s%06d", stepPrefix, step)), 0)
-		}
-		if !sameBytes(t, filepath.Join(dir(a), f), filepath.Join(dir(b), f)) {
-			differ = append(differ, f)
+	ckpt := func(run string) string {
+		return filepath.Join(run, CheckpointsDir, fmt.Sprintf("%s%06d", stepPrefix, step))
+	}
+	agents, err := filepath.Glob(filepath.Join(ckpt(a), "agent-*"))
+	if err != nil || len(agents) == 0 {
+		t.Fatalf("no agents in %s: %v", ckpt(a), err)
+	}
+	for i := range agents {
+		for _, f := range []string{"model.safetensors", hfmodel.OptimizerFile} {
+			if !sameBytes(t, filepath.Join(AgentCheckpointDir(ckpt(a), i), f), filepath.Join(AgentCheckpointDir(ckpt(b), i), f)) {
+				differ = append(differ, fmt.Sprintf("agent %d's %s", i, f))
+			}
 		}
 	}
 	return differ
@@ -194,6 +228,40 @@ func TestShardedResume(t *testing.T) {
 	}
 }
 
+// Agent groups resume across placements: one process for 2 steps, then 3 ranks with
+// agent 1 on ranks 1-2 (its moments sharded between them, taken from the checkpoint rank 1
+// reads) for the third; and those 3 ranks for 2 steps, then one process. Both end with the
+// checkpoint of one process's 3 steps, byte for byte.
+func TestAgentGroupsResume(t *testing.T) {
+	rt := torchtest.Open(t)
+	start := warmStart(t, rt, "qwen2")
+	tc := distCase{World: 3, Steps: 3, MiniBatch: 2, Shard: 1, AgentRanks: [][]int{{0}, {1, 2}}} // exact()
+	whole := distConfig(t, start, tc)
+	if err := Run(context.Background(), rt, whole); err != nil {
+		t.Fatal(err)
+	}
+	two := tc
+	two.Steps = 2
+	first := distConfig(t, start, two)
+	if err := Run(context.Background(), rt, first); err != nil {
+		t.Fatal(err)
+	}
+	runRanks(t, start, first.Out, "", tc)
+	if d := sameCheckpoint(t, whole.Out, first.Out, 3); len(d) > 0 {
+		t.Errorf("one process, then agent groups: %v differ from one process's", d)
+	}
+	grouped := t.TempDir()
+	runRanks(t, start, grouped, "", two)
+	one := distConfig(t, start, tc)
+	one.Out = grouped
+	if err := Run(context.Background(), rt, one); err != nil {
+		t.Fatal(err)
+	}
+	if d := sameCheckpoint(t, whole.Out, grouped, 3); len(d) > 0 {
+		t.Errorf("agent groups, then one process: %v differ from one process's", d)
+	}
+}
+
 func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase) {
 	lora := tc.LoRA
 	one := distConfig(t, start, tc)
@@ -229,8 +297,8 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 			}
 		}
 	}
-	if len(want.Rows) != tc.Steps {
-		t.Fatalf("observed %d steps", len(want.Rows))
+	if len(want.Rows) != tc.Steps*one.Turns*len(one.Agents) {
+		t.Fatalf("observed %d updates", len(want.Rows))
 	}
 	// The comparison of gradients and weights sees the last rank's share only if its
 	// groups carry a learning signal somewhere.
@@ -244,7 +312,12 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 	if !signal {
 		t.Fatal("no group of the last rank has a non-zero advantage: the test cannot see its gradients")
 	}
+	compared := 0
 	for key, rows := range want.Rows {
+		if _, ok := got.Rows[key]; !ok && tc.AgentRanks != nil {
+			continue // trained on another group of ranks than rank 0's: its metrics lines tell
+		}
+		compared++
 		if len(rows) != len(got.Rows[key]) {
 			t.Fatalf("%s: %d responses, one process %d", key, len(got.Rows[key]), len(rows))
 		}
@@ -271,26 +344,31 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 			}
 		}
 	}
+	if compared == 0 {
+		t.Fatal("rank 0 observed no agent's rows")
+	}
 	var worst float64
-	if tc.Shard < 2 { // at stage 2 no rank holds the whole sum: the weights below tell
+	if tc.observesGrads() {
 		worst = relGap(want.Grads, got.Grads)
 		if !(worst <= 1e-6) {
 			t.Errorf("step 1's summed gradients differ from one process's by %.3g relative", worst)
 		}
 		t.Logf("gradients of step 1: %.3g relative to one process's", worst)
 	}
-	agentDir := func(run string) string {
-		return AgentCheckpointDir(filepath.Join(run, CheckpointsDir, fmt.Sprintf("%s%06d", stepPrefix, tc.Steps)), 0)
+	agentDir := func(run string, i int) string {
+		return AgentCheckpointDir(filepath.Join(run, CheckpointsDir, fmt.Sprintf("%s%06d", stepPrefix, tc.Steps)), i)
 	}
 	if lora { // a PEFT directory; two ranks' sums are exact (distNoise), so are the adapters
-		for _, f := range []string{"adapter_model.safetensors", hfmodel.OptimizerFile} {
-			if tc.exact() && !sameBytes(t, filepath.Join(agentDir(one.Out), f), filepath.Join(agentDir(out), f)) {
-				t.Errorf("%s after 3 steps differs from one process's", f)
+		for i := range max(1, len(tc.AgentRanks)) {
+			for _, f := range []string{"adapter_model.safetensors", hfmodel.OptimizerFile} {
+				if tc.exact() && !sameBytes(t, filepath.Join(agentDir(one.Out, i), f), filepath.Join(agentDir(out, i), f)) {
+					t.Errorf("agent %d's %s after %d steps differs from one process's", i, f, tc.Steps)
+				}
 			}
 		}
 	} else {
 		final := func(run string) map[string][]float32 {
-			m, err := hfmodel.Load(rt, agentDir(run), torch.ModelOptions{})
+			m, err := hfmodel.Load(rt, agentDir(run, 0), torch.ModelOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -400,11 +478,11 @@ func TestDataParallelRank(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"), tc)
-	cfg.Out, cfg.Group, cfg.Shard = os.Getenv("UMAD_TEST_OUT"), g, tc.Shard
+	cfg.Out, cfg.Group, cfg.Shard, cfg.AgentRanks = os.Getenv("UMAD_TEST_OUT"), g, tc.Shard, tc.AgentRanks
 	var o observed
 	observe(t, &cfg, &o)
-	if tc.Shard >= 2 {
-		cfg.hooks.grads = nil // a rank holds its part of the sums only
+	if !tc.observesGrads() {
+		cfg.hooks.grads = nil
 	}
 	if err := Run(context.Background(), rt, cfg); err != nil {
 		t.Fatal(err)

@@ -108,22 +108,28 @@ func (t *Trainer) syncAll() error {
 	return nil
 }
 
-// sync returns the time it took and the probe's mean |delta log-prob|.
+// sync returns the time it took and the probe's mean |delta log-prob|. With agent groups
+// the agent's first rank also sends what its engine got to the engines of the ranks outside
+// the group, which take it instead (follow).
 func (t *Trainer) sync(i int) (took time.Duration, gap float64, err error) {
+	if !t.trains(i) {
+		return t.follow(i)
+	}
 	start := time.Now()
-	a, st := t.cfg.Agents[i], t.agents[i]
+	st := t.agents[i]
 	release, err := t.holdWeights(i) // stage 3: the export and the probe read them whole
 	if err != nil {
 		return 0, 0, fmt.Errorf("sync: %w", err)
 	}
 	defer func() { err = errors.Join(err, release()) }()
+	first := st.server == nil
+	var weights []model.TensorView
 	if t.adapterSync() {
 		if err := t.syncAdapter(i); err != nil {
 			return 0, 0, err
 		}
-	} else if st.server != nil && t.cfg.Sync == SyncInPlace {
-		weights, err := hfmodel.Weights(st.actor.Model)
-		if err != nil {
+	} else if !first && t.cfg.Sync == SyncInPlace {
+		if weights, err = hfmodel.Weights(st.actor.Model); err != nil {
 			return 0, 0, fmt.Errorf("sync: %w", err)
 		}
 		if err := st.server.UpdateWeights(weights); err != nil {
@@ -132,14 +138,97 @@ func (t *Trainer) sync(i int) (took time.Duration, gap float64, err error) {
 	} else if err := t.reload(i, false); err != nil {
 		return 0, 0, err
 	}
-	if st.probe.Prompt == nil {
-		var err error
-		if st.format, err = st.server.Format(a.ChatFormat); err != nil {
+	if err := t.serveEngines(i, first, weights); err != nil {
+		return 0, 0, fmt.Errorf("sync: send to the other ranks' engines: %w", err)
+	}
+	if err := t.readyProbe(i); err != nil {
+		return 0, 0, err
+	}
+	took = time.Since(start)
+	gap, err = t.checkProbe(i)
+	return took, gap, err
+}
+
+// readyProbe makes agent i's probe once its server is up.
+func (t *Trainer) readyProbe(i int) error {
+	st := t.agents[i]
+	if st.probe.Prompt != nil {
+		return nil
+	}
+	var err error
+	if st.format, err = st.server.Format(t.cfg.Agents[i].ChatFormat); err != nil {
+		return err
+	}
+	st.probe, err = t.makeProbe(st.server, st.format)
+	return err
+}
+
+// serveEngines sends, from agent i's first rank, what its engine got in a sync to the
+// engines of the ranks outside its group (follow): the GGUF its server loaded (first, or
+// in file mode), the weights written in place, or the LoRA adapter (after the base GGUF
+// the first time).
+func (t *Trainer) serveEngines(i int, first bool, weights []model.TensorView) error {
+	st := t.agents[i]
+	g, root := st.serve, st.serveRoot
+	switch {
+	case g == nil:
+		return nil
+	case t.adapterSync():
+		if first {
+			if err := sendFile(g, root, st.gguf); err != nil {
+				return err
+			}
+		}
+		return sendFile(g, root, adapterPath(st))
+	case weights != nil:
+		return sendWeights(g, root, weights)
+	}
+	return sendFile(g, root, st.gguf)
+}
+
+// follow is sync on a rank outside agent i's group: its engine takes what the group's
+// first rank sends (serveEngines), and the probe compares it with the log-probs the
+// trainer computed there.
+func (t *Trainer) follow(i int) (took time.Duration, gap float64, err error) {
+	start := time.Now()
+	st := t.agents[i]
+	g, root := st.serve, st.serveRoot
+	first := st.server == nil
+	switch {
+	case t.adapterSync():
+		if first {
+			if err := receiveFile(g, root, st.gguf); err != nil {
+				return 0, 0, fmt.Errorf("sync: %w", err)
+			}
+			if err := t.openServer(i); err != nil {
+				return 0, 0, err
+			}
+		}
+		path := adapterPath(st)
+		if err := receiveFile(g, root, path); err != nil {
+			return 0, 0, fmt.Errorf("sync: %w", err)
+		}
+		if err := st.server.SetAdapter(path); err != nil {
+			return 0, 0, fmt.Errorf("sync: %w", err)
+		}
+	case !first && t.cfg.Sync == SyncInPlace:
+		weights, err := receiveWeights(g, root)
+		if err != nil {
+			return 0, 0, fmt.Errorf("sync: %w", err)
+		}
+		if err := st.server.UpdateWeights(weights); err != nil {
+			return 0, 0, fmt.Errorf("sync: %w", err)
+		}
+	default:
+		if err := receiveFile(g, root, st.gguf); err != nil {
+			return 0, 0, fmt.Errorf("sync: %w", err)
+		}
+		if err := t.openServer(i); err != nil {
 			return 0, 0, err
 		}
-		if st.probe, err = t.makeProbe(st.server, st.format); err != nil {
-			return 0, 0, err
-		}
+	}
+	if err := t.readyProbe(i); err != nil {
+		return 0, 0, err
 	}
 	took = time.Since(start)
 	gap, err = t.checkProbe(i)
@@ -173,7 +262,7 @@ func (t *Trainer) syncAdapter(i int) error {
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	path := filepath.Join(filepath.Dir(st.gguf), AdapterGGUF)
+	path := adapterPath(st)
 	if err := a.WriteGGUF(path, sh); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -186,13 +275,21 @@ func (t *Trainer) syncAdapter(i int) error {
 // AdapterGGUF is the LoRA GGUF an adapter sync writes beside the agent's base model.gguf.
 const AdapterGGUF = "adapter.gguf"
 
+func adapterPath(st *agentState) string { return filepath.Join(filepath.Dir(st.gguf), AdapterGGUF) }
+
 // reload writes agent i's weights (its base alone when base is set) as a GGUF and replaces
 // its server with one on that file.
 func (t *Trainer) reload(i int, base bool) error {
-	a, st := t.cfg.Agents[i], t.agents[i]
+	st := t.agents[i]
 	if err := writeGGUF(st.actor, stagingDir(st), st.gguf, base, t.cfg.RolloutDType.GGUFType()); err != nil {
 		return err
 	}
+	return t.openServer(i)
+}
+
+// openServer replaces agent i's server with one on its GGUF.
+func (t *Trainer) openServer(i int) error {
+	a, st := t.cfg.Agents[i], t.agents[i]
 	opt := t.cfg.Engine
 	if opt.SeqContext == 0 {
 		opt.SeqContext = t.cfg.PromptLimit + a.MaxTokens
@@ -221,18 +318,28 @@ func (t *Trainer) makeProbe(srv *engine.Server, f chat.Format) (Pair, error) {
 }
 
 // checkProbe compares llama.cpp's log-probs of the probe, under exact settings, with the
-// plugin's, and returns the mean |delta|.
+// plugin's, and returns the mean |delta|; outside agent i's group, the plugin's are those
+// its first rank computed.
 func (t *Trainer) checkProbe(i int) (float64, error) {
 	st, temp := t.agents[i], t.cfg.Agents[i].Params.Temperature
 	ll, err := st.server.ExactLogProbs(st.probe.Prompt, st.probe.Response, temp)
 	if err != nil {
 		return 0, fmt.Errorf("sync check: %w", err)
 	}
-	tl, _, err := st.actor.LogProbs([][]int32{st.probe.Prompt}, [][]int32{st.probe.Response}, temp)
-	if err != nil {
-		return 0, fmt.Errorf("sync check: %w", err)
+	tl := make([]float32, len(st.probe.Response))
+	if t.trains(i) {
+		lp, _, err := st.actor.LogProbs([][]int32{st.probe.Prompt}, [][]int32{st.probe.Response}, temp)
+		if err != nil {
+			return 0, fmt.Errorf("sync check: %w", err)
+		}
+		tl = lp[0]
 	}
-	gap := meanAbsDiff(ll, tl[0])
+	if st.serve != nil {
+		if err := broadcastFloats(st.serve, st.serveRoot, tl); err != nil {
+			return 0, fmt.Errorf("sync check: %w", err)
+		}
+	}
+	gap := meanAbsDiff(ll, tl)
 	if math.IsNaN(gap) || math.IsInf(gap, 0) {
 		// Checked even with the probe check off: diverged weights must not be checkpointed.
 		if t.step == 0 { // no update yet: the weights the run starts from are at fault

@@ -34,6 +34,11 @@ type agentState struct {
 	format     chat.Format
 	probe      Pair
 	gguf       string // the GGUF the server was loaded from: the current weights only with --sync file, the base in an adapter sync
+	// With agent groups (groups.go): the process group of the agent's ranks when this rank
+	// is one of several, and the one its leader sends the weights to the other ranks'
+	// engines over (its root the leader) when this rank is one of those.
+	group, serve *torch.Group
+	serveRoot    int
 }
 
 // Trainer is a run in progress.
@@ -60,6 +65,9 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	if cfg.AgentRanks != nil && cfg.Group == nil {
+		return errors.New("train: --agent-ranks needs several processes")
+	}
 	if cfg.Verifier != "" && cfg.Checker == nil {
 		return fmt.Errorf("train: the verifier %s is not loaded", cfg.Verifier)
 	}
@@ -80,7 +88,10 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 		return err
 	}
 	t.step = int(resumed[0])
-	if err := t.checkShard(); err != nil {
+	if err := t.checkPlacement(); err != nil {
+		return err
+	}
+	if ck, err = t.shareRunDir(ck); err != nil {
 		return err
 	}
 	if err := t.open(rt, ck); err != nil {
@@ -162,6 +173,7 @@ func (t *Trainer) interrupt(saved int) error {
 
 func (t *Trainer) close() {
 	for _, a := range t.agents {
+		a.closeGroups()
 		a.server.Close()
 		if a.actor != nil {
 			a.actor.Free()
@@ -178,10 +190,24 @@ func (t *Trainer) close() {
 // open loads every agent's actor (from the checkpoint when resuming, optimizer state
 // included) and its frozen reference (always the starting weights), and gives every rank
 // rank 0's (placeAgent), agent by agent. A LoRA actor's base is its reference: no second
-// copy is loaded.
+// copy is loaded. With agent groups a rank loads only the agent it trains, and that
+// agent's first rank reads the checkpoint.
 func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 	for i := range t.cfg.Agents {
-		if err := t.load(rt, ck, i); err != nil {
+		t.agents = append(t.agents, &agentState{gguf: filepath.Join(t.rankDir(), "sync", fmt.Sprintf("agent-%d", i), "model.gguf")})
+	}
+	if err := t.joinAgentGroups(); err != nil {
+		return err
+	}
+	for i := range t.cfg.Agents {
+		if !t.trains(i) {
+			continue
+		}
+		from := ck
+		if !t.leads(i) { // the others get its state from it (placeAgent)
+			from = nil
+		}
+		if err := t.load(rt, from, i); err != nil {
 			return err
 		}
 		if err := t.placeAgent(i, ck); err != nil {
@@ -198,15 +224,14 @@ func (t *Trainer) load(rt *torch.Runtime, ck *checkpointInfo, i int) error {
 	base.Precision = t.cfg.DType
 	actorOpts := base
 	actorOpts.Trainable = true
-	if t.sharded() { // each rank holds (and reads from a checkpoint) its part of the moments alone
-		actorOpts.MomentShard.Rank, actorOpts.MomentShard.World = t.rank(), t.world()
+	if t.sharded(i) { // each rank holds (and reads from a checkpoint) its part of the moments alone
+		actorOpts.MomentShard.Rank, actorOpts.MomentShard.World = t.groupRank(i)
 	}
 	if t.cfg.LoRA.Rank > 0 {
 		actorOpts.LoRA = t.cfg.LoRA
 		actorOpts.LoRA.Seed = t.cfg.Seed + uint64(i)
 	}
-	st := &agentState{gguf: filepath.Join(t.rankDir(), "sync", fmt.Sprintf("agent-%d", i), "model.gguf")}
-	t.agents = append(t.agents, st)
+	st := t.agents[i]
 	dir := a.Dir
 	if ck != nil {
 		dir = ck.agentDir(i)
@@ -254,25 +279,37 @@ func (t *Trainer) trainStep(ctx context.Context) error {
 	return t.finishStep(step, g, lines, start)
 }
 
-// learnStep runs the update phase of every turn and agent on a step's rollout g and
-// returns the step's metrics lines.
+// learnStep runs the update phase of every turn and agent (with agent groups, of this
+// rank's agent) on a step's rollout g and returns the step's metrics lines.
 func (t *Trainer) learnStep(step int, g gathered) ([]trainlog.StepMetrics, error) {
-	correct := make([][][][]float64, len(g.recs))
-	for p, r := range g.recs {
+	recs, err := t.groupRecords(g.recs)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", step, err)
+	}
+	correct := make([][][][]float64, len(recs))
+	for p, r := range recs {
 		correct[p] = correctness(r, t.cfg.Reward)
 	}
 	var lines []trainlog.StepMetrics
 	for tt := 0; tt < t.cfg.Turns; tt++ {
 		for a := range t.agents {
-			m, err := t.learn(step, g.recs, correct, tt, a)
+			if !t.trains(a) {
+				continue
+			}
+			m, err := t.learn(step, recs, correct, tt, a)
 			if err != nil {
 				return nil, fmt.Errorf("step %d turn %d agent %d: %w", step, tt, a, err)
 			}
-			m.Times.Rollout = g.took.Seconds()
-			m.RolloutTokensPerSec = float64(g.stats.GeneratedTokens) / g.took.Seconds()
-			m.RolledOut = g.stats.Problems
 			lines = append(lines, m)
 		}
+	}
+	if lines, err = t.groupLines(lines); err != nil {
+		return nil, fmt.Errorf("step %d: %w", step, err)
+	}
+	for i := range lines {
+		lines[i].Times.Rollout = g.took.Seconds()
+		lines[i].RolloutTokensPerSec = float64(g.stats.GeneratedTokens) / g.took.Seconds()
+		lines[i].RolledOut = g.stats.Problems
 	}
 	if err := t.verifierMetrics(g.recs, lines); err != nil {
 		return nil, fmt.Errorf("step %d: %w", step, err)

@@ -42,9 +42,9 @@ type turnBatch struct {
 // learn runs one agent's update phase for one turn.
 func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]float64, turn, agent int) (m trainlog.StepMetrics, err error) {
 	m = trainlog.StepMetrics{Kind: trainlog.KindTrain, Step: step, Agent: agent, Name: t.cfg.Agents[agent].Name, Turn: turn}
-	comm, commBytes := t.comm()
+	comm, commBytes := t.comm(agent)
 	defer func() {
-		took, sent := t.comm()
+		took, sent := t.comm(agent)
 		m.Times.Comm, m.Times.CommBytes = (took - comm).Seconds(), sent-commBytes
 	}()
 	b, err := gatherTurn(recs, turn, agent)
@@ -57,7 +57,7 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 	if err := t.advantages(&b, correct, turn, agent, &m); err != nil {
 		return m, err
 	}
-	rows, counts, err := gatherFixed(t.cfg.Group, b.rows)
+	rows, counts, err := gatherFixed(t.group(agent), b.rows)
 	if err != nil {
 		return m, fmt.Errorf("gather metrics: %w", err)
 	}
@@ -66,7 +66,8 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 		t.cfg.hooks.rows(step, turn, agent, rows)
 	}
 	b.groups = len(rows) / t.cfg.G
-	for r := 0; r < t.rank(); r++ {
+	rank, _ := t.groupRank(agent)
+	for r := 0; r < rank; r++ {
 		b.first += counts[r] / t.cfg.G
 	}
 	t.lossInputs(&b, &m)
@@ -104,7 +105,7 @@ func (t *Trainer) score(b *turnBatch, agent int, m *trainlog.StepMetrics) error 
 	if b.old, b.ent, passes, err = scoreAll(st.actor.LogProbs, b.prompts, b.responses, temp, t.cfg.G); err != nil {
 		return fmt.Errorf("old log-probs: %w", err)
 	}
-	if err := t.emptyForwards(st.actor.Model, passes); err != nil {
+	if err := t.emptyForwards(agent, st.actor.Model, passes); err != nil {
 		return fmt.Errorf("old log-probs: %w", err)
 	}
 	m.Times.LogProbs = time.Since(t0).Seconds()
@@ -116,7 +117,7 @@ func (t *Trainer) score(b *turnBatch, agent int, m *trainlog.StepMetrics) error 
 	if b.ref, _, passes, err = scoreAll(ref, b.prompts, b.responses, temp, t.cfg.G); err != nil {
 		return fmt.Errorf("reference log-probs: %w", err)
 	}
-	if err := t.emptyForwards(refModel, passes); err != nil {
+	if err := t.emptyForwards(agent, refModel, passes); err != nil {
 		return fmt.Errorf("reference log-probs: %w", err)
 	}
 	m.Times.Reference = time.Since(t0).Seconds()
@@ -216,8 +217,8 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 	opt := t.cfg.Opt
 	opt.LR *= t.cfg.Schedule.Factor(step, t.cfg.Steps)
 	m.LR = opt.LR
-	// Mini-batches are cut from the step's groups over all ranks; this rank computes the
-	// losses of its own groups in each (b.first onwards) and the gradients are summed.
+	// Mini-batches are cut from the step's groups over the agent's ranks; this rank computes
+	// the losses of its own groups in each (b.first onwards) and the gradients are summed.
 	local := len(b.refs) / t.cfg.G
 	var losses []lossRow
 	var norms float64
@@ -244,7 +245,7 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 			batches = append(batches, pb)
 			ids = append(ids, recs[b.refs[lo].p].Problem.ID)
 		}
-		extra, skip, err := t.emptyPasses(len(batches))
+		extra, skip, err := t.emptyPasses(agent, len(batches))
 		if err != nil {
 			return fmt.Errorf("mini-batch of groups %d-%d: %w", g0, g1-1, err)
 		}
@@ -264,11 +265,11 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 			losses = append(losses, lossRow{int64(g0), ls.ClipFrac, ls.ClipFracLower, ls.PGLoss, ls.PPOKL})
 		}
 		for range extra {
-			if err := t.cfg.Group.ZeroPass(st.actor.Model); err != nil {
+			if err := t.group(agent).ZeroPass(st.actor.Model); err != nil {
 				return fmt.Errorf("mini-batch of groups %d-%d: %w", g0, g1-1, err)
 			}
 		}
-		if n, err := t.reduceGrads(st.actor.Model, len(batches)); err != nil || n == 0 {
+		if n, err := t.reduceGrads(agent, st.actor.Model, len(batches)); err != nil || n == 0 {
 			if err != nil {
 				return fmt.Errorf("mini-batch of groups %d-%d: %w", g0, g1-1, err)
 			}
@@ -283,7 +284,7 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 		if err != nil {
 			return err
 		}
-		if err := t.gatherParams(st.actor.Model, s.Skipped); err != nil {
+		if err := t.gatherParams(agent, st.actor.Model, s.Skipped); err != nil {
 			return err
 		}
 		m.OptimSteps++
@@ -293,7 +294,7 @@ func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent i
 		}
 		m.SkippedSteps = s.SkippedTotal
 	}
-	if err := t.lossMetrics(losses, m); err != nil {
+	if err := t.lossMetrics(agent, losses, m); err != nil {
 		return err
 	}
 	if taken > 0 {

@@ -1,0 +1,431 @@
+package trainer
+
+// One agent per group of ranks (Config.AgentRanks): agent i's training state (actor,
+// reference, AdamW moments) lives only on the ranks of its group, which split the whole
+// step's batch among them and sum their gradients over their own process group, sharded
+// or not (--shard applies inside the group). Every rank still rolls out its share of the
+// debates with every agent's engine, so a step's debates are all-gathered before the
+// update. After it, the group's first rank (its leader) sends the agent's weights to the
+// engines of the ranks outside the group, over a process group of itself and them. The
+// leader also loads the agent's checkpoint and writes the agent's part of the next one,
+// into the directory rank 0 makes: every leader must see rank 0's run directory (one
+// machine, or a filesystem the nodes share), which the run checks at its start.
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainlog"
+)
+
+// ParseAgentRanks reads --agent-ranks: one group of ranks per agent, in agent order,
+// separated by commas; a group is a rank (3) or a range of ranks (0-3). The groups must
+// not overlap and must leave no rank of the world without an agent.
+func ParseAgentRanks(s string, agents, world int) ([][]int, error) {
+	var groups [][]int
+	for _, g := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(g), "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("--agent-ranks %q: %q is not a rank (3) or a range of ranks (0-3)", s, g)
+		}
+		if b >= world {
+			return nil, fmt.Errorf("--agent-ranks %q: rank %d is outside the job's %d ranks (0-%d)", s, b, world, world-1)
+		}
+		var ranks []int
+		for r := a; r <= b; r++ {
+			ranks = append(ranks, r)
+		}
+		groups = append(groups, ranks)
+	}
+	return groups, checkAgentRanks(groups, agents, world)
+}
+
+// checkAgentRanks checks that groups give each of agents a group of increasing ranks, each
+// of world's ranks in exactly one.
+func checkAgentRanks(groups [][]int, agents, world int) error {
+	if len(groups) != agents {
+		return fmt.Errorf("--agent-ranks: %d groups of ranks for %d agents (one group per agent, in agent order)", len(groups), agents)
+	}
+	owner := make([]int, world)
+	for r := range owner {
+		owner[r] = -1
+	}
+	for i, g := range groups {
+		for j, r := range g {
+			switch {
+			case r < 0 || r >= world:
+				return fmt.Errorf("--agent-ranks: rank %d is outside the job's %d ranks", r, world)
+			case j > 0 && r <= g[j-1]:
+				return fmt.Errorf("--agent-ranks: agent %d's ranks %v are not increasing", i, g)
+			case owner[r] >= 0:
+				return fmt.Errorf("--agent-ranks: rank %d is in the groups of agents %d and %d (the groups must not overlap)", r, owner[r], i)
+			}
+			owner[r] = i
+		}
+	}
+	if r := slices.Index(owner, -1); r >= 0 {
+		return fmt.Errorf("--agent-ranks: rank %d trains no agent (each of the %d ranks must be in one group)", r, world)
+	}
+	return nil
+}
+
+// grouped reports whether the agents train on groups of ranks.
+func (t *Trainer) grouped() bool { return t.cfg.AgentRanks != nil }
+
+// trains reports whether this rank holds agent i's training state.
+func (t *Trainer) trains(i int) bool {
+	return !t.grouped() || slices.Contains(t.cfg.AgentRanks[i], t.rank())
+}
+
+// group is the process group that agent i's training state is spread over: the job's, or
+// with agent groups its group's; nil when that is this process alone.
+func (t *Trainer) group(i int) *torch.Group {
+	if !t.grouped() {
+		return t.cfg.Group
+	}
+	return t.agents[i].group
+}
+
+// groupRank is this rank's place among the ranks that train agent i, and their number.
+func (t *Trainer) groupRank(i int) (rank, world int) {
+	if g := t.group(i); g != nil {
+		return g.Rank(), g.World()
+	}
+	return 0, 1
+}
+
+// leads reports whether this rank is the first of those that train agent i: the one that
+// loads its checkpoint, writes its part of the next and sends its weights outside the group.
+func (t *Trainer) leads(i int) bool {
+	if t.grouped() {
+		return t.cfg.AgentRanks[i][0] == t.rank()
+	}
+	return t.lead()
+}
+
+// joinAgentGroups makes, for each agent in turn, the process group of its ranks (when it
+// has several and this rank is one) and the one its leader serves the other ranks' engines
+// over (when this rank is one of those). Every rank goes through the agents in the same
+// order and a group forms once all its members reach it, so none waits on another forever.
+func (t *Trainer) joinAgentGroups() error {
+	if !t.grouped() {
+		return nil
+	}
+	for i, ranks := range t.cfg.AgentRanks {
+		st := t.agents[i]
+		if t.trains(i) && len(ranks) > 1 {
+			g, err := t.cfg.Group.Sub(fmt.Sprintf("agent-%d", i), ranks)
+			if err != nil {
+				return fmt.Errorf("agent %d: %w", i, err)
+			}
+			st.group = g
+		}
+		leader := ranks[0]
+		served := []int{leader}
+		for r := range t.world() {
+			if !slices.Contains(ranks, r) {
+				served = append(served, r)
+			}
+		}
+		if len(served) == 1 || !slices.Contains(served, t.rank()) {
+			continue
+		}
+		slices.Sort(served)
+		g, err := t.cfg.Group.Sub(fmt.Sprintf("agent-%d-engines", i), served)
+		if err != nil {
+			return fmt.Errorf("agent %d: %w", i, err)
+		}
+		st.serve, st.serveRoot = g, slices.Index(served, leader)
+	}
+	return nil
+}
+
+// closeGroups leaves the agent groups, before the job's group closes.
+func (st *agentState) closeGroups() {
+	st.group.Close()
+	st.serve.Close()
+	st.group, st.serve = nil, nil
+}
+
+// firstError returns, on every rank, the first rank's error (in rank order) of those that
+// failed, so that all stop together; nil when none did.
+func (t *Trainer) firstError(err error) error {
+	if t.cfg.Group == nil {
+		return err
+	}
+	var mine []byte
+	if err != nil {
+		mine = []byte(err.Error())
+	}
+	parts, gerr := t.cfg.Group.AllGather(mine)
+	if gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	for r, p := range parts {
+		if len(p) > 0 {
+			if r == t.rank() {
+				return err
+			}
+			return fmt.Errorf("rank %d: %s", r, p)
+		}
+	}
+	return nil
+}
+
+// SharedCheckFile is what rank 0 writes under RUN/ranks so that the agent groups' leaders
+// can tell that they see its run directory.
+const SharedCheckFile = "shared-check"
+
+// shareRunDir checks that every agent group's leader sees the run directory rank 0 writes,
+// and gives them rank 0's checkpoint ck to resume from (nil for a fresh run).
+func (t *Trainer) shareRunDir(ck *checkpointInfo) (*checkpointInfo, error) {
+	if !t.grouped() {
+		return ck, nil
+	}
+	path := filepath.Join(t.cfg.Out, RanksDir, SharedCheckFile)
+	var mine []byte
+	var err error
+	if t.lead() {
+		nonce := make([]byte, 16)
+		rand.Read(nonce)
+		mine = []byte(hex.EncodeToString(nonce) + "\n")
+		if ck != nil {
+			mine = append(mine, []byte(ck.Dir)...)
+		}
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = atomicfile.WriteBytes(path, mine)
+		}
+	}
+	if err = t.firstError(err); err != nil {
+		return nil, err
+	}
+	parts, err := t.cfg.Group.AllGather(mine)
+	if err != nil {
+		return nil, err
+	}
+	nonce, dir, _ := bytes.Cut(parts[0], []byte("\n"))
+	for i := range t.cfg.AgentRanks {
+		if err != nil || t.lead() || !t.leads(i) {
+			continue
+		}
+		if b, rerr := os.ReadFile(path); rerr != nil || !bytes.HasPrefix(b, append(nonce, '\n')) {
+			err = fmt.Errorf("--agent-ranks: rank %d leads agent %d but does not see rank 0's run directory %s, where it writes the agent's checkpoints: put --out on a filesystem every node shares", t.rank(), i, t.cfg.Out)
+		}
+	}
+	if err = t.firstError(err); err != nil || len(dir) == 0 {
+		return nil, err
+	}
+	return &checkpointInfo{Dir: string(dir), Step: t.step}, nil
+}
+
+// groupRecords gives this rank its share of the step's debates among agent's ranks: the
+// debates are all-gathered (each rank rolled out its share of the job's), in the batch's order.
+func (t *Trainer) groupRecords(local []engine.DebateRecord) ([]engine.DebateRecord, error) {
+	if !t.grouped() {
+		return local, nil
+	}
+	all, err := gatherJSON(t.cfg.Group, local)
+	if err != nil {
+		return nil, fmt.Errorf("gather the debates: %w", err)
+	}
+	for i := range t.cfg.AgentRanks {
+		if t.trains(i) {
+			r, n := t.groupRank(i)
+			lo, hi := share(len(all), r, n)
+			return all[lo:hi], nil
+		}
+	}
+	return nil, errors.New("this rank trains no agent")
+}
+
+// groupLines gives every rank the step's metrics lines of every agent, in one process's
+// order (turn, then agent), which the agents' leaders computed.
+func (t *Trainer) groupLines(lines []trainlog.StepMetrics) ([]trainlog.StepMetrics, error) {
+	if !t.grouped() {
+		return lines, nil
+	}
+	var mine []trainlog.StepMetrics
+	for _, l := range lines {
+		if t.leads(l.Agent) {
+			mine = append(mine, l)
+		}
+	}
+	all, err := gatherJSON(t.cfg.Group, mine)
+	if err != nil {
+		return nil, fmt.Errorf("gather the metrics: %w", err)
+	}
+	slices.SortStableFunc(all, func(a, b trainlog.StepMetrics) int {
+		return cmp.Or(cmp.Compare(a.Turn, b.Turn), cmp.Compare(a.Agent, b.Agent))
+	})
+	return all, nil
+}
+
+// syncChunk is how much of a file one broadcast carries to the engines outside a group.
+const syncChunk = 64 << 20
+
+// broadcastSize sends n from root to the group's ranks, which return it.
+func broadcastSize(g *torch.Group, root int, n int64) (int64, error) {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(n))
+	if err := g.Broadcast(b, root); err != nil {
+		return 0, err
+	}
+	return int64(binary.LittleEndian.Uint64(b)), nil
+}
+
+// sendFile sends the file at path from root (this rank) to the group's other ranks
+// (receiveFile), a chunk at a time.
+func sendFile(g *torch.Group, root int, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if _, err := broadcastSize(g, root, fi.Size()); err != nil {
+		return err
+	}
+	buf := make([]byte, min(fi.Size(), syncChunk))
+	for left := fi.Size(); left > 0; {
+		n := min(left, syncChunk)
+		if _, err := io.ReadFull(f, buf[:n]); err != nil {
+			return fmt.Errorf("%s: %w", path, err) // the others fail at their timeout
+		}
+		if err := g.Broadcast(buf[:n], root); err != nil {
+			return err
+		}
+		left -= n
+	}
+	return nil
+}
+
+// receiveFile writes root's file (sendFile) to path, atomically; when the write fails it
+// still takes every chunk, so that root is not left waiting.
+func receiveFile(g *torch.Group, root int, path string) error {
+	size, err := broadcastSize(g, root, 0)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return errors.Join(err, drain(g, root, size))
+	}
+	var taken int64
+	err = atomicfile.Write(path, func(w io.Writer) error {
+		buf := make([]byte, min(size, syncChunk))
+		for ; taken < size; taken += int64(len(buf)) {
+			buf = buf[:min(size-taken, syncChunk)]
+			if err := g.Broadcast(buf, root); err != nil {
+				return err
+			}
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && taken < size {
+		return errors.Join(err, drain(g, root, size-taken))
+	}
+	return err
+}
+
+// drain takes the rest of a file that could not be written.
+func drain(g *torch.Group, root int, left int64) error {
+	buf := make([]byte, min(left, syncChunk))
+	for ; left > 0; left -= int64(len(buf)) {
+		buf = buf[:min(left, syncChunk)]
+		if err := g.Broadcast(buf, root); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tensorHeader describes a tensor that sendWeights sends.
+type tensorHeader struct {
+	Name  string
+	DType model.DType
+	Shape []int64
+	Bytes int
+}
+
+// sendWeights sends weights from root (this rank) to the group's other ranks
+// (receiveWeights): their headers, then each tensor's bytes.
+func sendWeights(g *torch.Group, root int, weights []model.TensorView) error {
+	hs := make([]tensorHeader, len(weights))
+	for i, w := range weights {
+		hs[i] = tensorHeader{w.Name, w.DType, w.Shape, len(w.Data)}
+	}
+	b, err := json.Marshal(hs)
+	if err != nil {
+		return err
+	}
+	if _, err := broadcastSize(g, root, int64(len(b))); err != nil {
+		return err
+	}
+	if err := g.Broadcast(b, root); err != nil {
+		return err
+	}
+	for _, w := range weights {
+		if err := g.Broadcast(w.Data, root); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// receiveWeights returns root's weights (sendWeights).
+func receiveWeights(g *torch.Group, root int) ([]model.TensorView, error) {
+	n, err := broadcastSize(g, root, 0)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	if err := g.Broadcast(b, root); err != nil {
+		return nil, err
+	}
+	var hs []tensorHeader
+	if err := json.Unmarshal(b, &hs); err != nil {
+		return nil, fmt.Errorf("the weights' headers from the group's leader: %w", err)
+	}
+	out := make([]model.TensorView, len(hs))
+	for i, h := range hs {
+		out[i] = model.TensorView{Name: h.Name, DType: h.DType, Shape: h.Shape, Data: make([]byte, h.Bytes)}
+		if err := g.Broadcast(out[i].Data, root); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// broadcastFloats sends root's v to the group's ranks, whose v has the same length.
+func broadcastFloats(g *torch.Group, root int, v []float32) error {
+	if len(v) == 0 {
+		return nil
+	}
+	return g.Broadcast(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), root)
+}
