@@ -17,7 +17,11 @@
 #     device memory (skipped when the plugin's libtorch sees no GPU);
 #   - `umad bench train` at the 3B shape (full fine-tuning, bf16): each phase's seconds and
 #     tokens/s, the update's FLOP/s against libtorch's measured matmul peak, decoding against
-#     the GPU's copy bandwidth, peak RSS against the memory plan (same condition).
+#     the GPU's copy bandwidth, peak RSS against the memory plan (same condition);
+#   - with several GPUs, `umad train --nproc <GPUs> --dist-backend nccl` of both shapes (umad,
+#     bf16, gradient checkpointing) at each ZeRO stage and with one agent per half of the GPUs:
+#     seconds per step, the collectives' share and bytes, the busiest GPU's peak memory
+#     against the plan's (a placement the plan refuses is listed with the plan's reason).
 # Needs: nvidia-smi, a CUDA toolkit (nvcc), python3 with a CUDA build of PyTorch for the
 # plugin (pip install torch), cmake, Go.
 set -euo pipefail
@@ -81,6 +85,17 @@ peak=$(peak_flops "$gpu")
 peak_mem() {
 	local f="$work/mem.$$" pid
 	(while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.5; done) >"$f" &
+	pid=$!
+	"$@"
+	kill "$pid" 2>/dev/null || true
+	sort -n "$f" | tail -1 >&3
+	rm -f "$f"
+}
+
+# peak_mem_all CMD...: peak_mem over every GPU: the busiest one's peak, in MiB, on fd 3.
+peak_mem_all() {
+	local f="$work/mem.$$" pid
+	(while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sort -n | tail -1; sleep 0.5; done) >"$f" &
 	pid=$!
 	"$@"
 	kill "$pid" 2>/dev/null || true
@@ -186,6 +201,57 @@ if [ "$torch_gpu" = 1 ]; then
 	./umad bench train --preset qwen2.5-3b --steps 3 --batch 4 -g 4 --mini-batch 2 --max-tokens 128 \
 		--gpu-layers 99 --train-device cuda:0 --dtype bf16 >"$work/bench-train.md"
 	section+="\n$(sed 's/^## /### /' "$work/bench-train.md")\n"
+fi
+
+# --- several GPUs: ZeRO stages and agent groups ------------------------------------------------
+ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+if [ "$torch_gpu" = 1 ] && [ "$ngpu" -ge 2 ]; then
+	half=$((ngpu / 2))
+	if [ "$half" = 1 ]; then groups="0,1"; else groups="0-$((half - 1)),$half-$((2 * half - 1))"; fi
+	placements=("--shard 0" "--shard 1" "--shard 2" "--shard 3")
+	if [ $((ngpu % 2)) = 0 ]; then # one agent per half of the GPUs
+		placements+=("--shard 0 --agent-ranks $groups" "--shard 2 --agent-ranks $groups" "--shard 3 --agent-ranks $groups")
+	fi
+	rows=""
+	for placement in "${placements[@]}"; do
+		# shellcheck disable=SC2206 # the placement is several flags
+		args=(train --agent "$work/qwen2.5-3b/hf" --agent "$work/qwen3-4b/hf" --algo umad --turns 1 --synthetic 64
+			--val-synthetic 0 --steps 3 --batch $((2 * ngpu)) -g 4 --mini-batch "$ngpu" --max-tokens 128 --gpu-layers 99
+			--train-device cuda:0 --dtype bf16 --grad-checkpoint --kl-in-loss --kl-coef 0.001 --dist-backend nccl
+			--nproc "$ngpu" $placement)
+		# The plan's busiest rank under this placement: its row of the dry run's table.
+		plan=$(./umad "${args[@]}" --dry-run --no-memory-check --out "$work/dist-dry" 2>/dev/null |
+			grep -F -- "  $placement  " | head -1 | sed -E 's/.*GPU +([0-9.]+ [KMGT]iB).*/\1/' || true)
+		out="$work/dist-$(echo "$placement" | tr -c 'a-z0-9' '_')"
+		rm -rf "$out"
+		exec 3>"$out.mem"
+		if ! peak_mem_all ./umad "${args[@]}" --out "$out" >"$out.log" 2>&1; then
+			exec 3>&-
+			why=$(grep -m1 -o 'memory plan: .*' "$out.log" | cut -c1-100 || true)
+			rows+="| \`$placement\` | ${plan:-?} | ${why:-failed: see $out.log} | | | | |\n"
+			continue
+		fi
+		exec 3>&-
+		rows+=$(python3 - "$out/metrics.jsonl" "$placement" "${plan:-?}" "$(cat "$out.mem")" <<'EOF'
+import json, sys
+steps = {}  # step -> its lines, one per agent (the step's time is on each)
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("kind") == "train":
+        steps.setdefault(r["step"], []).append(r)
+keys = sorted(steps)[1:] or sorted(steps)  # the first step includes warm-up
+n = len(keys)
+step = sum(steps[s][0]["seconds"]["step"] for s in keys) / n
+comm = sum(r["seconds"].get("comm", 0) for s in keys for r in steps[s]) / n
+sent = sum(r["seconds"].get("comm_bytes", 0) for s in keys for r in steps[s]) / n
+sync = sum(r["seconds"]["sync"] for s in keys for r in steps[s]) / n
+print("| `%s` | %s | %s MiB | %.1f | %.1f (%.0f%%) | %.0f | %.1f |" % (
+    sys.argv[2], sys.argv[3], sys.argv[4], step, comm, 100 * comm / step if step > 0 else 0, sent / 1e6, sync))
+EOF
+)"\n"
+	done
+	section+="\n### Several GPUs (\`umad train --nproc $ngpu --dist-backend nccl\`: qwen2.5-3b + qwen3-4b shapes, umad, 1 turn, bf16, gradient checkpointing, batch $((2 * ngpu)) x G 4, 128 tokens; means after step 1; rank 0's collectives)\n\n"
+	section+="| placement | plan, busiest GPU | peak, busiest GPU | step s | collectives s | MB to collectives | sync s |\n|---|---|---|---|---|---|---|\n$rows"
 fi
 
 printf '%b' "$section" >"$work/section.md"
