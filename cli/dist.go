@@ -13,7 +13,6 @@ import (
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
-	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -32,11 +31,11 @@ func distFlags() []ucli.Flag {
 
 // shardFlag is train's --shard, the ZeRO stage over the ranks.
 func shardFlag() ucli.Flag {
-	return &ucli.IntFlag{Name: "shard", Usage: fmt.Sprintf("with --nproc > 1, the ZeRO stage: 0 replicates the training state on every rank; 1 gives each rank the AdamW moments of its 1/N of the parameters; 2 also sums the gradients inside the backward and keeps each rank's 1/N of them (a layer at a time with --grad-checkpoint); 3 also keeps 1/N of the weights and the reference, gathering a layer whole while a pass uses it (full fine-tuning with --grad-checkpoint) (%s; --dry-run prints every stage's memory per rank)", memplan.Implemented())}
+	return &ucli.IntFlag{Name: "shard", Usage: "with --nproc > 1, the ZeRO stage: 0 replicates the training state on every rank; 1 gives each rank the AdamW moments of its 1/N of the parameters; 2 also sums the gradients inside the backward and keeps each rank's 1/N of them (a layer at a time with --grad-checkpoint); 3 also keeps 1/N of the weights and the reference, gathering a layer whole while a pass uses it (full fine-tuning with --grad-checkpoint); --dry-run prints every placement's memory per rank"}
 }
 
 // shardStage is --shard for a job of world ranks: one process has nothing to shard and
-// runs stage 0, with a warning; a stage not implemented yet is refused.
+// runs stage 0, with a warning.
 func shardStage(c *ucli.Context, world int) (int, error) {
 	s := c.Int("shard")
 	switch {
@@ -45,8 +44,6 @@ func shardStage(c *ucli.Context, world int) (int, error) {
 	case s > 0 && world == 1:
 		fmt.Fprintf(c.App.ErrWriter, "umad: warning: --shard %d with one process: nothing to shard; running as stage 0\n", s)
 		return 0, nil
-	case s > memplan.ImplementedShard:
-		return 0, fmt.Errorf("--shard %d: ZeRO stage %d is planned, not implemented yet (%s)", s, s, memplan.Implemented())
 	}
 	return s, trainer.CheckShard(s, c.Int("lora-rank"), c.Bool("grad-checkpoint"))
 }
@@ -65,6 +62,23 @@ func agentRanks(c *ucli.Context, world, agents int) ([][]int, error) {
 		return nil, errors.New("--agent-ranks needs several processes (--nproc, --nnodes)")
 	}
 	return trainer.ParseAgentRanks(c.String("agent-ranks"), agents, world)
+}
+
+// offloadFlag is train's --offload.
+func offloadFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "offload", Usage: "optimizer: keep the AdamW moments in host memory (pinned) and update them on the CPU, as ZeRO-Offload does: 8 bytes per trained parameter (1/N of them with --shard) leave the GPU, for a copy of each gradient to the host and of the weights back at every optimizer step, a chunk of 16M values at a time. On the CPU it changes nothing but adds those copies"}
+}
+
+// offloadOptimizer is --offload: true for optimizer, false unset.
+func offloadOptimizer(c *ucli.Context) (bool, error) {
+	switch s := c.String("offload"); s {
+	case "":
+		return false, nil
+	case "optimizer":
+		return true, nil
+	default:
+		return false, fmt.Errorf("--offload %q: only optimizer (the AdamW moments and their update) is offloaded", s)
+	}
 }
 
 // distTimeoutFlag is --dist-timeout, the bound on waiting for other ranks.

@@ -88,7 +88,7 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime, job lau
 		return err
 	}
 	for i := range agents {
-		agents[i].Shard, agents[i].ShardRanks = cfg.Shard, job.World
+		agents[i].Shard, agents[i].ShardRanks, agents[i].OffloadOptimizer = cfg.Shard, job.World, cfg.OffloadOptimizer
 	}
 	p, err := rankPlan(agents, cfg.AgentRanks)
 	if err != nil {

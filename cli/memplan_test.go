@@ -198,7 +198,7 @@ func TestTrainDryRunPerRank(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry run: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"per rank of 2, each placement", "--shard 1 ", "--shard 3 --offload optimizer", "(planned)",
+	for _, want := range []string{"per rank of 2, each placement", "--shard 1 ", "--shard 3 --offload optimizer",
 		"cheapest placement that fits 2 ranks: --shard 0 (busiest rank: GPU 0.0 KiB, host "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, stdout)
@@ -241,6 +241,16 @@ func TestTrainDryRunPerRank(t *testing.T) {
 	stdout, stderr, err = runApp(t, trainArgs(t, out, "1", append(second, "--nproc", "2", "--agent-ranks", "0,1")...)...)
 	if err != nil || strings.Count(stdout, "AdamW moments") != 1 {
 		t.Errorf("--agent-ranks 0,1: %v\n%s%s", err, stdout, stderr)
+	}
+	// --offload optimizer: the moments are planned in host memory; on the CPU a warning.
+	stdout, stderr, err = runApp(t, trainArgs(t, out, "1", "--dry-run", "--offload", "optimizer")...)
+	if err != nil || !strings.Contains(stdout, "AdamW moments (2 x f32, host)") ||
+		!strings.Contains(stderr, "warning: --offload optimizer on the CPU") {
+		t.Errorf("--offload optimizer: %v\n%s%s", err, stdout, stderr)
+	}
+	if _, _, err := runApp(t, trainArgs(t, out, "1", "--dry-run", "--offload", "weights")...); err == nil ||
+		!strings.HasPrefix(err.Error(), `--offload "weights": only optimizer`) {
+		t.Errorf("--offload weights: %v", err)
 	}
 	_, stderr, err = runApp(t, trainArgs(t, out, "1", "--dry-run", "--shard", "3")...)
 	if err != nil || !strings.Contains(stderr, "warning: --shard 3 with one process: nothing to shard; running as stage 0") {

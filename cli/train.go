@@ -108,7 +108,7 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 // trainFlags are train's flags: its own, then the groups it shares with other commands.
 func trainFlags() []ucli.Flag {
 	return slices.Concat(trainProblemFlags(), trainStepFlags(), trainRewardFlags(), trainRunFlags(),
-		samplingFlags(), llamaFlags(), debatePromptFlags(), syntheticFlags(), torchFlags(), memoryFlags(), distFlags(), []ucli.Flag{shardFlag(), agentRanksFlag()},
+		samplingFlags(), llamaFlags(), debatePromptFlags(), syntheticFlags(), torchFlags(), memoryFlags(), distFlags(), []ucli.Flag{shardFlag(), agentRanksFlag(), offloadFlag()},
 		loraFlags(0, "dropout on the adapters' input while training, in [0, 1); 0 by default because PPO's ratio compares a training pass with the dropout-free old log-probs, and dropout would make it differ from 1 with no update"))
 }
 
@@ -448,6 +448,10 @@ func trainCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	offload, err := offloadOptimizer(c)
+	if err != nil {
+		return err
+	}
 	d := launch.Spec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run starts no ranks
 		var launched bool
@@ -456,7 +460,7 @@ func trainCmd(c *ucli.Context) error {
 		}
 	}
 	cfg := rc.Trainer
-	cfg.Shard, cfg.AgentRanks = shard, groups // not in rc: a run resumes under any placement
+	cfg.Shard, cfg.AgentRanks, cfg.OffloadOptimizer = shard, groups, offload // not in rc: a run resumes under any placement
 	if err := trainProblems(c, &rc, &cfg); err != nil {
 		return err
 	}
@@ -474,6 +478,9 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	cfg.Torch = topts
+	if offload && !topts.Device.CUDA {
+		fmt.Fprintln(c.App.ErrWriter, "umad: warning: --offload optimizer on the CPU: the AdamW moments are in host memory already; it only adds copies")
+	}
 	// The plan and the directory's checks come before the directory is touched: a dry run or
 	// a refusal leaves nothing behind.
 	if err := checkMemory(c, cfg, rt, job); err != nil {

@@ -46,11 +46,20 @@ constexpr int64_t kNormBlock = 1024;
 at::Tensor sum_of_squares(const at::Tensor& g);
 void adamw_update(const at::Tensor& p, const at::Tensor& g, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
                   const umad_adamw& opt, double coef, double bc1, double bc2);
+// adamw_offloaded is adamw_update with the moments in host memory (--offload optimizer):
+// the weights and gradient go to them a chunk of kOffloadChunk at a time, the CPU updates
+// the chunk as adamw_update would, and the weights come back.
+void adamw_offloaded(const at::Tensor& p, const at::Tensor& g, const at::Tensor& exp_avg,
+                     const at::Tensor& exp_avg_sq, const umad_adamw& opt, double coef, double bc1, double bc2);
 
 // kAdamSlice is the length of the slices adamw_update takes a CPU tensor in; a shard of the
 // optimizer starts a tensor's part at a multiple of it, so each rank updates exactly the
 // slices one process would, and the weights come out bit-identical.
 constexpr int64_t kAdamSlice = int64_t(1) << 18;
+
+// kOffloadChunk is how many values of a parameter an offloaded AdamW step moves to the host
+// and back at a time: a multiple of kAdamSlice, so the CPU update slices as it would in place.
+constexpr int64_t kOffloadChunk = 64 * kAdamSlice;
 
 // ZeRO stage 1 (kernels/umad_dist.cpp): the trained elements (every trained parameter,
 // flattened, in checkpoint order) are cut into world contiguous parts; rank r keeps the

@@ -44,6 +44,23 @@ void adamw_update(const Tensor& p, const Tensor& g, const Tensor& exp_avg, const
   }
 }
 
+void adamw_offloaded(const Tensor& p, const Tensor& g, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                     const umad_adamw& opt, double coef, double bc1, double bc2) {
+  // Copies even where the moments' device is the weights' (the CPU): the same path as from a
+  // GPU, which the tests can then check.
+  const auto host = exp_avg.device();
+  const int64_t n = p.numel();
+  auto pf = p.view({-1}), gf = g.view({-1}), ef = exp_avg.view({-1}), sf = exp_avg_sq.view({-1});
+  for (int64_t s = 0; s < n; s += kOffloadChunk) {
+    const int64_t len = std::min(kOffloadChunk, n - s);
+    auto ps = pf.narrow(0, s, len);
+    auto w = ps.to(host, ps.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+    auto gs = gf.narrow(0, s, len).to(host, gf.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+    adamw_update(w, gs, ef.narrow(0, s, len), sf.narrow(0, s, len), opt, coef, bc1, bc2);
+    ps.copy_(w);
+  }
+}
+
 std::vector<int64_t> shard_bounds(const std::vector<int64_t>& sizes, int world) {
   int64_t total = 0;
   for (auto n : sizes) total += n;

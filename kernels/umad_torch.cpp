@@ -520,7 +520,7 @@ struct Model {
       if (!lora() || adapters.count(kv.first)) kv.second.requires_grad_(true);
     if (cfg.shard_world > 1) {
       for (auto& [n, part] : moment_parts(cfg.shard_rank, cfg.shard_world)) {
-        exp_avg[n] = torch::zeros({part.second - part.first}, params.at(n).options().requires_grad(false));
+        exp_avg[n] = torch::zeros({part.second - part.first}, moment_options(params.at(n)));
         exp_avg_sq[n] = torch::zeros_like(exp_avg[n]);
         shard_off[n] = part.first;
       }
@@ -530,9 +530,17 @@ struct Model {
     }
     for (auto& kv : params) {
       if (!kv.second.requires_grad()) continue;
-      exp_avg[kv.first] = torch::zeros_like(kv.second);
-      exp_avg_sq[kv.first] = torch::zeros_like(kv.second);
+      exp_avg[kv.first] = torch::zeros(kv.second.sizes(), moment_options(kv.second));
+      exp_avg_sq[kv.first] = torch::zeros_like(exp_avg[kv.first]);
     }
+  }
+
+  // moment_options are where the moments of parameter p live: beside it, or offloaded to
+  // host memory (pinned next to a GPU, so the step's copies need no staging).
+  torch::TensorOptions moment_options(const Tensor& p) const {
+    auto o = p.options().requires_grad(false);
+    if (!cfg.offload_optimizer) return o;
+    return o.device(torch::kCPU).pinned_memory(p.is_cuda());
   }
 
   // moment_parts are the elements [first, second) of each trained tensor in rank's part of
@@ -1525,7 +1533,8 @@ UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step
         w = m->w_comm ? m->w_part.at(kv.first) : w.view({-1}).narrow(0, off, n);  // stage 3: the masters
         if (!m->grad_comm) g = g.view({-1}).narrow(0, off, n);  // stage 2's is the part already
       }
-      umad::adamw_update(w, g, ea->second, m->exp_avg_sq.at(kv.first), *opt, coef, bc1, bc2);
+      auto update = m->cfg.offload_optimizer ? umad::adamw_offloaded : umad::adamw_update;
+      update(w, g, ea->second, m->exp_avg_sq.at(kv.first), *opt, coef, bc1, bc2);
     }
     umad_zero_grad(mp);
     stats->step = m->step;

@@ -100,6 +100,10 @@ typedef struct umad_model_config {
    * start (umad_internal.h's shard_bounds): they are never whole, and a write of a moment
    * keeps this part of the whole tensor given. 0 or 1 ranks: whole. */
   int32_t shard_rank, shard_world;
+  /* A trainable model's AdamW moments in host memory (pinned next to a GPU), and their
+   * update on the CPU: the gradient goes to them and the updated weights come back, a chunk
+   * at a time (--offload optimizer). On the CPU it changes nothing. */
+  int32_t offload_optimizer;
 } umad_model_config;
 
 typedef struct umad_model umad_model;

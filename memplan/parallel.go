@@ -11,15 +11,6 @@ import (
 	"strings"
 )
 
-// ImplementedShard is the highest ZeRO stage `umad train --shard` runs; higher stages and
-// optimizer offload are planned only, and the tables say so.
-const ImplementedShard = 3
-
-// Implemented says which placements run, for people.
-func Implemented() string {
-	return fmt.Sprintf("--shard 0-%d and --agent-ranks run today", ImplementedShard)
-}
-
 // Placement is one way to hold the agents' training state over a run's ranks.
 type Placement struct {
 	Shard       int  // ZeRO stage: 1 shards the AdamW moments, 2 the gradients too, 3 the weights too
@@ -27,13 +18,8 @@ type Placement struct {
 	Offload     bool // AdamW moments and their update in host memory
 }
 
-// Implemented reports whether umad runs the placement today.
-func (p Placement) Implemented() bool {
-	return p.Shard <= ImplementedShard && !p.Offload
-}
-
 // Flags are the flags of `umad train` that ask for the placement of agents over world
-// ranks (the planned ones as they are planned: --agent-ranks, --offload).
+// ranks.
 func (p Placement) Flags(world, agents int) string {
 	s := fmt.Sprintf("--shard %d", p.Shard)
 	if p.AgentGroups {
@@ -159,7 +145,7 @@ func Cheapest(agents []Agent, world int, b Budget) (p Placement, ok bool, err er
 // WritePlacements prints the busiest rank's peaks under every placement of agents over
 // world ranks against the per-rank budget b, and the line naming the cheapest that fits.
 func WritePlacements(w io.Writer, agents []Agent, world int, b Budget) error {
-	fmt.Fprintf(w, "per rank of %d, each placement (%s; the rest is planned, not implemented yet):\n", world, Implemented())
+	fmt.Fprintf(w, "per rank of %d, each placement:\n", world)
 	rows := Placements(world, len(agents))
 	width := 0
 	for _, p := range rows {
@@ -173,9 +159,6 @@ func WritePlacements(w io.Writer, agents []Agent, world int, b Budget) error {
 		verdict := "fits"
 		if !b.fits(host, dev) {
 			verdict = "does not fit"
-		}
-		if !p.Implemented() {
-			verdict += " (planned)"
 		}
 		fmt.Fprintf(w, "  %-*s  GPU %10s  host %10s  %s\n", width, p.Flags(world, len(agents)), Size(dev), Size(host), verdict)
 	}
@@ -199,8 +182,5 @@ func CheapestLine(agents []Agent, world int, b Budget) (string, error) {
 		return "", err
 	}
 	s := fmt.Sprintf("cheapest placement that fits %d ranks: %s (busiest rank: GPU %s, host %s)", world, p.Flags(world, len(agents)), Size(dev), Size(host))
-	if !p.Implemented() {
-		s += "; planned, not implemented yet"
-	}
 	return s, nil
 }

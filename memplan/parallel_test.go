@@ -60,9 +60,12 @@ func TestShardStagesByHand(t *testing.T) {
 			t.Errorf("stage 3 plans %q", l.Name)
 		}
 	}
-	// Offload: the moments in host memory, and the gradients copied there for the update.
+	// Offload: the moments in host memory, and a chunk of the weights and gradient of a
+	// parameter there for its update: the largest tensor (the 512 x 64 embedding) is less
+	// than a chunk.
 	p = plan(1, true, false)
-	checkLines(t, p, map[string]int64{"AdamW moments (2 x f32, 1/4, host)": 8 * P / 4, "gradients copied to the host (f32, 1/4)": 4 * P / 4})
+	checkLines(t, p, map[string]int64{"AdamW moments (2 x f32, 1/4, host)": 8 * P / 4,
+		"optimizer step (weights and gradient through the host": 2 * 4 * 512 * 64})
 	if l := lineOf(t, p, 0, "AdamW moments"); l.Device {
 		t.Errorf("offloaded moments %+v are on the GPU", l)
 	}
@@ -99,11 +102,6 @@ func TestPlacementsOrderAndFlags(t *testing.T) {
 	for _, p := range Placements(8, 3) {
 		if p.AgentGroups {
 			t.Errorf("3 agents over 8 ranks get %s", p.Flags(8, 3))
-		}
-	}
-	for _, p := range Placements(8, 2) {
-		if p.Implemented() != (p.Shard <= ImplementedShard && !p.Offload) {
-			t.Errorf("%s: implemented %v", p.Flags(8, 2), p.Implemented())
 		}
 	}
 }
@@ -182,7 +180,7 @@ func TestPaperSettingPerRank(t *testing.T) {
 	if err := WritePlacements(&out, agents, 8, b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"per rank of 8", "--shard 0 ", "GPU 161.44 GiB", "does not fit", "--shard 3 --agent-ranks 0-3,4-7 --offload optimizer", "(planned)", want} {
+	for _, want := range []string{"per rank of 8", "--shard 0 ", "GPU 161.44 GiB", "does not fit", "--shard 3 --agent-ranks 0-3,4-7 --offload optimizer", want} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -49,6 +49,10 @@ func (a Agent) trainable() (n, largest int64) {
 // ranks (DDP's default; trainer.BucketBytes).
 const BucketBytes = 25 << 20
 
+// OffloadChunk is how many values of a parameter an offloaded optimizer step brings to the
+// host at a time (the plugin's kOffloadChunk).
+const OffloadChunk = 64 << 18
+
 // shards is what a ZeRO stage divides a part of the training state by: the ranks sharing it
 // when the agent's stage is at least from, else 1 (replicated).
 func (a Agent) shards(from int) int64 {
@@ -136,9 +140,11 @@ func (a Agent) trainerLines() []Line {
 	add(dev, a.activations(), fmt.Sprintf("activations (%d seqs x %d tokens%s)", a.MicroBatchSeqs, a.PromptTokens+a.ResponseTokens, ckpt), PhaseTrain)
 	// AdamW's denominator of the largest tensor (a GPU takes it whole, the CPU in slices);
 	// the gradient norm needs only one value per 1,024.
-	add(dev && !a.OffloadOptimizer, 4*largest, "optimizer step (AdamW temporary)", PhaseStep)
 	if a.OffloadOptimizer {
-		add(false, 4*n/m, fmt.Sprintf("gradients copied to the host (f32%s)", part(m)), PhaseStep)
+		// The host's AdamW takes a chunk of a parameter's weights and gradient at a time.
+		add(false, 2*4*min(OffloadChunk, largest), "optimizer step (weights and gradient through the host, a chunk)", PhaseStep)
+	} else {
+		add(dev, 4*largest, "optimizer step (AdamW temporary)", PhaseStep)
 	}
 	if m > 1 && w == 1 {
 		// The updated parameters' all-gather: this rank's bucket out, every rank's back (stage

@@ -132,8 +132,11 @@ type Config struct {
 	Shard int `json:"-"`
 	// AgentRanks, when set, trains agent i on the Group's ranks AgentRanks[i] alone
 	// (groups.go); every rank still serves every agent's rollouts. Not recorded either.
-	AgentRanks [][]int    `json:"-"`
-	hooks      *testHooks // nil outside tests
+	AgentRanks [][]int `json:"-"`
+	// OffloadOptimizer keeps the actors' AdamW moments in host memory and updates them on
+	// the CPU (torch.ModelOptions.OffloadOptimizer). Not recorded either.
+	OffloadOptimizer bool       `json:"-"`
+	hooks            *testHooks // nil outside tests
 }
 
 // testHooks let a test see what a step computed.

@@ -224,6 +224,7 @@ func (t *Trainer) load(rt *torch.Runtime, ck *checkpointInfo, i int) error {
 	base.Precision = t.cfg.DType
 	actorOpts := base
 	actorOpts.Trainable = true
+	actorOpts.OffloadOptimizer = t.cfg.OffloadOptimizer
 	if t.sharded(i) { // each rank holds (and reads from a checkpoint) its part of the moments alone
 		actorOpts.MomentShard.Rank, actorOpts.MomentShard.World = t.groupRank(i)
 	}

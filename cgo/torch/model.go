@@ -96,6 +96,10 @@ type ModelOptions struct {
 	// the start (Group.ShardOptimizer's cut), so they are never whole: an optimizer state
 	// loaded from a checkpoint keeps this part. World 0 or 1: whole.
 	MomentShard struct{ Rank, World int }
+	// OffloadOptimizer keeps a trainable model's AdamW moments in host memory and updates
+	// them on the CPU, the gradient brought to them and the weights sent back a chunk at a
+	// time (ZeRO-Offload's pattern). On the CPU it changes nothing.
+	OffloadOptimizer bool
 }
 
 // Model is a transformer inside the plugin. Its methods are safe for concurrent use; they
@@ -168,6 +172,7 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		rope_local_theta:  C.double(cfg.RopeLocalTheta),
 		shard_rank:        C.int32_t(opts.MomentShard.Rank),
 		shard_world:       C.int32_t(opts.MomentShard.World),
+		offload_optimizer: b2i(opts.OffloadOptimizer),
 	}
 	cc.device, cc.device_index = deviceCodes(opts.Device)
 	if s := cfg.RopeScaling; s != nil {

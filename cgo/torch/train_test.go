@@ -1,8 +1,10 @@
 package torch
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,5 +177,65 @@ func TestReferenceIsFrozen(t *testing.T) {
 	}
 	if _, err := ref.SFTLoss(p, r, true, 1); err == nil || !strings.Contains(err.Error(), "frozen") {
 		t.Errorf("backward through the reference: %v, want a frozen-model error", err)
+	}
+}
+
+// --offload optimizer keeps the AdamW moments in host memory and updates a chunk of each
+// parameter at a time there: on the CPU the same arithmetic as the update in place, so 3
+// steps leave the same weights and moments, bit for bit, whole or with this rank's part of
+// the moments (a cut inside the embedding). The embedding, 600,000 x 32 values, is more
+// than one chunk.
+// kOffloadChunkForTest is kernels/umad_internal.h's kOffloadChunk.
+const kOffloadChunkForTest = 64 << 18
+
+func TestOffloadedOptimizerMatchesInPlace(t *testing.T) {
+	rt := openForTest(t)
+	cfg := tinyConfigs[0].cfg
+	cfg.VocabSize = 600_000
+	if n := int64(cfg.VocabSize * cfg.HiddenSize); n <= kOffloadChunkForTest {
+		t.Fatalf("the embedding's %d values fit one chunk", n)
+	}
+	rng := rand.New(rand.NewPCG(5, 0))
+	var prompts, responses [][]int32
+	for range 4 {
+		prompts = append(prompts, []int32{int32(rng.IntN(cfg.VocabSize)), int32(rng.IntN(cfg.VocabSize))})
+		responses = append(responses, []int32{int32(rng.IntN(cfg.VocabSize)), int32(rng.IntN(cfg.VocabSize))})
+	}
+	opt := trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
+	for _, shard := range []struct{ Rank, World int }{{0, 1}, {1, 2}} {
+		train := func(offload bool) *Model {
+			opts := ModelOptions{Trainable: true, OffloadOptimizer: offload}
+			opts.MomentShard = shard
+			m := randomModel(t, rt, cfg, opts, 11)
+			for range 3 {
+				if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
+					t.Fatal(err)
+				}
+				if st, err := m.Step(opt); err != nil || st.Skipped {
+					t.Fatalf("step: %v, skipped %v", err, st.Skipped)
+				}
+			}
+			return m
+		}
+		in, off := train(false), train(true)
+		infos, err := in.Tensors()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := []Kind{Weight, ExpAvg, ExpAvgSq}
+		if shard.World > 1 {
+			kinds = kinds[:1] // a part of the moments is not read whole
+		}
+		for _, ti := range infos {
+			for _, kind := range kinds {
+				a, b := make([]float32, numel(ti.Shape)), make([]float32, numel(ti.Shape))
+				if err := errors.Join(Read(in, ti.Name, kind, a), Read(off, ti.Name, kind, b)); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(a, b) {
+					t.Errorf("part %d of %d: %s (kind %d) differs after 3 offloaded steps", shard.Rank, shard.World, ti.Name, kind)
+				}
+			}
+		}
 	}
 }
