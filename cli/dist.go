@@ -69,6 +69,32 @@ func offloadFlag() ucli.Flag {
 	return &ucli.StringFlag{Name: "offload", Usage: "optimizer: keep the AdamW moments in host memory (pinned) and update them on the CPU, as ZeRO-Offload does: 8 bytes per trained parameter (1/N of them with --shard) leave the GPU, for a copy of each gradient to the host and of the weights back at every optimizer step, a chunk of 16M values at a time. On the CPU it changes nothing but adds those copies"}
 }
 
+// statePlacement is where train keeps the agents' training state over the ranks: --shard,
+// --agent-ranks and --offload. Not in the run's configuration: a run resumes under any.
+type statePlacement struct {
+	shard   int
+	groups  [][]int
+	offload bool
+}
+
+// readPlacement reads the placement of agents agents over a job of world ranks.
+func readPlacement(c *ucli.Context, world, agents int) (statePlacement, error) {
+	var p statePlacement
+	var err error
+	if p.shard, err = shardStage(c, world); err != nil {
+		return p, err
+	}
+	if p.groups, err = agentRanks(c, world, agents); err != nil {
+		return p, err
+	}
+	p.offload, err = offloadOptimizer(c)
+	return p, err
+}
+
+func (p statePlacement) apply(cfg *trainer.Config) {
+	cfg.Shard, cfg.AgentRanks, cfg.OffloadOptimizer = p.shard, p.groups, p.offload
+}
+
 // offloadOptimizer is --offload: true for optimizer, false unset.
 func offloadOptimizer(c *ucli.Context) (bool, error) {
 	switch s := c.String("offload"); s {

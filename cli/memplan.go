@@ -94,6 +94,9 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime, job lau
 	if err != nil {
 		return err
 	}
+	if cfg.OffloadOptimizer && !cfg.Torch.Device.CUDA {
+		fmt.Fprintln(c.App.ErrWriter, "umad: warning: --offload optimizer on the CPU: the AdamW moments are in host memory already; it only adds copies")
+	}
 	b, err := memoryBudget(c, p)
 	if err != nil {
 		return err

@@ -440,15 +440,7 @@ func trainCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	shard, err := shardStage(c, job.World)
-	if err != nil {
-		return err
-	}
-	groups, err := agentRanks(c, job.World, len(rc.Agents))
-	if err != nil {
-		return err
-	}
-	offload, err := offloadOptimizer(c)
+	place, err := readPlacement(c, job.World, len(rc.Agents))
 	if err != nil {
 		return err
 	}
@@ -460,7 +452,7 @@ func trainCmd(c *ucli.Context) error {
 		}
 	}
 	cfg := rc.Trainer
-	cfg.Shard, cfg.AgentRanks, cfg.OffloadOptimizer = shard, groups, offload // not in rc: a run resumes under any placement
+	place.apply(&cfg)
 	if err := trainProblems(c, &rc, &cfg); err != nil {
 		return err
 	}
@@ -478,9 +470,6 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	cfg.Torch = topts
-	if offload && !topts.Device.CUDA {
-		fmt.Fprintln(c.App.ErrWriter, "umad: warning: --offload optimizer on the CPU: the AdamW moments are in host memory already; it only adds copies")
-	}
 	// The plan and the directory's checks come before the directory is touched: a dry run or
 	// a refusal leaves nothing behind.
 	if err := checkMemory(c, cfg, rt, job); err != nil {
