@@ -262,6 +262,29 @@ func TestAgentGroupsResume(t *testing.T) {
 	}
 }
 
+// With agent groups each group's first rank writes its agent into rank 0's checkpoints:
+// one that does not see rank 0's run directory (a node without the shared filesystem)
+// stops every rank at the start, with a message that says so.
+func TestAgentGroupsNeedSharedRunDir(t *testing.T) {
+	rt := torchtest.Open(t)
+	start := warmStart(t, rt, "qwen2")
+	spec, err := json.Marshal(distCase{World: 2, Steps: 1, MiniBatch: 4, AgentRanks: [][]int{{0}, {1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for r, res := range disttest.Spawn(t, "TestDataParallelRank", 2, 5*time.Minute, "UMAD_TEST_START="+start,
+		"UMAD_TEST_OUT="+out, "UMAD_TEST_CASE="+string(spec), "UMAD_TEST_OUT_PER_RANK=1") {
+		const want = "rank 1 leads agent 1 but does not see rank 0's run directory"
+		if res.Err == nil || !strings.Contains(res.Output, want) {
+			t.Errorf("rank %d: %v, want the error %q:\n%s", r, res.Err, want, res.Output)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "rank-0", CheckpointsDir)); !os.IsNotExist(err) {
+		t.Errorf("the refused run wrote checkpoints (%v)", err)
+	}
+}
+
 func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase) {
 	lora := tc.LoRA
 	one := distConfig(t, start, tc)
@@ -479,6 +502,9 @@ func TestDataParallelRank(t *testing.T) {
 	}
 	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"), tc)
 	cfg.Out, cfg.Group, cfg.Shard, cfg.AgentRanks = os.Getenv("UMAD_TEST_OUT"), g, tc.Shard, tc.AgentRanks
+	if os.Getenv("UMAD_TEST_OUT_PER_RANK") != "" { // as if each rank's machine had its own disk
+		cfg.Out = filepath.Join(cfg.Out, fmt.Sprint("rank-", rank))
+	}
 	var o observed
 	observe(t, &cfg, &o)
 	if !tc.observesGrads() {
