@@ -16,6 +16,9 @@ type SyntheticConfig struct {
 	// Ops holds the operators to draw from, any of "+-*". Multiplication binds first, as
 	// usual, so "2 + 3 * 4" is 14.
 	Ops string
+	// Task is TaskArithmetic (empty: every operator drawn anew) or TaskExperts (one
+	// operator per problem, its kind; see experts.go).
+	Task string `json:",omitempty"`
 }
 
 // DefaultSynthetic is one-digit addition, subtraction and multiplication of two numbers.
@@ -49,13 +52,21 @@ func SyntheticWith(n int, seed uint64, cfg SyntheticConfig) ([]Problem, error) {
 func generate(n int, seed uint64, cfg SyntheticConfig) []Problem {
 	problems := make([]Problem, n)
 	for i := range problems {
-		question, answer := cfg.expression(rand.NewPCG(seed, uint64(i)))
+		src := rand.NewPCG(seed, uint64(i))
+		subject, ops := "arithmetic", cfg.Ops
+		if cfg.Task == TaskExperts {
+			op := ops[boundedRandom(src, uint64(len(ops)))]
+			subject, ops = KindName(op), string(op)
+		}
+		question, answer := cfg.expression(src, ops)
+		gold := strconv.FormatInt(answer, 10)
 		problems[i] = Problem{
 			ID:       strconv.Itoa(i),
 			Dataset:  "synthetic",
 			Question: "What is " + question + "?",
-			Gold:     strconv.FormatInt(answer, 10),
-			Subject:  "arithmetic",
+			Gold:     gold,
+			Subject:  subject,
+			Solution: question + " = " + gold,
 		}
 	}
 	return problems
@@ -71,12 +82,24 @@ func (cfg SyntheticConfig) validate() error {
 	if cfg.Ops == "" || strings.Trim(cfg.Ops, "+-*") != "" {
 		return fmt.Errorf("synthetic: operators %q must be a non-empty mix of + - *", cfg.Ops)
 	}
+	switch cfg.Task {
+	case "", TaskArithmetic:
+	case TaskExperts:
+		for i := range len(cfg.Ops) {
+			if strings.IndexByte(cfg.Ops[:i], cfg.Ops[i]) >= 0 {
+				return fmt.Errorf("synthetic: the experts task's operators %q name a kind twice", cfg.Ops)
+			}
+		}
+	default:
+		return fmt.Errorf("synthetic: unknown task %q (want %s or %s)", cfg.Task, TaskArithmetic, TaskExperts)
+	}
 	return nil
 }
 
-// expression draws one expression and evaluates it as a sum of signed products. Draws go
-// through boundedRandom so a seed gives the same problems in every Go version.
-func (cfg SyntheticConfig) expression(src *rand.PCG) (string, int64) {
+// expression draws one expression with operators from ops and evaluates it as a sum of
+// signed products. Draws go through boundedRandom so a seed gives the same problems in
+// every Go version.
+func (cfg SyntheticConfig) expression(src *rand.PCG, ops string) (string, int64) {
 	var text strings.Builder
 	operand := func() int64 { return int64(boundedRandom(src, uint64(cfg.MaxOperand))) + 1 }
 	product := operand()
@@ -84,7 +107,7 @@ func (cfg SyntheticConfig) expression(src *rand.PCG) (string, int64) {
 	var sum int64
 	sign := int64(1)
 	for range cfg.Terms - 1 {
-		op := cfg.Ops[boundedRandom(src, uint64(len(cfg.Ops)))]
+		op := ops[boundedRandom(src, uint64(len(ops)))]
 		v := operand()
 		fmt.Fprintf(&text, " %c %d", op, v)
 		switch op {
