@@ -213,6 +213,9 @@ func syntheticFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "synthetic-max", Value: d.MaxOperand, Usage: "largest synthetic operand"},
 		&ucli.StringFlag{Name: "synthetic-ops", Value: d.Ops, Usage: "synthetic operators, any of +-*"},
 		&ucli.Uint64Flag{Name: "synthetic-seed", Value: 1, Usage: "seed of the synthetic problems (umad train validates on seed + 1000003)"},
+		&ucli.StringFlag{Name: "synthetic-task", Value: data.TaskArithmetic, Usage: "built-in task: " + data.TaskArithmetic +
+			" (operators drawn anew within an expression) or " + data.TaskExperts + " (one operator per problem, its kind: sums, differences or " +
+			"products, for agents warm-started each on one kind with umad sft --expert)"},
 	}
 }
 
@@ -227,7 +230,11 @@ func checkSynthetic(c *ucli.Context) error {
 
 // syntheticSet is the built-in problems' difficulty from the flags.
 func syntheticSet(c *ucli.Context) data.SyntheticConfig {
-	return data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
+	cfg := data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
+	if task := c.String("synthetic-task"); task != data.TaskArithmetic {
+		cfg.Task = task // the default stays unrecorded, so earlier runs' configs still match
+	}
+	return cfg
 }
 
 type agentSpec struct {

@@ -27,12 +27,20 @@ func init() {
 		Description: "Trains a Hugging Face checkpoint with token-mean cross-entropy on the responses through\n" +
 			"the libtorch plugin. --data is JSONL of {\"prompt\": user message, \"response\": text}; --synthetic N\n" +
 			"builds N pairs from the built-in arithmetic problems: the turn-0 debate message answered with\n" +
-			"\"The answer is \\boxed{X}.\". Prompts are rendered with the model's chat format and every\n" +
-			"response ends with the end-of-turn token. DIR gets hf/ (an HF checkpoint) and model.gguf,\n" +
-			"together, atomically.\n\n" +
+			"\"The answer is \\boxed{X}.\" (--synthetic-task experts: see below). Prompts are rendered\n" +
+			"with the model's chat format and every response ends with the end-of-turn token. DIR gets\n" +
+			"hf/ (an HF checkpoint) and model.gguf, together, atomically.\n\n" +
 			"--lora-rank R trains LoRA adapters on the frozen model instead (see umad train --help;\n" +
 			"use a higher --lr, ~1e-4). hf/ then holds the merged weights, a plain checkpoint every\n" +
-			"command takes, and DIR/adapter/ the adapters alone as a PEFT directory naming --model.",
+			"command takes, and DIR/adapter/ the adapters alone as a PEFT directory naming --model.\n\n" +
+			"--synthetic-task experts --expert I warm-starts the expert of the I-th operator of\n" +
+			"--synthetic-ops (e.g. --synthetic-ops '+*': 0 for sums, 1 for products) on N problems of the\n" +
+			"mixed set: the turn-0 message of each problem of its own kind answered with its worked result\n" +
+			"(\"3 + 4 = 7, so the answer is \\boxed{7}.\", readable in a debate message even with the box\n" +
+			"masked), and for every problem the turn-1 debate message showing each expert's claim (its own\n" +
+			"operator applied to the operands) answered by taking one claim chosen by a seeded coin, blind to\n" +
+			"which is right: it teaches reading a peer's response, and leaves when to trust one to RL.\n" +
+			"Debate the experts in --expert order, with the same --no-mask.",
 		Flags: append([]ucli.Flag{
 			&ucli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "Hugging Face model directory", Required: true},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "pairs JSONL"},
@@ -44,6 +52,8 @@ func init() {
 			&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 			&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "shuffling seed"},
 			&ucli.StringFlag{Name: "chat-format", Usage: "override the chat format detected from the model's template"},
+			&ucli.IntFlag{Name: "expert", Value: -1, Usage: "with --synthetic-task experts: the kind this model learns, an index into --synthetic-ops"},
+			&ucli.BoolFlag{Name: "no-mask", Usage: "with --expert: show the answers in the turn-1 debate messages (as umad debate --no-mask)"},
 		}, append(append(syntheticFlags(), torchFlags()...),
 			loraFlags(0.05, "dropout on the adapters' input while training, in [0, 1) (PEFT's usual 0.05 for supervised tuning)")...)...),
 		Action: sftCmd,
@@ -125,11 +135,21 @@ func sftPairs(c *ucli.Context) ([]trainer.TextPair, error) {
 	case c.String("data") != "":
 		return trainer.ReadPairs(c.String("data"))
 	case c.Int("synthetic") > 0:
-		ps, err := data.SyntheticWith(c.Int("synthetic"), c.Uint64("synthetic-seed"), syntheticSet(c))
+		set := syntheticSet(c)
+		ps, err := data.SyntheticWith(c.Int("synthetic"), c.Uint64("synthetic-seed"), set)
 		if err != nil {
 			return nil, err
 		}
-		return trainer.SyntheticPairs(ps), nil
+		if set.Task != data.TaskExperts {
+			if c.IsSet("expert") || c.Bool("no-mask") {
+				return nil, errors.New("--expert and --no-mask need --synthetic-task experts")
+			}
+			return trainer.SyntheticPairs(ps), nil
+		}
+		if !c.IsSet("expert") {
+			return nil, fmt.Errorf("--synthetic-task experts: give --expert, 0 to %d (the kind of --synthetic-ops %q this model learns)", len(set.Ops)-1, set.Ops)
+		}
+		return trainer.ExpertPairs(ps, set.Ops, c.Int("expert"), engine.DebatePrompt{KeepAnswers: c.Bool("no-mask")}, c.Uint64("seed"))
 	default:
 		return nil, errors.New("give --data pairs.jsonl or --synthetic N")
 	}

@@ -47,6 +47,52 @@ func SyntheticPairs(problems []data.Problem) []TextPair {
 	return out
 }
 
+// ExpertPairs is the warm start of the expert of kind ops[expert] on synthetic experts
+// problems (data.TaskExperts): the turn-0 message of each problem of its own kind, answered
+// with its worked result, and, for every problem, the turn-1 debate message showing each
+// expert's claim (the expert of the problem's kind right, the others applying their own
+// operator), answered by taking one of those claims. Which claim is taken is a coin flip
+// from (seed, problem), blind to which claim is right: the pairs teach the agent to read a
+// peer's result and to keep or take one, and leave when to trust a peer to the RL
+// algorithm. prompt builds the turn-1 messages as the debate will (masked or not).
+func ExpertPairs(problems []data.Problem, ops string, expert int, prompt engine.DebatePrompt, seed uint64) ([]TextPair, error) {
+	if expert < 0 || expert >= len(ops) {
+		return nil, fmt.Errorf("expert %d: the experts task with operators %q has experts 0 to %d", expert, ops, len(ops)-1)
+	}
+	var own, debate []TextPair
+	for i, p := range problems {
+		claims, err := data.ExpertClaims(p, ops)
+		if err != nil {
+			return nil, err
+		}
+		if p.Subject == data.KindName(ops[expert]) {
+			own = append(own, TextPair{Prompt: engine.Turn0Message(p.Question), Response: claims[expert].WorkedResponse()})
+		}
+		shown := make([]string, len(claims))
+		for j, c := range claims {
+			shown[j] = c.WorkedResponse()
+		}
+		msg, err := prompt.Message(p.Question, [][]string{shown}, engine.TrajectoryID{Problem: uint64(i)})
+		if err != nil {
+			return nil, err
+		}
+		taken := rand.New(rand.NewPCG(seed, uint64(i))).IntN(len(claims))
+		label := prompt.Labels(engine.TrajectoryID{Problem: uint64(i)}, 1, len(claims))[taken]
+		debate = append(debate, TextPair{Prompt: msg, Response: AgreeResponse(label, claims[taken])})
+	}
+	if len(own) == 0 {
+		return nil, fmt.Errorf("expert %d: none of the %d problems is a %s", expert, len(problems), data.KindName(ops[expert]))
+	}
+	return append(own, debate...), nil
+}
+
+// AgreeResponse is the turn-1 response of the experts warm start: which agent's claim it
+// takes, by the label the debate message gives that agent, then the claim. The first
+// token after "agent" is the whole decision, so RL can learn it as one choice.
+func AgreeResponse(label int, c data.Claim) string {
+	return fmt.Sprintf("I agree with agent %d: %s", label, c.WorkedResponse())
+}
+
 // ReadPairs reads a JSONL file of {"prompt": ..., "response": ...} lines; a line without
 // both is an error naming it.
 func ReadPairs(path string) ([]TextPair, error) {

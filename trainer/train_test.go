@@ -29,6 +29,17 @@ var demoTask = data.SyntheticConfig{Terms: 2, MaxOperand: 2, Ops: "+"}
 // learned, the answers only partly) and returns the HF directory of the result.
 func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 	t.Helper()
+	problems, err := data.SyntheticWith(64, 1, demoTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return warmStartOn(t, rt, arch, SyntheticPairs(problems), 4)
+}
+
+// warmStartOn trains a tiny model on text pairs for some epochs and returns the HF
+// directory of the result.
+func warmStartOn(t *testing.T, rt *torch.Runtime, arch string, text []TextPair, epochs int) string {
+	t.Helper()
 	dir := testmodel.Tiny(t, arch)
 	tok, err := engine.OpenVocab(filepath.Join(dir, "model.gguf"))
 	if err != nil {
@@ -39,11 +50,7 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems, err := data.SyntheticWith(64, 1, demoTask)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs, err := TokenizePairs(tok, f, tok.EndOfTurn(), SyntheticPairs(problems))
+	pairs, err := TokenizePairs(tok, f, tok.EndOfTurn(), text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,7 @@ func warmStart(t *testing.T, rt *torch.Runtime, arch string) string {
 	defer m.Free()
 	opt := trainspec.DefaultAdamW
 	opt.LR = 3e-3
-	st, err := SFT(m.Model, pairs, SFTConfig{Epochs: 4, BatchSize: 8, Opt: opt, Seed: 1})
+	st, err := SFT(m.Model, pairs, SFTConfig{Epochs: epochs, BatchSize: 8, Opt: opt, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
