@@ -93,6 +93,7 @@ func writeComparisonMarkdown(w io.Writer, runs []Run) error {
 		}
 		b.WriteString("Accuracy, strict grading:\n\n")
 		turnTable(&b, turns, accuracy, percentCell(strictAccuracy))
+		turnGainTable(&b, runs, d)
 		b.WriteString("Accuracy, robust grading:\n\n")
 		turnTable(&b, turns, accuracy, percentCell(robustAccuracy))
 		b.WriteString("Team uncertainty:\n\n")
