@@ -29,8 +29,7 @@ func turnGainTable(b *strings.Builder, runs []Run, dataset string) {
 			if a >= 0 {
 				label = agentLabel(a)
 			}
-			rows = append(rows, []string{r.Name, label, fmt.Sprint(len(diffs)),
-				withSign(fmt.Sprintf("%.1f", 100*gain)), fmt.Sprintf("[%s, %s]", withSign(fmt.Sprintf("%.1f", 100*lo)), withSign(fmt.Sprintf("%.1f", 100*hi)))})
+			rows = append(rows, []string{r.Name, label, fmt.Sprint(len(diffs)), points(gain), "[" + points(lo) + ", " + points(hi) + "]"})
 		}
 	}
 	if len(rows) == 0 {
@@ -38,8 +37,10 @@ func turnGainTable(b *strings.Builder, runs []Run, dataset string) {
 	}
 	b.WriteString("Last turn against turn 0 (strict grading, points; 95% paired bootstrap interval over problems):\n\n")
 	markdownTable(b, []string{"Run", "Agent", "Problems", "Gain", "95% interval"}, rows)
-	b.WriteString("\n")
 }
+
+// points formats a difference of fractions in signed points: "+18.4".
+func points(x float64) string { return withSign(fmt.Sprintf("%.1f", 100*x)) }
 
 // turnDiffs is, per problem in id order, agent a's accuracy at turn last minus at turn 0
 // averaged over seeds (a = -1: over agents too). False when a problem lacks those turns.
