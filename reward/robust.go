@@ -105,7 +105,7 @@ func parseAnswer(s string) form {
 		s = m[2] + "." + m[3]
 	}
 	s = cleanLatex(s)
-	s = unwrapText(s)
+	s = spellMeridiem(unwrapText(s))
 	s = dropUnitWords(s)
 	s = strings.TrimRight(s, ". ")
 	f := parseForm(s, 0)
