@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -281,8 +282,8 @@ func parseStop(c *ucli.Context, cfg *debateConfig) error {
 			}
 		case "eu":
 			cfg.StopEU, err = strconv.ParseFloat(v, 64)
-			if err == nil && !(cfg.StopEU > 0) {
-				err = errors.New("want a positive threshold")
+			if err == nil && !(cfg.StopEU > 0 && !math.IsInf(cfg.StopEU, 1)) {
+				err = errors.New("want a finite positive threshold")
 			}
 		default:
 			err = errors.New("want agree=R or eu=X")
