@@ -28,6 +28,7 @@ import (
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
+	"github.com/umad-dev/umad/verifier"
 )
 
 func init() {
@@ -345,6 +346,9 @@ func trainReward(c *ucli.Context, rc *trainRunConfig) (reward.Mode, string, erro
 			return mode, "", err
 		}
 		if rc.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
+			return mode, "", err
+		}
+		if _, err := verifier.ReadTemplate(rc.VerifierPrompt); err != nil {
 			return mode, "", err
 		}
 	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
