@@ -165,6 +165,11 @@ func tinyFitsMachine(dir string, s Shape, vocab int) error {
 	if !ok {
 		mem = math.MaxInt64
 	}
+	// Go's heap may take twice what it holds before it collects: under an address-space
+	// limit, half of what the limit leaves is what may be filled.
+	if left, ok := sysmem.AddressSpaceLeft(); ok {
+		mem = min(mem, left/2)
+	}
 	disk := int64(math.MaxInt64)
 	var fs syscall.Statfs_t
 	if syscall.Statfs(dir, &fs) == nil {
