@@ -40,6 +40,8 @@ type HFConfig struct {
 	RopeLocalBaseFreq    float64  `json:"rope_local_base_freq,omitempty"`
 	QueryPreAttnScalar   float64  `json:"query_pre_attn_scalar,omitempty"`
 	LayerTypes           []string `json:"layer_types,omitempty"`
+	// UseBidirectionalAttention is set by embedding-style configs: not a causal decoder.
+	UseBidirectionalAttention bool `json:"use_bidirectional_attention,omitempty"`
 	// Soft-capping of logits, which umad does not implement: must be absent or null.
 	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping,omitempty"`
 	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping,omitempty"`
@@ -154,6 +156,12 @@ func (c *HFConfig) checkArch(d arch.Desc, s Shape) error {
 	}
 	if c.FinalLogitSoftcapping != nil || c.AttnLogitSoftcapping != nil {
 		return errors.New("logit soft-capping is not supported")
+	}
+	if c.UseBidirectionalAttention {
+		return errors.New("use_bidirectional_attention: an embedding model attends both ways; umad runs causal decoders only")
+	}
+	if len(c.LayerTypes) > 0 && len(c.LayerTypes) != s.Layers {
+		return fmt.Errorf("layer_types lists %d layers, num_hidden_layers is %d", len(c.LayerTypes), s.Layers)
 	}
 	if d.SlidingWindowPattern == 0 {
 		return nil
