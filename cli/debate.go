@@ -295,6 +295,28 @@ func parseStop(c *ucli.Context, cfg *debateConfig) error {
 	return nil
 }
 
+// checkPromptFloor refuses a --prompt-limit that a turn-1 prompt cannot fit even with
+// every response emptied (engine.CheckPromptFloor), with each model's tokenizer alone,
+// before anything loads: the debate failed at turn 1.
+func (cfg debateConfig) checkPromptFloor(problems []data.Problem) error {
+	if cfg.Turns < 2 {
+		return nil
+	}
+	agents := make([]engine.FloorAgent, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		m, err := engine.OpenVocab(a.Model)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		if agents[i].Format, err = m.Format(a.ChatFormat); err != nil {
+			return err
+		}
+		agents[i].Model = m
+	}
+	return engine.CheckPromptFloor(agents, problems, cfg.debate(nil).Prompt, cfg.PromptLimit)
+}
+
 func (cfg debateConfig) problems() ([]data.Problem, error) {
 	if cfg.Data == "" {
 		return data.SyntheticWith(cfg.Synthetic, cfg.SyntheticSeed, *cfg.SyntheticSet)
@@ -330,6 +352,9 @@ func debateCmd(c *ucli.Context) error {
 	}
 	problems, err := cfg.problems()
 	if err != nil {
+		return err
+	}
+	if err := cfg.checkPromptFloor(problems); err != nil {
 		return err
 	}
 	out, err := outDir(c)

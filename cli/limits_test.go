@@ -137,3 +137,43 @@ func TestHugeVerifierPromptRefused(t *testing.T) {
 		}
 	}
 }
+
+// Issue 44: a --prompt-limit below the turn-1 debate prompt (every response emptied)
+// passed the plan and the memory check, and the run failed after loading its agents. It
+// is refused before any model loads, by train (--dry-run too), debate and an experiment's
+// plan; a limit that fits passes.
+func TestPromptFloorCheckedBeforeLoading(t *testing.T) {
+	tiny := testmodel.Tiny(t, "qwen2")
+	hf, gguf := filepath.Join(tiny, "hf"), filepath.Join(tiny, "model.gguf")
+	train := func(limit string, extra ...string) []string {
+		return append([]string{"train", "--agent", hf, "--agent", hf, "--algo", "ippo", "--turns", "2", "--synthetic", "8",
+			"--batch", "2", "-g", "2", "--val-synthetic", "2", "--max-tokens", "8", "--prompt-limit", limit,
+			"--out", filepath.Join(t.TempDir(), "run")}, extra...)
+	}
+	debate := func(limit string) []string {
+		return []string{"debate", "--agent", gguf, "--agent", gguf, "--synthetic", "2", "-k", "1", "--turns", "2",
+			"--max-tokens", "8", "--prompt-limit", limit, "--threads", "1", "--out", filepath.Join(t.TempDir(), "run")}
+	}
+	const want = "--prompt-limit 256 is too small for agent 0, problem 0: debate prompt of turn 1:"
+	for _, args := range [][]string{train("256", "--dry-run"), train("256"), debate("256")} {
+		_, _, err := runApp(t, args...)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "even with every response emptied, limit 256") {
+			t.Errorf("%s --prompt-limit 256: %v, want %q", args[0], err, want)
+		}
+		if _, err := os.Stat(args[len(args)-1]); err == nil && args[0] == "debate" {
+			t.Errorf("the refused debate left %s", args[len(args)-1])
+		}
+	}
+	if _, _, err := runApp(t, train("320", "--dry-run")...); err != nil {
+		t.Errorf("train --dry-run --prompt-limit 320: %v", err)
+	}
+	dir := t.TempDir()
+	grid := filepath.Join(dir, "grid.toml")
+	text := strings.NewReplacer("OUT", filepath.Join(dir, "exp"), "Q2", tiny, "Q3", testmodel.Tiny(t, "qwen3"), "prompt-limit = 512", "prompt-limit = 256").Replace(expGrid)
+	if err := os.WriteFile(grid, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runApp(t, "experiment", "--dry-run", grid); err == nil || !strings.Contains(err.Error(), "--prompt-limit 256 is too small") {
+		t.Errorf("experiment --dry-run with train prompt-limit 256: %v", err)
+	}
+}

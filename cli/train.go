@@ -556,7 +556,7 @@ func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *traine
 		return err
 	}
 	cfg.Progress = c.App.Writer
-	return nil
+	return cfg.CheckPromptFloor() // with the tokenizers alone, before any model loads
 }
 
 // splitCores gives an overlapped run's rollout engines and libtorch half the cores each,
