@@ -77,7 +77,7 @@ func pluginConfig(s model.Shape) (torch.Config, error) {
 	c := torch.Config{
 		Arch: torch.Arch(d.Plugin), QKNorm: d.QKNorm, SlidingWindow: s.SlidingWindow, VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
 		NumHeads: s.Heads, NumKVHeads: s.KVHeads, HeadDim: s.HeadDim, RopeTheta: s.RopeTheta,
-		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias,
+		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias, QueryScalar: s.QueryScalar,
 	}
 	if s.SlidingWindow > 0 {
 		c.RopeLocalTheta = d.LocalRopeTheta

@@ -291,6 +291,10 @@ type tinyTensor struct {
 	permuteHeads int
 	// offset is added to a norm weight in the GGUF (Gemma's HF weights are the scale - 1).
 	offset float32
+	// scale multiplies a q-norm weight in the GGUF after its offset (Shape.queryNormScale):
+	// llama.cpp's attention scale is fixed, so a Gemma 3 query scalar it does not use is
+	// folded into q. 0: none.
+	scale float32
 }
 
 func tinyTensors(s Shape, seed uint64) []tinyTensor {
@@ -327,6 +331,9 @@ func tinyTensors(s Shape, seed uint64) []tinyTensor {
 		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
 		if d.QKNorm {
 			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
+			if c := s.queryNormScale(); c != 1 {
+				ts[len(ts)-1].scale = c
+			}
 			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
 		}
 		if d.SandwichNorm {
@@ -382,6 +389,9 @@ func (t tinyTensor) writer(gguf bool) WriteFunc {
 			for i := range vals[:n] {
 				if t.norm { // a scale of about 1 either way
 					vals[i] = float32(1+normStd*rng.NormFloat64()) - t.offset + shift
+					if gguf && t.scale != 0 {
+						vals[i] *= t.scale
+					}
 				} else {
 					vals[i] = float32(weightStd * rng.NormFloat64())
 				}
@@ -509,7 +519,11 @@ func hfConfigOf(s Shape, ids specialIDs) HFConfig {
 	if d.SlidingWindowPattern > 0 {
 		c.HiddenAct, c.HiddenActivation = "", d.Activation
 		c.SlidingWindow, c.SlidingWindowPattern = &s.SlidingWindow, d.SlidingWindowPattern
-		c.RopeLocalBaseFreq, c.QueryPreAttnScalar = d.LocalRopeTheta, float64(s.HeadDim)
+		q := s.QueryScalar
+		if q == 0 {
+			q = float64(s.HeadDim)
+		}
+		c.RopeLocalBaseFreq, c.QueryPreAttnScalar = d.LocalRopeTheta, &q
 		for i := range s.Layers {
 			c.LayerTypes = append(c.LayerTypes, layerType(d, i))
 		}
