@@ -154,7 +154,7 @@ func TestPromptFloorCheckedBeforeLoading(t *testing.T) {
 		return []string{"debate", "--agent", gguf, "--agent", gguf, "--synthetic", "2", "-k", "1", "--turns", "2",
 			"--max-tokens", "8", "--prompt-limit", limit, "--threads", "1", "--out", filepath.Join(t.TempDir(), "run")}
 	}
-	const want = "--prompt-limit 256 is too small for agent 0, problem 0: debate prompt of turn 1:"
+	const want = "--prompt-limit 256 is too small for agent 0 even for the shortest question, problem "
 	for _, args := range [][]string{train("256", "--dry-run"), train("256"), debate("256")} {
 		_, _, err := runApp(t, args...)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "even with every response emptied, limit 256") {

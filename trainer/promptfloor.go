@@ -10,8 +10,8 @@ import (
 	"github.com/umad-dev/umad/model"
 )
 
-// CheckPromptFloor refuses, before any model loads, a prompt limit that a turn-1 debate
-// prompt of the training or validation problems cannot fit (engine.CheckPromptFloor): the
+// CheckPromptFloor refuses, before any model loads, a prompt limit below the turn-1 floor
+// of the settings (engine.CheckPromptFloor) for the training or validation problems: the
 // run failed there after loading its agents, at the step-0 validation. Each agent's
 // tokenizer is llama.cpp's, loaded from a GGUF of its metadata alone.
 func (c *Config) CheckPromptFloor() error {
