@@ -200,6 +200,9 @@ func combine(a, b [][]string, op string) ([][]string, bool) {
 				terms[k] = "(" + a[i][k] + ")*(" + b[k][j] + ")"
 			}
 			out[i][j] = strings.Join(terms, "+")
+			if len(out[i][j]) > maxAnswerBytes {
+				return nil, false // a chain of products grows each cell: bounded as an answer is
+			}
 		}
 	}
 	return out, true
