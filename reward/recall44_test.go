@@ -28,6 +28,7 @@ var recallCases44 = []struct {
 	{"several boxes", `{4, 7}`, `\boxed{4} and \boxed{8}`, false},
 	{"several boxes", `{4, 7}`, `\boxed{7}`, false},
 	{"several boxes", `{4, 4, 7}`, `\boxed{4} and \boxed{7}`, true}, // a set has no repeats
+	{"several boxes", `{0, 1}`, `{1,000}`, false},                   // thousands, not a set
 
 	{"joined lists", `(5,2), (2,5)`, `(2,5) or (5,2)`, true},
 	{"joined lists", `(3,1),(5,1)`, `p=3,q=1; p=5,q=1`, true},

@@ -60,7 +60,8 @@ func closesAtEnd(s string) bool {
 // setBraces returns the inside of "\{ ... \}", or of "{4, 7}": plain braces around a
 // list.
 func setBraces(s string) (string, bool) {
-	if len(s) >= 2 && s[0] == '{' && s[len(s)-1] == '}' && closesAtEnd(s) && len(splitTop(s[1:len(s)-1], ",")) > 1 {
+	if len(s) >= 2 && s[0] == '{' && s[len(s)-1] == '}' && closesAtEnd(s) && len(splitTop(s[1:len(s)-1], ",")) > 1 &&
+		!thousandsRe.MatchString(strings.TrimSpace(s[1:len(s)-1])) { // "{1,000}" is no set
 		return s[1 : len(s)-1], true
 	}
 	if !strings.HasPrefix(s, `\{`) || !strings.HasSuffix(s, `\}`) || len(s) < 4 {
