@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -281,8 +282,8 @@ func parseStop(c *ucli.Context, cfg *debateConfig) error {
 			}
 		case "eu":
 			cfg.StopEU, err = strconv.ParseFloat(v, 64)
-			if err == nil && !(cfg.StopEU > 0) {
-				err = errors.New("want a positive threshold")
+			if err == nil && !(cfg.StopEU > 0 && !math.IsInf(cfg.StopEU, 1)) {
+				err = errors.New("want a finite positive threshold")
 			}
 		default:
 			err = errors.New("want agree=R or eu=X")
@@ -292,6 +293,28 @@ func parseStop(c *ucli.Context, cfg *debateConfig) error {
 		}
 	}
 	return nil
+}
+
+// checkPromptFloor refuses a --prompt-limit that a turn-1 prompt cannot fit even with
+// every response emptied (engine.CheckPromptFloor), with each model's tokenizer alone,
+// before anything loads: the debate failed at turn 1.
+func (cfg debateConfig) checkPromptFloor(problems []data.Problem) error {
+	if cfg.Turns < 2 {
+		return nil
+	}
+	agents := make([]engine.FloorAgent, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		m, err := engine.OpenVocab(a.Model)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		if agents[i].Format, err = m.Format(a.ChatFormat); err != nil {
+			return err
+		}
+		agents[i].Model = m
+	}
+	return engine.CheckPromptFloor(agents, problems, cfg.debate(nil).Prompt, cfg.PromptLimit)
 }
 
 func (cfg debateConfig) problems() ([]data.Problem, error) {
@@ -329,6 +352,9 @@ func debateCmd(c *ucli.Context) error {
 	}
 	problems, err := cfg.problems()
 	if err != nil {
+		return err
+	}
+	if err := cfg.checkPromptFloor(problems); err != nil {
 		return err
 	}
 	out, err := outDir(c)

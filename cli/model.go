@@ -53,6 +53,9 @@ func modelTiny(c *ucli.Context) error {
 		return err
 	}
 	if shape != nil {
+		if c.IsSet("arch") && name != string(shape.Arch) {
+			return fmt.Errorf("--arch %s and --preset %s (a %s model) disagree: give one of them", name, c.String("preset"), shape.Arch)
+		}
 		name = string(shape.Arch)
 	}
 	fam, err := chat.ForArch(name)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,18 @@ func TestModelTinyLayers(t *testing.T) {
 		if _, _, err := runApp(t, append([]string{"model", "tiny", "--out", filepath.Join(t.TempDir(), "x")}, args...)...); err == nil {
 			t.Errorf("model tiny %v was accepted", args)
 		}
+	}
+}
+
+// Issue 44: --arch and a --preset of another architecture disagree; model tiny wrote the
+// preset's model and ignored --arch. It is refused in one line, and nothing is written.
+func TestModelTinyArchPresetDisagree(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "tiny")
+	_, _, err := runApp(t, "model", "tiny", "--arch", "qwen2", "--preset", "gemma-3-1b", "--layers", "1", "--out", out)
+	if want := "--arch qwen2 and --preset gemma-3-1b (a gemma3 model) disagree"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%v, want %q", err, want)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("the refused model tiny wrote %s", out)
 	}
 }

@@ -43,6 +43,9 @@ type recipeValue struct {
 	Flag   string `json:"flag"`
 	Value  string `json:"value"`
 	Source string `json:"source"`
+	// Given is set when the command line gave the flag, with the recipe's own value: the
+	// run keeps it as given (a LoRA run does not scale an explicit --lr).
+	Given bool `json:"given,omitempty"`
 }
 
 func recorded(s recipe.Setting) recipeValue {
@@ -105,8 +108,9 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
 		if rival, ok := recipeRivals[s.Flag]; ok && c.IsSet(rival.flag) && rival.gives(c) {
 			given = rival.flag
 		}
+		explicit := c.IsSet(given)
 		switch {
-		case !c.IsSet(given):
+		case !explicit:
 			if err := c.Set(s.Flag, fmt.Sprint(s.Value)); err != nil {
 				return nil, fmt.Errorf("--recipe %s: %s: %w", r.Name, s.Arg(), err)
 			}
@@ -114,7 +118,9 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
 			run.Overrides = append(run.Overrides, recipeOverride{Recipe: recorded(s), Flag: given})
 			continue
 		}
-		run.Set = append(run.Set, recorded(s)) // also when given with the recipe's own value
+		v := recorded(s) // also when given with the recipe's own value
+		v.Given = explicit
+		run.Set = append(run.Set, v)
 	}
 	return run, nil
 }
@@ -141,13 +147,14 @@ func problemSets(c *ucli.Context) ([]string, error) {
 }
 
 // scaleLoRALR multiplies the learning rate of a LoRA run whose --lr the recipe set (see
-// recipe.LoRALRScale), in the run and in the record.
+// recipe.LoRALRScale), in the run and in the record. An --lr given explicitly, even with the
+// recipe's value, is never changed.
 func (run *recipeRun) scaleLoRALR(rc *trainRunConfig) {
 	if run == nil || rc.Trainer.LoRA.Rank == 0 {
 		return
 	}
 	for i, s := range run.Set {
-		if s.Flag == "lr" {
+		if s.Flag == "lr" && !s.Given {
 			rc.Trainer.Opt.LR = recipe.LoRALR(rc.Trainer.Opt.LR)
 			run.Set[i].Value = fmt.Sprint(rc.Trainer.Opt.LR)
 			run.Set[i].Source += fmt.Sprintf("; x%d for LoRA: %s", recipe.LoRALRScale, recipe.LoRAWhy)

@@ -247,7 +247,9 @@ func TestRecipeOverrides(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want float64
-	}{{[]string{"--lora-rank", "4"}, 1e-5}, {[]string{"--lora-rank", "4", "--lr", "3e-5"}, 3e-5}, {nil, 1e-6}} {
+	}{{[]string{"--lora-rank", "4"}, 1e-5}, {[]string{"--lora-rank", "4", "--lr", "3e-5"}, 3e-5}, {nil, 1e-6},
+		// An explicit --lr equal to the recipe's is given, not the recipe's: never scaled.
+		{[]string{"--lora-rank", "4", "--lr", "1e-6"}, 1e-6}} {
 		r, err := resolveTrainArgs(t, append([]string{"--recipe", "paper", "--algo", "ippo"}, tc.args...)...)
 		if err != nil {
 			t.Fatal(err)

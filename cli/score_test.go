@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -92,5 +93,39 @@ func TestScoreRejectsBadInput(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Issue 44: with max_position_embeddings 1 the plugin scored 50 tokens while llama.cpp
+// refused them; both scorers now refuse a sequence longer than the model's context, with
+// the same words.
+func TestScorersAgreeOnContext(t *testing.T) {
+	hf := tinyHFDir(t, "qwen2")
+	cfg, err := os.ReadFile(filepath.Join(hf, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := regexp.MustCompile(`"max_position_embeddings": *\d+`).ReplaceAll(cfg, []byte(`"max_position_embeddings": 8`))
+	if bytes.Equal(short, cfg) {
+		t.Fatal("config.json has no max_position_embeddings to change")
+	}
+	if err := os.WriteFile(filepath.Join(hf, "config.json"), short, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gguf := filepath.Join(t.TempDir(), "m.gguf")
+	if _, _, err := runApp(t, "convert", "hf2gguf", hf, gguf); err != nil {
+		t.Fatal(err)
+	}
+	fits := writeLines(t, `{"prompt_tokens":[1,2,3,4],"response_tokens":[5,6,7,8]}`)
+	long := writeLines(t, `{"prompt_tokens":[1,2,3,4,5],"response_tokens":[6,7,8,9]}`)
+	for _, flag := range []string{"--model", "--gguf"} {
+		path := map[string]string{"--model": hf, "--gguf": gguf}[flag]
+		if _, _, err := runApp(t, "score", flag, path, "--in", fits, "--out", filepath.Join(t.TempDir(), "o.jsonl")); err != nil {
+			t.Errorf("score %s, 8 tokens in a context of 8: %v", flag, err)
+		}
+		_, _, err := runApp(t, "score", flag, path, "--in", long, "--out", filepath.Join(t.TempDir(), "o.jsonl"))
+		if want := "9 tokens are more than the model's context of 8"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("score %s, 9 tokens: %v, want %q", flag, err, want)
+		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
+	"github.com/umad-dev/umad/verifier"
 )
 
 func init() {
@@ -347,6 +348,9 @@ func trainReward(c *ucli.Context, rc *trainRunConfig) (reward.Mode, string, erro
 		if rc.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
 			return mode, "", err
 		}
+		if _, err := verifier.ReadTemplate(rc.VerifierPrompt); err != nil {
+			return mode, "", err
+		}
 	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
 		return mode, "", fmt.Errorf("--verifier-budget and --verifier-prompt need --reward %s=MODEL.gguf", reward.Verified)
 	}
@@ -552,7 +556,7 @@ func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *traine
 		return err
 	}
 	cfg.Progress = c.App.Writer
-	return nil
+	return cfg.CheckPromptFloor() // with the tokenizers alone, before any model loads
 }
 
 // splitCores gives an overlapped run's rollout engines and libtorch half the cores each,

@@ -83,7 +83,8 @@ func verifierFlags() []ucli.Flag {
 }
 
 // checkVerifierFlags refuses verifierFlags that do not go together: a prompt or budget
-// without a model, a model without its prompt, a negative budget.
+// without a model, a model without its prompt, a negative budget; and a prompt template
+// that does not read, before any work.
 func checkVerifierFlags(c *ucli.Context) error {
 	switch {
 	case c.Duration("verifier-budget") < 0:
@@ -92,6 +93,9 @@ func checkVerifierFlags(c *ucli.Context) error {
 		return errors.New("--verifier-budget and --verifier-prompt need --verifier")
 	case c.String("verifier") != "" && c.String("verifier-prompt") == "":
 		return errors.New("a verifier model needs --verifier-prompt FILE: its prompt template, as its authors publish it (README, \"Verifier model\")")
+	case c.String("verifier-prompt") != "":
+		_, err := verifier.ReadTemplate(c.String("verifier-prompt"))
+		return err
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
 package hfmodel
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,10 +18,12 @@ import (
 // modeling_gemma3 independently of the plugin: embedding x sqrt(hidden), per layer RMS norms
 // scaling by 1 + w before and after attention and MLP, QK-norm, rotate-half RoPE at the local
 // base on sliding-window layers (all but each sixth) and the global base on the others,
-// GeLU-tanh MLP, tied lm_head.
+// GeLU-tanh MLP, tied lm_head; scores scaled by query_pre_attn_scalar^-0.5, read from
+// config.json itself with Gemma3TextConfig's default of 256 where it is missing.
 type gemma3Ref struct {
-	s model.Shape
-	w map[string][]float64
+	s           model.Shape
+	w           map[string][]float64
+	queryScalar float64
 }
 
 func loadGemma3Ref(t *testing.T, dir string) gemma3Ref {
@@ -37,7 +41,20 @@ func loadGemma3Ref(t *testing.T, dir string) gemma3Ref {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r := gemma3Ref{s: s, w: map[string][]float64{}}
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := struct {
+		Scalar *float64 `json:"query_pre_attn_scalar"`
+	}{}
+	if err := json.Unmarshal(raw, &q); err != nil {
+		t.Fatal(err)
+	}
+	r := gemma3Ref{s: s, w: map[string][]float64{}, queryScalar: 256}
+	if q.Scalar != nil {
+		r.queryScalar = *q.Scalar
+	}
 	for _, name := range st.Names() {
 		tv, err := st.Tensor(name)
 		if err != nil {
@@ -140,7 +157,7 @@ func (r gemma3Ref) logits(tokens []int32) [][]float64 {
 					for i := range hd {
 						d += qs[t][hh*hd+i] * ks[j][kvh*hd+i]
 					}
-					scores[j-lo] = d / math.Sqrt(float64(hd))
+					scores[j-lo] = d / math.Sqrt(r.queryScalar)
 					mx = math.Max(mx, scores[j-lo])
 				}
 				var z float64
@@ -195,8 +212,19 @@ func TestGemma3MatchesFloat64Reference(t *testing.T) {
 	if len(seq) <= 2*ref.s.SlidingWindow {
 		t.Fatalf("sequence of %d tokens does not outrun the window of %d", len(seq), ref.s.SlidingWindow)
 	}
-	prompt, resp := seq[:10], seq[10:]
 	for _, temp := range []float64{1, 0.6} {
+		if worst := refDelta(t, m, ref, seq, temp); worst > 1e-4 {
+			t.Errorf("T=%v: plugin and float64 reference differ by %g", temp, worst)
+		}
+	}
+}
+
+// refDelta is the largest difference between the plugin's log-probs and entropies of
+// seq[10:] after seq[:10] at temp and the float64 reference's.
+func refDelta(t *testing.T, m *Model, ref gemma3Ref, seq []int32, temp float64) float64 {
+	t.Helper()
+	prompt, resp := seq[:10], seq[10:]
+	{
 		lp, ent, err := m.LogProbs([][]int32{prompt}, [][]int32{resp}, temp)
 		if err != nil {
 			t.Fatal(err)
@@ -222,8 +250,73 @@ func TestGemma3MatchesFloat64Reference(t *testing.T) {
 			worst = max(worst, math.Abs(float64(lp[0][j])-(row[tok]/temp-lz)), math.Abs(float64(ent[0][j])-h))
 		}
 		t.Logf("T=%v: max |delta| %.2g", temp, worst)
-		if worst > 1e-4 {
-			t.Errorf("T=%v: plugin and float64 reference differ by %g", temp, worst)
+		return worst
+	}
+}
+
+// Issue 44: Gemma 3 with query_pre_attn_scalar missing from config.json was scaled by
+// head_dim (the key read as 0); transformers takes its default of 256. On the tiny model
+// (head_dim 32) the plugin now matches the float64 reference, which reads the key itself,
+// with the key missing, stated as 256 and stated as head_dim; missing equals 256 exactly,
+// and both differ from head_dim's scaling.
+func TestGemma3QueryPreAttnScalar(t *testing.T) {
+	rt := torchtest.Open(t)
+	tiny := filepath.Join(testmodel.Tiny(t, "gemma3"), "hf")
+	var seq []int32
+	for i := range 24 {
+		seq = append(seq, int32((i*131+7)%200))
+	}
+	lps := map[string][]float32{}
+	for _, c := range []struct {
+		name   string
+		scalar any // nil: the key removed
+	}{{"missing", nil}, {"256", 256}, {"head_dim", 32}} {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(tiny)); err != nil {
+			t.Fatal(err)
 		}
+		raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg["head_dim"] != float64(32) {
+			t.Fatalf("the tiny Gemma 3 has head_dim %v; the test needs one that is not 256", cfg["head_dim"])
+		}
+		delete(cfg, "query_pre_attn_scalar")
+		if c.scalar != nil {
+			cfg["query_pre_attn_scalar"] = c.scalar
+		}
+		if raw, err = json.Marshal(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(rt, dir, torch.ModelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if worst := refDelta(t, m, loadGemma3Ref(t, dir), seq, 1); worst > 1e-4 {
+			t.Errorf("query_pre_attn_scalar %s: plugin and float64 reference differ by %g", c.name, worst)
+		}
+		lp, _, err := m.LogProbs([][]int32{seq[:10]}, [][]int32{seq[10:]}, 1)
+		m.Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lps[c.name] = lp[0]
+	}
+	var sameGap, headGap float64
+	for j := range lps["missing"] {
+		sameGap = max(sameGap, math.Abs(float64(lps["missing"][j]-lps["256"][j])))
+		headGap = max(headGap, math.Abs(float64(lps["missing"][j]-lps["head_dim"][j])))
+	}
+	t.Logf("missing vs 256: %g; missing vs head_dim: %g", sameGap, headGap)
+	if sameGap != 0 || headGap < 1e-2 {
+		t.Errorf("the key missing is %g from 256 (want 0) and %g from head_dim (want > 0.01)", sameGap, headGap)
 	}
 }

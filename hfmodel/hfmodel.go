@@ -33,6 +33,39 @@ type Model struct {
 	side map[string][]byte
 	// base is the absolute directory of the base weights: a LoRA checkpoint names it.
 	base string
+	// context is max_position_embeddings (0: unknown): longer sequences are refused, as
+	// llama.cpp refuses them past n_ctx_train.
+	context int
+}
+
+// LogProbs is the plugin's LogProbs, refusing a sequence longer than the model's context.
+func (m *Model) LogProbs(prompts, responses [][]int32, temperature float64) (logp, ent [][]float32, err error) {
+	if err := m.checkContext(prompts, responses); err != nil {
+		return nil, nil, err
+	}
+	return m.Model.LogProbs(prompts, responses, temperature)
+}
+
+// BaseLogProbs is the plugin's BaseLogProbs, refusing a sequence longer than the context.
+func (m *Model) BaseLogProbs(prompts, responses [][]int32, temperature float64) (logp, ent [][]float32, err error) {
+	if err := m.checkContext(prompts, responses); err != nil {
+		return nil, nil, err
+	}
+	return m.Model.BaseLogProbs(prompts, responses, temperature)
+}
+
+// checkContext refuses a prompt and response longer than max_position_embeddings, with
+// llama.cpp's words: both scorers agree on what a model can score.
+func (m *Model) checkContext(prompts, responses [][]int32) error {
+	if m.context <= 0 {
+		return nil
+	}
+	for i := range min(len(prompts), len(responses)) {
+		if n := len(prompts[i]) + len(responses[i]); n > m.context {
+			return fmt.Errorf("%d tokens are more than the model's context of %d", n, m.context)
+		}
+	}
+	return nil
 }
 
 // pluginConfig converts the model package's architecture description.
@@ -44,7 +77,7 @@ func pluginConfig(s model.Shape) (torch.Config, error) {
 	c := torch.Config{
 		Arch: torch.Arch(d.Plugin), QKNorm: d.QKNorm, SlidingWindow: s.SlidingWindow, VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
 		NumHeads: s.Heads, NumKVHeads: s.KVHeads, HeadDim: s.HeadDim, RopeTheta: s.RopeTheta,
-		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias,
+		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias, QueryScalar: s.QueryScalar,
 	}
 	if s.SlidingWindow > 0 {
 		c.RopeLocalTheta = d.LocalRopeTheta
@@ -111,7 +144,7 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	m := &Model{Model: tm}
+	m := &Model{Model: tm, context: shape.Context}
 	if m.base, err = filepath.Abs(dir); err != nil {
 		m.Free()
 		return nil, err

@@ -349,6 +349,8 @@ struct Model {
       throw ArgError("unknown architecture code " + std::to_string(c.arch));
     if (gemma3() && (c.sliding_window <= 0 || !(c.rope_local_theta > 0)))
       throw ArgError("gemma3 needs a positive sliding window and local rope base");
+    if (c.query_pre_attn_scalar < 0 || (c.query_pre_attn_scalar > 0 && !gemma3()))
+      throw ArgError("query_pre_attn_scalar is Gemma 3's and must be positive");
     if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
         c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
         c.head_dim % 2 != 0)
@@ -925,6 +927,8 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
   };
   q = rope(q);
   k = rope(k);
+  // Attention scales scores by 1/sqrt(head_dim); Gemma 3's query_pre_attn_scalar replaces it.
+  if (c.query_pre_attn_scalar > 0) q = q * std::sqrt(double(hd) / c.query_pre_attn_scalar);
   // Attention per sequence of the packed row: no compute on other sequences or padding.
   std::vector<Tensor> outs;
   outs.reserve(b.lens.size());

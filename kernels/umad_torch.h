@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 11
+#define UMAD_TORCH_ABI_VERSION 12
 
 enum {
   UMAD_OK = 0,
@@ -96,6 +96,9 @@ typedef struct umad_model_config {
    * with the architecture code. */
   int64_t sliding_window;
   double rope_local_theta;
+  /* Gemma 3's query_pre_attn_scalar where it is not head_dim: attention scores are scaled
+   * by 1/sqrt(it) instead of 1/sqrt(head_dim). 0: head_dim. */
+  double query_pre_attn_scalar;
   /* ZeRO: a trainable model whose AdamW moments are part shard_rank of shard_world from the
    * start (umad_internal.h's shard_bounds): they are never whole, and a write of a moment
    * keeps this part of the whole tensor given. 0 or 1 ranks: whole. */

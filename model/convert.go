@@ -22,6 +22,11 @@ var fileTypeOf = map[GGMLType]uint32{TypeF32: 0, TypeF16: 1, TypeQ8_0: 7, TypeBF
 // cannot be recovered exactly; llama.cpp ignores keys outside its namespaces.
 const ropeScalingKey = "umad.hf.rope_scaling"
 
+// queryScalarKey keeps Gemma 3's query_pre_attn_scalar where it is not head_dim: llama.cpp
+// has no key for it, and the GGUF folds it into the q-norm weights (Shape.queryNormScale),
+// from which the reader takes it back out.
+const queryScalarKey = "umad.hf.query_pre_attn_scalar"
+
 // convertChunkBytes is how much of a tensor is converted at a time: large enough for disk
 // speed, small enough that memory does not grow with the model.
 const convertChunkBytes = 4 << 20
@@ -226,6 +231,9 @@ func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error)
 			return nil, err
 		}
 		kvs = append(kvs, KV{ropeScalingKey, string(b)})
+	}
+	if s.QueryScalar != 0 {
+		kvs = append(kvs, KV{queryScalarKey, s.QueryScalar})
 	}
 	kvs = append(kvs, vocabKVs(tok.voc, tok.fam)...)
 	for _, id := range []struct {

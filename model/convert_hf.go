@@ -154,6 +154,11 @@ func ggufShape(g *GGUF) (Shape, error) {
 	if s.RopeScaling, err = ggufRopeScaling(g, s); err != nil {
 		return Shape{}, err
 	}
+	if _, ok := g.Lookup(queryScalarKey); ok {
+		if s.QueryScalar, err = g.Float(queryScalarKey); err != nil {
+			return Shape{}, err
+		}
+	}
 	if err := s.Validate(); err != nil {
 		return Shape{}, err
 	}
@@ -248,8 +253,8 @@ func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType) WriteFunc {
 			return err
 		}
 		r := io.NewSectionReader(g.r, g.DataOffset+info.Offset, info.Size)
-		if t.offset != 0 {
-			return shiftVector(w, r, info.Type, dst, -t.offset)
+		if t.offset != 0 || t.scale != 0 {
+			return shiftVector(w, r, info.Type, dst, t, false)
 		}
 		return convertRows(w, r, info.Type, dst, t.shape, t.permuteHeads, deinterleaveRows)
 	}

@@ -55,3 +55,52 @@ func TestGemma3NeedsAGlobalLayer(t *testing.T) {
 		t.Errorf("gemma3 with 6 layers: %v", err)
 	}
 }
+
+// editConfig rewrites dir/config.json through edit.
+func editConfig(t *testing.T, dir string, edit func(map[string]any)) {
+	t.Helper()
+	path := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 44: an embedding-style Gemma 3 config (use_bidirectional_attention) ran as causal,
+// and a layer_types list longer than num_hidden_layers passed hf2gguf; both are refused,
+// by the config's shape and by the conversion.
+func TestGemma3ConfigRefusals(t *testing.T) {
+	for _, c := range []struct {
+		edit func(map[string]any)
+		want string
+	}{
+		{func(m map[string]any) { m["use_bidirectional_attention"] = true }, "use_bidirectional_attention"},
+		{func(m map[string]any) {
+			m["layer_types"] = append(m["layer_types"].([]any), "sliding_attention")
+		}, "layer_types lists 7 layers, num_hidden_layers is 6"},
+	} {
+		dir := filepath.Join(writeTestTiny(t, "gemma3", TinyOptions{Seed: 1}), "hf")
+		editConfig(t, dir, c.edit)
+		cfg, err := LoadHFConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cfg.Shape(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Shape: %v, want %q", err, c.want)
+		}
+		if err := HFToGGUF(dir, filepath.Join(t.TempDir(), "m.gguf"), HFToGGUFOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("HFToGGUF: %v, want %q", err, c.want)
+		}
+	}
+}

@@ -38,8 +38,10 @@ type HFConfig struct {
 	SlidingWindow        *int     `json:"sliding_window,omitempty"`
 	SlidingWindowPattern int      `json:"sliding_window_pattern,omitempty"`
 	RopeLocalBaseFreq    float64  `json:"rope_local_base_freq,omitempty"`
-	QueryPreAttnScalar   float64  `json:"query_pre_attn_scalar,omitempty"`
+	QueryPreAttnScalar   *float64 `json:"query_pre_attn_scalar,omitempty"`
 	LayerTypes           []string `json:"layer_types,omitempty"`
+	// UseBidirectionalAttention is set by embedding-style configs: not a causal decoder.
+	UseBidirectionalAttention bool `json:"use_bidirectional_attention,omitempty"`
 	// Soft-capping of logits, which umad does not implement: must be absent or null.
 	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping,omitempty"`
 	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping,omitempty"`
@@ -133,6 +135,16 @@ func (c *HFConfig) Shape() (Shape, error) {
 	if c.SlidingWindow != nil && d.SlidingWindowPattern > 0 { // Qwen2's is off unless use_sliding_window
 		s.SlidingWindow = *c.SlidingWindow
 	}
+	if d.QueryPreAttnDefault > 0 {
+		// transformers' default where the key is missing (it read as 0 and scaled by head_dim).
+		s.QueryScalar = d.QueryPreAttnDefault
+		if c.QueryPreAttnScalar != nil {
+			s.QueryScalar = *c.QueryPreAttnScalar
+		}
+		if s.QueryScalar == float64(s.HeadDim) {
+			s.QueryScalar = 0
+		}
+	}
 	if err := s.Validate(); err != nil {
 		return Shape{}, fmt.Errorf("hf config: %w", err)
 	}
@@ -155,6 +167,12 @@ func (c *HFConfig) checkArch(d arch.Desc, s Shape) error {
 	if c.FinalLogitSoftcapping != nil || c.AttnLogitSoftcapping != nil {
 		return errors.New("logit soft-capping is not supported")
 	}
+	if c.UseBidirectionalAttention {
+		return errors.New("use_bidirectional_attention: an embedding model attends both ways; umad runs causal decoders only")
+	}
+	if len(c.LayerTypes) > 0 && len(c.LayerTypes) != s.Layers {
+		return fmt.Errorf("layer_types lists %d layers, num_hidden_layers is %d", len(c.LayerTypes), s.Layers)
+	}
 	if d.SlidingWindowPattern == 0 {
 		return nil
 	}
@@ -168,9 +186,6 @@ func (c *HFConfig) checkArch(d arch.Desc, s Shape) error {
 	}
 	if b := c.RopeLocalBaseFreq; b != 0 && b != d.LocalRopeTheta {
 		return fmt.Errorf("rope_local_base_freq %v: %s needs %v", b, d.Name, d.LocalRopeTheta)
-	}
-	if q := c.QueryPreAttnScalar; q != 0 && q != float64(s.HeadDim) {
-		return fmt.Errorf("query_pre_attn_scalar %v: only head_dim (%d) is supported", q, s.HeadDim)
 	}
 	return nil
 }

@@ -42,6 +42,32 @@ type Shape struct {
 	QKVBias        bool         // q/k/v projection biases (Qwen2)
 	RopeScaling    *RopeScaling // nil: none; only Llama 3 ("llama3") scaling is supported
 	SlidingWindow  int          // tokens a sliding-window layer sees (Gemma 3); 0: none
+	// QueryScalar is Gemma 3's query_pre_attn_scalar where it is not head_dim: attention
+	// scores are scaled by 1/sqrt(QueryScalar). 0: by 1/sqrt(head_dim).
+	QueryScalar float64
+}
+
+// llamaQueryScalar is the query scalar llama.cpp's Gemma 3 graph uses, which no GGUF key
+// sets: hidden/heads for its 27B (62 layers), head_dim otherwise.
+func (s Shape) llamaQueryScalar() float64 {
+	if s.Layers == 62 {
+		return float64(s.Hidden / s.Heads)
+	}
+	return float64(s.HeadDim)
+}
+
+// queryNormScale is the factor a GGUF's q-norm weights carry so that llama.cpp, which
+// scales by its own llamaQueryScalar, scales attention scores by 1/sqrt(QueryScalar):
+// sqrt(llama's / ours), as q is linear in its norm's weight. 1 where they agree.
+func (s Shape) queryNormScale() float32 {
+	want := s.QueryScalar
+	if want == 0 {
+		want = float64(s.HeadDim)
+	}
+	if d, ok := s.Arch.desc(); !ok || d.QueryPreAttnDefault == 0 || want == s.llamaQueryScalar() {
+		return 1
+	}
+	return float32(math.Sqrt(s.llamaQueryScalar() / want))
 }
 
 // RopeScaling is config.json's rope_scaling block (Llama 3 style).
@@ -112,6 +138,9 @@ func (s Shape) Validate() error {
 		return fmt.Errorf("shape: %s needs at least %d layers (one attends globally), got %d", s.Arch, d.SlidingWindowPattern, s.Layers)
 	case s.SlidingWindow < 0 || s.SlidingWindow > math.MaxInt32:
 		return fmt.Errorf("shape: sliding window %d out of range", s.SlidingWindow)
+	case s.QueryScalar != 0 && (d.QueryPreAttnDefault == 0 || !(s.QueryScalar > 0) || s.QueryScalar > math.MaxInt32):
+		return fmt.Errorf("shape: query_pre_attn_scalar %v: want a positive value, and only for %s", s.QueryScalar,
+			withFlag(func(d arch.Desc) bool { return d.QueryPreAttnDefault > 0 }))
 	case s.QKVBias && !d.QKVBias:
 		return fmt.Errorf("shape: q/k/v biases are only supported for %s", withFlag(func(d arch.Desc) bool { return d.QKVBias }))
 	}

@@ -12,10 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/internal/sysmem"
 )
 
 // TinyOptions configures WriteTiny.
@@ -138,64 +136,6 @@ func writeTiny(dir string, opt TinyOptions) error {
 	return writeJSON(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
 }
 
-// tinyVocabSize is the size of the vocabulary WriteTiny writes, known before it is built:
-// the tokenizer's, the padded size, or 0 for the tiny tokenizer's few hundred tokens.
-func tinyVocabSize(s Shape, opt TinyOptions) int {
-	switch {
-	case opt.Tokenizer != nil:
-		return opt.Tokenizer.Len()
-	case opt.VocabSize > 0:
-		return opt.VocabSize
-	}
-	return s.Vocab
-}
-
-// What writing a vocabulary costs per token, measured at 1M-2M tokens: about 270 bytes of
-// memory (its strings, maps and tokenizer.json's encoding) and 55 of disk (its text in the
-// GGUF and in tokenizer.json).
-const (
-	tinyTokenMemory = 300
-	tinyTokenDisk   = 64
-)
-
-// tinyFitsMachine is tinyFits with the memory available and the disk free under dir; either
-// check is skipped where it cannot be read.
-func tinyFitsMachine(dir string, s Shape, vocab int) error {
-	mem, ok := sysmem.Available()
-	if !ok {
-		mem = math.MaxInt64
-	}
-	disk := int64(math.MaxInt64)
-	var fs syscall.Statfs_t
-	if syscall.Statfs(dir, &fs) == nil {
-		disk = int64(fs.Bavail) * fs.Bsize
-	}
-	return tinyFits(s, vocab, mem, disk)
-}
-
-// tinyFits refuses, before anything is allocated, a model of shape s with a vocabulary of
-// vocab tokens that needs more than mem bytes of memory or disk bytes of disk: an absurd
-// --vocab or preset was killed half-way instead.
-func tinyFits(s Shape, vocab int, mem, disk int64) error {
-	s.Vocab = vocab
-	needDisk := int64(vocab) * tinyTokenDisk
-	for _, t := range tinyTensors(s, 0) {
-		n, err := shapeBytes(t.shape, 4)
-		if err != nil {
-			return err
-		}
-		needDisk += 2 * n // in the GGUF and in the safetensors file
-	}
-	gib := func(n int64) float64 { return float64(n) / (1 << 30) }
-	if needMem := int64(vocab) * tinyTokenMemory; needMem > mem {
-		return fmt.Errorf("a vocabulary of %d tokens needs about %.2f GiB of memory to write; %.2f GiB is available", vocab, gib(needMem), gib(mem))
-	}
-	if needDisk > disk {
-		return fmt.Errorf("the model takes about %.2f GiB of disk; %.2f GiB is free there", gib(needDisk), gib(disk))
-	}
-	return nil
-}
-
 func tinyShape(opt TinyOptions) (Shape, error) {
 	if opt.Shape == nil {
 		return DefaultShape(Arch(opt.Arch))
@@ -286,6 +226,10 @@ type tinyTensor struct {
 	permuteHeads int
 	// offset is added to a norm weight in the GGUF (Gemma's HF weights are the scale - 1).
 	offset float32
+	// scale multiplies a q-norm weight in the GGUF after its offset (Shape.queryNormScale):
+	// llama.cpp's attention scale is fixed, so a Gemma 3 query scalar it does not use is
+	// folded into q. 0: none.
+	scale float32
 }
 
 func tinyTensors(s Shape, seed uint64) []tinyTensor {
@@ -322,6 +266,9 @@ func tinyTensors(s Shape, seed uint64) []tinyTensor {
 		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
 		if d.QKNorm {
 			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
+			if c := s.queryNormScale(); c != 1 {
+				ts[len(ts)-1].scale = c
+			}
 			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
 		}
 		if d.SandwichNorm {
@@ -377,6 +324,9 @@ func (t tinyTensor) writer(gguf bool) WriteFunc {
 			for i := range vals[:n] {
 				if t.norm { // a scale of about 1 either way
 					vals[i] = float32(1+normStd*rng.NormFloat64()) - t.offset + shift
+					if gguf && t.scale != 0 {
+						vals[i] *= t.scale
+					}
 				} else {
 					vals[i] = float32(weightStd * rng.NormFloat64())
 				}
@@ -504,7 +454,11 @@ func hfConfigOf(s Shape, ids specialIDs) HFConfig {
 	if d.SlidingWindowPattern > 0 {
 		c.HiddenAct, c.HiddenActivation = "", d.Activation
 		c.SlidingWindow, c.SlidingWindowPattern = &s.SlidingWindow, d.SlidingWindowPattern
-		c.RopeLocalBaseFreq, c.QueryPreAttnScalar = d.LocalRopeTheta, float64(s.HeadDim)
+		q := s.QueryScalar
+		if q == 0 {
+			q = float64(s.HeadDim)
+		}
+		c.RopeLocalBaseFreq, c.QueryPreAttnScalar = d.LocalRopeTheta, &q
 		for i := range s.Layers {
 			c.LayerTypes = append(c.LayerTypes, layerType(d, i))
 		}

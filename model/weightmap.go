@@ -104,16 +104,17 @@ func (m *WeightMap) Convert(w io.Writer, hfName string, src GGMLType, r io.Reade
 		return fmt.Errorf("tensor %q is %v; only F32, F16 and BF16 convert", hfName, src)
 	}
 	t := m.layout[i]
-	if t.offset != 0 {
-		return shiftVector(w, r, src, TypeF32, t.offset)
+	if t.offset != 0 || t.scale != 0 {
+		return shiftVector(w, r, src, TypeF32, t, true)
 	}
 	return convertRows(w, r, src, matrixType(m.typ, t.shape), t.shape, t.permuteHeads, interleaveRows)
 }
 
-// shiftVector converts a norm vector from src to dst with offset added (HF -> GGUF) or, with
-// a negative offset, taken away: Gemma's norms hold the scale minus 1 in HF, the scale in
-// GGUF. Vectors are small, so it is done in one piece.
-func shiftVector(w io.Writer, r io.Reader, src, dst GGMLType, offset float32) error {
+// shiftVector converts a norm vector of t from src to dst, HF -> GGUF (toGGUF) with t's
+// offset added and then its scale applied, or back: Gemma's norms hold the scale minus 1 in
+// HF, the scale in GGUF, and a q-norm may carry the query scalar (Shape.queryNormScale).
+// Vectors are small, so it is done in one piece.
+func shiftVector(w io.Writer, r io.Reader, src, dst GGMLType, t tinyTensor, toGGUF bool) error {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -122,8 +123,16 @@ func shiftVector(w io.Writer, r io.Reader, src, dst GGMLType, offset float32) er
 	if err != nil {
 		return err
 	}
+	scale := t.scale
+	if scale == 0 {
+		scale = 1
+	}
 	for i := range vals {
-		vals[i] += offset
+		if toGGUF {
+			vals[i] = (vals[i] + t.offset) * scale
+		} else {
+			vals[i] = vals[i]/scale - t.offset
+		}
 	}
 	out, err := EncodeTensor(dst, vals)
 	if err != nil {
@@ -161,7 +170,7 @@ func (m *WeightMap) Bytes(v TensorView) ([]byte, error) {
 		return nil, err
 	}
 	src, _ := ggmlTypeOfDType(v.DType) // checked
-	if t := m.layout[m.byHF[v.Name]]; src == w.Type && t.permuteHeads == 0 && t.offset == 0 {
+	if t := m.layout[m.byHF[v.Name]]; src == w.Type && t.permuteHeads == 0 && t.offset == 0 && t.scale == 0 {
 		return v.Data, nil
 	}
 	out := bytes.NewBuffer(make([]byte, 0, w.Bytes))

@@ -131,7 +131,7 @@ func unwrapText(s string) string {
 		}
 		after := strings.TrimSpace(s[i+len(cmd)+len(inner)+2:])
 		before := strings.TrimSpace(s[:i])
-		if !isUnitPower(after) || before == "" || isConnective(inner) {
+		if !isUnitPower(after) || before == "" || isConnective(inner) || isMeridiem(strings.TrimSpace(inner)) {
 			break
 		}
 		s = before
@@ -202,7 +202,7 @@ func isUnitWord(w string) bool {
 	for _, p := range []string{"^2", "^3", "^{2}", "^{3}"} {
 		w = strings.TrimSuffix(w, p)
 	}
-	if len(w) < 2 || w == "and" || w == "or" {
+	if len(w) < 2 || w == "and" || w == "or" || isMeridiem(w) {
 		return false
 	}
 	for i := 0; i < len(w); i++ {
@@ -211,4 +211,22 @@ func isUnitWord(w string) bool {
 		}
 	}
 	return true
+}
+
+// meridiemRe is a time's "am" or "pm" after its digits, in any spelling: "11:21 p.m.",
+// "11:21PM".
+var meridiemRe = regexp.MustCompile(`^(.*\d)\s*([aApP])\.?\s*[mM]\.?$`)
+
+// isMeridiem reports "am" or "pm": not a unit, since 11:21 pm is not 11:21 am.
+func isMeridiem(w string) bool {
+	w = strings.ToLower(w)
+	return w == "am" || w == "pm"
+}
+
+// spellMeridiem writes a time's am or pm one way, "11:21 pm", so that spellings agree.
+func spellMeridiem(s string) string {
+	if m := meridiemRe.FindStringSubmatch(s); m != nil {
+		return m[1] + " " + strings.ToLower(m[2]) + "m"
+	}
+	return s
 }

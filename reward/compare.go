@@ -11,7 +11,7 @@ import (
 // equal is robust equality of two forms.
 func (a form) equal(b form) bool {
 	if a.kind != b.kind {
-		return false
+		return namedPoint(a, b)
 	}
 	switch a.kind {
 	case kindText, kindChoice:

@@ -45,7 +45,10 @@
 // "\boxed{3} apples and \boxed{5} pears" is 3, 5), else its "the answer
 // is ..." sentence, else, in prose, its last math span that is more than a
 // lone letter ("So the result is \(17\)." is 17; of "$2+3=5$" the result
-// 5). It then parses the answer into a structure: a number or
+// 5, but "$7 = 11a+c$" stays an equation). A sentence that nothing marks,
+// holding words, exactly one number and no negation, is that number ("...
+// so the total cost is 10455 dollars." is 10455; "Final Answer: the
+// largest n is 34." is 34). It then parses the answer into a structure: a number or
 // expression, a tuple or interval (brackets must match: "(1,2]" differs
 // from "(1,2)"), a set or answer list separated by commas, semicolons,
 // "and" or "or" (order ignored; a set written with braces or "\pm" has no
@@ -53,16 +56,25 @@
 // multiplicity: "1,2,2" differs from "1,2", but a list that gives one value
 // in different forms, "\frac{639}{40}, 15\frac{39}{40}", states it once;
 // a one-element set is its element; a list that names two or more
-// variables, "x=1, y=2", is compared name by name), a union of intervals, an inequality, a matrix
+// variables, "x=1, y=2", is compared name by name, and equals the point
+// "(1, 2)" in the order written, but not the bare list "1, 2"; groups of
+// named values separated by semicolons, "p=3,q=1; p=5,q=1", are the points
+// (3,1), (5,1); a tuple may separate by semicolons, "(1;2;3)"; plain
+// braces around a list, "{4, 7}", are a set), a union of intervals, an inequality, a matrix
 // (pmatrix/bmatrix/matrix, or an array without column rules inside
-// brackets), a multiple-choice letter ("(B)", "B",
+// brackets; a sum, difference or product of matrix literals is the matrix
+// it computes), a sum "\sum_k a_k b_{n-k}" whose summand is a product of
+// indexed letters (compared as text with the factors in one order), a
+// true equation between constants ("\cos(\pi) = -1" is -1; "\det(A) = 4"
+// is 4 by its label), a multiple-choice letter ("(B)", "B",
 // "\text{(B)}"), an equation, or, where nothing parses, normalised text
 // (spaces removed; a single word compared case-blind).
 //
 // Before parsing it removes LaTeX noise (\left, \right, \!, \,, \;, ^\circ,
 // \$, $, \%, %, \displaystyle; control words written with two backslashes,
 // as JSON-escaped data carries them, get one), unwraps \text{...} and its
-// synonyms, drops trailing units ("5\text{ cm}^2", "10 inches"), labels in
+// synonyms, drops trailing units ("5\text{ cm}^2", "10 inches", "[60
+// degrees]"; never "am" or "pm", which tell times apart), labels in
 // front of an answer ("x = ", "f(x) = ", "x \in ", "(p,q) = ", "|AB| = ",
 // "V_1:V_2 = ", "\angle ABC = "; of a chain "x = 5+5+1 = 11" the last side
 // counts), thousands separators ("1,000", "1 000", "1\,000", "10,\!080",
@@ -78,7 +90,10 @@
 //
 // An inequality linear in one variable, or a chain "a < x \le b" around
 // one, is the interval of its solutions: "5 \geq x", "x \le 5",
-// "-x \ge -5" and "(-\infty, 5]" agree, while "x < 5" differs. Other
+// "-x \ge -5" and "(-\infty, 5]" agree, while "x < 5" differs. The middle
+// of a chain may be a function's value, "0 < g(t) < 2" is (0, 2), or an
+// absolute value between positive constants, "2 \le |y| \le 3" is
+// [-3,-2] \cup [2,3]. Other
 // inequalities are compared as f < 0 or f <= 0 with f scaled by a
 // positive factor, like equations; "a \ne b" ("\neq", "!=", "≠") as
 // a - b != 0 scaled by any factor. An interval's end written as a decimal
@@ -155,7 +170,8 @@
 // Equal answers can get different keys where equality is numeric (a
 // decimal that rounds an exact value keeps its own exact key, as do an
 // approximation chain's decimal and an interval's decimal ends), and where
-// an assignment "y = f" equals an equation (it keeps the key of f):
+// an assignment "y = f" equals an equation (it keeps the key of f), and
+// where a list of named values equals a point (each keeps its own):
 // two values within the tolerance that round to different 10-digit
 // decimals, and an exact rational compared with an irrational-looking
 // expression that equals it numerically (a decimal such as 0.333333333333

@@ -103,7 +103,8 @@ func proseAnswer(s string) (string, bool) {
 		return strings.Join(spans[first:], ", "), true
 	}
 	span := strings.TrimRight(spans[first], ".,; ")
-	if sides := splitTop(span, "="); len(sides) > 1 && !hasLetter(sides[0]) {
+	// Of "2+3=5" the result; "7 = 11a+c" is an equation, not its right-hand side.
+	if sides := splitTop(span, "="); len(sides) > 1 && !hasLetter(sides[0]) && !hasLetter(sides[len(sides)-1]) {
 		span = strings.TrimSpace(sides[len(sides)-1])
 	}
 	return span, span != ""

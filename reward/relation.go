@@ -59,6 +59,10 @@ func parseRelation(sides, ops []string, raw string) form {
 	if len(ops) > 2 {
 		return textForm(raw)
 	}
+	if union, ok := absChain(sides, ops); ok {
+		return parseForm(union, 1) // "2 \le |y| \le 3" is [-3,-2] \cup [2,3]
+	}
+	sides = functionMiddle(sides) // "0 < g(t) < 2" bounds g
 	var lines [2]halfLine
 	for i, op := range ops {
 		l, errL := parseExpr(sides[i])

@@ -100,15 +100,22 @@ func parseAnswer(s string) form {
 	if len(s) > maxAnswerBytes {
 		return textForm(s)
 	}
+	raw := s
 	percent := strings.HasSuffix(strings.TrimRight(s, "$. "), "%")
 	if m := unitCommaRe.FindStringSubmatch(s); m != nil && (m[1] != "" || m[4] != "") {
 		s = m[2] + "." + m[3]
 	}
 	s = cleanLatex(s)
-	s = unwrapText(s)
+	s = spellMeridiem(unwrapText(s))
 	s = dropUnitWords(s)
 	s = strings.TrimRight(s, ". ")
+	s = bracketedUnit(s)
 	f := parseForm(s, 0)
+	if f.kind == kindText || f.kind == kindSet && slices.ContainsFunc(f.elems, func(e form) bool { return e.kind == kindText }) {
+		if n, ok := sentenceNumber(raw); ok {
+			f = parseForm(n, 0) // "... so the total is 10455 dollars."
+		}
+	}
 	if f.kind == kindScalar {
 		f.sc.percent = percent
 	}
@@ -188,6 +195,9 @@ func parseValue(s string, depth int) form {
 	if s == `\emptyset` {
 		return form{kind: kindSet}
 	}
+	if m, ok := matrixArith(s); ok {
+		s = m // a sum or product of matrices, written out
+	}
 	if m := matrixRe.FindStringSubmatch(s); m != nil && m[1] == m[3] {
 		return parseMatrix(m[2], s, depth)
 	}
@@ -206,11 +216,14 @@ func parseValue(s string, depth int) form {
 		return f
 	}
 	if len(s) >= 2 && isWholeGroup(s) {
-		if parts := splitTop(s[1:len(s)-1], ","); len(parts) > 1 {
+		if parts := tupleParts(s[1 : len(s)-1]); len(parts) > 1 {
 			f := parseCollection(kindTuple, parts, s, depth, true)
 			f.open, f.close = s[0], s[len(s)-1]
 			return f
 		}
+	}
+	if t, ok := namedTuples(s); ok {
+		s = t // "p=3,q=1; p=5,q=1" lists the points (3,1) and (5,1)
 	}
 	if parts := splitList(s); len(parts) > 1 {
 		return parseCollection(kindSet, parts, s, depth, true) // roots are listed with multiplicity
@@ -229,10 +242,16 @@ func parseValue(s string, depth int) form {
 	if baseNumRe.MatchString(s) {
 		return textForm(strings.NewReplacer("{", "", "}", "").Replace(s))
 	}
+	if t, ok := sumText(s); ok {
+		return textForm(t)
+	}
 	if hasWord(s) {
 		return textForm(s)
 	}
 	if sides := splitTop(s, "="); len(sides) == 2 {
+		if f, ok := trueValue(sides[0], sides[1]); ok {
+			return f // "\cos(\pi) = -1" is -1
+		}
 		return parseEquation(sides[0], sides[1], s)
 	}
 	n, err := parseExpr(s)
@@ -279,7 +298,8 @@ func labelName(s string) string {
 
 // labelWords are the control words a label may contain.
 var labelWords = map[string]bool{"angle": true, "measuredangle": true, "overline": true, "overrightarrow": true,
-	"vec": true, "hat": true, "bar": true, "triangle": true, "text": true}
+	"vec": true, "hat": true, "bar": true, "triangle": true, "text": true,
+	"det": true, "deg": true, "dim": true, "Pr": true}
 
 // isLabel reports whether s names what an answer is rather than computing
 // it: letters, subscripts, primes, brackets, bars, colons and a few control
@@ -323,20 +343,6 @@ func wordAt(s string, i int) string {
 		j++
 	}
 	return s[i:j]
-}
-
-// splitList splits an answer list at top-level commas, semicolons and the
-// words "and" and "or".
-func splitList(s string) []string {
-	var parts []string
-	for _, p := range splitTop(s, ",") {
-		for _, q := range splitTop(p, ";") {
-			for _, r := range splitTop(q, " and ") {
-				parts = append(parts, splitTop(r, " or ")...)
-			}
-		}
-	}
-	return parts
 }
 
 // hasWord reports a run of three or more letters outside a control word:
@@ -458,13 +464,8 @@ func keepLabels(elems []form) {
 }
 
 func parseMatrix(body, raw string, depth int) form {
-	rows := strings.Split(body, `\\`)
-	if len(rows) > 1 && strings.TrimSpace(rows[len(rows)-1]) == "" {
-		rows = rows[:len(rows)-1]
-	}
 	f := form{kind: kindMatrix}
-	for _, row := range rows {
-		cells := strings.Split(row, "&")
+	for _, cells := range matrixCells(body) {
 		if f.cols == 0 {
 			f.cols = len(cells)
 		}
@@ -568,79 +569,4 @@ func constScalar(r *big.Rat) scalar {
 		sc.vals[k], sc.at[k] = c, r
 	}
 	return sc
-}
-
-// splitTop splits s at every sep that is outside brackets.
-func splitTop(s, sep string) []string {
-	var parts []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(', '[', '{':
-			depth++
-		case ')', ']', '}':
-			depth--
-		}
-		if depth == 0 && strings.HasPrefix(s[i:], sep) && wholeWordAt(s, i+len(sep), sep) {
-			parts = append(parts, s[start:i])
-			start = i + len(sep)
-			i += len(sep) - 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// wholeWordAt keeps a control-word separator such as \cup from matching the
-// start of a longer word.
-func wholeWordAt(s string, end int, sep string) bool {
-	return sep[0] != '\\' || end >= len(s) || !isASCIILetter(s[end])
-}
-
-// isWholeGroup reports whether s is one bracket group, ( or [ to ) or ],
-// mixed brackets allowed because intervals mix them.
-func isWholeGroup(s string) bool {
-	if (s[0] != '(' && s[0] != '[') || (s[len(s)-1] != ')' && s[len(s)-1] != ']') {
-		return false
-	}
-	return closesAtEnd(s)
-}
-
-// closesAtEnd reports whether the bracket opened at s[0] closes at the last
-// byte of s and not before.
-func closesAtEnd(s string) bool {
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(', '[', '{':
-			depth++
-		case ')', ']', '}':
-			depth--
-			if depth == 0 {
-				return i == len(s)-1
-			}
-		}
-	}
-	return false
-}
-
-// setBraces returns the inside of "\{ ... \}".
-func setBraces(s string) (string, bool) {
-	if !strings.HasPrefix(s, `\{`) || !strings.HasSuffix(s, `\}`) || len(s) < 4 {
-		return "", false
-	}
-	if !closesAtEnd(s[1:]) {
-		return "", false
-	}
-	return s[2 : len(s)-2], true
-}
-
-// expandPlusMinus turns "a \pm b" into "a + b" and "a - b" (\mp the other
-// way round); several \pm share one sign, as they do in formulas.
-func expandPlusMinus(s string) (plus, minus string, ok bool) {
-	if !strings.Contains(s, `\pm`) && !strings.Contains(s, `\mp`) {
-		return "", "", false
-	}
-	plus = strings.NewReplacer(`\pm`, "+", `\mp`, "-").Replace(s)
-	minus = strings.NewReplacer(`\pm`, "-", `\mp`, "+").Replace(s)
-	return plus, minus, true
 }

@@ -5,6 +5,7 @@ package verifier
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -23,11 +24,23 @@ type Template struct {
 // templateFields are a template's fields, each of which it must use.
 var templateFields = []string{"question", "gold_answer", "llm_response"}
 
+// MaxTemplateBytes caps a template file (a published verifier prompt is a few KiB): a
+// larger one, or an endless one such as /dev/zero, is refused before it is read whole.
+const MaxTemplateBytes = 1 << 20
+
 // ReadTemplate reads and parses a prompt template file.
 func ReadTemplate(path string) (Template, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Template{}, fmt.Errorf("verifier prompt: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxTemplateBytes+1))
+	if err != nil {
+		return Template{}, fmt.Errorf("verifier prompt: %w", err)
+	}
+	if len(b) > MaxTemplateBytes {
+		return Template{}, fmt.Errorf("verifier prompt %s: larger than %d bytes; a prompt template is a few KiB", path, MaxTemplateBytes)
 	}
 	t, err := ParseTemplate(string(b))
 	if err != nil {

@@ -6,9 +6,11 @@ package sysmem
 import (
 	"bufio"
 	"errors"
+	"math"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Available is MemAvailable from /proc/meminfo in bytes: the memory new allocations can
@@ -48,6 +50,30 @@ func PeakRSS() (int64, error) {
 		}
 	}
 	return 0, errors.New("/proc/self/status has no VmHWM")
+}
+
+// AddressSpaceLeft is what the process's address-space limit (RLIMIT_AS, as `prlimit --as`
+// or `ulimit -v` set it) leaves above its present size (VmSize), in bytes: a process under
+// such a limit dies at it however much memory the machine has. ok is false without a limit.
+func AddressSpaceLeft() (bytes int64, ok bool) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &lim); err != nil || lim.Cur >= math.MaxInt64 {
+		return 0, false
+	}
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, found := strings.CutPrefix(line, "VmSize:"); found {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			return max(int64(lim.Cur)-kb<<10, 0), true
+		}
+	}
+	return 0, false
 }
 
 // KVCache describes a llama.cpp KV cache.

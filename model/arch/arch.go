@@ -60,6 +60,10 @@ type Desc struct {
 	// multiple of it (then globally); the local layers use LocalRopeTheta.
 	SlidingWindowPattern int
 	LocalRopeTheta       float64
+	// QueryPreAttnDefault is transformers' query_pre_attn_scalar when config.json leaves
+	// it out (Gemma 3: 256): attention scores are scaled by its inverse square root, not
+	// head_dim's. 0: the architecture scales by head_dim and has no such key.
+	QueryPreAttnDefault float64
 
 	// Tiny is the tiny shape `umad model tiny` writes: small enough to test in
 	// milliseconds, yet with what the real models of the family need. Vocab is 0: the
@@ -147,7 +151,7 @@ var All = []Desc{
 		// both kinds run, and a window shorter than test prompts.
 		Name: Gemma3, ModelType: "gemma3_text", HFClass: "Gemma3ForCausalLM", Chat: "gemma3", Tokenizer: "default", Plugin: 3,
 		QKNorm: true, ConfigHeadDim: true, TiedByDefault: true, Activation: "gelu_pytorch_tanh", NormOffset: 1,
-		SandwichNorm: true, EmbedScale: true, SlidingWindowPattern: 6, LocalRopeTheta: 10000,
+		SandwichNorm: true, EmbedScale: true, SlidingWindowPattern: 6, LocalRopeTheta: 10000, QueryPreAttnDefault: 256,
 		Tiny: tinyBase.with(func(d *Dims) { d.Layers, d.KVHeads, d.HeadDim, d.SlidingWindow = 6, 1, 32, 8 }),
 		Presets: map[string]Dims{
 			"gemma-3-1b": {Vocab: 262144, Hidden: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256,

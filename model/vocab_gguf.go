@@ -1,0 +1,40 @@
+package model
+
+import (
+	"path/filepath"
+)
+
+// WriteVocabGGUF writes a GGUF of the Hugging Face checkpoint in dir with its metadata and
+// tokenizer but no tensors: what llama.cpp's vocab-only load reads, so that its tokenizer
+// can count a prompt before any weight is converted or loaded.
+func WriteVocabGGUF(dir, out string) error {
+	cfg, err := LoadHFConfig(dir)
+	if err != nil {
+		return err
+	}
+	s, err := cfg.Shape()
+	if err != nil {
+		return err
+	}
+	tok, err := LoadHFTokenizer(dir)
+	if err != nil {
+		return err
+	}
+	if err := tok.fitConfig(cfg, s.Vocab); err != nil {
+		return err
+	}
+	kvs, err := ggufKVs(s, tok, TypeF32, filepath.Base(filepath.Clean(dir)))
+	if err != nil {
+		return err
+	}
+	w, err := CreateGGUF(out)
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		if err := w.AddKV(kv.Key, kv.Value); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
