@@ -39,7 +39,7 @@ func TestExpertsTask(t *testing.T) {
 			if want := expr + " = " + c.Answer; c.Work != want {
 				t.Fatalf("%s: claim %q, want the question's expression: %q", p.Question, c.Work, want)
 			}
-			if !strings.Contains(MaskFree(c.WorkedResponse()), c.Answer) {
+			if !strings.Contains(maskFree(c.WorkedResponse()), c.Answer) {
 				t.Fatalf("%q does not show its result outside the box", c.WorkedResponse())
 			}
 		}
@@ -60,8 +60,8 @@ func TestExpertsTask(t *testing.T) {
 	}
 }
 
-// MaskFree is a response with its boxed part removed, as a debate message masks it.
-func MaskFree(s string) string {
+// maskFree is a response with its boxed part removed, as a debate message masks it.
+func maskFree(s string) string {
 	if i := strings.Index(s, `\boxed{`); i >= 0 {
 		return s[:i]
 	}

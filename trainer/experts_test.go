@@ -89,8 +89,15 @@ func TestExpertPairs(t *testing.T) {
 
 // After a few UMAD steps on the experts task, the agents take the right claim from each
 // other more often than before: their wrong-to-right flips at turn 1 exceed their
-// right-to-wrong flips and the untrained agents' wrong-to-right flips (validation debates
-// at steps 0 and the last, 32 held-out problems x 4 trajectories).
+// right-to-wrong flips and the untrained agents' wrong-to-right flips, by margins
+// (validation debates at steps 0 and the last, 32 held-out problems x 4 trajectories).
+//
+// Measured (the agents' mean at turn 1; untrained: W2C 0.137, C2W 0.242):
+//   - as implemented: W2C 0.297, C2W 0.176 (W2C - C2W = 0.121, W2C gain 0.160);
+//   - the influence reward's sign flipped: W2C 0.188, C2W 0.219 (-0.031, 0.051);
+//   - the NLL weight inverted (exp(+alpha z)): W2C 0.199, C2W 0.164 (0.035, 0.062).
+//
+// The margins asked, 0.06 and 0.1, sit between: each broken term fails both.
 func TestExpertsLearnToRead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for about two minutes")
@@ -135,12 +142,13 @@ func TestExpertsLearnToRead(t *testing.T) {
 	w2c0, c2w0 := flips(val[0])
 	w2c, c2w := flips(val[1])
 	t.Logf("turn 1 flips, agents' mean: before W2C %.3f C2W %.3f; after W2C %.3f C2W %.3f", w2c0, c2w0, w2c, c2w)
-	if !(w2c > c2w) || !(w2c > w2c0) {
-		t.Errorf("after %d UMAD steps W2C %.3f, C2W %.3f (untrained W2C %.3f): want W2C above both", expertsSteps, w2c, c2w, w2c0)
+	if !(w2c-c2w >= 0.06) || !(w2c-w2c0 >= 0.1) {
+		t.Errorf("after %d UMAD steps W2C %.3f, C2W %.3f (untrained W2C %.3f): want W2C at least 0.06 above C2W and 0.1 above the untrained",
+			expertsSteps, w2c, c2w, w2c0)
 	}
 }
 
-// The e2e test's settings, measured: see TestExpertsLearnToRead's log.
+// TestExpertsLearnToRead's settings: M = 3 keeps the warm start to seconds.
 const (
 	expertsEpochs = 10
 	expertsSteps  = 15
