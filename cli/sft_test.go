@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -65,6 +67,48 @@ func TestSFTSynthetic(t *testing.T) {
 	// An existing out is refused before any work.
 	if _, _, err := runApp(t, "sft", "--model", filepath.Join(out, "hf"), "--synthetic", "4", "--out", out); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("sft into an existing directory: %v", err)
+	}
+}
+
+// sft on the experts task: an expert learns its own kind's turn-0 pairs and every
+// problem's turn-1 pair; the flags that make no sense alone are refused before any work.
+func TestSFTExperts(t *testing.T) {
+	parent := t.TempDir()
+	src := filepath.Join(testmodel.Tiny(t, "qwen3"), "hf")
+	task := []string{"--synthetic-task", "experts", "--synthetic-max", "3", "--synthetic-ops", "+*"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{task, "give --expert, 0 to 1"},
+		{append(slices.Clone(task), "--expert", "2"), "has experts 0 to 1"},
+		{[]string{"--expert", "0"}, "--expert and --no-mask need --synthetic-task experts"},
+		{[]string{"--synthetic-task", "quiz", "--expert", "0"}, `unknown task "quiz"`},
+	} {
+		args := append([]string{"sft", "--model", src, "--synthetic", "8", "--out", filepath.Join(parent, "bad")}, tc.args...)
+		if _, _, err := runApp(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	out := filepath.Join(parent, "expert")
+	stdout, stderr, err := runApp(t, append([]string{"sft", "--model", src, "--synthetic", "16", "--expert", "1", "--epochs", "1",
+		"--torch-threads", "1", "--out", out}, task...)...)
+	if err != nil {
+		t.Fatalf("sft: %v\n%s", err, stderr)
+	}
+	// 16 problems of the set: its products' turn-0 pairs, and 16 turn-1 pairs.
+	problems, err := data.SyntheticWith(16, 1, data.SyntheticConfig{Terms: 2, MaxOperand: 3, Ops: "+*", Task: data.TaskExperts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	products := 0
+	for _, p := range problems {
+		if p.Subject == "product" {
+			products++
+		}
+	}
+	if want := fmt.Sprintf("sft: %d pairs,", products+16); !strings.Contains(stdout, want) {
+		t.Errorf("summary %q, want %q", stdout, want)
 	}
 }
 
