@@ -41,10 +41,11 @@ func (c Claim) WorkedResponse() string {
 }
 
 // ExpertClaims returns, for each operator of ops (the experts in order), the claim an expert
-// of that kind makes about synthetic problem p: p's operands under its own operator, so
-// "What is 3 * 4?" gets "3 + 4 = 7" from the sum expert and "3 * 4 = 12" from the product
-// expert. The expert of p's kind is right; the others are wrong unless the values
-// coincide, and their working shows that they solved another problem.
+// of that kind makes about synthetic problem p: p's expression, valued with the expert's own
+// operator, so "What is 3 * 4?" gets "3 * 4 = 7" from the sum expert and "3 * 4 = 12" from
+// the product expert. The expert of p's kind is right; the others are wrong unless the
+// values coincide. (Working written with the expert's own operator, "3 + 4 = 7", would let a
+// reader match it against the question and take the right claim with no training at all.)
 func ExpertClaims(p Problem, ops string) ([]Claim, error) {
 	expr, ok := strings.CutPrefix(p.Question, "What is ")
 	expr, ok2 := strings.CutSuffix(expr, "?")
@@ -68,13 +69,9 @@ func ExpertClaims(p Problem, ops string) ([]Claim, error) {
 	}
 	claims := make([]Claim, len(ops))
 	for e := range len(ops) {
-		op := ops[e]
-		var text strings.Builder
 		value := operands[0]
-		text.WriteString(fields[0])
 		for _, v := range operands[1:] {
-			fmt.Fprintf(&text, " %s %d", fields[1], v)
-			switch op {
+			switch ops[e] {
 			case '+':
 				value += v
 			case '-':
@@ -82,11 +79,11 @@ func ExpertClaims(p Problem, ops string) ([]Claim, error) {
 			case '*':
 				value *= v
 			default:
-				return nil, fmt.Errorf("experts: operator %q is not one of + - *", op)
+				return nil, fmt.Errorf("experts: operator %q is not one of + - *", ops[e])
 			}
 		}
 		answer := strconv.FormatInt(value, 10)
-		claims[e] = Claim{Work: text.String() + " = " + answer, Answer: answer}
+		claims[e] = Claim{Work: strings.Join(fields, " ") + " = " + answer, Answer: answer}
 	}
 	return claims, nil
 }
