@@ -291,24 +291,31 @@ demo)
 	build
 	out=${UMAD_DEMO_DIR:-demo}
 	rm -rf "$out"
-	# The built-in task at a size a hidden-64 model learns on CPU in minutes: sums of two
-	# operands from 1..2. Log-probs are exact (F32 KV cache, flash attention off, and in
-	# training F32 rollout weights, pinned since a GPU's default is bf16); the engines step on
-	# one clock, so the same seed gives the same compare.md whatever the timing.
-	task=(--synthetic-max 2 --synthetic-ops +)
-	sampling=(--max-tokens 16 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off --deterministic)
-	for a in qwen2:1 qwen3:2; do # two different architectures, as the paper pairs Qwen2.5 and Qwen3
-		arch=${a%:*}
-		./umad model tiny --arch "$arch" --seed "${a#*:}" --out "$out/tiny-$arch"
-		./umad sft --model "$out/tiny-$arch/hf" --synthetic 64 "${task[@]}" --epochs 4 --lr 3e-3 --out "$out/sft-$arch"
+	# The built-in experts task at a size a hidden-64 model learns on CPU in minutes: sums and
+	# products of two operands from 1..5, each agent warm-started on one kind, so a peer's
+	# worked result is worth reading (README, Training). Log-probs are exact (F32 KV cache,
+	# flash attention off, and in training F32 rollout weights, pinned since a GPU's default is
+	# bf16); the engines step on one clock, so the same seed gives the same compare.md
+	# whatever the timing.
+	task=(--synthetic-task experts --synthetic-max 5 --synthetic-ops '+*')
+	sampling=(--max-tokens 32 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off --deterministic)
+	# Two different architectures, as the paper pairs Qwen2.5 and Qwen3: the Qwen2 model the sum
+	# expert, the Qwen3 model the product expert, warm-started side by side on one core each.
+	for a in qwen2:1:0 qwen3:2:1; do
+		arch=${a%%:*} seed=${a#*:} expert=${a##*:}
+		seed=${seed%:*}
+		./umad model tiny --arch "$arch" --seed "$seed" --out "$out/tiny-$arch"
+		./umad sft --model "$out/tiny-$arch/hf" --synthetic 384 "${task[@]}" --expert "$expert" --epochs 12 --lr 3e-3 \
+			--torch-threads 1 --out "$out/sft-$arch" 2>"$out/sft-$arch.log" &
 	done
-	debate() { # debate AGENT0 AGENT1 OUT: the 32 validation problems umad train holds out, 4 trajectories, 2 turns
-		./umad debate --agent "$1" --agent "$2" --synthetic 32 "${task[@]}" --synthetic-seed 1000004 -k 4 --turns 2 \
+	wait %1 && wait %2
+	debate() { # debate AGENT0 AGENT1 OUT: the 64 validation problems umad train holds out, 4 trajectories, 2 turns
+		./umad debate --agent "$1" --agent "$2" --synthetic 64 "${task[@]}" --synthetic-seed 1000004 -k 4 --turns 2 \
 			"${sampling[@]}" --out "$3"
 	}
 	debate "$out/sft-qwen2/model.gguf" "$out/sft-qwen3/model.gguf" "$out/before"
 	./umad train --agent "$out/sft-qwen2/hf" --agent "$out/sft-qwen3/hf" --algo umad --synthetic 64 "${task[@]}" \
-		--val-synthetic 32 --val-k 4 --val-every 10 --val-temperature 1 --steps 20 --batch 8 -g 8 --mini-batch 4 --lr 1e-3 \
+		--val-synthetic 64 --val-k 4 --val-every 20 --val-temperature 1 --steps 40 --batch 8 -g 8 --mini-batch 4 --lr 3e-4 \
 		"${sampling[@]}" --rollout-dtype f32 --prompt-limit 512 --out "$out/train" # validation samples as the debates before and after do
 	ck="$out/train/checkpoints/$(cat "$out/train/checkpoints/latest")"
 	debate "$ck/agent-0/model.gguf" "$ck/agent-1/model.gguf" "$out/after"
