@@ -109,7 +109,7 @@ func TestLoadErrors(t *testing.T) {
 }
 
 // The repository's examples read and expand. Toy: 4 seeds of Zero-Shot MAD, the Single-GRPO pair
-// (two trainings), IPPO and UMAD, each with its debate.
+// (two trainings), IPPO, UMAD, NLL-only and Intrinsic-only, each with its debate.
 func TestExamples(t *testing.T) {
 	f, err := Load("../examples/toy-table1.toml")
 	if err != nil {
@@ -123,8 +123,8 @@ func TestExamples(t *testing.T) {
 	for _, c := range cells {
 		kinds[c.Kind]++
 	}
-	if kinds["train"] != 16 || kinds["debate"] != 16 {
-		t.Errorf("the example has %v cells, want 16 trainings and 16 debates", kinds)
+	if kinds["train"] != 24 || kinds["debate"] != 24 {
+		t.Errorf("the example has %v cells, want 24 trainings and 24 debates", kinds)
 	}
 	// The paper's: zero-shot 2 x 5 x 5 debates, Single-GRPO 5 x (2 + 5), IPPO and UMAD
 	// 2 x 5 x (1 + 5) each.
