@@ -210,6 +210,16 @@ func (f *File) checkMethod(name string, m Method) error {
 	if len(m.Agents) == 0 || len(m.Eval) == 0 {
 		return errors.New("agents and eval must each name at least one set")
 	}
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"agents", m.Agents}, {"eval", m.Eval}} {
+		for i, n := range list.names {
+			if slices.Contains(list.names[:i], n) {
+				return fmt.Errorf("%s: %q is given twice (its cells would run twice)", list.key, n)
+			}
+		}
+	}
 	for _, e := range m.Eval {
 		if _, ok := f.Eval[e]; !ok {
 			return fmt.Errorf("eval %q: no [eval.%s]", e, e)
