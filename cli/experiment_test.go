@@ -260,3 +260,20 @@ func records(path string) int {
 	rollouts.Read(path, func([]byte) error { n++; return nil })
 	return n
 }
+
+// An absurd size (steps = 1e17) is refused in the plan, naming the sizes, where the token
+// count overflowed and the plan printed a wrong (or negative) one.
+func TestExperimentHugeSize(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.NewReplacer("OUT", filepath.Join(dir, "exp"), "Q2", testmodel.Tiny(t, "qwen2"), "Q3", testmodel.Tiny(t, "qwen3"),
+		"steps = 2", "steps = 100000000000000000").Replace(expGrid)
+	file := filepath.Join(dir, "grid.toml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := runApp(t, "experiment", "--dry-run", file)
+	if err == nil || !strings.Contains(err.Error(), "cell train/ippo/pair/seed-1: generated tokens at most: --steps 100000000000000000 x --batch 2 x -g 2") {
+		t.Errorf("steps = 1e17: %v\n%s", err, stdout)
+	}
+}
+
