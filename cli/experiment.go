@@ -337,7 +337,9 @@ func selectCells(only string, states []*cellState) ([]*cellState, error) {
 		return nil, fmt.Errorf("--only: %w", err)
 	}
 	var todo []*cellState
+	matched := false
 	for _, st := range states {
+		matched = matched || re.MatchString(st.Name)
 		if st.done || !re.MatchString(st.Name) {
 			continue
 		}
@@ -348,6 +350,9 @@ func selectCells(only string, states []*cellState) ([]*cellState, error) {
 			}
 		}
 		todo = append(todo, st)
+	}
+	if !matched {
+		return nil, fmt.Errorf("no cell matches --only %q", only)
 	}
 	return todo, nil
 }
