@@ -191,11 +191,18 @@ func (st *cellState) resolveTrain(c *ucli.Context) error {
 			}
 			n = len(ps)
 		}
-		rc.Trainer.Steps = c.Int("epochs") * (n / max(rc.Trainer.BatchSize, 1))
+		steps, err := tokenProduct(size{"--epochs", c.Int("epochs")}, size{"steps per epoch", n / max(rc.Trainer.BatchSize, 1)})
+		if err != nil {
+			return fmt.Errorf("steps: %w", err)
+		}
+		rc.Trainer.Steps = int(steps)
 	}
 	t := rc.Trainer
 	for _, a := range rc.Agents {
-		st.tokens += int64(t.Steps) * int64(t.BatchSize) * int64(t.G) * int64(t.Turns) * int64(a.MaxTokens)
+		err := st.addTokens(size{"--steps", t.Steps}, size{"--batch", t.BatchSize}, size{"-g", t.G}, size{"--turns", t.Turns}, size{"--max-tokens", a.MaxTokens})
+		if err != nil {
+			return err
+		}
 		st.bytes += dirBytes(a.Model)
 	}
 	if !st.exists {
@@ -218,12 +225,15 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	per := int64(cfg.K) // samples per agent and turn
+	per := cfg.K // samples per agent and turn
 	if cfg.Protocol == "probe" {
 		per++ // and the continuation
 	}
 	for _, a := range cfg.Agents {
-		st.tokens += int64(len(ps)) * int64(len(cfg.Seeds)) * per * int64(cfg.Turns) * int64(a.MaxTokens)
+		err := st.addTokens(size{"problems", len(ps)}, size{"seeds", len(cfg.Seeds)}, size{"samples per turn", per}, size{"--turns", cfg.Turns}, size{"--max-tokens", a.MaxTokens})
+		if err != nil {
+			return err
+		}
 	}
 	if !st.exists || !st.ready {
 		return nil
@@ -234,6 +244,49 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 	_, err = os.Stat(filepath.Join(st.dir, "report", report.ReportFile))
 	st.done = err == nil
 	return nil
+}
+
+// maxCellTokens bounds the tokens a cell generates: 10^15 is years of generation on any
+// machine, so a size beyond it is a typo (steps = 1e17), and the plan's sums stay far from
+// overflowing.
+const maxCellTokens = 1_000_000_000_000_000
+
+// size is one factor of a cell's generated tokens, with the flag or count it comes from.
+type size struct {
+	name string
+	n    int
+}
+
+// tokenProduct multiplies sizes without overflow; a product over maxCellTokens is an error
+// naming them. A size of 0 or less makes 0 (nothing generated; the command refuses it).
+func tokenProduct(sizes ...size) (int64, error) {
+	p := int64(1)
+	for _, s := range sizes {
+		if s.n <= 0 {
+			return 0, nil
+		}
+	}
+	for _, s := range sizes {
+		if p > maxCellTokens/int64(s.n) {
+			var parts []string
+			for _, s := range sizes {
+				parts = append(parts, fmt.Sprintf("%s %d", s.name, s.n))
+			}
+			return 0, fmt.Errorf("generated tokens at most: %s is over 10^15 (years of generation); a size is too large", strings.Join(parts, " x "))
+		}
+		p *= int64(s.n)
+	}
+	return p, nil
+}
+
+// addTokens adds an agent's generated tokens (the product of sizes) to the cell's.
+func (st *cellState) addTokens(sizes ...size) error {
+	n, err := tokenProduct(sizes...)
+	if err == nil && st.tokens+n > maxCellTokens {
+		err = fmt.Errorf("generated tokens at most: over 10^15 (years of generation) over its agents; a size is too large")
+	}
+	st.tokens += n
+	return err
 }
 
 // resolveCommand parses args (a command line after "umad") with that command's own flags
@@ -284,7 +337,9 @@ func selectCells(only string, states []*cellState) ([]*cellState, error) {
 		return nil, fmt.Errorf("--only: %w", err)
 	}
 	var todo []*cellState
+	matched := false
 	for _, st := range states {
+		matched = matched || re.MatchString(st.Name)
 		if st.done || !re.MatchString(st.Name) {
 			continue
 		}
@@ -295,6 +350,9 @@ func selectCells(only string, states []*cellState) ([]*cellState, error) {
 			}
 		}
 		todo = append(todo, st)
+	}
+	if !matched {
+		return nil, fmt.Errorf("no cell matches --only %q", only)
 	}
 	return todo, nil
 }

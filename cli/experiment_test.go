@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
@@ -259,4 +260,31 @@ func records(path string) int {
 	n := 0
 	rollouts.Read(path, func([]byte) error { n++; return nil })
 	return n
+}
+
+// An absurd size (steps = 1e17) is refused in the plan, naming the sizes, where the token
+// count overflowed and the plan printed a wrong (or negative) one.
+func TestExperimentHugeSize(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.NewReplacer("OUT", filepath.Join(dir, "exp"), "Q2", testmodel.Tiny(t, "qwen2"), "Q3", testmodel.Tiny(t, "qwen3"),
+		"steps = 2", "steps = 100000000000000000").Replace(expGrid)
+	file := filepath.Join(dir, "grid.toml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := runApp(t, "experiment", "--dry-run", file)
+	if err == nil || !strings.Contains(err.Error(), "cell train/ippo/pair/seed-1: generated tokens at most: --steps 100000000000000000 x --batch 2 x -g 2") {
+		t.Errorf("steps = 1e17: %v\n%s", err, stdout)
+	}
+}
+
+// --only matching no cell is an error, where it said every selected cell was done.
+func TestSelectCellsNoMatch(t *testing.T) {
+	states := []*cellState{{Cell: experiment.Cell{Name: "debate/zero-shot/pair/toy/seed-1"}}}
+	if _, err := selectCells("zzz", states); err == nil || err.Error() != `no cell matches --only "zzz"` {
+		t.Errorf("--only zzz: %v", err)
+	}
+	if todo, err := selectCells("zero", states); err != nil || len(todo) != 1 {
+		t.Errorf("--only zero: %d cells, %v", len(todo), err)
+	}
 }

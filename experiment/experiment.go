@@ -159,6 +159,9 @@ func (f *File) check() error {
 	if f.Out == "" {
 		return errors.New("out is missing: name the experiment directory")
 	}
+	if err := agentPath("out", f.Out); err != nil {
+		return err
+	}
 	if len(f.Seeds) == 0 {
 		return errors.New("seeds is missing or empty")
 	}
@@ -188,6 +191,13 @@ func (f *File) check() error {
 			}
 		}
 	}
+	for _, name := range keys(f.Agents) {
+		for _, p := range append(slices.Clip(f.Agents[name].HF), f.Agents[name].GGUF...) {
+			if err := agentPath(fmt.Sprintf("[agents.%s]", name), p); err != nil {
+				return err
+			}
+		}
+	}
 	for _, name := range keys(f.Methods) {
 		if err := f.checkMethod(name, f.Methods[name]); err != nil {
 			return fmt.Errorf("[methods.%s]: %w", name, err)
@@ -210,6 +220,16 @@ func (f *File) checkMethod(name string, m Method) error {
 	if len(m.Agents) == 0 || len(m.Eval) == 0 {
 		return errors.New("agents and eval must each name at least one set")
 	}
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"agents", m.Agents}, {"eval", m.Eval}} {
+		for i, n := range list.names {
+			if slices.Contains(list.names[:i], n) {
+				return fmt.Errorf("%s: %q is given twice (its cells would run twice)", list.key, n)
+			}
+		}
+	}
 	for _, e := range m.Eval {
 		if _, ok := f.Eval[e]; !ok {
 			return fmt.Errorf("eval %q: no [eval.%s]", e, e)
@@ -225,6 +245,16 @@ func (f *File) checkMethod(name string, m Method) error {
 		case m.Train == "" && len(set.GGUF) == 0:
 			return fmt.Errorf("agents %q: a method without train debates the set's gguf files; there are none", a)
 		}
+	}
+	return nil
+}
+
+// agentPath refuses a path the grid puts in an --agent value (the experiment directory, an
+// agent set's hf and gguf files), which splits at commas into the path and its settings: a
+// comma there passes the plan and fails every cell that uses it ("unknown setting").
+func agentPath(where, path string) error {
+	if strings.Contains(path, ",") {
+		return fmt.Errorf("%s: path %q holds a comma, which an --agent value splits its settings at; rename it", where, path)
 	}
 	return nil
 }

@@ -83,8 +83,9 @@ func TestCells(t *testing.T) {
 	}
 }
 
-// An unknown key, a flag the grid sets and a name that is not a directory name are refused
-// with where they are.
+// An unknown key, a flag the grid sets, a name that is not a directory name, a seed, agent
+// set or evaluation given twice, and a path with a comma where the grid makes it an --agent
+// value are refused with where they are.
 func TestLoadErrors(t *testing.T) {
 	for _, c := range []struct{ from, to, want string }{
 		{"turns = 2", "turn = 2", "line 17: unknown key eval.toy.turn"},
@@ -94,6 +95,11 @@ func TestLoadErrors(t *testing.T) {
 		{"[agents.pair]", "[agents.\"a b\"]", "[agents.a b]: a name is letters"},
 		{"train = \"grpo\"", "train = \"ppo\"", `[methods.single]: train "ppo": no [train.ppo]`},
 		{"seeds = [1, 2]", "seeds = [1, 1]", "seeds: 1 is given twice"},
+		{"agents = [\"pair\"]", "agents = [\"pair\", \"pair\"]", `[methods.zero-shot]: agents: "pair" is given twice`},
+		{"eval = [\"toy\"]", "eval = [\"toy\", \"toy\"]", `[methods.zero-shot]: eval: "toy" is given twice`},
+		{"out = \"exp\"", "out = \"runs/lr=1e-3,g=8\"", `out: path "runs/lr=1e-3,g=8" holds a comma`},
+		{"\"b/hf\"", "\"b/lr=1,g=8\"", `[agents.pair]: path "b/lr=1,g=8" holds a comma`},
+		{"\"a.gguf\"", "\"a,b.gguf\"", `[agents.pair]: path "a,b.gguf" holds a comma`},
 		{"[agents.pair]", "[[prepare]]\nrun = [\"model\", \"tiny\"]\n[agents.pair]", "[[prepare]] 1: give both run"},
 		{"[agents.pair]", "[[prepare]]\nrun = [\"experiment\", \"x.toml\"]\ncreates = [\"x\"]\n[agents.pair]", "[[prepare]] 1: a step cannot run an experiment"},
 	} {

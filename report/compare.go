@@ -66,7 +66,7 @@ func writeComparisonMarkdown(w io.Writer, runs []Run) error {
 	turns := 0
 	var datasets []string // in first appearance, each run's own order
 	for i, r := range runs {
-		names[i] = r.Name
+		names[i] = markdownText(r.Name)
 		turns = max(turns, r.Summary.Mean.Turns)
 		for _, d := range r.Summary.Mean.Datasets {
 			if !slices.Contains(datasets, d) {
@@ -79,12 +79,12 @@ func writeComparisonMarkdown(w io.Writer, runs []Run) error {
 		"several); uncertainty in nats. Turns count from 0; the paper's T is turn+1. – marks what a run lacks.\n\n")
 	for _, r := range runs {
 		if r.Protocol != "" {
-			fmt.Fprintf(&b, "- %s: protocol %s.\n", r.Name, r.Protocol)
+			fmt.Fprintf(&b, "- %s: protocol %s.\n", markdownText(r.Name), r.Protocol)
 		}
 	}
-	fmt.Fprintf(&b, "\n![Team EU and AU per turn, every run (%s)](%s.png)\n\n", focusDataset(runs[0].Summary.Mean), CompareFigure)
+	fmt.Fprintf(&b, "\n![Team EU and AU per turn, every run (%s)](%s.png)\n\n", markdownText(focusDataset(runs[0].Summary.Mean)), CompareFigure)
 	for _, d := range datasets {
-		fmt.Fprintf(&b, "## %s\n\n", d)
+		fmt.Fprintf(&b, "## %s\n\n", markdownText(d))
 		var accuracy, team []tableColumn
 		for _, r := range runs {
 			agents := agentIndices(r.Summary.Mean.Agents, false)

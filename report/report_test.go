@@ -352,3 +352,57 @@ func checkFigure(t *testing.T, dir, name string, minW, minH int) {
 		t.Errorf("%s.png is %dx%d, want at least %dx%d", name, b.Dx(), b.Dy(), minW, minH)
 	}
 }
+
+// A data set or run name is text in the Markdown reports, as in the HTML and SVG ones: its
+// HTML is escaped, its | does not split a table cell and its newline does not end a row.
+func TestMarkdownEscapesNames(t *testing.T) {
+	const evil = "<script>x</script>|y\nz"
+	recs := records(2, false)
+	for i := range recs {
+		if recs[i].Dataset == "gsm8k" {
+			recs[i].Dataset = evil
+		}
+	}
+	s, err := uncertainty.Summarise(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := uncertainty.CombineSeeds([]uncertainty.Summary{s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := Write(dir, Run{Name: "a|b", Summary: c, Problems: recs}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteComparison(dir, []Run{{Name: "a|b", Summary: c}, {Name: "<i>c", Summary: c}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{ReportFile, CompareFile} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := string(b)
+		if strings.Contains(md, "<script>") || strings.Contains(md, "<i>") || strings.Contains(md, "|y\nz") {
+			t.Errorf("%s carries a raw name:\n%s", file, md)
+		}
+		if !strings.Contains(md, `&lt;script&gt;x&lt;/script&gt;\|y z`) {
+			t.Errorf("%s lacks the escaped data set name:\n%s", file, md)
+		}
+		// Every row of a table has its header's cells.
+		cols := -1
+		for _, line := range strings.Split(md, "\n") {
+			if !strings.HasPrefix(line, "|") {
+				cols = -1
+				continue
+			}
+			n := strings.Count(line, "|") - strings.Count(line, `\|`)
+			if cols < 0 {
+				cols = n
+			} else if n != cols {
+				t.Errorf("%s: a row with %d cell separators under a header of %d: %s", file, n, cols, line)
+			}
+		}
+	}
+}

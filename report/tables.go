@@ -191,15 +191,29 @@ func plain(v float64) string   { return strconv.FormatFloat(v, 'f', 1, 64) }
 // turnLabel names a turn as the code counts it and as the paper's tables do (T = turn+1).
 func turnLabel(turn int) string { return fmt.Sprintf("%d (T=%d)", turn, turn+1) }
 
-// markdownTable writes a GitHub-style table.
+// markdownText escapes a name (a data set's, a run's) for a Markdown line or table cell, as
+// the HTML and SVG outputs escape theirs: its HTML stays text, a | does not split a cell and a
+// newline does not end a row or heading.
+var markdownText = strings.NewReplacer(`\`, `\\`, "&", "&amp;", "<", "&lt;", ">", "&gt;", "|", `\|`,
+	"\r\n", " ", "\n", " ", "\r", " ").Replace
+
+// markdownTable writes a GitHub-style table, every cell escaped (markdownText).
 func markdownTable(b *strings.Builder, header []string, rows [][]string) {
-	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
+	row := func(cells []string) {
+		b.WriteString("|")
+		for _, c := range cells {
+			b.WriteString(" " + markdownText(c) + " |")
+		}
+		b.WriteString("\n")
+	}
+	row(header)
+	b.WriteString("|")
 	for range header {
 		b.WriteString("---|")
 	}
 	b.WriteString("\n")
 	for _, r := range rows {
-		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+		row(r)
 	}
 	b.WriteString("\n")
 }
@@ -286,7 +300,7 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	s := run.Summary
 	n := s.Seeds
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Debate evaluation: %s\n\n", run.Name)
+	fmt.Fprintf(&b, "# Debate evaluation: %s\n\n", markdownText(run.Name))
 	if run.Protocol != "" {
 		fmt.Fprintf(&b, "Protocol: %s.\n\n", run.Protocol)
 	}
@@ -304,12 +318,12 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	if s.Mean.Turns > 1 {
 		writeFlipsMarkdown(&b, s)
 		if slices.Contains(figures, "flips") {
-			fmt.Fprintf(&b, "![Flips from turn 0, %s](flips.png)\n\n", focusDataset(s.Mean))
+			fmt.Fprintf(&b, "![Flips from turn 0, %s](flips.png)\n\n", markdownText(focusDataset(s.Mean)))
 		}
 	}
 
 	focus := focusDataset(s.Mean)
-	fmt.Fprintf(&b, "## Responses (%s)\n\n", focus)
+	fmt.Fprintf(&b, "## Responses (%s)\n\n", markdownText(focus))
 	header := []string{"Turn"}
 	for _, a := range agents {
 		l := agentLabel(a)
@@ -365,7 +379,7 @@ func writeTurnTables(b *strings.Builder, level string, s uncertainty.Combined, f
 	writeVerified(b, s.Mean)
 	turnTable(b, turns, runColumns("", s, datasets, agents), percentCell(robustAccuracy))
 	if slices.Contains(figures, "accuracy") {
-		fmt.Fprintf(b, "![Accuracy per turn, %s](accuracy.png)\n\n", focusDataset(s.Mean))
+		fmt.Fprintf(b, "![Accuracy per turn, %s](accuracy.png)\n\n", markdownText(focusDataset(s.Mean)))
 	}
 	b.WriteString(level + " Majority vote (percent, strict / robust)\n\n" +
 		"The most frequent answer among an agent's samples (Team: among all samples); reported, not used to score agents.\n\n")
@@ -376,7 +390,7 @@ func writeTurnTables(b *strings.Builder, level string, s uncertainty.Combined, f
 		"AU their mean entropy.\n\n")
 	turnTable(b, turns, runColumns("", s, datasets, []int{uncertainty.System}), uncertaintyCell)
 	if slices.Contains(figures, "uncertainty") {
-		fmt.Fprintf(b, "![EU and AU stacked, TU on top, %s](uncertainty.png)\n\n", focusDataset(s.Mean))
+		fmt.Fprintf(b, "![EU and AU stacked, TU on top, %s](uncertainty.png)\n\n", markdownText(focusDataset(s.Mean)))
 	}
 }
 

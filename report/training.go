@@ -361,7 +361,7 @@ func beforeAfterCell(m valMetric, first, last trainlog.ValMetrics, agent, turn i
 
 func writeTrainingMarkdown(w io.Writer, r *training, figures []string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Training run: %s\n\n", r.name)
+	fmt.Fprintf(&b, "# Training run: %s\n\n", markdownText(r.name))
 	fmt.Fprintf(&b, "%d agents, %d turns, %d training steps", r.agents, r.turns, len(r.times))
 	if len(r.times) > 0 {
 		fmt.Fprintf(&b, " (%d–%d)", r.times[0].step, r.times[len(r.times)-1].step)
@@ -457,7 +457,7 @@ func writeBeforeAfterMarkdown(b *strings.Builder, r *training) {
 		b.WriteString(" Majority: the accuracy of the most frequent answer. TU = EU + AU of the answers " +
 			"(nats): the team's EU is the agents' Jensen-Shannon divergence; an agent's TU = AU is its own answer entropy (EU 0).")
 		if focus := summaryDataset(first, last); focus != "" {
-			fmt.Fprintf(b, " Dataset: %s.", focus)
+			fmt.Fprintf(b, " Dataset: %s.", markdownText(focus))
 		}
 	}
 	b.WriteString("\n\n")
