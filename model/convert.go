@@ -71,15 +71,8 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 		return fmt.Errorf("architecture %q (config.json model_type) is not supported; supported: %s",
 			cfg.ModelType, strings.Join(SupportedArchitectures(), ", "))
 	}
-	s, err := cfg.Shape()
+	s, tok, err := shapeAndTokenizer(dir, cfg)
 	if err != nil {
-		return err
-	}
-	tok, err := LoadHFTokenizer(dir)
-	if err != nil {
-		return err
-	}
-	if err := tok.fitConfig(cfg, s.Vocab); err != nil {
 		return err
 	}
 	st, err := OpenSafetensors(dir)
@@ -124,6 +117,20 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 		}
 	}
 	return w.Close()
+}
+
+// shapeAndTokenizer is the shape of the checkpoint in dir (whose config.json is cfg) and
+// its tokenizer, fitted to the config: what every GGUF written from it needs.
+func shapeAndTokenizer(dir string, cfg *HFConfig) (Shape, *HFTokenizer, error) {
+	s, err := cfg.Shape()
+	if err != nil {
+		return Shape{}, nil, err
+	}
+	tok, err := LoadHFTokenizer(dir)
+	if err != nil {
+		return Shape{}, nil, err
+	}
+	return s, tok, tok.fitConfig(cfg, s.Vocab)
 }
 
 // fitConfig checks the tokenizer against config.json, pads it with unused tokens to the

@@ -12,15 +12,8 @@ func WriteVocabGGUF(dir, out string) error {
 	if err != nil {
 		return err
 	}
-	s, err := cfg.Shape()
+	s, tok, err := shapeAndTokenizer(dir, cfg)
 	if err != nil {
-		return err
-	}
-	tok, err := LoadHFTokenizer(dir)
-	if err != nil {
-		return err
-	}
-	if err := tok.fitConfig(cfg, s.Vocab); err != nil {
 		return err
 	}
 	kvs, err := ggufKVs(s, tok, TypeF32, filepath.Base(filepath.Clean(dir)))
