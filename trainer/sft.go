@@ -72,12 +72,13 @@ func ExpertPairs(problems []data.Problem, ops string, expert int, prompt engine.
 		for j, c := range claims {
 			shown[j] = c.WorkedResponse()
 		}
-		msg, err := prompt.Message(p.Question, [][]string{shown}, engine.TrajectoryID{Problem: uint64(i)})
+		id := engine.TrajectoryID{Problem: uint64(i)}
+		msg, err := prompt.Message(p.Question, [][]string{shown}, id)
 		if err != nil {
 			return nil, err
 		}
 		taken := rand.New(rand.NewPCG(seed, uint64(i))).IntN(len(claims))
-		label := prompt.Labels(engine.TrajectoryID{Problem: uint64(i)}, 1, len(claims))[taken]
+		label := prompt.Labels(id, 1, len(claims))[taken]
 		debate = append(debate, TextPair{Prompt: msg, Response: AgreeResponse(label, claims[taken])})
 	}
 	if len(own) == 0 {
