@@ -261,7 +261,7 @@ type browserView struct {
 	Title    []string
 	Style    template.CSS
 	Tables   []summaryTable
-	Figures  []template.HTML
+	Figures  []pageFigure
 	Outcomes [][2]string
 	Data     browserPage
 }

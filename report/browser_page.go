@@ -31,7 +31,7 @@ answer at turn 0 with its last; disagreement and unanimous but wrong look at the
 <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>
-{{end}}{{range .Figures}}<figure>{{.}}</figure>
+{{end}}{{range .Figures}}<figure style="width:{{.Width}}">{{.SVG}}</figure>
 {{end}}
 <h2>Problems</h2>
 <div class="bar">

@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/evalrun"
+	"github.com/umad-dev/umad/internal/browsertest"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/uncertainty"
@@ -132,7 +133,7 @@ func TestBrowserDataPairsRuns(t *testing.T) {
 // filters by outcome and by text, hostile text is shown and never run, and the page is
 // the same bytes when written again.
 func TestBrowserInChromium(t *testing.T) {
-	chromium(t)
+	browsertest.Chromium(t)
 	dir := t.TempDir()
 	m := browserRun(t, dir, "run-<b>1</b>")
 	out := filepath.Join(dir, "report")
@@ -155,7 +156,7 @@ func TestBrowserInChromium(t *testing.T) {
 		}
 	}
 
-	all := dumpDOM(t, page, "")
+	all := browsertest.DumpDOM(t, page, "")
 	problems := regexp.MustCompile(`<section class="problem" id="p-([^"]*)"`)
 	sections := func(dom string) []string {
 		var ids []string
@@ -186,10 +187,10 @@ func TestBrowserInChromium(t *testing.T) {
 		{"#outcome=" + WrongToRight + "&dataset=math", "math-c3"},
 		{"#q=NEEDLE-in", "math-c3"},
 	} {
-		dom := dumpDOM(t, page, c.fragment)
+		dom := browsertest.DumpDOM(t, page, c.fragment)
 		if got := sections(dom); !reflect.DeepEqual(got, []string{c.want}) || !strings.Contains(dom, "1 of 3 problems match") {
 			t.Errorf("%s shows problems %v, want [%s] and 1 of 3 matching", c.fragment, got, c.want)
 		}
 	}
-	screenshot(t, page, "#outcome="+RightToWrong)
+	browsertest.Screenshot(t, page, "#outcome="+RightToWrong)
 }

@@ -1,4 +1,7 @@
-package report
+// Package browsertest loads the HTML pages of the reports in Debian's headless chromium
+// for tests: the DOM after the page's script ran, and a screenshot checked not blank.
+// Where chromium is missing the tests that need it skip, while in CI (CI=true) they fail.
+package browsertest
 
 import (
 	"context"
@@ -10,9 +13,9 @@ import (
 	"time"
 )
 
-// chromium is Debian's headless chromium (build.sh installs it): where it is missing a
+// Chromium is Debian's headless chromium (build.sh installs it): where it is missing a
 // page test skips, or fails under CI=true, where the pages must be checked in a browser.
-func chromium(t *testing.T) string {
+func Chromium(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if path, err := exec.LookPath(name); err == nil {
@@ -30,7 +33,7 @@ func chromium(t *testing.T) string {
 // and a time limit, and returns its standard output.
 func headless(t *testing.T, url string, args ...string) []byte {
 	t.Helper()
-	bin := chromium(t)
+	bin := Chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	flags := []string{"--headless", "--disable-gpu", "--no-first-run", "--disable-extensions",
@@ -48,15 +51,15 @@ func headless(t *testing.T, url string, args ...string) []byte {
 	return out
 }
 
-// dumpDOM is the page's DOM after its script ran.
-func dumpDOM(t *testing.T, page, fragment string) string {
+// DumpDOM is the page's DOM after its script ran.
+func DumpDOM(t *testing.T, page, fragment string) string {
 	t.Helper()
 	return string(headless(t, fileURL(t, page)+fragment, "--dump-dom"))
 }
 
-// screenshot renders the page and checks that the PNG is not blank: a real share of its
+// Screenshot renders the page and checks that the PNG is not blank: a real share of its
 // pixels differ from the top-left one (the page's background).
-func screenshot(t *testing.T, page, fragment string) {
+func Screenshot(t *testing.T, page, fragment string) {
 	t.Helper()
 	shot := filepath.Join(t.TempDir(), "page.png")
 	headless(t, fileURL(t, page)+fragment, "--screenshot="+shot, "--window-size=1200,900", "--hide-scrollbars")
