@@ -90,6 +90,8 @@ func reportCmd(c *ucli.Context) error {
 			return err
 		}
 		fmt.Fprintf(c.App.Writer, "comparison: %s\n", filepath.Join(c.String("out"), report.CompareFile))
+	}
+	if len(runs) > 1 || len(runs) == 1 && len(t.order) > 1 { // a comparison, or Table 1 whose cells link to it
 		if err := t.browse(c.String("out")); err != nil {
 			return err
 		}

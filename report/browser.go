@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -91,6 +92,16 @@ func WriteBrowser(dir string, methods []Method) error {
 		view.Tables = append(view.Tables, summaryTables(m)...)
 	}
 	return atomicfile.Write(filepath.Join(dir, PageFile), func(w io.Writer) error { return browserTemplate.Execute(w, view) })
+}
+
+// browserLink is the address of the browser beside Table 1, filtered to a method's
+// problems of a dataset (of every dataset for the Average): where a cell's problems are.
+func browserLink(method, dataset string) string {
+	v := url.Values{"run": {method}}
+	if dataset != uncertainty.Average {
+		v.Set("dataset", dataset)
+	}
+	return PageFile + "#" + v.Encode()
 }
 
 // browserFigures are a run's figures, or for several the comparison's.

@@ -194,3 +194,35 @@ func TestBrowserInChromium(t *testing.T) {
 	}
 	browsertest.Screenshot(t, page, "#outcome="+RightToWrong)
 }
+
+// Table 1's cells link to the browser beside it, filtered to their method and dataset; a
+// link opens in chromium on those problems of that method alone.
+func TestTable1LinksToBrowser(t *testing.T) {
+	browsertest.Chromium(t)
+	dir := t.TempDir()
+	methods := []Method{browserRun(t, dir, "Zero Shot"), browserRun(t, dir, "trained")}
+	out := filepath.Join(dir, "cmp")
+	if err := WriteTable1(out, methods, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBrowser(out, methods); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, Table1HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := regexp.MustCompile(`<a href="([^"]*)">`).FindAllStringSubmatch(string(raw), -1)
+	// Two methods x two agents x three columns (gsm8k, math, Average) x two turns.
+	if len(links) != 24 {
+		t.Fatalf("table1.html has %d links, want one per cell (24)", len(links))
+	}
+	want := "index.html#dataset=gsm8k&amp;run=trained"
+	if !strings.Contains(string(raw), `<a href="`+want+`">`) || !strings.Contains(string(raw), `<a href="index.html#run=Zero+Shot">`) {
+		t.Fatalf("table1.html does not link trained's gsm8k cells to %s and Zero Shot's Average to its problems", want)
+	}
+	dom := browsertest.DumpDOM(t, filepath.Join(out, PageFile), "#dataset=gsm8k&run=trained")
+	if !strings.Contains(dom, "2 of 3 problems match") || !strings.Contains(dom, "<h4>trained, seed 1</h4>") || strings.Contains(dom, "<h4>Zero Shot") {
+		t.Errorf("the link shows the wrong problems or runs:\n%.3000s", dom)
+	}
+}
