@@ -226,3 +226,24 @@ func TestTable1LinksToBrowser(t *testing.T) {
 		t.Errorf("the link shows the wrong problems or runs:\n%.3000s", dom)
 	}
 }
+
+// A rollouts file with a ragged record (an agent missing a turn) is refused in one line
+// naming the file and the problem, and no page is written.
+func TestBrowserRefusesRaggedRecord(t *testing.T) {
+	dir := t.TempDir()
+	m := browserRun(t, dir, "run")
+	r := debateRecord(0, data.Problem{Dataset: "gsm8k", ID: "bad", Question: "?", Gold: "1"},
+		func(t, a, k int) string { return "" }, [2][2][2]string{{{"1", "1"}, {"1", "1"}}, {{"1", "1"}, {"1", "1"}}})
+	r.Turns[1] = r.Turns[1][:1]
+	if err := rollouts.WriteFile(m.Replicates[0].Rollouts, []engine.DebateRecord{r}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "report")
+	err := WriteBrowser(out, []Method{m})
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), m.Replicates[0].Rollouts+" problem gsm8k/bad") {
+		t.Errorf("error %v, want one line naming the file and problem gsm8k/bad", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, PageFile)); err == nil {
+		t.Error("a page was written from the ragged record")
+	}
+}
