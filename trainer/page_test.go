@@ -37,6 +37,7 @@ func TestPageFollowsTheLog(t *testing.T) {
 		}
 		calls = append(calls, call{live, len(train), len(val)})
 		if err := report.WriteTrainingPage(out, live); err != nil {
+			t.Errorf("the page after %d steps and %d validations: %v", len(train), len(val), err) // the trainer only logs it
 			return err
 		}
 		if len(train) == 1 && len(val) == 1 { // after step 1, before step 2
