@@ -53,7 +53,14 @@ cgo_env() {
 	export CGO_ENABLED=1
 	# llama.cpp's src/ too: cgo/llama's weight writer reads llama_model's tensor list.
 	export CGO_CPPFLAGS="-I$dir/llama/llama.cpp/include -I$dir/llama/llama.cpp/src -I$dir/ml/backend/ggml/ggml/include"
-	export CGO_CFLAGS="-O3 -march=$march -g0"
+	# -UGGML_USE_LLAMAFILE: ggml multiplies a micro-batch of one row with its vec_dot and
+	# one of several rows with llamafile's tinyBLAS, which sum in another order, so a
+	# sequence's logits moved with its batch's makeup. Without tinyBLAS every row takes
+	# vec_dot whatever the batch: the same seed gives the same bytes whatever the timing,
+	# --slots, -k or --nproc (bench/RESULTS.md, batch invariance, has the cost). The flag
+	# must come after ggml-cpu's own -DGGML_USE_LLAMAFILE, and cgo puts CGO_CFLAGS after a
+	# package's #cgo CPPFLAGS; cgo/llama's TestBatchInvariance fails if it stops working.
+	export CGO_CFLAGS="-O3 -march=$march -g0 -UGGML_USE_LLAMAFILE"
 	export CGO_CXXFLAGS="-O3 -march=$march -g0 -Wno-stringop-overflow"
 }
 

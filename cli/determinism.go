@@ -25,11 +25,6 @@ func checkDeterminism(c *ucli.Context) error {
 	if c.Int("nproc") > 1 {
 		return errors.New("--check-determinism runs the debate in one process; leave out --nproc")
 	}
-	if !c.IsSet("deterministic") { // what users check; --deterministic=false checks the default
-		if err := c.Set("deterministic", "true"); err != nil {
-			return err
-		}
-	}
 	out := c.String("out")
 	var dirs [2]string
 	for i := range dirs {
