@@ -45,6 +45,8 @@ func App() *ucli.App {
 		},
 		Commands:        withFloatChecks(commands),
 		HideHelpCommand: true,
+		// Hidden --generate-bash-completion, which umad completion's scripts call.
+		EnableBashCompletion: true,
 		// --agent values hold commas (path,key=value,...): repeat a flag instead.
 		DisableSliceFlagSeparator: true,
 		// Errors are printed once, by Main.
