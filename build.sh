@@ -27,7 +27,8 @@ cd "$(dirname "$0")"
 # from Debian (CPU); libopenblas0-openmp is its fast BLAS (the reference BLAS is 13-18x
 # slower; the pthread variant must not be installed beside it, docs/ARCHITECTURE.md section 3).
 # libgloo-dev: the Gloo headers libtorch's c10d headers include (kernels/umad_dist.cpp).
-APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp libgloo-dev)
+# zsh and fish: the shells umad completion's scripts are tested in (cli/completion_test.go).
+APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp libgloo-dev zsh fish)
 
 deps() {
 	local missing=()
