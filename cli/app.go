@@ -34,6 +34,7 @@ func App() *ucli.App {
 			"Start with:  umad model tiny --out /tmp/tiny && umad generate --model /tmp/tiny/model.gguf --prompt 'What is 2+3?'",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log debug messages, llama.cpp's included, on stderr"},
+			hubDownloadFlag,
 		},
 		Before: func(c *ucli.Context) error {
 			level := slog.LevelWarn
