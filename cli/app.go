@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/launch"
@@ -44,7 +45,7 @@ func App() *ucli.App {
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 			return nil
 		},
-		Commands:        withFloatChecks(commands),
+		Commands:        withConfigFiles(withFloatChecks(commands)),
 		HideHelpCommand: true,
 		// Hidden --generate-bash-completion, which umad completion's scripts call.
 		EnableBashCompletion: true,
@@ -88,6 +89,9 @@ func withFloatChecks(cmds []*ucli.Command) []*ucli.Command {
 
 func checkFloatFlags(c *ucli.Context) error {
 	for _, f := range c.Command.Flags {
+		if af, ok := f.(*altsrc.Float64Flag); ok { // a command with --config (config.go)
+			f = af.Float64Flag
+		}
 		if ff, ok := f.(*ucli.Float64Flag); ok && c.IsSet(ff.Name) {
 			if v := c.Float64(ff.Name); math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("--%s %v: want a finite number", ff.Name, v)

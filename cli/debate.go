@@ -373,6 +373,7 @@ func debateCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	save = recordCommand(c, out, save)
 	if err := evalrun.Merge(out, cfg.Seeds); err != nil { // a stopped multi-process run's
 		return err
 	}

@@ -648,7 +648,7 @@ func claimTrain(c *ucli.Context, out string, rc trainRunConfig) (exists bool, sa
 		return exists, nil, fmt.Errorf("--resume: %s holds no training run", out)
 	}
 	save, err = claimTrainRun(out, rc)
-	return exists, save, err
+	return exists, recordCommand(c, out, save), err
 }
 
 // abandonRun empties the directory of a new run that failed before it logged a step (an
