@@ -82,15 +82,23 @@ func copyNamed(t *testing.T, src, name string) string {
 // convertOut converts DIR (a path or an id) to a GGUF and returns its bytes.
 func convertOut(t *testing.T, dir string, global ...string) []byte {
 	t.Helper()
+	b, _ := convertWithStderr(t, dir, global...)
+	return b
+}
+
+// convertWithStderr is convertOut with what the command wrote on stderr.
+func convertWithStderr(t *testing.T, dir string, global ...string) ([]byte, string) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "m.gguf")
-	if _, stderr, err := runApp(t, append(global, "convert", "hf2gguf", dir, out)...); err != nil {
+	_, stderr, err := runApp(t, append(global, "convert", "hf2gguf", dir, out)...)
+	if err != nil {
 		t.Fatalf("convert %s: %v\n%s", dir, err, stderr)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return b, stderr
 }
 
 // An id ORG/NAME resolves through a cache laid out as huggingface_hub lays it out; an
@@ -184,8 +192,12 @@ func TestHubDownloadFromCLI(t *testing.T) {
 	if _, _, err := runApp(t, "convert", "hf2gguf", "org/tiny", filepath.Join(t.TempDir(), "x.gguf")); err == nil {
 		t.Fatal("downloaded without --hf-download")
 	}
-	if got, want := convertOut(t, "org/tiny", "--hf-download"), convertOut(t, copyNamed(t, src, "tiny")); !bytes.Equal(got, want) {
+	got, stderr := convertWithStderr(t, "org/tiny", "--hf-download")
+	if !bytes.Equal(got, convertOut(t, copyNamed(t, src, "tiny"))) {
 		t.Error("the downloaded model converts otherwise than its source")
+	}
+	if !strings.Contains(stderr, "model.safetensors") || !strings.Contains(stderr, "100.0%") {
+		t.Errorf("no progress bar on stderr:\n%s", stderr)
 	}
 	if _, err := os.Readlink(filepath.Join(cache, "models--org--tiny", "snapshots", hubCommit, "config.json")); err != nil {
 		t.Errorf("no snapshot link: %v", err)

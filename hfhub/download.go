@@ -130,6 +130,8 @@ type revisionInfo struct {
 func (c *Client) revision(ctx context.Context, r Ref) (revisionInfo, error) {
 	var info revisionInfo
 	u := c.Endpoint + "/api/models/" + r.Repo + "/revision/" + url.PathEscape(r.Revision)
+	ctx, cancel := context.WithTimeout(ctx, c.Stall) // a small answer: all of it within the stall time
+	defer cancel()
 	resp, err := c.do(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return info, err
