@@ -105,6 +105,10 @@ func TestDebateConfigFile(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "seed-7")); err != nil || command["seeds"] != "7" {
 		t.Errorf("seeds from the file: %v, command %v", err, command)
 	}
+	// The recorded command is no setting: other settings are named, not it.
+	if _, _, err := runApp(t, "debate", "--config", file, "--turns", "1", "-k", "2"); err == nil || !strings.Contains(err.Error(), "(k: 1 there, 2 here)") {
+		t.Errorf("a rerun with another -k: %v", err)
+	}
 }
 
 // Unknown keys are refused naming their line, in TOML, YAML and a run's config.json; so
