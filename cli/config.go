@@ -57,7 +57,7 @@ func withConfigFiles(cmds []*ucli.Command) []*ucli.Command {
 			if err := applyConfig(c, required); err != nil {
 				return err
 			}
-			c.Context = context.WithValue(c.Context, commandKey{}, commandFlags(c))
+			noteCommand(c)
 			if next != nil {
 				return next(c)
 			}
@@ -345,6 +345,11 @@ func commandFlags(c *ucli.Context) map[string]any {
 		}
 	}
 	return out
+}
+
+// noteCommand keeps the flags set now as the command a run records (recordCommand).
+func noteCommand(c *ucli.Context) {
+	c.Context = context.WithValue(c.Context, commandKey{}, commandFlags(c))
 }
 
 // recordCommand makes save also add the command's flags to the run's config.json as
