@@ -49,7 +49,7 @@ func withConfigFiles(cmds []*ucli.Command) []*ucli.Command {
 			}
 			cmd.Flags[i] = fileFlag(f)
 		}
-		cmd.Flags = append(cmd.Flags, &ucli.StringFlag{Name: "config", Usage: "read flags from FILE: TOML (.toml) or YAML (.yaml, .yml), " +
+		cmd.Flags = append(cmd.Flags, &ucli.StringFlag{Name: "config", Usage: "read flags from `FILE`: TOML (.toml) or YAML (.yaml, .yml), " +
 			"one flag per key (lr = 3e-6, agent = [\"a\", \"b\"] for a repeated flag), or a run's config.json (the flags that made the run, " +
 			"--out its directory); flags on the command line win over the file, and an unknown key is refused with its line"})
 		next := cmd.Before
