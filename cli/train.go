@@ -603,6 +603,7 @@ func trainRun(c *ucli.Context, rc trainRunConfig, d launch.Spec, rt *torch.Runti
 	}
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
+	cfg.Page = report.WriteTrainingPage // RUN/report/index.html, rewritten as each step lands
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
 		if errors.Is(err, trainer.ErrInterrupted) {
 			return errors.Join(launch.ErrInterrupted, err)

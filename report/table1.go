@@ -99,6 +99,7 @@ type tableRow struct {
 	method string
 	agent  int
 	cells  []tableCell // datasets x turns, dataset-major
+	browse bool        // the method's problems are in the browser beside the table (browserLink)
 }
 
 // tableCell is one accuracy (mean and std over seeds) and its difference from the
@@ -175,7 +176,7 @@ func buildTable1(methods []Method, opt TableOptions) (*table1, error) {
 	for _, m := range methods {
 		ms := scores(m)
 		for a := range m.Summary.Mean.Agents {
-			row := tableRow{method: m.Name, agent: a}
+			row := tableRow{method: m.Name, agent: a, browse: slices.ContainsFunc(m.Replicates, func(r Replicate) bool { return r.Rollouts != "" })}
 			for _, d := range t.datasets {
 				for _, turn := range t.turns {
 					row.cells = append(row.cells, t.cell(m, methods[base], ms, baseScores, d, a, turn, m.Name == t.baseline))
@@ -509,7 +510,7 @@ func writeTable1HTML(w io.Writer, t *table1) error {
 	b.WriteString("</tr>\n")
 	for _, r := range t.rows {
 		fmt.Fprintf(&b, "<tr><th>%s</th><th>%s</th>", html.EscapeString(r.method), agentLabel(r.agent))
-		for _, c := range r.cells {
+		for i, c := range r.cells {
 			style := ""
 			if bg := c.background(r.method == t.baseline); bg != "" {
 				style = fmt.Sprintf(" style=\"background:%s\"", bg)
@@ -518,7 +519,11 @@ func writeTable1HTML(w io.Writer, t *table1) error {
 			if c.significant() {
 				class = " class=\"sig\""
 			}
-			fmt.Fprintf(&b, "<td%s%s>%s</td>", style, class, html.EscapeString(c.text()))
+			text := html.EscapeString(c.text())
+			if r.browse && c.has {
+				text = fmt.Sprintf("<a href=\"%s\">%s</a>", html.EscapeString(browserLink(r.method, t.datasets[i/len(t.turns)])), text)
+			}
+			fmt.Fprintf(&b, "<td%s%s>%s</td>", style, class, text)
 		}
 		b.WriteString("</tr>\n")
 	}
