@@ -19,7 +19,7 @@ func init() {
 		Description: "Completes commands, subcommands and flags (type --, then Tab); elsewhere the shell completes\n" +
 			"file names. Load it once per shell, or install it:\n\n" +
 			"   bash:  source <(umad completion bash)      or  umad completion bash > /etc/bash_completion.d/umad\n" +
-			"   zsh:   source <(umad completion zsh)       or  umad completion zsh > \"${fpath[1]}/_umad\"\n" +
+			"   zsh:   source <(umad completion zsh) after compinit, or  umad completion zsh > \"${fpath[1]}/_umad\"\n" +
 			"   fish:  umad completion fish | source      or  umad completion fish > ~/.config/fish/completions/umad.fish\n\n" +
 			"bash and zsh ask the umad they complete for its candidates; fish's script lists them, so\n" +
 			"regenerate it after an upgrade.",

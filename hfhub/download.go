@@ -321,7 +321,8 @@ func (c *Client) blob(ctx context.Context, blob, name string, m meta) error {
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || try == tries || errors.Is(err, errFatal) {
+		var f fatal
+		if ctx.Err() != nil || try == tries || errors.As(err, &f) {
 			return err
 		}
 		var have int64
@@ -342,14 +343,14 @@ func (c *Client) blob(ctx context.Context, blob, name string, m meta) error {
 	return os.Rename(part, blob)
 }
 
-// errFatal marks a failure that another try would repeat.
-var errFatal = errors.New("")
+// fatal marks a failure that another try would repeat (unlike a cut transfer).
+type fatal struct{ error }
 
 // fetch appends the rest of the file to part, from where it ends (Range).
 func (c *Client) fetch(ctx context.Context, part string, m meta, progress func(int64, error)) error {
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("%w%w", errFatal, err)
+		return fatal{err}
 	}
 	defer f.Close()
 	have, err := f.Seek(0, io.SeekEnd)
@@ -373,7 +374,7 @@ func (c *Client) fetch(ctx context.Context, part string, m meta, progress func(i
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 		if !strings.HasPrefix(resp.Header.Get("Content-Range"), fmt.Sprintf("bytes %d-", have)) {
-			return fmt.Errorf("%wthe server answered Range bytes=%d- with %q", errFatal, have, resp.Header.Get("Content-Range"))
+			return fatal{fmt.Errorf("the server answered Range bytes=%d- with %q", have, resp.Header.Get("Content-Range"))}
 		}
 	case http.StatusOK: // the whole file again: start over
 		if have, err = 0, f.Truncate(0); err != nil {
@@ -383,7 +384,7 @@ func (c *Client) fetch(ctx context.Context, part string, m meta, progress func(i
 			return err
 		}
 	default:
-		return fmt.Errorf("%wGET %s: %s", errFatal, resp.Request.URL.Redacted(), resp.Status)
+		return fatal{fmt.Errorf("GET %s: %s", resp.Request.URL.Redacted(), resp.Status)}
 	}
 	progress(have, nil)
 	// A body that stops sending is a cut too: each byte must come within the stall time.
@@ -395,7 +396,7 @@ func (c *Client) fetch(ctx context.Context, part string, m meta, progress func(i
 		watchdog.Reset(c.Stall)
 		if n > 0 {
 			if _, err := f.Write(buf[:n]); err != nil {
-				return fmt.Errorf("%w%w", errFatal, err)
+				return fatal{err}
 			}
 			have += int64(n)
 			progress(have, nil)
