@@ -65,8 +65,8 @@ type Options struct {
 }
 
 // Resolve reads the job's shape: torchrun's environment when RANK is set (this is a
-// rank), else srun's when srun started this process (slurm.go), else the options (this
-// may be a launcher).
+// rank), else srun's when srun started this process (slurm.go; with --nproc, srun's tasks
+// are the nodes), else the options (this may be a launcher).
 func Resolve(o Options) (d Spec, isRank bool, err error) {
 	if o.Group {
 		if d.Backend, err = torch.ParseBackend(o.Backend); err != nil {
@@ -83,8 +83,13 @@ func Resolve(o Options) (d Spec, isRank bool, err error) {
 		return d, err == nil, err
 	}
 	if underSrun() {
-		d, err = fromSlurm(d, o)
-		return d, err == nil, err
+		if o.NProc <= 1 {
+			d, err = fromSlurm(d, o)
+			return d, err == nil, err
+		}
+		if o, err = srunNodes(o); err != nil { // each task launches its node's ranks
+			return d, false, err
+		}
 	}
 	if !o.Group {
 		o.NNodes, o.NodeRank = 1, 0

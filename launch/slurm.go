@@ -33,27 +33,18 @@ func JobRank() string {
 }
 
 // fromSlurm completes d from srun's variables: rank SLURM_PROCID of SLURM_NTASKS, local
-// rank SLURM_LOCALID of this node's count in SLURM_STEP_TASKS_PER_NODE, rank 0's host the
-// first of SLURM_STEP_NODELIST (else SLURM_NODELIST) unless MASTER_ADDR or --master-addr
-// names one, and the port from MASTER_PORT, else --master-port.
+// rank SLURM_LOCALID of this node's count in SLURM_STEP_TASKS_PER_NODE, and rank 0's
+// address (slurmRendezvous).
 func fromSlurm(d Spec, o Options) (Spec, error) {
-	if o.NProc > 1 || o.NNodes > 1 {
-		return d, fmt.Errorf("--nproc %d --nnodes %d under srun (SLURM_NTASKS=%s): srun starts the ranks, one per task; ask srun for one task per rank (--ntasks-per-node) and drop --nproc and --nnodes",
-			o.NProc, o.NNodes, os.Getenv("SLURM_NTASKS"))
-	}
-	count := func(k string) (int, error) {
-		n, err := strconv.Atoi(os.Getenv(k))
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("srun: %s=%q is not a count", k, os.Getenv(k))
-		}
-		return n, nil
+	if o.NNodes > 1 {
+		return d, fmt.Errorf("--nnodes %d under srun: srun's tasks are the ranks (or, with --nproc, the nodes); drop --nnodes", o.NNodes)
 	}
 	var err error
-	if d.Rank, err = count("SLURM_PROCID"); err == nil {
-		d.World, err = count("SLURM_NTASKS")
+	if d.Rank, err = slurmCount("SLURM_PROCID"); err == nil {
+		d.World, err = slurmCount("SLURM_NTASKS")
 	}
 	if err == nil {
-		d.LocalRank, err = count("SLURM_LOCALID")
+		d.LocalRank, err = slurmCount("SLURM_LOCALID")
 	}
 	if err != nil {
 		return d, err
@@ -64,28 +55,68 @@ func fromSlurm(d Spec, o Options) (Spec, error) {
 	if d.LocalWorld, err = tasksOnNode(); err != nil {
 		return d, err
 	}
-	if d.Port = o.MasterPort; os.Getenv("MASTER_PORT") != "" {
-		if d.Port, err = count("MASTER_PORT"); err != nil {
-			return d, err
+	d.Addr, d.Port, err = slurmRendezvous(o)
+	return d, err
+}
+
+// srunNodes makes srun's tasks the job's nodes, as torchrun's --nnodes and --node-rank:
+// with --nproc N each task launches N ranks, so srun must run one task per node.
+func srunNodes(o Options) (Options, error) {
+	if o.NNodes > 1 {
+		return o, fmt.Errorf("--nnodes %d under srun: srun's tasks are the nodes; drop --nnodes", o.NNodes)
+	}
+	if n, err := tasksOnNode(); err != nil {
+		return o, err
+	} else if n != 1 {
+		return o, fmt.Errorf("--nproc %d under srun launches a node's ranks from one task, but srun runs %d tasks on this node: ask for --ntasks-per-node=1, or drop --nproc and let srun start one task per rank",
+			o.NProc, n)
+	}
+	var err error
+	if o.NNodes, err = slurmCount("SLURM_NTASKS"); err == nil {
+		o.NodeRank, err = slurmCount("SLURM_PROCID")
+	}
+	if err == nil {
+		o.MasterAddr, o.MasterPort, err = slurmRendezvous(o)
+	}
+	o.MasterAddrSet = true
+	return o, err
+}
+
+// slurmCount reads a count srun set.
+func slurmCount(k string) (int, error) {
+	n, err := strconv.Atoi(os.Getenv(k))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("srun: %s=%q is not a count", k, os.Getenv(k))
+	}
+	return n, nil
+}
+
+// slurmRendezvous is where rank 0 hosts the store: MASTER_ADDR, else --master-addr when
+// given, else the first host of SLURM_STEP_NODELIST (else SLURM_NODELIST); at MASTER_PORT,
+// else --master-port.
+func slurmRendezvous(o Options) (addr string, port int, err error) {
+	if port = o.MasterPort; os.Getenv("MASTER_PORT") != "" {
+		if port, err = slurmCount("MASTER_PORT"); err != nil {
+			return "", 0, err
 		}
 	}
-	if d.Port < 1 || d.Port > 65535 {
-		return d, fmt.Errorf("--master-port must be in 1..65535, got %d", d.Port)
+	if port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("--master-port must be in 1..65535, got %d", port)
 	}
-	switch d.Addr = os.Getenv("MASTER_ADDR"); {
-	case d.Addr != "":
+	switch addr = os.Getenv("MASTER_ADDR"); {
+	case addr != "":
 	case o.MasterAddrSet:
-		d.Addr = o.MasterAddr
+		addr = o.MasterAddr
 	default:
 		list := os.Getenv("SLURM_STEP_NODELIST")
 		if list == "" {
 			list = os.Getenv("SLURM_NODELIST")
 		}
-		if d.Addr, err = FirstHost(list); err != nil {
-			return d, fmt.Errorf("srun: the node list: %w", err)
+		if addr, err = FirstHost(list); err != nil {
+			return "", 0, fmt.Errorf("srun: the node list: %w", err)
 		}
 	}
-	return d, nil
+	return addr, port, nil
 }
 
 // tasksOnNode is the number of this step's tasks on this node: SLURM_NODEID's entry of

@@ -40,7 +40,8 @@ func TestResolveFromSlurm(t *testing.T) {
 }
 
 // An sbatch script (no SLURM_STEP_ID) and srun's single task are no rank: umad there is a
-// launcher, as without Slurm. Several tasks and --nproc are refused; so are bad values.
+// launcher, as without Slurm. --nproc with several tasks on a node is refused; so are bad
+// values.
 func TestSlurmNotARank(t *testing.T) {
 	o := Options{Group: true, NProc: 2, NNodes: 1, MasterPort: 29500, Timeout: time.Minute, Backend: "gloo"}
 	setSlurm(t, "0", "4", "0", "0", "4", "node1")
@@ -57,7 +58,7 @@ func TestSlurmNotARank(t *testing.T) {
 		nproc int
 		want  string
 	}{
-		{[]string{"SLURM_NTASKS", "4"}, 2, "srun starts the ranks"},
+		{[]string{"SLURM_NTASKS", "4"}, 2, "srun runs 4 tasks on this node: ask for --ntasks-per-node=1"},
 		{[]string{"SLURM_PROCID", "4"}, 1, "outside SLURM_NTASKS 4"},
 		{[]string{"SLURM_LOCALID", "x"}, 1, `SLURM_LOCALID="x" is not a count`},
 		{[]string{"SLURM_STEP_TASKS_PER_NODE", "2(x1)", "SLURM_NODEID", "1"}, 1, "no entry for SLURM_NODEID 1"},
@@ -93,5 +94,20 @@ func TestFirstHost(t *testing.T) {
 		if got, err := FirstHost(bad); err == nil {
 			t.Errorf("FirstHost(%q) = %q, accepted", bad, got)
 		}
+	}
+}
+
+// With --nproc, srun's tasks are the nodes (one per node): task 1 of 2 launches ranks 4-7
+// of 8, meeting at the node list's first host over TCP.
+func TestSlurmTasksAsNodes(t *testing.T) {
+	setSlurm(t, "1", "2", "0", "1", "1(x2)", "gpu[1-2]")
+	o := Options{Group: true, NProc: 4, NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 29500, Timeout: time.Minute, Backend: "gloo"}
+	d, isRank, err := Resolve(o)
+	if err != nil || isRank || d.Rank != 4 || d.World != 8 || d.LocalWorld != 4 || d.Addr != "gpu1" || d.Port != 29500 {
+		t.Fatalf("Resolve = %+v, %v, %v", d, isRank, err)
+	}
+	o.NNodes = 2
+	if _, _, err := Resolve(o); err == nil || !strings.Contains(err.Error(), "srun's tasks are the nodes") {
+		t.Errorf("--nnodes under srun: %v", err)
 	}
 }
