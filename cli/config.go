@@ -149,7 +149,7 @@ func readConfig(path string, cmd *ucli.Command) (map[string]any, error) {
 		}
 		values[f.Names()[0]] = v
 	}
-	if _, given := values["out"]; filepath.Base(path) == "config.json" && !given && flagNamed(cmd, "out") != nil {
+	if _, given := values["out"]; strings.EqualFold(filepath.Ext(path), ".json") && !given && flagNamed(cmd, "out") != nil {
 		values["out"] = filepath.Dir(path) // a run's own directory
 	}
 	return values, nil
