@@ -112,7 +112,7 @@ func slurmRendezvous(o Options) (addr string, port int, err error) {
 		if list == "" {
 			list = os.Getenv("SLURM_NODELIST")
 		}
-		if addr, err = FirstHost(list); err != nil {
+		if addr, err = firstHost(list); err != nil {
 			return "", 0, fmt.Errorf("srun: the node list: %w", err)
 		}
 	}
@@ -151,9 +151,9 @@ func tasksOnNode() (int, error) {
 	return 0, fmt.Errorf("srun: tasks per node %q has no entry for SLURM_NODEID %s", list, os.Getenv("SLURM_NODEID"))
 }
 
-// FirstHost is the first host of a Slurm host list: "node[01-04,07],gpu1" gives node01,
+// firstHost is the first host of a Slurm host list: "node[01-04,07],gpu1" gives node01,
 // each bracket replaced by the first number of its first range, zero padding kept.
-func FirstHost(list string) (string, error) {
+func firstHost(list string) (string, error) {
 	var host strings.Builder
 	for rest := list; rest != "" && rest[0] != ','; {
 		open := strings.IndexAny(rest, "[,")

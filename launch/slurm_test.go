@@ -86,13 +86,13 @@ func TestFirstHost(t *testing.T) {
 		"rack[2-3]-n[009-010],x9": "rack2-n009",
 		"gpu[5]-ib":               "gpu5-ib",
 	} {
-		if got, err := FirstHost(list); err != nil || got != want {
-			t.Errorf("FirstHost(%q) = %q, %v; want %q", list, got, err, want)
+		if got, err := firstHost(list); err != nil || got != want {
+			t.Errorf("firstHost(%q) = %q, %v; want %q", list, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", ",a", "n[a-b]", "n[1-2", "n]1["} {
-		if got, err := FirstHost(bad); err == nil {
-			t.Errorf("FirstHost(%q) = %q, accepted", bad, got)
+		if got, err := firstHost(bad); err == nil {
+			t.Errorf("firstHost(%q) = %q, accepted", bad, got)
 		}
 	}
 }
