@@ -75,8 +75,8 @@ func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 		if snap, ok := cachedBase(a.BaseModel); ok { // PEFT names a hub model by its id
 			return snap, nil
 		}
-		return "", fmt.Errorf("%s names the base model %q, which is not a local directory nor in the Hugging Face cache (umad --hf-download convert hf2gguf ID puts it there): %w",
-			dir, a.BaseModel, err)
+		return "", fmt.Errorf("%s names the base model %q, which is not a local directory nor in the Hugging Face cache (umad --hf-download convert hf2gguf %s BASE.gguf puts it there): %w",
+			dir, a.BaseModel, a.BaseModel, err)
 	}
 	return filepath.Abs(base)
 }
