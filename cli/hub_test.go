@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
 )
 
 // hubEtag is the hub's ETag of a file: sha256 for the LFS-stored safetensors, git's blob
@@ -31,12 +32,18 @@ func hubEtag(name string, b []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// hubCache lays out src's files as huggingface_hub caches repo at commit (blobs named by
-// ETag, the snapshot's relative symlinks, refs/main) in a new cache that HF_HUB_CACHE names.
-func hubCache(t *testing.T, repo, commit, src string) string {
+// newHubCache is an empty Hugging Face cache that HF_HUB_CACHE names.
+func newHubCache(t *testing.T) string {
 	t.Helper()
 	cache := t.TempDir()
 	t.Setenv("HF_HUB_CACHE", cache)
+	return cache
+}
+
+// hubCache lays out src's files in cache as huggingface_hub caches repo at commit: blobs
+// named by ETag, the snapshot's relative symlinks, refs/main.
+func hubCache(t *testing.T, cache, repo, commit, src string) {
+	t.Helper()
 	dir := filepath.Join(cache, "models--"+strings.ReplaceAll(repo, "/", "--"))
 	for _, d := range []string{"blobs", "refs", filepath.Join("snapshots", commit)} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -63,7 +70,6 @@ func hubCache(t *testing.T, repo, commit, src string) string {
 	if err := os.WriteFile(filepath.Join(dir, "refs", "main"), []byte(commit), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return cache
 }
 
 const hubCommit = "0123456789abcdef0123456789abcdef01234567"
@@ -106,7 +112,8 @@ func convertWithStderr(t *testing.T, dir string, global ...string) ([]byte, stri
 // cache and --hf-download.
 func TestHubIDFromCache(t *testing.T) {
 	qwen2, qwen3 := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"), filepath.Join(testmodel.Tiny(t, "qwen3"), "hf")
-	cache := hubCache(t, "org/tiny", hubCommit, qwen2)
+	cache := newHubCache(t)
+	hubCache(t, cache, "org/tiny", hubCommit, qwen2)
 	want := convertOut(t, copyNamed(t, qwen2, "tiny"))
 	if got := convertOut(t, "org/tiny"); !bytes.Equal(got, want) {
 		t.Error("convert org/tiny differs from converting the directory the cache holds")
@@ -131,7 +138,7 @@ func TestHubIDFromCache(t *testing.T) {
 // `umad train --agent ORG/NAME` trains the cached model, and the run's config.json records
 // the id with the commit it resolved to.
 func TestTrainRecordsHubID(t *testing.T) {
-	hubCache(t, "org/tiny", hubCommit, filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"))
+	hubCache(t, newHubCache(t), "org/tiny", hubCommit, filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"))
 	out := filepath.Join(t.TempDir(), "run")
 	args := trainArgs(t, out, "1")
 	args[slices.Index(args, "--agent")+1] = "org/tiny"
@@ -201,5 +208,35 @@ func TestHubDownloadFromCLI(t *testing.T) {
 	}
 	if _, err := os.Readlink(filepath.Join(cache, "models--org--tiny", "snapshots", hubCommit, "config.json")); err != nil {
 		t.Errorf("no snapshot link: %v", err)
+	}
+}
+
+// An experiment file's agent sets take hub ids: the dry run plans the training cell on the
+// cached models, and the cell trains on them and records their ids and commits.
+func TestExperimentHubIDs(t *testing.T) {
+	torchtest.Open(t)
+	cache := newHubCache(t)
+	hubCache(t, cache, "org/q2", hubCommit, filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"))
+	hubCache(t, cache, "org/q3", hubCommit, filepath.Join(testmodel.Tiny(t, "qwen3"), "hf"))
+	dir := t.TempDir()
+	out := filepath.Join(dir, "exp")
+	text := strings.NewReplacer("OUT", out, "Q2/hf", "org/q2", "Q3/hf", "org/q3", "Q2", testmodel.Tiny(t, "qwen2"), "Q3", testmodel.Tiny(t, "qwen3")).Replace(expGrid)
+	file := filepath.Join(dir, "grid.toml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runApp(t, "experiment", "--dry-run", file)
+	if err != nil || !strings.Contains(stdout, "memory plan of the largest training cell") {
+		t.Fatalf("dry run: %v\n%s\n%s", err, stdout, stderr)
+	}
+	if _, stderr, err := runApp(t, "experiment", "--only", "train/ippo", file); err != nil {
+		t.Fatalf("the training cell: %v\n%s", err, stderr)
+	}
+	settings, _ := runConfig(t, filepath.Join(out, "train", "ippo", "pair", "seed-1"))
+	agents := settings["agents"].([]any)
+	for i, id := range []string{"org/q2", "org/q3"} {
+		if got := agents[i].(map[string]any)["hub"]; got != id+"@"+hubCommit {
+			t.Errorf("agent %d records hub %v, want %s@%s", i, got, id, hubCommit)
+		}
 	}
 }
