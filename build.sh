@@ -28,7 +28,8 @@ cd "$(dirname "$0")"
 # slower; the pthread variant must not be installed beside it, docs/ARCHITECTURE.md section 3).
 # libgloo-dev: the Gloo headers libtorch's c10d headers include (kernels/umad_dist.cpp).
 # chromium: the headless browser the HTML pages' tests load (report/chromium_test.go).
-APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp libgloo-dev chromium)
+# zsh and fish: the shells umad completion's scripts are tested in (cli/completion_test.go).
+APT_PACKAGES=(build-essential pkg-config cmake libtorch-dev libopenblas0-openmp libgloo-dev chromium zsh fish)
 
 deps() {
 	local missing=()

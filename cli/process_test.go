@@ -18,7 +18,9 @@ const mainArgsEnv = "UMAD_CLI_TEST_MAIN_ARGS"
 
 func init() {
 	if args, ok := os.LookupEnv(mainArgsEnv); ok {
-		os.Exit(Main(append([]string{"umad"}, strings.Split(args, "\n")...)))
+		// os.Args too, as a real umad's: shell completion reads it (urfave/cli).
+		os.Args = append([]string{"umad"}, strings.Split(args, "\n")...)
+		os.Exit(Main(os.Args))
 	}
 }
 
