@@ -31,6 +31,9 @@ type Run struct {
 	Problems []uncertainty.ProblemRecord
 	// Replicates, when present, hold each seed's problems, for Table 1's paired intervals.
 	Replicates []Replicate
+	// Partial says which seeds left problems unfinished ("seed 1: 19 of 200 problems
+	// finished"); "" for a complete run.
+	Partial string
 }
 
 // Replicate is one seed's problem records; Key names the seed.
