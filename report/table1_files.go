@@ -225,4 +225,3 @@ func writeTable1HTML(w io.Writer, t *table1) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
