@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,9 +17,9 @@ import (
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/experiment"
+	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/launch"
-	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -53,6 +54,13 @@ type cellState struct {
 	ready  bool
 	tokens int64
 	bytes  int64 // a training cell's model files, to find the largest
+	// moved says a trained debate's experiment directory moved; stale names the old
+	// checkpoint of a trained debate whose training has a newer one. fix makes the directory
+	// the cell's again before it runs (config.json's paths updated, or the stale run set
+	// aside).
+	moved bool
+	stale string
+	fix   func() error
 }
 
 func experimentCmd(c *ucli.Context) error {
@@ -155,6 +163,9 @@ func planCells(f *experiment.File, cells []experiment.Cell) ([]*cellState, error
 		for _, n := range cell.Needs {
 			st.ready = st.ready && byName[n].done
 		}
+		if err := checkCellFlags(cell); err != nil {
+			return nil, fmt.Errorf("cell %s: %w", cell.Name, err)
+		}
 		if err := st.resolve(); err != nil {
 			return nil, fmt.Errorf("cell %s: %w", cell.Name, err)
 		}
@@ -238,11 +249,34 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 	if !st.exists || !st.ready {
 		return nil
 	}
-	if _, err := claimRunDir(st.dir, cfg); err != nil {
+	if err := st.followTraining(cfg); err != nil || st.stale != "" {
 		return err
 	}
-	_, err = os.Stat(filepath.Join(st.dir, "report", report.ReportFile))
-	st.done = err == nil
+	if !st.moved {
+		if _, err := claimRunDir(st.dir, cfg); err != nil {
+			return err
+		}
+	}
+	// Done only when every problem of every seed is: a report.md is written for a partial
+	// run too, and a cut, truncated or deleted rollouts file leaves problems to run.
+	dr, err := readDebateRun(st.dir)
+	st.done = err == nil && dr.partial == ""
+	return err
+}
+
+// checkCellFlags refuses a flags table's key that is no flag of the cell's command, or an
+// alias of one the grid owns (o for out).
+func checkCellFlags(cell experiment.Cell) error {
+	i := slices.IndexFunc(commands, func(cmd *ucli.Command) bool { return cmd.Name == cell.Kind })
+	for _, key := range cell.Flags {
+		j := slices.IndexFunc(commands[i].Flags, func(fl ucli.Flag) bool { return slices.Contains(fl.Names(), key) })
+		if j < 0 {
+			return fmt.Errorf("flags: %s is not a flag of umad %s", key, cell.Kind)
+		}
+		if name := commands[i].Flags[j].Names()[0]; experiment.GridFlag(cell.Kind, name) {
+			return fmt.Errorf("flags: %s is --%s, the grid's to set", key, name)
+		}
+	}
 	return nil
 }
 
@@ -372,8 +406,13 @@ func printPlan(w io.Writer, file string, states, todo []*cellState) {
 			state = "not selected"
 		case st.exists && st.Kind == "train":
 			state = "resume"
+		case st.stale != "":
+			state = "run afresh: " + st.stale
 		case st.exists:
 			state = "rerun"
+		}
+		if st.moved {
+			state += " (the experiment moved: its checkpoint paths are updated)"
 		}
 		tokens := countText(st.tokens)
 		if st.tokens == 0 && !st.done {
@@ -414,14 +453,26 @@ func largestTrainPlan(c *ucli.Context, todo []*cellState) error {
 	return runCommand(c, args)
 }
 
-// runCommand runs a umad command line in this process, on this app's outputs.
+// runCommand runs a umad command line in this process, on this app's outputs. The app
+// keeps the line (commandLine), which a multi-process cell's ranks run.
 func runCommand(c *ucli.Context, args []string) error {
 	app := App()
 	app.Writer, app.ErrWriter = c.App.Writer, c.App.ErrWriter
 	if c.Bool("verbose") {
 		args = append([]string{"--verbose"}, args...)
 	}
+	app.Metadata = map[string]any{commandLineKey: args}
 	return app.Run(append([]string{"umad"}, args...))
+}
+
+// commandLineKey is the app metadata that holds a command line run in process.
+const commandLineKey = "command line"
+
+// commandLine is the command line this app runs, after "umad": runCommand's, or nil for
+// the process's own.
+func commandLine(c *ucli.Context) []string {
+	args, _ := c.App.Metadata[commandLineKey].([]string)
+	return args
 }
 
 // runCells runs the cells in order, with the cells done and left and an ETA from the
@@ -440,6 +491,14 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 	}
 	start := time.Now()
 	for i, st := range todo {
+		if err := st.beforeRun(); err != nil {
+			return fmt.Errorf("cell %s: %w", st.Name, err)
+		}
+		if st.done {
+			done++
+			fmt.Fprintf(w, "experiment: cell %d of %d, %s, is done\n", i+1, len(todo), st.Name)
+			continue
+		}
 		fmt.Fprintf(w, "experiment: cell %d of %d to run: %s\n", i+1, len(todo), st.Name)
 		args := st.Args
 		if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil && st.Kind == "train" {
@@ -461,5 +520,101 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 		fmt.Fprintf(w, "experiment: %d of %d cells done, %d left, ETA %s\n", done, len(states), len(todo)-i-1, eta.Round(time.Second))
 	}
 	fmt.Fprintf(w, "experiment: ran %d of %d cells in %s; %d are done\n", len(todo), len(states), time.Since(start).Round(time.Second), done)
+	return nil
+}
+
+// followTraining lets a trained debate's directory follow its training cells, whose
+// checkpoints config.json names by absolute path. A moved experiment directory holds the
+// same run at a new place: its paths are updated before it runs. A training continued to
+// more steps has a newer checkpoint, which this run did not debate: the run is set aside,
+// kept beside the cell, and the cell runs afresh.
+func (st *cellState) followTraining(cfg debateConfig) error {
+	if len(st.Needs) == 0 {
+		return nil
+	}
+	path := filepath.Join(st.dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var old debateConfig
+	if err := json.Unmarshal(raw, &old); err != nil || len(old.Agents) != len(cfg.Agents) {
+		return nil // claimRunDir names the difference
+	}
+	rebased := old
+	rebased.Agents = slices.Clone(old.Agents)
+	for i, a := range cfg.Agents {
+		was, now := trainedTail(old.Agents[i].Model, st.Needs), trainedTail(a.Model, st.Needs)
+		switch {
+		case old.Agents[i].Model == a.Model:
+		case was == "" || now == "":
+			return nil // not a training cell's checkpoint: claimRunDir names it
+		case was != now:
+			return st.setAside(was, now)
+		default:
+			rebased.Agents[i].Model = a.Model
+		}
+	}
+	if reflect.DeepEqual(rebased, old) {
+		return nil
+	}
+	want, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(rebased, cfg) {
+		have, _ := json.MarshalIndent(rebased, "", "  ")
+		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, configDiff(have, want))
+	}
+	st.moved = true
+	st.fix = func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }
+	return nil
+}
+
+// setAside plans a stale trained debate's move to DIR.step-N (its checkpoint's name), so
+// the cell debates the training's newest checkpoint and the old results stay.
+func (st *cellState) setAside(was, now string) error {
+	parts := strings.Split(was, "/")
+	aside := st.dir + "." + parts[len(parts)-3] // .../checkpoints/step-N/agent-I/model.gguf
+	if _, err := os.Stat(aside); err == nil {
+		return fmt.Errorf("%s debated %s, which is no longer its training's newest checkpoint, and %s, where the experiment would keep it, exists; move one away", st.dir, was, aside)
+	}
+	st.stale = fmt.Sprintf("it debated %s, its training's newest is %s; the old run is kept as %s", was, now, aside)
+	st.fix = func() error { return os.Rename(st.dir, aside) }
+	return nil
+}
+
+// trainedTail is a trained agent's model path from its training cell's name on
+// (train/METHOD/AGENTS/seed-S/checkpoints/step-N/agent-I/model.gguf); "" where it lies
+// in none of needs.
+func trainedTail(model string, needs []string) string {
+	slash := filepath.ToSlash(model)
+	for _, n := range needs {
+		if i := strings.LastIndex(slash, "/"+n+"/"); i >= 0 {
+			return slash[i+1:]
+		}
+	}
+	return ""
+}
+
+// beforeRun readies a cell's directory: a trained debate planned before its training was
+// done is resolved on the training's checkpoint now (it may be done, moved or stale), and
+// a moved or stale directory is fixed.
+func (st *cellState) beforeRun() error {
+	if st.Kind == "debate" && !st.ready {
+		st.ready = true
+		tokens := st.tokens
+		if err := st.resolve(); err != nil {
+			return err
+		}
+		st.tokens = tokens // the plan's estimate, which the ETA counts down
+	}
+	if st.fix == nil {
+		return nil
+	}
+	if err := st.fix(); err != nil {
+		return err
+	}
+	st.fix = nil
 	return nil
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainlog"
@@ -74,12 +72,12 @@ func reportCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	args, err := expandExperiments(c, c.Args().Slice())
+	var t table
+	args, err := expandExperiments(c, c.Args().Slice(), &t)
 	if err != nil {
 		return err
 	}
 	var runs []report.Run
-	var t table
 	for _, arg := range args {
 		if err := reportRun(c, arg, &runs, &t); err != nil {
 			return err
@@ -122,13 +120,17 @@ func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *table) error 
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(dir, "report", report.ReportFile))
+	if run.Partial != "" {
+		fmt.Fprintf(c.App.Writer, "report: %s is PARTIAL (%s); its report says so\n", dir, run.Partial)
+	}
 	return nil
 }
 
 // expandExperiments replaces an experiment file among the arguments by its debate cells
 // that are done, each labelled by its method (and agent set, where the file has several):
-// its untrained methods first, so Table 1's default baseline is the zero-shot debate.
-func expandExperiments(c *ucli.Context, args []string) ([]string, error) {
+// its untrained methods first, so each agent set's default baseline is its zero-shot debate.
+// It tells t each label's agent set and what the seeds span.
+func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, error) {
 	var out []string
 	for _, arg := range args {
 		if info, err := os.Stat(arg); err != nil || !info.Mode().IsRegular() || filepath.Ext(arg) != ".toml" {
@@ -143,10 +145,26 @@ func expandExperiments(c *ucli.Context, args []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		t.spread = f.Variability()
 		for _, trained := range []bool{false, true} {
 			for _, cell := range cells {
-				if cell.Kind == "debate" && cell.Trained == trained {
-					out = append(out, experimentRun(c, f, arg, cell)...)
+				if cell.Kind != "debate" || cell.Trained != trained {
+					continue
+				}
+				label := cell.Method
+				if len(f.Agents) > 1 {
+					label += "/" + cell.AgentSet
+				}
+				if t.settings == nil {
+					t.settings = map[string]string{}
+				}
+				t.settings[label] = cell.AgentSet
+				done, err := experimentCellDone(c, f, arg, cell)
+				if err != nil {
+					return nil, err
+				}
+				if done {
+					out = append(out, label+"="+cell.Dir(f))
 				}
 			}
 		}
@@ -154,17 +172,21 @@ func expandExperiments(c *ucli.Context, args []string) ([]string, error) {
 	return out, nil
 }
 
-// experimentRun is a done debate cell as LABEL=RUN (none, said so, while it is not done).
-func experimentRun(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) []string {
-	if _, err := os.Stat(filepath.Join(cell.Dir(f), "report", report.ReportFile)); err != nil {
-		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done; left out\n", cell.Name, file)
-		return nil
+// experimentCellDone says whether a debate cell has finished every problem of every seed;
+// one that has not is left out, said so.
+func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) (bool, error) {
+	if _, err := os.Stat(filepath.Join(cell.Dir(f), "config.json")); err != nil {
+		fmt.Fprintf(c.App.Writer, "report: cell %s of %s has not run; left out\n", cell.Name, file)
+		return false, nil
 	}
-	label := cell.Method
-	if len(f.Agents) > 1 {
-		label += "/" + cell.AgentSet
+	dr, err := readDebateRun(cell.Dir(f))
+	if err != nil {
+		return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
 	}
-	return []string{label + "=" + cell.Dir(f)}
+	if dr.partial != "" {
+		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done (%s); left out\n", cell.Name, file, dr.partial)
+	}
+	return dr.partial == "", nil
 }
 
 // labelledRun splits LABEL=RUN; an argument that names an existing path is a run alone.
@@ -197,6 +219,8 @@ func tableTurns(c *ucli.Context) ([]int, error) {
 
 // table gathers the methods of Table 1 and the figures in the order they are given.
 type table struct {
+	settings map[string]string // a label's agent set, from an experiment file
+	spread   string            // what the seeds span, from an experiment file
 	order    []string
 	debates  map[string][]report.Run
 	training map[string]report.Method
@@ -267,24 +291,24 @@ func (t *table) write(c *ucli.Context, turns []int) error {
 				return fmt.Errorf("report: %w", err)
 			}
 		}
+		m.Setting = t.settings[label]
 		methods = append(methods, m)
 		series = append(series, report.Series{Name: m.Name, Summary: m.Summary.Mean})
 	}
 	out := c.String("out")
-	if err := report.WriteTable1(out, methods, report.TableOptions{Baseline: c.String("baseline"), Turns: turns}); err != nil {
+	if err := report.WriteTable1(out, methods, report.TableOptions{Baseline: c.String("baseline"), Turns: turns, Spread: t.spread}); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(c.App.Writer, "table: %s\n", filepath.Join(out, report.Table1File))
-	// Fig. 3 also sets each debate method against the baseline's debate.
+	// Fig. 3 also sets each debate method against its baseline's debate.
 	pairs := t.pairs
-	base := methods[0]
-	for _, m := range methods {
-		if m.Name == c.String("baseline") {
-			base = m
-		}
+	bases, err := report.Baselines(methods, c.String("baseline"))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
 	}
-	for _, m := range methods {
-		if _, isDebate := t.debates[m.Name]; isDebate && m.Name != base.Name {
+	for i, m := range methods {
+		if _, isDebate := t.debates[m.Name]; isDebate && bases[i] != i {
+			base := methods[bases[i]]
 			pairs = append(pairs, report.Pair{Name: base.Name + " → " + m.Name, Base: base.Summary.Mean, Trained: m.Summary.Mean})
 		}
 	}
@@ -300,28 +324,21 @@ func (t *table) write(c *ucli.Context, turns []int) error {
 	return nil
 }
 
-// rebuildReport recomputes a debate run's report from its rollouts.
+// rebuildReport recomputes a debate run's report from its rollouts; a run with problems
+// left unfinished is reported as partial, saying how many.
 func rebuildReport(dir string) (report.Run, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	dr, err := readDebateRun(dir)
 	if err != nil {
-		return report.Run{}, fmt.Errorf("report: %s is not a debate run: %w", dir, err)
-	}
-	var cfg debateConfig
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return report.Run{}, fmt.Errorf("report: %s/config.json: %w", dir, err)
+		return report.Run{}, fmt.Errorf("report: %w", err)
 	}
 	var summaries []uncertainty.Summary
 	var all []uncertainty.ProblemRecord
 	var replicates []report.Replicate
-	for _, seed := range cfg.Seeds {
-		done, err := evalrun.ReadRecords(filepath.Join(dir, fmt.Sprintf("seed-%d", seed), "rollouts.jsonl.zst"))
-		if err != nil {
-			return report.Run{}, err
-		}
-		if len(done) == 0 {
+	for i, recs := range dr.records {
+		seed := dr.cfg.Seeds[i]
+		if len(recs) == 0 {
 			return report.Run{}, fmt.Errorf("report: %s seed %d has no finished problems yet", dir, seed)
 		}
-		recs := evalrun.InProblemOrder(done)
 		s, err := uncertainty.Summarise(recs)
 		if err != nil {
 			return report.Run{}, err
@@ -334,6 +351,7 @@ func rebuildReport(dir string) (report.Run, error) {
 	if err != nil {
 		return report.Run{}, err
 	}
-	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: cfg.protocolText(), Summary: combined, Problems: all, Replicates: replicates}
+	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: dr.cfg.protocolText(), Summary: combined, Problems: all,
+		Replicates: replicates, Partial: dr.partial}
 	return run, report.Write(filepath.Join(dir, "report"), run)
 }

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/internal/torchtest"
+)
+
+// paperGrid is Table 1's shape on the tiny models: two agent sets (hetero, homo), the
+// zero-shot debate and IPPO, two data sets debated apart with their own lengths (as the
+// paper runs AIME), two evaluation seeds over one training per method and agent set.
+const paperGrid = `out = "OUT"
+seeds = [1, 2]
+train_flags = { threads = 1, torch-threads = 1, steps = 1, batch = 2, g = 2, mini-batch = 2, max-tokens = 8, prompt-limit = 512, slots = 4, val-synthetic = 2, synthetic = 4 }
+debate_flags = { threads = 1, slots = 8 }
+
+[agents.hetero]
+hf = ["Q2/hf", "Q3/hf"]
+gguf = ["Q2/model.gguf", "Q3/model.gguf"]
+
+[agents.homo]
+hf = ["Q2/hf", "Q2/hf"]
+gguf = ["Q2/model.gguf", "Q2/model.gguf"]
+
+[train.ippo]
+algo = "ippo"
+
+[eval.gsm8k]
+data = "DATA/gsm8k/test.jsonl"
+turns = 2
+k = 2
+max_tokens = 8
+prompt_limit = 512
+flags = { limit = 3 }
+
+[eval.math500]
+data = "DATA/math500/test.jsonl"
+turns = 2
+k = 2
+max_tokens = 12
+prompt_limit = 768
+flags = { limit = 2 }
+
+[methods.zero-shot]
+agents = ["hetero", "homo"]
+eval = ["gsm8k", "math500"]
+
+[methods.ippo]
+train = "ippo"
+agents = ["hetero", "homo"]
+eval = ["gsm8k", "math500"]
+`
+
+// umad experiment on a paper-shaped grid trains each method once per agent set and debates
+// it under both seeds; umad report FILE.toml then gives Table 1 with the Average of the two
+// data sets (each seed's, then mean ± std) and each agent set compared with its own
+// zero-shot row. The grid then moves, and its trained debates are still done; a training
+// continued to more steps sets its old debates aside and debates the new checkpoint.
+func TestExperimentPaperGrid(t *testing.T) {
+	torchtest.Open(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "exp")
+	q2, q3 := testmodel.Tiny(t, "qwen2"), testmodel.Tiny(t, "qwen3")
+	text := strings.NewReplacer("OUT", out, "Q2", q2, "Q3", q3, "DATA", sharedData(t, "")).Replace(paperGrid)
+	file := filepath.Join(dir, "paper.toml")
+	writeGrid := func(text string) {
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeGrid(text)
+	stdout, stderr, err := runApp(t, "experiment", file)
+	if err != nil {
+		t.Fatalf("experiment: %v\n%s%s", err, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "18 cells, 18 to run") || strings.Count(stdout, "train  train/") != 2 {
+		t.Errorf("want 2 trainings (one per agent set) and 16 debates:\n%s", stdout)
+	}
+	rep := filepath.Join(dir, "report")
+	if stdout, stderr, err = runApp(t, "report", "--out", rep, file); err != nil {
+		t.Fatalf("report: %v\n%s%s", err, stdout, stderr)
+	}
+	table := readText(t, filepath.Join(rep, "table1.md"))
+	for _, want := range []string{
+		"| Method | Agent | gsm8k T=1 | gsm8k T=2 | math500 T=1 | math500 T=2 | Average T=1 | Average T=2 |",
+		"over 2 evaluation seeds of one training per method",
+		"the first method of the row's agent set (zero-shot/hetero, zero-shot/homo)",
+		"Problems per dataset (n): gsm8k 3, math500 2.",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("Table 1 lacks %q:\n%s", want, table)
+		}
+	}
+	// Every row fills the Average; the trained rows carry a difference from their baseline.
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "| zero-shot/") && !strings.HasPrefix(line, "| ippo/") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if avg := strings.TrimSpace(cells[len(cells)-1]); avg == "–" || !strings.Contains(avg, "±") {
+			t.Errorf("a row without an Average: %s", line)
+		}
+		if strings.HasPrefix(line, "| ippo/") != strings.Contains(cells[len(cells)-1], "(") {
+			t.Errorf("only the trained rows differ from a baseline: %s", line)
+		}
+	}
+	// Each setting's grey baseline: 2 zero-shot rows x 2 agents x 6 columns.
+	if n := strings.Count(readText(t, filepath.Join(rep, "table1.html")), "background:#f4f5f7"); n != 24 {
+		t.Errorf("%d baseline cells in table1.html, want 24", n)
+	}
+
+	// Moved: the same runs at a new place, done as they were.
+	moved := filepath.Join(dir, "moved")
+	if err := os.Rename(out, moved); err != nil {
+		t.Fatal(err)
+	}
+	out, text = moved, strings.ReplaceAll(text, out, moved)
+	writeGrid(text)
+	if stdout, stderr, err = runApp(t, "experiment", "--dry-run", file); err != nil || !strings.Contains(stdout, "nothing to run") {
+		t.Fatalf("the moved experiment: %v\n%s%s", err, stdout, stderr)
+	}
+
+	// Continued to 2 steps: the trainings resume, the trained debates run again on the new
+	// checkpoint, their old runs kept beside them.
+	writeGrid(strings.Replace(text, "steps = 1,", "steps = 2,", 1))
+	if stdout, stderr, err = runApp(t, "experiment", "--only", "hetero", file); err != nil {
+		t.Fatalf("more steps: %v\n%s%s", err, stdout, stderr)
+	}
+	old := filepath.Join(out, "debate/ippo/hetero/gsm8k/seed-1.step-000001")
+	if !strings.Contains(stdout, "cell 2 of 5 to run: debate/ippo/hetero/gsm8k/seed-1") {
+		t.Errorf("the trained debates do not run after their training:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(old, "config.json")); err != nil {
+		t.Errorf("the stale debate is not kept as %s: %v\n%s", old, err, stdout)
+	}
+	cfg := readText(t, filepath.Join(out, "debate/ippo/hetero/gsm8k/seed-1/config.json"))
+	if !strings.Contains(cfg, filepath.Join(out, "train/ippo/hetero/seed-1/checkpoints/step-000002")) {
+		t.Errorf("the rerun debate is not of step 2:\n%s", cfg)
+	}
+}
+
+func readText(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
