@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,4 +151,143 @@ func readText(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// zeroShotGrid is a grid of one debate cell on the tiny GGUF.
+const zeroShotGrid = `out = "OUT"
+seeds = [1, 2]
+debate_flags = { threads = 1, slots = 8, synthetic = 3 FLAGS }
+
+[agents.pair]
+gguf = ["G", "G"]
+
+[eval.toy]
+turns = 2
+k = 2
+max_tokens = 8
+
+[methods.zero-shot]
+agents = ["pair"]
+eval = ["toy"]
+`
+
+// writeZeroShotGrid writes zeroShotGrid with more debate flags into dir and returns the
+// file and the experiment directory.
+func writeZeroShotGrid(t *testing.T, dir, flags string) (file, out string) {
+	out = filepath.Join(dir, "exp")
+	file = filepath.Join(dir, "grid.toml")
+	text := strings.NewReplacer("OUT", out, "G", testmodel.GGUF(t, "qwen2"), " FLAGS", flags).Replace(zeroShotGrid)
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file, out
+}
+
+// A debate cell is done only when every problem of every seed is: a truncated rollouts file
+// (and the report.md that umad report writes of the partial run, marked PARTIAL) or a
+// deleted one leaves it to run, and umad report FILE.toml leaves it out. A config.json that
+// disagrees with the records is refused.
+func TestExperimentDoneMeansEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	file, out := writeZeroShotGrid(t, dir, "")
+	run := filepath.Join(out, "debate/zero-shot/pair/toy/seed-1")
+	if _, stderr, err := runApp(t, "experiment", file); err != nil {
+		t.Fatalf("experiment: %v\n%s", err, stderr)
+	}
+	plan := func(want string) {
+		t.Helper()
+		stdout, stderr, err := runApp(t, "experiment", "--dry-run", file)
+		if err != nil || !strings.Contains(stdout, want) {
+			t.Errorf("the plan: %v, want %q\n%s%s", err, want, stdout, stderr)
+		}
+	}
+	plan("nothing to run")
+
+	rollouts := filepath.Join(run, "seed-1", "rollouts.jsonl.zst")
+	b, err := os.ReadFile(rollouts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rollouts, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runApp(t, "report", run)
+	if err != nil || !strings.Contains(stdout, "is PARTIAL (seed 1: ") {
+		t.Errorf("report of a cut run: %v\n%s%s", err, stdout, stderr)
+	}
+	if md := readText(t, filepath.Join(run, "report", "report.md")); !strings.Contains(md, "**PARTIAL RUN**: seed 1: ") || !strings.Contains(md, " of 3 problems finished") {
+		t.Errorf("report.md of a cut run:\n%s", md)
+	}
+	plan("1 to run")
+	if stdout, _, err = runApp(t, "report", "--out", filepath.Join(dir, "rep"), file); err != nil || !strings.Contains(stdout, "is not done (seed 1: ") {
+		t.Errorf("report over the grid with a cut cell: %v\n%s", err, stdout)
+	}
+	if _, stderr, err := runApp(t, "experiment", file); err != nil {
+		t.Fatalf("experiment: %v\n%s", err, stderr)
+	}
+	plan("nothing to run")
+
+	if err := os.Remove(rollouts); err != nil {
+		t.Fatal(err)
+	}
+	plan("1 to run")
+	if _, stderr, err := runApp(t, "experiment", file); err != nil {
+		t.Fatalf("experiment: %v\n%s", err, stderr)
+	}
+
+	cfg := filepath.Join(run, "config.json")
+	good := readText(t, cfg)
+	for _, c := range []struct{ from, to, want string }{
+		{`"turns": 2`, `"turns": 3`, "2 turns, config.json says 3"},
+		{`"k": 2`, `"k": 1`, "has 2 samples, config.json says k = 1"},
+		{`"protocol": "trajectories"`, `"protocol": "probe"`, "another protocol than config.json's probe"},
+	} {
+		if err := os.WriteFile(cfg, []byte(strings.Replace(good, c.from, c.to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := runApp(t, "report", run); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s in config.json: %v, want %q", c.to, err, c.want)
+		}
+	}
+	var agents struct{ Agents []json.RawMessage }
+	if err := json.Unmarshal([]byte(good), &agents); err != nil {
+		t.Fatal(err)
+	}
+	one := strings.Replace(good, ",\n    "+string(agents.Agents[1]), "", 1)
+	one = strings.Replace(one, string(agents.Agents[1]), "", 1)
+	if err := os.WriteFile(cfg, []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runApp(t, "report", run); err == nil || !strings.Contains(err.Error(), "has 2 agents, config.json names 1") {
+		t.Errorf("one agent in config.json: %v", err)
+	}
+}
+
+// A flags table's key must be a flag of the cell's command, and not an alias of one the
+// grid sets (o is --out).
+func TestExperimentFlagNames(t *testing.T) {
+	for _, c := range []struct{ flags, want string }{
+		{", o = \"x\"", "flags: o is --out, the grid's to set"},
+		{", a = \"x.gguf\"", "flags: a is --agent, the grid's to set"},
+		{", nope = 1", "flags: nope is not a flag of umad debate"},
+	} {
+		file, _ := writeZeroShotGrid(t, t.TempDir(), c.flags)
+		if _, _, err := runApp(t, "experiment", "--dry-run", file); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.flags, err, c.want)
+		}
+	}
+}
+
+// A cell with --nproc 2 starts two ranks of the cell's own command, not of umad experiment
+// (whose ranks found the experiment locked by their launcher).
+func TestExperimentNprocCell(t *testing.T) {
+	file, out := writeZeroShotGrid(t, t.TempDir(), ", nproc = 2")
+	if code, stderr := runUmadProcess(t, 0, "experiment", file); code != 0 {
+		t.Fatalf("experiment with nproc = 2: exit %d\n%s", code, stderr)
+	}
+	for _, seed := range []string{"seed-1", "seed-2"} {
+		if recs := readRecords(t, filepath.Join(out, "debate/zero-shot/pair/toy", seed, seed, "rollouts.jsonl.zst")); len(recs) != 3 {
+			t.Errorf("%s: %d debates, want 3", seed, len(recs))
+		}
+	}
 }
