@@ -202,4 +202,31 @@ func TestExamples(t *testing.T) {
 	if kinds["train"] != 6 {
 		t.Errorf("the paper's example has %d trainings, want 6 (Single-GRPO's two, IPPO's and UMAD's one per agent set)", kinds["train"])
 	}
+	// Table 2's: UMAD, Intrinsic-only and NLL-only trained once, the Single-GRPO pair once
+	// per agent, each debated on the 5 data sets under 3 seeds; its UMAD and Single-GRPO cells
+	// are Table 1's (one directory, the same command lines).
+	t2, err := Load("../examples/paper-table2.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells2, err := t2.Cells()
+	if err != nil || len(cells2) != 5+4*5*3 {
+		t.Fatalf("Table 2's example has %d cells (%v), want 65", len(cells2), err)
+	}
+	args := map[string]string{}
+	for _, c := range cells {
+		args[c.Name] = strings.Join(c.Args, " ")
+	}
+	shared := 0
+	for _, c := range cells2 {
+		if a, ok := args[c.Name]; ok {
+			shared++
+			if a != strings.Join(c.Args, " ") {
+				t.Errorf("cell %s differs between Tables 1 and 2:\n %s\n %s", c.Name, a, strings.Join(c.Args, " "))
+			}
+		}
+	}
+	if shared != 2+1+2*5*3 {
+		t.Errorf("Tables 1 and 2 share %d cells, want 33 (the Single-GRPO and UMAD trainings and their debates of seeds 1-3)", shared)
+	}
 }

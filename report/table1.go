@@ -200,7 +200,7 @@ func buildTable1(methods []Method, opt TableOptions) (*table1, error) {
 	if len(methods) == 0 {
 		return nil, errors.New("table 1: no methods")
 	}
-	bases, err := baselines(methods, opt.Baseline)
+	bases, err := Baselines(methods, opt.Baseline)
 	if err != nil {
 		return nil, err
 	}
@@ -248,9 +248,9 @@ func buildTable1(methods []Method, opt TableOptions) (*table1, error) {
 	return t, nil
 }
 
-// baselines gives each method's baseline: the one named, or the first method of its
+// Baselines gives each method's baseline: the one named, or the first method of its
 // setting (the zero-shot debate of its agent set, as the paper colours each setting).
-func baselines(methods []Method, named string) ([]int, error) {
+func Baselines(methods []Method, named string) ([]int, error) {
 	bases := make([]int, len(methods))
 	if named != "" {
 		base := slices.IndexFunc(methods, func(m Method) bool { return m.Name == named })
