@@ -291,3 +291,48 @@ func TestExperimentNprocCell(t *testing.T) {
 		}
 	}
 }
+
+// The paper's experiment files plan on stand-ins for the paper's models (as
+// TestReadmePaperRecipes runs its commands): Table 1 trains once per method and agent set
+// (Single-GRPO once per agent), Table 2 adds its two ablations' trainings in one directory.
+func TestPaperExperimentPlans(t *testing.T) {
+	torchtest.Open(t)
+	examples, err := filepath.Abs(filepath.Join("..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paperWorkdir(t, map[string]string{
+		"q25.gguf": filepath.Join(testmodel.Tiny(t, "qwen2"), "model.gguf"),
+		"q3.gguf":  filepath.Join(testmodel.Tiny(t, "qwen3"), "model.gguf"),
+	})
+	for _, c := range []struct {
+		file   string
+		cells  string
+		trains []string
+	}{
+		{"paper-table1.toml", "181 cells, 181 to run", []string{"train/ippo/hetero/seed-1", "train/ippo/homo/seed-1", "train/single-grpo/hetero-agent-0/seed-1",
+			"train/single-grpo/hetero-agent-1/seed-1", "train/umad/hetero/seed-1", "train/umad/homo/seed-1"}},
+		{"paper-table2.toml", "65 cells, 65 to run", []string{"train/intrinsic-only/hetero/seed-1", "train/nll-only/hetero/seed-1",
+			"train/single-grpo/hetero-agent-0/seed-1", "train/single-grpo/hetero-agent-1/seed-1", "train/umad/hetero/seed-1"}},
+	} {
+		// The stand-ins' 4,096 tokens of context hold no paper-length prompt: shorter ones.
+		text := strings.ReplaceAll(readText(t, filepath.Join(examples, c.file)), "turns = 5", "turns = 5\nmax_tokens = 16\nprompt_limit = 1024")
+		text = strings.Replace(text, "\n[agents.", "\ntrain_flags = { max-tokens = 16, prompt-limit = 1024 }\n\n[agents.", 1)
+		if err := os.WriteFile(c.file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, err := runApp(t, "experiment", "--dry-run", c.file)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.file, err, stderr)
+		}
+		var trains []string
+		for _, line := range strings.Split(stdout, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "train" {
+				trains = append(trains, f[1])
+			}
+		}
+		if !strings.Contains(stdout, c.cells) || strings.Join(trains, " ") != strings.Join(c.trains, " ") {
+			t.Errorf("%s: trainings %q, want %q\n%s", c.file, trains, c.trains, stdout)
+		}
+	}
+}
