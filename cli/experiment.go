@@ -32,9 +32,12 @@ func init() {
 			"file's out, run in this process by the command itself. The plan comes first: the cells, each\n" +
 			"one's state (done, new, resume) and generated tokens at most (training rollouts, validation\n" +
 			"not counted), and the memory plan of the largest training cell left. Cells that are done are\n" +
-			"skipped, a cut one resumes (train --resume; a debate reruns), and one whose directory holds other\n" +
-			"settings is refused, naming the setting. Ctrl-C stops the cell as the command would; the same\n" +
-			"command resumes it. One process per experiment directory.\n\n" + experiment.Help,
+			"skipped (a debate when every problem of every seed is in its rollouts), a cut one resumes (train\n" +
+			"--resume; a debate reruns its unfinished problems), and one whose directory holds other settings\n" +
+			"is refused, naming the setting. A trained debate follows a moved experiment directory, and one\n" +
+			"whose training has a newer checkpoint (more steps) is kept as DIR.step-N and run afresh. Ctrl-C\n" +
+			"stops the cell as the command would; the same command resumes it. One process per experiment\n" +
+			"directory.\n\n" + experiment.Help,
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "dry-run", Usage: "print the plan and stop"},
 			&ucli.StringFlag{Name: "only", Usage: "run only the cells whose name (train/METHOD/AGENTS/seed-S, debate/METHOD/AGENTS/EVAL/seed-S) matches this regular expression"},

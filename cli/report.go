@@ -23,7 +23,7 @@ func init() {
 		Description: reportHelp,
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison, Table 1 and the figures of several runs go"},
-			&ucli.StringFlag{Name: "baseline", Usage: "the method Table 1 compares every row with (default: the first)"},
+			&ucli.StringFlag{Name: "baseline", Usage: "the method Table 1 compares every row with (default: each agent set's first method, from an experiment file; else the first)"},
 			&ucli.StringFlag{Name: "turns", Usage: "Table 1's T columns, comma-separated, T = turn+1 (default: 1, 2 and the longest debate's last)"},
 		},
 		Action: reportCmd,
@@ -32,7 +32,9 @@ func init() {
 
 // reportHelp is umad report's --help description.
 const reportHelp = "For each run directory made by `umad debate`, recomputes every metric from the\n" +
-	"rollouts on disk (seed-*/rollouts.jsonl.zst) and rewrites RUN/report/. With several debate\n" +
+	"rollouts on disk (seed-*/rollouts.jsonl.zst) and rewrites RUN/report/; a run whose problems are\n" +
+	"not all finished is marked PARTIAL there, and one whose config.json disagrees with its records\n" +
+	"(agents, turns, -k, protocol, problems) is refused. With several debate\n" +
 	"runs, also writes compare.md and compare.csv into --out (default: the current directory), e.g.\n" +
 	"a full debate against one with --stop agree=1 to see the compute saved and the accuracy change.\n\n" +
 	"For a run directory made by `umad train` (it has metrics.jsonl), writes RUN/report/training.md:\n" +
@@ -44,13 +46,16 @@ const reportHelp = "For each run directory made by `umad debate`, recomputes eve
 	"self-contained table1.html in the paper's colours: blue gain, pink loss, grey baseline) and its\n" +
 	"figures (fig1-accuracy-entropy, fig2-uncertainty for Figs. 2 and 6, fig3-base-trained, fig5-flips;\n" +
 	".svg and .png). A method is a label given as LABEL=RUN, else the run's directory name; debate runs\n" +
-	"with one label are merged as seeds of one configuration, and a training run counts with its last\n" +
+	"with one label are merged as seeds of one configuration (a seed's runs on different datasets into\n" +
+	"one seed, so the Average is each seed's, then mean ± std), and a training run counts with its last\n" +
 	"validation (Fig. 3 draws its first and last). An experiment file (umad experiment) stands for its\n" +
-	"debate cells that are done, labelled by method (and agent set, where it has several), its untrained\n" +
-	"methods first. Table 1's rows are methods x agents, its columns\n" +
+	"debate cells that are done (every problem of every seed), labelled by method (and agent set, where\n" +
+	"it has several), its untrained methods first, each agent set's rows compared with its own first\n" +
+	"method by default. Table 1 and compare.md state each dataset's problem count (n) and mark a cell\n" +
+	"over other problems ([n=19]) and a partial run. Table 1's rows are methods x agents, its columns\n" +
 	"datasets x T (T = turn+1; --turns, default 1, 2 and the longest debate's last) and, with several\n" +
 	"datasets, their Average (per seed, then mean ± std over seeds). Each cell is strict pass@1 with\n" +
-	"its difference from --baseline (default: the first method) and a 95% interval, marked * where it\n" +
+	"its difference from its baseline and a 95% interval, marked * where it\n" +
 	"excludes zero. The interval is a paired bootstrap over problems (4000 resamples, fixed seed,\n" +
 	"stratified by dataset): each problem's difference is averaged over the seeds both methods share\n" +
 	"(or, sharing none, is the difference of their means over seeds). Problems are resampled, each\n" +
