@@ -38,6 +38,9 @@ func readDebateRun(dir string) (debateSeeds, error) {
 	if err := json.Unmarshal(raw, &run.cfg); err != nil {
 		return run, fmt.Errorf("%s/config.json: %w", dir, err)
 	}
+	if run.cfg.Data == "" && run.cfg.SyntheticSet == nil {
+		return run, fmt.Errorf("%s/config.json names no problem set (an older umad wrote it), so the run's completeness is unknown; rerun it", dir)
+	}
 	ps, err := run.cfg.problems()
 	if err != nil {
 		return run, fmt.Errorf("%s: its problems, which say whether the run is complete: %w", dir, err)

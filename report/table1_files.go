@@ -125,19 +125,19 @@ func writeTable1Markdown(w io.Writer, t *table1) error {
 }
 
 func writeTable1CSV(w io.Writer, t *table1) error {
-	records := [][]string{{"method", "agent", "dataset", "T", "seeds", "problems", "acc", "acc_std", "diff", "ci_low", "ci_high", "excludes_zero", "paired_problems"}}
+	records := [][]string{{"method", "agent", "dataset", "T", "seeds", "acc", "acc_std", "diff", "ci_low", "ci_high", "excludes_zero", "paired_problems", "problems"}}
 	for _, r := range t.rows {
 		for i, c := range r.cells {
 			if !c.has {
 				continue
 			}
 			rec := []string{r.method, agentName(r.agent), t.datasets[i/len(t.turns)], strconv.Itoa(t.turns[i%len(t.turns)] + 1),
-				strconv.Itoa(c.seeds), strconv.Itoa(c.n), num(c.mean), num(c.std), "", "", "", "", ""}
+				strconv.Itoa(c.seeds), num(c.mean), num(c.std), "", "", "", "", "", strconv.Itoa(c.n)}
 			if c.diff {
-				rec[8] = num(c.delta)
+				rec[7] = num(c.delta)
 			}
 			if c.ci {
-				rec[9], rec[10], rec[11], rec[12] = num(c.lo), num(c.hi), strconv.FormatBool(c.significant()), strconv.Itoa(c.problems)
+				rec[8], rec[9], rec[10], rec[11] = num(c.lo), num(c.hi), strconv.FormatBool(c.significant()), strconv.Itoa(c.problems)
 			}
 			records = append(records, rec)
 		}
