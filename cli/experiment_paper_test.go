@@ -279,7 +279,8 @@ func TestExperimentFlagNames(t *testing.T) {
 }
 
 // A cell with --nproc 2 starts two ranks of the cell's own command, not of umad experiment
-// (whose ranks found the experiment locked by their launcher).
+// (whose ranks found the experiment locked by their launcher): a debate cell, and a training
+// cell data-parallel over two ranks.
 func TestExperimentNprocCell(t *testing.T) {
 	file, out := writeZeroShotGrid(t, t.TempDir(), ", nproc = 2")
 	if code, stderr := runUmadProcess(t, 0, "experiment", file); code != 0 {
@@ -289,6 +290,21 @@ func TestExperimentNprocCell(t *testing.T) {
 		if recs := readRecords(t, filepath.Join(out, "debate/zero-shot/pair/toy", seed, seed, "rollouts.jsonl.zst")); len(recs) != 3 {
 			t.Errorf("%s: %d debates, want 3", seed, len(recs))
 		}
+	}
+
+	torchtest.Open(t)
+	dir := t.TempDir()
+	out = filepath.Join(dir, "exp")
+	file = filepath.Join(dir, "grid.toml")
+	text := strings.NewReplacer("OUT", out, "Q2", testmodel.Tiny(t, "qwen2"), "Q3", testmodel.Tiny(t, "qwen3"), "steps = 2,", "steps = 1, nproc = 2,").Replace(expGrid)
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := runUmadProcess(t, 0, "experiment", "--only", "ippo", file); code != 0 {
+		t.Fatalf("experiment with a train cell of nproc = 2: exit %d\n%s", code, stderr)
+	}
+	if step, err := checkpointStep(filepath.Join(out, "train/ippo/pair/seed-1")); err != nil || step != 1 {
+		t.Errorf("the two-rank training cell's checkpoint is at step %d (%v), want 1", step, err)
 	}
 }
 
