@@ -46,7 +46,7 @@ type Method struct {
 // NewMethod merges runs into one method named name. A seed's runs on different data sets
 // make one seed of the method (the paper runs AIME apart, with its own lengths), so the
 // Average is taken per seed, then over seeds; a seed that two runs give on one data set
-// counts twice, told apart by its run, and pairs with no other method's seed.
+// counts twice and pairs with no other method's seed.
 func NewMethod(name string, runs []Run) (Method, error) {
 	m := Method{Name: name}
 	var partial []string
@@ -82,16 +82,18 @@ func NewMethod(name string, runs []Run) (Method, error) {
 	return m, nil
 }
 
-// mergeSeeds joins the runs' replicates of one seed key where their data sets are
-// disjoint; where two share a data set, each stays its own, keyed by its run.
+// mergeSeeds joins the runs' replicates of one seed key while their data sets are
+// disjoint, in run order: the runs of one training on several data sets make one seed, and
+// another training's runs (train_seeds) another. Where a key makes several, each is told
+// apart by its number and pairs with no other method's seed.
 func mergeSeeds(name string, runs []Run) ([]Replicate, error) {
-	type part struct {
-		run int
-		rep Replicate
+	type group struct {
+		rep      Replicate
+		datasets []string
 	}
-	byKey := map[string][]part{}
+	byKey := map[string][]*group{}
 	var order []string
-	for i, r := range runs {
+	for _, r := range runs {
 		if len(r.Replicates) == 0 {
 			return nil, fmt.Errorf("method %s: run %s has no problem records to merge", name, r.Name)
 		}
@@ -99,27 +101,27 @@ func mergeSeeds(name string, runs []Run) ([]Replicate, error) {
 			if byKey[rep.Key] == nil {
 				order = append(order, rep.Key)
 			}
-			byKey[rep.Key] = append(byKey[rep.Key], part{i, rep})
+			ds := problemDatasets(rep.Problems)
+			i := slices.IndexFunc(byKey[rep.Key], func(g *group) bool {
+				return !slices.ContainsFunc(ds, func(d string) bool { return slices.Contains(g.datasets, d) })
+			})
+			if i < 0 {
+				byKey[rep.Key] = append(byKey[rep.Key], &group{rep: Replicate{Key: rep.Key}})
+				i = len(byKey[rep.Key]) - 1
+			}
+			g := byKey[rep.Key][i]
+			g.rep.Problems = append(g.rep.Problems, rep.Problems...)
+			g.datasets = append(g.datasets, ds...)
 		}
 	}
 	var out []Replicate
 	for _, key := range order {
-		merged, seen, disjoint := Replicate{Key: key}, map[string]int{}, true
-		for _, p := range byKey[key] {
-			for _, d := range problemDatasets(p.rep.Problems) {
-				if prev, ok := seen[d]; ok && prev != p.run {
-					disjoint = false
-				}
-				seen[d] = p.run
+		groups := byKey[key]
+		for i, g := range groups {
+			if len(groups) > 1 {
+				g.rep.Key = fmt.Sprintf("%s (%d of %d)", key, i+1, len(groups))
 			}
-			merged.Problems = append(merged.Problems, p.rep.Problems...)
-		}
-		if disjoint {
-			out = append(out, merged)
-			continue
-		}
-		for _, p := range byKey[key] {
-			out = append(out, Replicate{Key: fmt.Sprintf("%s (run %d)/%s", runs[p.run].Name, p.run+1, key), Problems: p.rep.Problems})
+			out = append(out, g.rep)
 		}
 	}
 	return out, nil

@@ -74,6 +74,19 @@ func TestMethodAcrossDatasets(t *testing.T) {
 			t.Errorf("table1.md lacks %q\n%s", want, md)
 		}
 	}
+	// Two trainings (train_seeds) debated under seed 1 on both data sets: two seeds of the
+	// method, each with both data sets and their Average.
+	both, err := NewMethod("umad", []Run{
+		debateRun(t, "t7-gsm8k", onDataset(debateRecords(8, 1, all), "gsm8k"), "1"),
+		debateRun(t, "t7-math", onDataset(debateRecords(4, 1, none), "math"), "1"),
+		debateRun(t, "t8-gsm8k", onDataset(debateRecords(8, 1, half), "gsm8k"), "1"),
+		debateRun(t, "t8-math", onDataset(debateRecords(4, 1, half), "math"), "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if avg, ok := both.Summary.Mean.Find(uncertainty.Average, 0, 0); both.Summary.Seeds != 2 || !ok || avg.AccStrict != 0.5 {
+		t.Errorf("two trainings under seed 1: %d seeds, Average %v %.3f; want 2 seeds, 0.5", both.Summary.Seeds, ok, avg.AccStrict)
+	}
 	// A seed that lacks a dataset is refused, naming both seeds' datasets.
 	if _, err := NewMethod("zero-shot", []Run{gsm1, math1, gsm2}); err == nil || !strings.Contains(err.Error(), "seed 2 covers the data sets [gsm8k]") {
 		t.Errorf("a seed without math: %v", err)
