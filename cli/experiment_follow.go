@@ -1,0 +1,112 @@
+package cli
+
+// A trained debate cell of umad experiment that follows its training cells: a moved
+// experiment directory, a training continued to more steps.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/umad-dev/umad/internal/atomicfile"
+)
+
+// beforeRun readies a cell's directory: a trained debate planned before its training was
+// done is resolved on the training's checkpoint now (it may be done, moved or stale), and
+// a moved or stale directory is fixed.
+func (st *cellState) beforeRun() error {
+	if st.Kind == "debate" && !st.ready {
+		st.ready = true
+		tokens := st.tokens
+		if err := st.resolve(); err != nil {
+			return err
+		}
+		st.tokens = tokens // the plan's estimate, which the ETA counts down
+	}
+	if st.fix == nil {
+		return nil
+	}
+	if err := st.fix(); err != nil {
+		return err
+	}
+	st.fix = nil
+	return nil
+}
+
+// followTraining lets a trained debate's directory follow its training cells, whose
+// checkpoints config.json names by absolute path. A moved experiment directory holds the
+// same run at a new place: its paths are updated before it runs. A training continued to
+// more steps has a newer checkpoint, which this run did not debate: the run is set aside,
+// kept beside the cell, and the cell runs afresh.
+func (st *cellState) followTraining(cfg debateConfig) error {
+	if len(st.Needs) == 0 {
+		return nil
+	}
+	path := filepath.Join(st.dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var old debateConfig
+	if err := json.Unmarshal(raw, &old); err != nil || len(old.Agents) != len(cfg.Agents) {
+		return nil // claimRunDir names the difference
+	}
+	rebased := old
+	rebased.Agents = slices.Clone(old.Agents)
+	for i, a := range cfg.Agents {
+		was, now := trainedTail(old.Agents[i].Model, st.Needs), trainedTail(a.Model, st.Needs)
+		switch {
+		case old.Agents[i].Model == a.Model:
+		case was == "" || now == "":
+			return nil // not a training cell's checkpoint: claimRunDir names it
+		case was != now:
+			return st.setAside(was, now)
+		default:
+			rebased.Agents[i].Model = a.Model
+		}
+	}
+	if reflect.DeepEqual(rebased, old) {
+		return nil
+	}
+	want, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(rebased, cfg) {
+		have, _ := json.MarshalIndent(rebased, "", "  ")
+		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, configDiff(have, want))
+	}
+	st.moved = true
+	st.fix = func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }
+	return nil
+}
+
+// setAside plans a stale trained debate's move to DIR.step-N (its checkpoint's name), so
+// the cell debates the training's newest checkpoint and the old results stay.
+func (st *cellState) setAside(was, now string) error {
+	parts := strings.Split(was, "/")
+	aside := st.dir + "." + parts[len(parts)-3] // .../checkpoints/step-N/agent-I/model.gguf
+	if _, err := os.Stat(aside); err == nil {
+		return fmt.Errorf("%s debated %s, which is no longer its training's newest checkpoint, and %s, where the experiment would keep it, exists; move one away", st.dir, was, aside)
+	}
+	st.stale = fmt.Sprintf("it debated %s, its training's newest is %s; the old run is kept as %s", was, now, aside)
+	st.fix = func() error { return os.Rename(st.dir, aside) }
+	return nil
+}
+
+// trainedTail is a trained agent's model path from its training cell's name on
+// (train/METHOD/AGENTS/seed-S/checkpoints/step-N/agent-I/model.gguf); "" where it lies
+// in none of needs.
+func trainedTail(model string, needs []string) string {
+	slash := filepath.ToSlash(model)
+	for _, n := range needs {
+		if i := strings.LastIndex(slash, "/"+n+"/"); i >= 0 {
+			return slash[i+1:]
+		}
+	}
+	return ""
+}
