@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/trainer"
 )
 
 // beforeRun readies a cell's directory: a trained debate planned before its training was
@@ -109,4 +111,24 @@ func trainedTail(model string, needs []string) string {
 		}
 	}
 	return ""
+}
+
+// debatedOld says how a trained debate's config debated an older checkpoint than its
+// training's newest ("" where it did not), so umad report FILE.toml leaves the cell out.
+func debatedOld(out string, cell experiment.Cell, cfg debateConfig) (string, error) {
+	for _, a := range cfg.Agents {
+		tail := trainedTail(a.Model, cell.Needs)
+		parts := strings.Split(tail, "/") // NEED/checkpoints/step-N/agent-I/model.gguf
+		if len(parts) < 5 {
+			continue
+		}
+		latest, err := trainer.LatestCheckpoint(filepath.Join(out, filepath.FromSlash(strings.Join(parts[:len(parts)-4], "/"))))
+		if err != nil {
+			return "", err
+		}
+		if filepath.Base(latest) != parts[len(parts)-3] {
+			return fmt.Sprintf("it debated %s, its training's newest checkpoint is %s", tail, filepath.Base(latest)), nil
+		}
+	}
+	return "", nil
 }

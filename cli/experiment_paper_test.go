@@ -142,6 +142,16 @@ func TestExperimentPaperGrid(t *testing.T) {
 	if !strings.Contains(cfg, filepath.Join(out, "train/ippo/hetero/seed-1/checkpoints/step-000002")) {
 		t.Errorf("the rerun debate is not of step 2:\n%s", cfg)
 	}
+	// The homogeneous training continued alone: its debates are of step 1, so umad report
+	// leaves them out until they run again.
+	if stdout, stderr, err = runApp(t, "experiment", "--only", "train/ippo/homo", file); err != nil {
+		t.Fatalf("more steps: %v\n%s%s", err, stdout, stderr)
+	}
+	stdout, stderr, err = runApp(t, "report", "--out", rep, file)
+	if err != nil || !strings.Contains(stdout, "cell debate/ippo/homo/gsm8k/seed-1 of "+file+" is not done (it debated train/ippo/homo/seed-1/checkpoints/step-000001/") ||
+		strings.Contains(stdout, "debate/ippo/hetero/gsm8k/seed-1 of") {
+		t.Errorf("report after the homogeneous training continued: %v\n%s%s", err, stdout, stderr)
+	}
 }
 
 func readText(t *testing.T, path string) string {

@@ -177,8 +177,8 @@ func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, erro
 	return out, nil
 }
 
-// experimentCellDone says whether a debate cell has finished every problem of every seed;
-// one that has not is left out, said so.
+// experimentCellDone says whether a debate cell has finished every problem of every seed,
+// of its training's newest checkpoint; one that has not is left out, said so.
 func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) (bool, error) {
 	if _, err := os.Stat(filepath.Join(cell.Dir(f), "config.json")); err != nil {
 		fmt.Fprintf(c.App.Writer, "report: cell %s of %s has not run; left out\n", cell.Name, file)
@@ -188,10 +188,16 @@ func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell e
 	if err != nil {
 		return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
 	}
-	if dr.partial != "" {
-		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done (%s); left out\n", cell.Name, file, dr.partial)
+	why := dr.partial
+	if why == "" {
+		if why, err = debatedOld(f.Out, cell, dr.cfg); err != nil {
+			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
+		}
 	}
-	return dr.partial == "", nil
+	if why != "" {
+		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done (%s); left out\n", cell.Name, file, why)
+	}
+	return why == "", nil
 }
 
 // labelledRun splits LABEL=RUN; an argument that names an existing path is a run alone.
