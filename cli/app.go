@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/launch"
@@ -34,6 +35,7 @@ func App() *ucli.App {
 			"Start with:  umad model tiny --out /tmp/tiny && umad generate --model /tmp/tiny/model.gguf --prompt 'What is 2+3?'",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log debug messages, llama.cpp's included, on stderr"},
+			hubDownloadFlag,
 		},
 		Before: func(c *ucli.Context) error {
 			level := slog.LevelWarn
@@ -43,8 +45,10 @@ func App() *ucli.App {
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 			return nil
 		},
-		Commands:        withFloatChecks(commands),
+		Commands:        withConfigFiles(withFloatChecks(commands)),
 		HideHelpCommand: true,
+		// Hidden --generate-bash-completion, which umad completion's scripts call.
+		EnableBashCompletion: true,
 		// --agent values hold commas (path,key=value,...): repeat a flag instead.
 		DisableSliceFlagSeparator: true,
 		// Errors are printed once, by Main.
@@ -85,6 +89,9 @@ func withFloatChecks(cmds []*ucli.Command) []*ucli.Command {
 
 func checkFloatFlags(c *ucli.Context) error {
 	for _, f := range c.Command.Flags {
+		if af, ok := f.(*altsrc.Float64Flag); ok { // a command with --config (config.go)
+			f = af.Float64Flag
+		}
 		if ff, ok := f.(*ucli.Float64Flag); ok && c.IsSet(ff.Name) {
 			if v := c.Float64(ff.Name); math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("--%s %v: want a finite number", ff.Name, v)

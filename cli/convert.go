@@ -5,12 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/hfhub"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/model/arch"
 )
@@ -36,7 +38,11 @@ func init() {
 				"merges, token types, special tokens, pre-tokenizer) and the chat template, so\n" +
 				"`umad generate` needs no further flags. Matrices are written as --type; norms and\n" +
 				"biases stay F32. Tensors are streamed: memory does not grow with the model.\n\n" +
-				"Example:\n  umad convert hf2gguf ~/models/Qwen2.5-3B-Instruct /tmp/qwen.gguf --type bf16",
+				"DIR may be a Hugging Face hub id, ORG/NAME[@REVISION], found in huggingface_hub's cache\n" +
+				"(HF_HUB_CACHE, HF_HOME/hub or ~/.cache/huggingface/hub) or, with umad --hf-download,\n" +
+				"downloaded into it; a path that exists is always the path.\n\n" +
+				"Examples:\n  umad convert hf2gguf ~/models/Qwen2.5-3B-Instruct /tmp/qwen.gguf --type bf16\n" +
+				"  umad --hf-download convert hf2gguf Qwen/Qwen2.5-3B-Instruct q25.gguf --type bf16",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "type", Value: "f32", Usage: "matrix type: f32, f16, bf16 or q8_0"},
 			},
@@ -80,18 +86,26 @@ func init() {
 // convertHF2GGUF is `umad convert hf2gguf DIR OUT.gguf`.
 func convertHF2GGUF(c *ucli.Context) error {
 	dir, out, err := twoArgs(c, "DIR OUT.gguf")
+	var snap *hfhub.Snapshot
+	if err == nil {
+		dir, snap, err = hfDir(c, dir)
+	}
 	if err != nil {
 		return err
+	}
+	opt := model.HFToGGUFOptions{Progress: progress(c.App.ErrWriter)}
+	if snap != nil { // not the snapshot's directory, its commit
+		opt.Name = path.Base(snap.Repo)
 	}
 	if err := checkOutput(c, out, dir); err != nil {
 		return err
 	}
-	typ, ok := convertTypes[strings.ToLower(c.String("type"))]
-	if !ok {
+	var ok bool
+	if opt.Type, ok = convertTypes[strings.ToLower(c.String("type"))]; !ok {
 		return fmt.Errorf("--type %q: want f32, f16, bf16 or q8_0", c.String("type"))
 	}
 	start := time.Now()
-	if err := model.HFToGGUF(dir, out, model.HFToGGUFOptions{Type: typ, Progress: progress(c.App.ErrWriter)}); err != nil {
+	if err := model.HFToGGUF(dir, out, opt); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "\n")
@@ -131,6 +145,9 @@ func convertGGUF2HF(c *ucli.Context) error {
 // convertLoRA2GGUF is `umad convert lora2gguf PEFT_DIR OUT.gguf`.
 func convertLoRA2GGUF(c *ucli.Context) error {
 	dir, out, err := twoArgs(c, "PEFT_DIR OUT.gguf")
+	if err == nil {
+		dir, err = hfDirArg(c, dir)
+	}
 	if err != nil {
 		return err
 	}

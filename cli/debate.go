@@ -335,9 +335,9 @@ func debateCmd(c *ucli.Context) error {
 	if c.Bool("check-determinism") {
 		return checkDeterminism(c)
 	}
-	if os.Getenv("RANK") != "" && !launch.OwnRank() {
-		return fmt.Errorf("RANK=%s is set (by torchrun or a job system?), but umad debate starts its own ranks with --nproc N and merges their shares into one report; run it once per job, without RANK",
-			os.Getenv("RANK"))
+	if v := launch.JobRank(); v != "" && !launch.OwnRank() {
+		return fmt.Errorf("%s is set (by torchrun, srun or a job system?), but umad debate starts its own ranks with --nproc N and merges their shares into one report; run it once per job (srun -n 1), without RANK",
+			v)
 	}
 	d, isRank, err := resolveDist(c, false)
 	if err != nil {
@@ -373,6 +373,7 @@ func debateCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	save = recordCommand(c, out, save)
 	if err := evalrun.Merge(out, cfg.Seeds); err != nil { // a stopped multi-process run's
 		return err
 	}

@@ -218,7 +218,7 @@ func sameSummary(a, b uncertainty.Summary) bool {
 }
 
 // A debate that cannot run as asked is refused with the reason, before any work: a RANK
-// inherited from torchrun or a job system (debating only a share and reporting nothing,
+// inherited from torchrun or a job system, or srun's task of several (debating only a share and reporting nothing,
 // as it did, looked like success), and a sample ratio that chooses no problem.
 func TestDebateRefusals(t *testing.T) {
 	gguf := testmodel.GGUF(t, "qwen2")
@@ -227,7 +227,8 @@ func TestDebateRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"RANK", "1", "WORLD_SIZE", "2"}, nil, "RANK=1 is set (by torchrun or a job system?), but umad debate starts its own ranks"},
+		{[]string{"RANK", "1", "WORLD_SIZE", "2"}, nil, "RANK=1 is set (by torchrun, srun or a job system?), but umad debate starts its own ranks"},
+		{[]string{"SLURM_STEP_ID", "0", "SLURM_PROCID", "1", "SLURM_NTASKS", "2"}, nil, "SLURM_PROCID=1 (srun) is set"},
 		{[]string{"RANK", "0", "WORLD_SIZE", "1"}, nil, "RANK=0 is set"},
 		{nil, []string{"--data", sharedData(t, "gsm8k/test.jsonl"), "--sample-ratio", "0.0001"}, "sample ratio 0.0001 chooses none of the 1319 problems"},
 	} {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/evalrun"
-	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
@@ -20,6 +19,8 @@ import (
 type debateSeeds struct {
 	cfg     debateConfig
 	records [][]uncertainty.ProblemRecord // in problem order
+	// rollouts are the seeds' rollouts files.
+	rollouts []string
 	// partial says which seeds lack problems ("seed 1: 19 of 200 problems finished"); ""
 	// when every problem of every seed is finished.
 	partial string
@@ -49,11 +50,7 @@ func readDebateRun(dir string) (debateSeeds, error) {
 	for _, seed := range run.cfg.Seeds {
 		path := filepath.Join(evalrun.SeedDir(dir, seed), evalrun.RolloutsFile)
 		done := map[int]uncertainty.ProblemRecord{}
-		_, err := rollouts.Read(path, func(line []byte) error {
-			var r engine.DebateRecord
-			if err := json.Unmarshal(line, &r); err != nil {
-				return err
-			}
+		err := evalrun.ReadDebates(path, func(r engine.DebateRecord) error {
 			if r.Index < 0 || r.Index >= len(ps) || ps[r.Index].ID != r.Problem.ID || ps[r.Index].Dataset != r.Problem.Dataset {
 				return fmt.Errorf("problem %d is %s/%s, which is not the problem at that index of its data; the data changed since the run",
 					r.Index, r.Problem.Dataset, r.Problem.ID)
@@ -71,6 +68,7 @@ func readDebateRun(dir string) (debateSeeds, error) {
 			partial = append(partial, fmt.Sprintf("seed %d: %d of %d problems finished", seed, len(done), len(ps)))
 		}
 		run.records = append(run.records, evalrun.InProblemOrder(done))
+		run.rollouts = append(run.rollouts, path)
 	}
 	run.partial = strings.Join(partial, "; ")
 	return run, nil

@@ -30,6 +30,7 @@ func checkDeterminism(c *ucli.Context) error {
 			return err
 		}
 	}
+	noteCommand(c) // the runs record the command of the --deterministic run they are
 	out := c.String("out")
 	var dirs [2]string
 	for i := range dirs {

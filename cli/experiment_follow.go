@@ -83,7 +83,17 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, configDiff(have, want))
 	}
 	st.moved = true
-	st.fix = func() error { return atomicfile.WriteBytes(path, append(want, '\n')) }
+	// Each old path is replaced in the file's text, which keeps the rest as it was (the
+	// command that started the run, recordCommand).
+	var pairs []string
+	for i, a := range old.Agents {
+		if a.Model != cfg.Agents[i].Model {
+			from, _ := json.Marshal(a.Model)
+			to, _ := json.Marshal(cfg.Agents[i].Model)
+			pairs = append(pairs, string(from), string(to))
+		}
+	}
+	st.fix = func() error { return atomicfile.WriteBytes(path, []byte(strings.NewReplacer(pairs...).Replace(string(raw)))) }
 	return nil
 }
 

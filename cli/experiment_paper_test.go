@@ -124,6 +124,24 @@ func TestExperimentPaperGrid(t *testing.T) {
 	if stdout, stderr, err = runApp(t, "experiment", "--dry-run", file); err != nil || !strings.Contains(stdout, "nothing to run") {
 		t.Fatalf("the moved experiment: %v\n%s%s", err, stdout, stderr)
 	}
+	// A moved trained debate with problems left resumes there, its config.json's checkpoint
+	// paths updated and the rest of the file (the command that started it) kept.
+	cut := filepath.Join(out, "debate/ippo/homo/gsm8k/seed-2")
+	rollouts := filepath.Join(cut, "seed-2", "rollouts.jsonl.zst")
+	b, err := os.ReadFile(rollouts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rollouts, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, stderr, err = runApp(t, "experiment", file); err != nil || !strings.Contains(stdout, "the experiment moved: its checkpoint paths are updated") {
+		t.Fatalf("the moved experiment with a cut debate: %v\n%s%s", err, stdout, stderr)
+	}
+	if cfg := readText(t, filepath.Join(cut, "config.json")); strings.Contains(cfg, `"model": "`+filepath.Join(dir, "exp")+"/") ||
+		!strings.Contains(cfg, filepath.Join(out, "train/ippo/homo/seed-1/checkpoints/")) || !strings.Contains(cfg, `"command"`) {
+		t.Errorf("the moved debate's config.json:\n%s", cfg)
+	}
 
 	// Continued to 2 steps: the trainings resume, the trained debates run again on the new
 	// checkpoint, their old runs kept beside them.

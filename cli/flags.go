@@ -238,9 +238,11 @@ func syntheticSet(c *ucli.Context) data.SyntheticConfig {
 }
 
 type agentSpec struct {
-	Name       string         `json:"name"`
-	Model      string         `json:"model"`
-	Adapter    string         `json:"adapter,omitempty"` // umad train: a PEFT adapter to start from, on Model
+	Name    string `json:"name"`
+	Model   string `json:"model"`
+	Adapter string `json:"adapter,omitempty"` // umad train: a PEFT adapter to start from, on Model
+	// Hub is the Hugging Face id Model was resolved from, with its commit (ORG/NAME@COMMIT).
+	Hub        string         `json:"hub,omitempty"`
 	ChatFormat string         `json:"chat_format,omitempty"`
 	Params     sampler.Params `json:"params"`
 	MaxTokens  int            `json:"max_tokens"`
@@ -294,6 +296,14 @@ func parseAgent(spec string, i int, c *ucli.Context, gguf bool) (agentSpec, erro
 		}
 		if a.Model = dir; gguf {
 			a.Model = filepath.Join(dir, "model.gguf")
+		}
+	} else if !gguf { // an HF directory, or a hub id
+		dir, snap, err := hfDir(c, a.Model)
+		if err != nil {
+			return a, fmt.Errorf("--agent %q: %w", spec, err)
+		}
+		if a.Model = dir; snap != nil {
+			a.Hub = snap.ID()
 		}
 	}
 	// Absolute, so the saved config still names the file when run from elsewhere.

@@ -27,11 +27,17 @@ var lora2hfCommand = &ucli.Command{
 		"Examples:\n  umad convert lora2hf runs/r1/checkpoints/step-000100/agent-0 /tmp/merged\n" +
 		"  umad convert lora2hf ~/adapters/math /tmp/merged --base ~/models/Qwen2.5-0.5B-Instruct",
 	Flags: []ucli.Flag{
-		&ucli.StringFlag{Name: "base", Usage: "the base HF checkpoint directory (default: the one the adapter config names)"},
+		&ucli.StringFlag{Name: "base", Usage: "the base HF checkpoint directory, or a hub id ORG/NAME[@REVISION] from the Hugging Face cache (default: the directory the adapter config names)"},
 		forceFlag,
 	},
 	Action: func(c *ucli.Context) error {
 		dir, out, err := twoArgs(c, "PEFT_DIR OUT_DIR")
+		if err == nil {
+			dir, err = hfDirArg(c, dir)
+		}
+		if err == nil {
+			err = resolveHFFlag(c, "base")
+		}
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,9 @@ func init() {
 		if len(os.Args) > 1 { // a launcher's rank, started with its command line as the binary is
 			args = strings.Join(os.Args[1:], "\n")
 		}
-		os.Exit(Main(append([]string{"umad"}, strings.Split(args, "\n")...)))
+		// os.Args too, as a real umad's: shell completion reads it (urfave/cli).
+		os.Args = append([]string{"umad"}, strings.Split(args, "\n")...)
+		os.Exit(Main(os.Args))
 	}
 }
 

@@ -94,6 +94,12 @@ func reportCmd(c *ucli.Context) error {
 		}
 		fmt.Fprintf(c.App.Writer, "comparison: %s\n", filepath.Join(c.String("out"), report.CompareFile))
 	}
+	if len(runs) > 1 || len(runs) == 1 && len(t.order) > 1 { // a comparison, or Table 1 whose cells link to it
+		if err := t.browse(c.String("out")); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "browser: %s\n", filepath.Join(c.String("out"), report.PageFile))
+	}
 	return t.write(c, turns)
 }
 
@@ -284,6 +290,22 @@ func (t *table) addTraining(label, dir string) error {
 	return nil
 }
 
+// browse writes the debate browser of the debate runs into out, a method per label (as
+// Table 1's rows, whose cells link to it).
+func (t *table) browse(out string) error {
+	var methods []report.Method
+	for _, label := range t.order {
+		if runs, ok := t.debates[label]; ok {
+			m, err := report.NewMethod(label, runs)
+			if err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			methods = append(methods, m)
+		}
+	}
+	return report.WriteBrowser(out, methods)
+}
+
 // write writes Table 1 and the figures when there are two methods or more.
 func (t *table) write(c *ucli.Context, turns []int) error {
 	if len(t.order) < 2 {
@@ -356,7 +378,7 @@ func rebuildReport(dir string) (report.Run, error) {
 		}
 		summaries = append(summaries, s)
 		all = append(all, recs...)
-		replicates = append(replicates, report.Replicate{Key: fmt.Sprint(seed), Problems: recs})
+		replicates = append(replicates, report.Replicate{Key: fmt.Sprint(seed), Problems: recs, Rollouts: dr.rollouts[i]})
 	}
 	combined, err := uncertainty.CombineSeeds(summaries)
 	if err != nil {
@@ -364,5 +386,8 @@ func rebuildReport(dir string) (report.Run, error) {
 	}
 	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: dr.cfg.protocolText(), Summary: combined, Problems: all,
 		Replicates: replicates, Partial: dr.partial}
-	return run, report.Write(filepath.Join(dir, "report"), run)
+	if err := report.Write(filepath.Join(dir, "report"), run); err != nil {
+		return run, err
+	}
+	return run, report.WriteBrowser(filepath.Join(dir, "report"), []report.Method{{Name: run.Name, Summary: combined, Replicates: replicates}})
 }

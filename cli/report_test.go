@@ -125,7 +125,7 @@ func TestReportTable1(t *testing.T) {
 	}
 	for _, want := range []string{"table: " + bare + " has no validation with a summary; not a method of Table 1", "comparison: " + filepath.Join(out, "compare.md"), "table: " + filepath.Join(out, "table1.md"),
 		"figures: " + strings.Join([]string{filepath.Join(out, "fig1-accuracy-entropy.png"), filepath.Join(out, "fig2-uncertainty.png"),
-			filepath.Join(out, "fig3-base-trained.png"), filepath.Join(out, "fig5-flips.png")}, ", ")} {
+			filepath.Join(out, "fig3-base-trained.png"), filepath.Join(out, "fig5-flips.png")}, ", "), "browser: " + filepath.Join(out, "index.html")} {
 		if !strings.Contains(stdout.String(), want+"\n") {
 			t.Errorf("printed\n%s\nwithout %q", stdout.String(), want)
 		}
@@ -160,9 +160,20 @@ func TestReportTable1(t *testing.T) {
 			t.Errorf("baseline row %v", r)
 		}
 	}
-	for _, name := range []string{"table1.html", "compare.md", "fig1-accuracy-entropy.svg", "fig5-flips.svg"} {
-		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+	for _, path := range []string{filepath.Join(out, "table1.html"), filepath.Join(out, "compare.md"), filepath.Join(out, "fig1-accuracy-entropy.svg"),
+		filepath.Join(out, "fig5-flips.svg"), filepath.Join(zero, "report", "index.html"), filepath.Join(hot, "report", "index.html")} {
+		if _, err := os.Stat(path); err != nil {
 			t.Error(err)
+		}
+	}
+	// The comparison's browser has a run per debate label, Zero-Shot with both its seeds.
+	page, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<option>Zero-Shot</option><option>hot</option></select>", `"seed":"1"`, `"seed":"2"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the comparison's browser lacks %q", want)
 		}
 	}
 

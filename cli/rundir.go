@@ -68,6 +68,9 @@ func configDiff(old, cur []byte) string {
 	if json.Unmarshal(old, &a) != nil || json.Unmarshal(cur, &b) != nil {
 		return "config.json is unreadable"
 	}
+	if m, ok := a.(map[string]any); ok {
+		delete(m, "command") // how the run was started, not a setting (recordCommand)
+	}
 	key, there, here := jsonDiff("", a, b)
 	if key == "" {
 		key = "a value" // equal as JSON: a float or type that reads back otherwise

@@ -31,7 +31,7 @@ func init() {
 			"tokenized by the GGUF's tokenizer (special tokens parsed, no BOS added).\n" +
 			"--out is written atomically; without it, stdout.",
 		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "model", Usage: "Hugging Face model directory (config.json + safetensors)"},
+			&ucli.StringFlag{Name: "model", Usage: "Hugging Face model directory (config.json + safetensors), or a hub id ORG/NAME[@REVISION] from the Hugging Face cache (umad --help: --hf-download)"},
 			&ucli.StringFlag{Name: "gguf", Usage: "GGUF model file, scored with llama.cpp"},
 			&ucli.StringFlag{Name: "kv-type", Value: "f32", Usage: "with --gguf: KV-cache type f32 (exact), f16 or q8_0"},
 			&ucli.StringFlag{Name: "flash-attn", Value: "off", Usage: "with --gguf: flash attention off (exact), auto or on"},
@@ -67,6 +67,9 @@ func newScorer(c *ucli.Context) (scorer, error) {
 			return nil, err
 		}
 		return engine.OpenScorer(path, opt)
+	}
+	if err := resolveHFFlag(c, "model"); err != nil {
+		return nil, err
 	}
 	if dir := c.String("model"); dir != "" {
 		rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("threads")})

@@ -42,7 +42,7 @@ func init() {
 			"which is right: it teaches reading a peer's response, and leaves when to trust one to RL.\n" +
 			"Debate the experts in --expert order, with the same --no-mask.",
 		Flags: append([]ucli.Flag{
-			&ucli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "Hugging Face model directory", Required: true},
+			&ucli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "Hugging Face model directory, or a hub id ORG/NAME[@REVISION] from the Hugging Face cache (an existing path wins; umad --help: --hf-download)", Required: true},
 			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "pairs JSONL"},
 			&ucli.IntFlag{Name: "synthetic", Usage: "build this many pairs from the built-in arithmetic problems"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory (must not exist)", Required: true},
@@ -61,6 +61,9 @@ func init() {
 }
 
 func sftCmd(c *ucli.Context) (err error) {
+	if err := resolveHFFlag(c, "model"); err != nil {
+		return err
+	}
 	src := c.String("model")
 	out, err := outDir(c)
 	if err != nil {

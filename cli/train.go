@@ -116,7 +116,7 @@ func trainFlags() []ucli.Flag {
 // trainProblemFlags are train's flags of the agents, the algorithm and the problems to train and validate on.
 func trainProblemFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; RUN,agent=I: agent I of training run RUN's newest checkpoint; repeat per agent)", Required: true},
+		&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: HF directory or PEFT adapter directory, or a Hugging Face hub id ORG/NAME[@REVISION] from its cache (an existing path wins; config.json records the id and commit; umad --help: --hf-download)[,key=value...] (adapter=PEFT_DIR: start from that adapter on the HF directory; RUN,agent=I: agent I of training run RUN's newest checkpoint; repeat per agent)", Required: true},
 		&ucli.StringFlag{Name: "algo", Value: "umad", Usage: strings.Join(trainer.AlgoNames(), ", ")},
 		recipeFlag(),
 		&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "training problems (default: built-in synthetic set)"},
@@ -603,6 +603,7 @@ func trainRun(c *ucli.Context, rc trainRunConfig, d launch.Spec, rt *torch.Runti
 	}
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
+	cfg.Page = report.WriteTrainingPage // RUN/report/index.html, rewritten as each step lands
 	if err := trainer.Run(ctx, rt, cfg); err != nil {
 		if errors.Is(err, trainer.ErrInterrupted) {
 			return errors.Join(launch.ErrInterrupted, err)
@@ -648,7 +649,7 @@ func claimTrain(c *ucli.Context, out string, rc trainRunConfig) (exists bool, sa
 		return exists, nil, fmt.Errorf("--resume: %s holds no training run", out)
 	}
 	save, err = claimTrainRun(out, rc)
-	return exists, save, err
+	return exists, recordCommand(c, out, save), err
 }
 
 // abandonRun empties the directory of a new run that failed before it logged a step (an

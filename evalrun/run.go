@@ -192,15 +192,24 @@ func Done(dir string) (map[int]uncertainty.ProblemRecord, error) {
 // ReadRecords reads a rollouts file into problem index -> metrics record.
 func ReadRecords(path string) (map[int]uncertainty.ProblemRecord, error) {
 	done := map[int]uncertainty.ProblemRecord{}
+	err := ReadDebates(path, func(r engine.DebateRecord) error {
+		done[r.Index] = ProblemRecord(r)
+		return nil
+	})
+	return done, err
+}
+
+// ReadDebates calls fn with each debate record of a rollouts file, in file order, one
+// at a time: a caller keeps what it needs, not every token of the file.
+func ReadDebates(path string, fn func(engine.DebateRecord) error) error {
 	_, err := rollouts.Read(path, func(line []byte) error {
 		var r engine.DebateRecord
 		if err := json.Unmarshal(line, &r); err != nil {
 			return err
 		}
-		done[r.Index] = ProblemRecord(r)
-		return nil
+		return fn(r)
 	})
-	return done, err
+	return err
 }
 
 // ProblemRecord is a debate record as the uncertainty tables read it.

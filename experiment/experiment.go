@@ -143,7 +143,7 @@ func Load(path string) (*File, error) {
 	}
 	var f File
 	if err := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields().Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, decodeError(err))
+		return nil, fmt.Errorf("%s: %w", path, TOMLError(err))
 	}
 	if err := f.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -151,8 +151,9 @@ func Load(path string) (*File, error) {
 	return &f, nil
 }
 
-// decodeError gives the line of go-toml's errors ("line 12: unknown key eval.x.turn").
-func decodeError(err error) error {
+// TOMLError gives the line of go-toml's errors ("line 12: unknown key eval.x.turn"); umad
+// train's --config files use it too.
+func TOMLError(err error) error {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
 		e := strict.Errors[0]

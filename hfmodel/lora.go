@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/hfhub"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -71,9 +72,27 @@ func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
 		err = fmt.Errorf("%s is a file", base)
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s names the base model %q, which is not a local directory: %w", dir, a.BaseModel, err)
+		if snap, ok := cachedBase(a.BaseModel); ok { // PEFT names a hub model by its id
+			return snap, nil
+		}
+		return "", fmt.Errorf("%s names the base model %q, which is not a local directory nor in the Hugging Face cache (umad --hf-download convert hf2gguf %s BASE.gguf puts it there): %w",
+			dir, a.BaseModel, a.BaseModel, err)
 	}
 	return filepath.Abs(base)
+}
+
+// cachedBase is the snapshot directory of a hub id in the Hugging Face cache.
+func cachedBase(id string) (string, bool) {
+	ref, ok := hfhub.ParseID(id)
+	if !ok {
+		return "", false
+	}
+	cache, err := hfhub.CacheDir()
+	if err != nil {
+		return "", false
+	}
+	s, err := hfhub.Cached(cache, ref)
+	return s.Dir, err == nil
 }
 
 // AdapterSettings are the LoRA settings the plugin trains the adapter a (read from dir)

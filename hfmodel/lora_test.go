@@ -2,6 +2,7 @@ package hfmodel
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -297,5 +298,39 @@ func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "<nil>") {
 			t.Errorf("base %q: %v; want an error saying %q", named, err, want)
 		}
+	}
+}
+
+// PEFT names a hub model by its id (base_model_name_or_path "Qwen/..."): a base that is no
+// directory is looked up in the Hugging Face cache, as huggingface_hub lays it out.
+func TestAdapterBaseFromHubCache(t *testing.T) {
+	cache, adapter := t.TempDir(), t.TempDir()
+	t.Setenv("HF_HUB_CACHE", cache)
+	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "org/base"}}
+	if _, err := AdapterBase(adapter, a); err == nil || !strings.Contains(err.Error(), "nor in the Hugging Face cache") {
+		t.Errorf("an id in no cache: %v", err)
+	}
+	commit := "89abcdef0123456789abcdef0123456789abcdef"
+	repo := filepath.Join(cache, "models--org--base")
+	snap := filepath.Join(repo, "snapshots", commit)
+	for _, d := range []string{filepath.Join(repo, "blobs"), filepath.Join(repo, "refs"), snap} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, f := range []string{"config.json", "model.safetensors"} {
+		blob := fmt.Sprintf("%040d", i)
+		if err := os.WriteFile(filepath.Join(repo, "blobs", blob), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := AdapterBase(adapter, a); err != nil || got != snap {
+		t.Errorf("AdapterBase = %q, %v; want %s", got, err, snap)
 	}
 }

@@ -2,7 +2,8 @@
 // N ranks of the same command on this machine (and with M machines, each runs its share of
 // M x N ranks); a rank is the same binary with RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun sets them, so
-// `torchrun --no-python umad train ...` works too. The ranks of a one-machine job meet
+// `torchrun --no-python umad train ...` works too, and so does `srun umad train ...`
+// (slurm.go). The ranks of a one-machine job meet
 // through a file only they can reach (storeFileEnv); with several machines rank 0 hosts a
 // TCP store (rendezvous.go).
 package launch
@@ -67,7 +68,8 @@ type Options struct {
 }
 
 // Resolve reads the job's shape: torchrun's environment when RANK is set (this is a
-// rank), else the options (this may be a launcher).
+// rank), else srun's when srun started this process (slurm.go; with --nproc, srun's tasks
+// are the nodes), else the options (this may be a launcher).
 func Resolve(o Options) (d Spec, isRank bool, err error) {
 	if o.Group {
 		if d.Backend, err = torch.ParseBackend(o.Backend); err != nil {
@@ -77,9 +79,20 @@ func Resolve(o Options) (d Spec, isRank bool, err error) {
 	if d.Timeout = o.Timeout; d.Timeout <= 0 {
 		return d, false, errors.New("--dist-timeout must be positive")
 	}
+	// torchrun's variables win over srun's: torchrun run as an srun task (one per node)
+	// gives its ranks RANK, while SLURM_PROCID is still the task's.
 	if os.Getenv("RANK") != "" {
 		d, err = fromEnv(d)
 		return d, err == nil, err
+	}
+	if underSrun() {
+		if o.NProc <= 1 {
+			d, err = fromSlurm(d, o)
+			return d, err == nil, err
+		}
+		if o, err = srunNodes(o); err != nil { // each task launches its node's ranks
+			return d, false, err
+		}
 	}
 	if !o.Group {
 		o.NNodes, o.NodeRank = 1, 0

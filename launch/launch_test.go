@@ -11,6 +11,7 @@ import (
 // runs, and the refusals of shapes that cannot work.
 func TestResolveFromOptions(t *testing.T) {
 	t.Setenv("RANK", "")
+	t.Setenv("SLURM_STEP_ID", "") // not an srun task, also where the tests run under Slurm
 	o := Options{Group: true, NProc: 2, NNodes: 3, NodeRank: 1, MasterAddr: "10.0.0.1", MasterAddrSet: true, MasterPort: 29500,
 		Timeout: time.Minute, Backend: "gloo"}
 	d, isRank, err := Resolve(o)

@@ -38,6 +38,9 @@ type HFToGGUFOptions struct {
 	Type GGMLType
 	// Progress, if set, is called before each tensor is written.
 	Progress func(done, total int, name string)
+	// Name is general.name; "" takes the directory's base name (a hub snapshot's is its
+	// commit, so the caller passes the repository's name).
+	Name string
 }
 
 // SupportedArchitectures lists the config.json model_type values that convert.
@@ -91,7 +94,11 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err != nil {
 		return err
 	}
-	kvs, err := ggufKVs(s, tok, opt.Type, filepath.Base(filepath.Clean(dir)))
+	name := opt.Name
+	if name == "" {
+		name = filepath.Base(filepath.Clean(dir))
+	}
+	kvs, err := ggufKVs(s, tok, opt.Type, name)
 	if err != nil {
 		return err
 	}

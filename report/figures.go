@@ -26,9 +26,22 @@ const (
 	pngDPI       = 150
 )
 
-// writeFigures draws the figures of the focus dataset into dir and returns their names.
-func writeFigures(dir string, s uncertainty.Combined) ([]string, error) {
-	figures := []struct {
+// figure is a drawing of a given size: saved as .svg and .png, or inlined in a page.
+type figure struct {
+	name  string
+	w, h  vg.Length
+	paint func(draw.Canvas)
+}
+
+// plotFigure is a plot at the report's figure size.
+func plotFigure(name string, p *plot.Plot) figure {
+	return figure{name: name, w: figureWidth, h: figureHeight, paint: p.Draw}
+}
+
+// runFigures draws the figures of a run's focus dataset: accuracy, uncertainty and, with
+// several turns, flips.
+func runFigures(s uncertainty.Combined) ([]figure, error) {
+	draws := []struct {
 		name string
 		draw func(uncertainty.Combined) (*plot.Plot, error)
 	}{
@@ -36,18 +49,36 @@ func writeFigures(dir string, s uncertainty.Combined) ([]string, error) {
 		{"uncertainty", uncertaintyFigure},
 	}
 	if s.Mean.Turns > 1 {
-		figures = append(figures, struct {
+		draws = append(draws, struct {
 			name string
 			draw func(uncertainty.Combined) (*plot.Plot, error)
 		}{"flips", flipsFigure})
 	}
-	var names []string
-	for _, f := range figures {
+	var figures []figure
+	for _, f := range draws {
 		p, err := f.draw(s)
 		if err != nil {
 			return nil, fmt.Errorf("figure %s: %w", f.name, err)
 		}
-		if err := savePlot(p, filepath.Join(dir, f.name)); err != nil {
+		figures = append(figures, plotFigure(f.name, p))
+	}
+	return figures, nil
+}
+
+// writeFigures saves the run's figures into dir and returns their names.
+func writeFigures(dir string, s uncertainty.Combined) ([]string, error) {
+	figures, err := runFigures(s)
+	if err != nil {
+		return nil, err
+	}
+	return saveFigures(dir, figures)
+}
+
+// saveFigures writes each figure's .svg and .png into dir and returns their names.
+func saveFigures(dir string, figures []figure) ([]string, error) {
+	var names []string
+	for _, f := range figures {
+		if err := saveDrawing(filepath.Join(dir, f.name), f.w, f.h, f.paint); err != nil {
 			return nil, err
 		}
 		names = append(names, f.name)

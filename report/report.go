@@ -40,6 +40,9 @@ type Run struct {
 type Replicate struct {
 	Key      string
 	Problems []uncertainty.ProblemRecord
+	// Rollouts, when set, is the seed's rollouts file, whose responses the debate browser
+	// shows (WriteBrowser).
+	Rollouts string
 }
 
 // summaryFile is the layout of summary.json.

@@ -165,6 +165,7 @@ type tableRow struct {
 	agent  int
 	isBase bool        // the row is its own baseline
 	cells  []tableCell // datasets x turns, dataset-major
+	browse bool        // the method's problems are in the browser beside the table (browserLink)
 }
 
 // tableCell is one accuracy (mean and std over seeds) and its difference from the
@@ -238,7 +239,8 @@ func buildTable1(methods []Method, opt TableOptions) (*table1, error) {
 			t.partial = append(t.partial, fmt.Sprintf("%s (%s)", m.Name, m.Partial))
 		}
 		for a := range m.Summary.Mean.Agents {
-			row := tableRow{method: m.Name, agent: a, isBase: bases[i] == i}
+			row := tableRow{method: m.Name, agent: a, isBase: bases[i] == i,
+				browse: slices.ContainsFunc(m.Replicates, func(r Replicate) bool { return r.Rollouts != "" })}
 			for _, d := range t.datasets {
 				for _, turn := range t.turns {
 					row.cells = append(row.cells, t.cell(m, base, ms, bs, d, a, turn, row.isBase))

@@ -217,7 +217,11 @@ func writeTable1HTML(w io.Writer, t *table1) error {
 			if c.significant() {
 				class = " class=\"sig\""
 			}
-			fmt.Fprintf(&b, "<td%s%s>%s</td>", style, class, html.EscapeString(c.text(colN[i])))
+			text := html.EscapeString(c.text(colN[i]))
+			if r.browse && c.has {
+				text = fmt.Sprintf("<a href=\"%s\">%s</a>", html.EscapeString(browserLink(r.method, t.datasets[i/len(t.turns)])), text)
+			}
+			fmt.Fprintf(&b, "<td%s%s>%s</td>", style, class, text)
 		}
 		b.WriteString("</tr>\n")
 	}

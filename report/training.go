@@ -40,8 +40,8 @@ type training struct {
 
 // WriteTraining writes the report of the training run in dir from dir/metrics.jsonl
 // into dir/report: training.md (whose path it returns), validation.csv, training.csv,
-// times.csv, before_after.csv (with two validations or more) and the figures
-// validation, training and times as .svg and .png.
+// times.csv, before_after.csv (with two validations or more), the figures validation,
+// training and times as .svg and .png, and the training page (index.html, not live).
 func WriteTraining(dir string) (string, error) {
 	path := filepath.Join(dir, trainlog.File)
 	train, val, err := trainlog.Read(path)
@@ -76,6 +76,9 @@ func WriteTraining(dir string) (string, error) {
 	}
 	figures, err := writeTrainingFigures(out, r)
 	if err != nil {
+		return "", err
+	}
+	if err := writeTrainingPage(out, r, false); err != nil {
 		return "", err
 	}
 	md := filepath.Join(out, TrainingFile)

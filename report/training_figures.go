@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -34,21 +33,28 @@ const (
 // curveWindow is the number of steps the training curves average over.
 func (r *training) curveWindow() int { return max(1, len(r.times)/curvePoints) }
 
-// writeTrainingFigures draws the figures the run has data for and returns their names.
+// writeTrainingFigures saves the figures the run has data for and returns their names.
 func writeTrainingFigures(dir string, r *training) ([]string, error) {
-	var names []string
+	figures, err := trainingFigures(r)
+	if err != nil {
+		return nil, err
+	}
+	return saveFigures(dir, figures)
+}
+
+// trainingFigures draws the figures the run has data for: validation, the training
+// curves and the times per phase.
+func trainingFigures(r *training) ([]figure, error) {
+	var figures []figure
 	if len(r.val) > 0 {
 		p, err := validationFigure(r)
 		if err != nil {
 			return nil, fmt.Errorf("figure validation: %w", err)
 		}
-		if err := savePlot(p, filepath.Join(dir, "validation")); err != nil {
-			return nil, err
-		}
-		names = append(names, "validation")
+		figures = append(figures, plotFigure("validation", p))
 	}
 	if len(r.train) == 0 {
-		return names, nil
+		return figures, nil
 	}
 	panels, err := curvePanels(r)
 	if err != nil {
@@ -56,24 +62,19 @@ func writeTrainingFigures(dir string, r *training) ([]string, error) {
 	}
 	tiles := draw.Tiles{Rows: 2, Cols: 3, PadX: vg.Centimeter, PadY: vg.Centimeter,
 		PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: vg.Millimeter}
-	if err := saveDrawing(filepath.Join(dir, "training"), curvesWidth, curvesHeight, func(c draw.Canvas) {
+	figures = append(figures, figure{name: "training", w: curvesWidth, h: curvesHeight, paint: func(c draw.Canvas) {
 		canvases := plot.Align(panels, tiles, c)
 		for i := range panels {
 			for j, p := range panels[i] {
 				p.Draw(canvases[i][j])
 			}
 		}
-	}); err != nil {
-		return nil, err
-	}
+	}})
 	p, err := timesFigure(r.times)
 	if err != nil {
 		return nil, fmt.Errorf("figure times: %w", err)
 	}
-	if err := savePlot(p, filepath.Join(dir, "times")); err != nil {
-		return nil, err
-	}
-	return append(names, "training", "times"), nil
+	return append(figures, plotFigure("times", p)), nil
 }
 
 // addLine adds a line with points, coloured by agent and dashed by turn.

@@ -124,6 +124,10 @@ type Config struct {
 	Out           string             `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.
 	Progress io.Writer `json:"-"`
+	// Page, when set, is called with Out on rank 0 after each step's and each validation's
+	// metrics lines are logged (live) and once as the run ends (not live): the CLI keeps
+	// the training page (report.WriteTrainingPage) current with it.
+	Page func(out string, live bool) error `json:"-"`
 	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
 	Group *torch.Group `json:"-"`
 	// Shard is the ZeRO stage over the Group's ranks (dist.go): 0 replicates the training

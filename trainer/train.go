@@ -101,6 +101,7 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 		if t.metrics, err = trainlog.Open(filepath.Join(cfg.Out, trainlog.File), t.step); err != nil {
 			return err
 		}
+		defer t.page(false) // however the run ends, the page stops reloading
 	}
 	if err := t.syncAll(); err != nil {
 		return err
@@ -349,6 +350,7 @@ func (t *Trainer) finishStep(step int, g gathered, lines []trainlog.StepMetrics,
 			return err
 		}
 	}
+	t.page(true)
 	if t.cfg.Progress != nil {
 		var acc, reward float64
 		for _, l := range lines {
@@ -359,6 +361,18 @@ func (t *Trainer) finishStep(step int, g gathered, lines []trainlog.StepMetrics,
 			step, t.cfg.Steps, acc, reward, g.stats.GeneratedTokens, total, g.took.Seconds(), syncTime)
 	}
 	return nil
+}
+
+// page rewrites the run's page (Config.Page) on the lead rank, now that the metrics log
+// has grown or the run ends. A page that cannot be written is logged, not fatal: it is a
+// view of the log, which is safe.
+func (t *Trainer) page(live bool) {
+	if t.cfg.Page == nil || !t.lead() {
+		return
+	}
+	if err := t.cfg.Page(t.cfg.Out, live); err != nil {
+		slog.Warn("training page not written", "err", err)
+	}
 }
 
 func summarise(v []float64) trainlog.Stats {

@@ -73,7 +73,11 @@ func (t *Trainer) validate(ctx context.Context) error {
 	if t.cfg.Progress != nil {
 		fmt.Fprintf(t.cfg.Progress, "step %d validation: accuracy per agent and turn %v (%d problems)\n", t.step, roundAll(acc), len(recs))
 	}
-	return t.metrics.Append(line)
+	if err := t.metrics.Append(line); err != nil {
+		return err
+	}
+	t.page(true)
+	return nil
 }
 
 // valTurns is the turns of a validation debate.
