@@ -93,7 +93,9 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 			pairs = append(pairs, string(from), string(to))
 		}
 	}
-	st.fix = func() error { return atomicfile.WriteBytes(path, []byte(strings.NewReplacer(pairs...).Replace(string(raw)))) }
+	st.fix = func() error {
+		return atomicfile.WriteBytes(path, []byte(strings.NewReplacer(pairs...).Replace(string(raw))))
+	}
 	return nil
 }
 
