@@ -260,6 +260,10 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 	}
 	// Done only when every problem of every seed is: a report.md is written for a partial
 	// run too, and a cut, truncated or deleted rollouts file leaves problems to run.
+	if reportedComplete(st.dir, cfg.Seeds) {
+		st.done = true
+		return nil
+	}
 	dr, err := readDebateRun(st.dir)
 	st.done = err == nil && dr.partial == ""
 	return err

@@ -246,6 +246,9 @@ func TestExperimentDoneMeansEveryProblem(t *testing.T) {
 	if md := readText(t, filepath.Join(run, "report", "report.md")); !strings.Contains(md, "**PARTIAL RUN**: seed 1: ") || !strings.Contains(md, " of 3 problems finished") {
 		t.Errorf("report.md of a cut run:\n%s", md)
 	}
+	if sum := readText(t, filepath.Join(run, "report", "summary.json")); !strings.Contains(sum, `"partial": "seed 1: `) || strings.Contains(sum, `"complete"`) {
+		t.Errorf("summary.json of a cut run is not marked partial:\n%.300s", sum)
+	}
 	plan("1 to run")
 	if stdout, _, err = runApp(t, "report", "--out", filepath.Join(dir, "rep"), file); err != nil || !strings.Contains(stdout, "is not done (seed 1: ") {
 		t.Errorf("report over the grid with a cut cell: %v\n%s", err, stdout)
@@ -254,6 +257,9 @@ func TestExperimentDoneMeansEveryProblem(t *testing.T) {
 		t.Fatalf("experiment: %v\n%s", err, stderr)
 	}
 	plan("nothing to run")
+	if sum := readText(t, filepath.Join(run, "report", "summary.json")); !strings.Contains(sum, `"complete": true`) {
+		t.Errorf("summary.json of the finished run is not marked complete:\n%.300s", sum)
+	}
 
 	if err := os.Remove(rollouts); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -186,17 +187,26 @@ func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, erro
 // experimentCellDone says whether a debate cell has finished every problem of every seed,
 // of its training's newest checkpoint; one that has not is left out, said so.
 func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) (bool, error) {
-	if _, err := os.Stat(filepath.Join(cell.Dir(f), "config.json")); err != nil {
+	dir := cell.Dir(f)
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
 		fmt.Fprintf(c.App.Writer, "report: cell %s of %s has not run; left out\n", cell.Name, file)
 		return false, nil
 	}
-	dr, err := readDebateRun(cell.Dir(f))
-	if err != nil {
-		return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
+	var cfg debateConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return false, fmt.Errorf("report: %s/config.json: %w", dir, err)
 	}
-	why := dr.partial
+	var why string
+	if !reportedComplete(dir, cfg.Seeds) {
+		dr, err := readDebateRun(dir)
+		if err != nil {
+			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
+		}
+		why = dr.partial
+	}
 	if why == "" {
-		if why, err = debatedOld(f.Out, cell, dr.cfg); err != nil {
+		if why, err = debatedOld(f.Out, cell, cfg); err != nil {
 			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
 		}
 	}
@@ -385,7 +395,7 @@ func rebuildReport(dir string) (report.Run, error) {
 		return report.Run{}, err
 	}
 	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: dr.cfg.protocolText(), Summary: combined, Problems: all,
-		Replicates: replicates, Partial: dr.partial}
+		Replicates: replicates, Partial: dr.partial, Complete: dr.partial == ""}
 	if err := report.Write(filepath.Join(dir, "report"), run); err != nil {
 		return run, err
 	}
