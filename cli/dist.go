@@ -120,7 +120,9 @@ func resolveDist(c *ucli.Context, group bool) (launch.Spec, bool, error) {
 		o.Backend, o.NNodes, o.NodeRank = c.String("dist-backend"), c.Int("nnodes"), c.Int("node-rank")
 		o.MasterAddr, o.MasterAddrSet, o.MasterPort = c.String("master-addr"), c.IsSet("master-addr"), c.Int("master-port")
 	}
-	return launch.Resolve(o)
+	d, isRank, err := launch.Resolve(o)
+	d.Command = commandLine(c) // a cell of umad experiment: its ranks run the cell's command
+	return d, isRank, err
 }
 
 // launchRanks starts this machine's ranks of a multi-process job when this process is

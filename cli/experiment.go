@@ -18,7 +18,6 @@ import (
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/launch"
-	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -31,9 +30,12 @@ func init() {
 			"file's out, run in this process by the command itself. The plan comes first: the cells, each\n" +
 			"one's state (done, new, resume) and generated tokens at most (training rollouts, validation\n" +
 			"not counted), and the memory plan of the largest training cell left. Cells that are done are\n" +
-			"skipped, a cut one resumes (train --resume; a debate reruns), and one whose directory holds other\n" +
-			"settings is refused, naming the setting. Ctrl-C stops the cell as the command would; the same\n" +
-			"command resumes it. One process per experiment directory.\n\n" + experiment.Help,
+			"skipped (a debate when every problem of every seed is in its rollouts), a cut one resumes (train\n" +
+			"--resume; a debate reruns its unfinished problems), and one whose directory holds other settings\n" +
+			"is refused, naming the setting. A trained debate follows a moved experiment directory, and one\n" +
+			"whose training has a newer checkpoint (more steps) is kept as DIR.step-N and run afresh. Ctrl-C\n" +
+			"stops the cell as the command would; the same command resumes it. One process per experiment\n" +
+			"directory.\n\n" + experiment.Help,
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "dry-run", Usage: "print the plan and stop"},
 			&ucli.StringFlag{Name: "only", Usage: "run only the cells whose name (train/METHOD/AGENTS/seed-S, debate/METHOD/AGENTS/EVAL/seed-S) matches this regular expression"},
@@ -53,6 +55,13 @@ type cellState struct {
 	ready  bool
 	tokens int64
 	bytes  int64 // a training cell's model files, to find the largest
+	// moved says a trained debate's experiment directory moved; stale names the old
+	// checkpoint of a trained debate whose training has a newer one. fix makes the directory
+	// the cell's again before it runs (config.json's paths updated, or the stale run set
+	// aside).
+	moved bool
+	stale string
+	fix   func() error
 }
 
 func experimentCmd(c *ucli.Context) error {
@@ -155,6 +164,9 @@ func planCells(f *experiment.File, cells []experiment.Cell) ([]*cellState, error
 		for _, n := range cell.Needs {
 			st.ready = st.ready && byName[n].done
 		}
+		if err := checkCellFlags(cell); err != nil {
+			return nil, fmt.Errorf("cell %s: %w", cell.Name, err)
+		}
 		if err := st.resolve(); err != nil {
 			return nil, fmt.Errorf("cell %s: %w", cell.Name, err)
 		}
@@ -238,11 +250,38 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 	if !st.exists || !st.ready {
 		return nil
 	}
-	if _, err := claimRunDir(st.dir, cfg); err != nil {
+	if err := st.followTraining(cfg); err != nil || st.stale != "" {
 		return err
 	}
-	_, err = os.Stat(filepath.Join(st.dir, "report", report.ReportFile))
-	st.done = err == nil
+	if !st.moved {
+		if _, err := claimRunDir(st.dir, cfg); err != nil {
+			return err
+		}
+	}
+	// Done only when every problem of every seed is: a report.md is written for a partial
+	// run too, and a cut, truncated or deleted rollouts file leaves problems to run.
+	if reportedComplete(st.dir, cfg.Seeds) {
+		st.done = true
+		return nil
+	}
+	dr, err := readDebateRun(st.dir)
+	st.done = err == nil && dr.partial == ""
+	return err
+}
+
+// checkCellFlags refuses a flags table's key that is no flag of the cell's command, or an
+// alias of one the grid owns (o for out).
+func checkCellFlags(cell experiment.Cell) error {
+	i := slices.IndexFunc(commands, func(cmd *ucli.Command) bool { return cmd.Name == cell.Kind })
+	for _, key := range cell.Flags {
+		j := slices.IndexFunc(commands[i].Flags, func(fl ucli.Flag) bool { return slices.Contains(fl.Names(), key) })
+		if j < 0 {
+			return fmt.Errorf("flags: %s is not a flag of umad %s", key, cell.Kind)
+		}
+		if name := commands[i].Flags[j].Names()[0]; experiment.GridFlag(cell.Kind, name) {
+			return fmt.Errorf("flags: %s is --%s, the grid's to set", key, name)
+		}
+	}
 	return nil
 }
 
@@ -372,8 +411,13 @@ func printPlan(w io.Writer, file string, states, todo []*cellState) {
 			state = "not selected"
 		case st.exists && st.Kind == "train":
 			state = "resume"
+		case st.stale != "":
+			state = "run afresh: " + st.stale
 		case st.exists:
 			state = "rerun"
+		}
+		if st.moved {
+			state += " (the experiment moved: its checkpoint paths are updated)"
 		}
 		tokens := countText(st.tokens)
 		if st.tokens == 0 && !st.done {
@@ -414,14 +458,26 @@ func largestTrainPlan(c *ucli.Context, todo []*cellState) error {
 	return runCommand(c, args)
 }
 
-// runCommand runs a umad command line in this process, on this app's outputs.
+// runCommand runs a umad command line in this process, on this app's outputs. The app
+// keeps the line (commandLine), which a multi-process cell's ranks run.
 func runCommand(c *ucli.Context, args []string) error {
 	app := App()
 	app.Writer, app.ErrWriter = c.App.Writer, c.App.ErrWriter
 	if c.Bool("verbose") {
 		args = append([]string{"--verbose"}, args...)
 	}
+	app.Metadata = map[string]any{commandLineKey: args}
 	return app.Run(append([]string{"umad"}, args...))
+}
+
+// commandLineKey is the app metadata that holds a command line run in process.
+const commandLineKey = "command line"
+
+// commandLine is the command line this app runs, after "umad": runCommand's, or nil for
+// the process's own.
+func commandLine(c *ucli.Context) []string {
+	args, _ := c.App.Metadata[commandLineKey].([]string)
+	return args
 }
 
 // runCells runs the cells in order, with the cells done and left and an ETA from the
@@ -440,6 +496,14 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 	}
 	start := time.Now()
 	for i, st := range todo {
+		if err := st.beforeRun(); err != nil {
+			return fmt.Errorf("cell %s: %w", st.Name, err)
+		}
+		if st.done {
+			done++
+			fmt.Fprintf(w, "experiment: cell %d of %d, %s, is done\n", i+1, len(todo), st.Name)
+			continue
+		}
 		fmt.Fprintf(w, "experiment: cell %d of %d to run: %s\n", i+1, len(todo), st.Name)
 		args := st.Args
 		if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil && st.Kind == "train" {

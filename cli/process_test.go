@@ -18,6 +18,9 @@ const mainArgsEnv = "UMAD_CLI_TEST_MAIN_ARGS"
 
 func init() {
 	if args, ok := os.LookupEnv(mainArgsEnv); ok {
+		if len(os.Args) > 1 { // a launcher's rank, started with its command line as the binary is
+			args = strings.Join(os.Args[1:], "\n")
+		}
 		// os.Args too, as a real umad's: shell completion reads it (urfave/cli).
 		os.Args = append([]string{"umad"}, strings.Split(args, "\n")...)
 		os.Exit(Main(os.Args))

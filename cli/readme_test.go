@@ -97,15 +97,11 @@ func (e errShell) Error() string {
 	return "uses " + string(rune(e)) + ", which the README test does not interpret; write the command without it"
 }
 
-// Every command of the README's recipes for the paper's tables runs as written, in
-// order, for one step on tiny models standing in for the paper's: a recipe that names a
-// flag, value or file that does not exist fails here, not in a user's first hour.
-func TestReadmePaperRecipes(t *testing.T) {
-	cmds := readmeCommands(t, "paper-recipes")
-	if len(cmds) < 10 {
-		t.Fatalf("the recipes section has %d commands; want every row of Tables 1 and 2", len(cmds))
-	}
-	torchtest.Open(t) // the plugin is there (or the test skips, or fails in CI)
+// paperWorkdir makes a working directory as the paper's commands expect it, with tiny
+// models standing in for the paper's HF directories, more links (name -> target) beside
+// them, and ../shared and ../build, and changes into it.
+func paperWorkdir(t *testing.T, more map[string]string) {
+	t.Helper()
 	build, err := filepath.Abs(filepath.Join("..", "build"))
 	if err != nil {
 		t.Fatal(err)
@@ -121,12 +117,27 @@ func TestReadmePaperRecipes(t *testing.T) {
 		filepath.Join(work, "Qwen2.5-3B-Instruct"):    filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"),
 		filepath.Join(work, "Qwen3-4B-Instruct-2507"): filepath.Join(testmodel.Tiny(t, "qwen3"), "hf"),
 	}
+	for name, target := range more {
+		links[filepath.Join(work, name)] = target
+	}
 	for link, target := range links {
 		if err := os.Symlink(target, link); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Chdir(work)
+}
+
+// Every command of the README's recipes for the paper's tables runs as written, in
+// order, for one step on tiny models standing in for the paper's: a recipe that names a
+// flag, value or file that does not exist fails here, not in a user's first hour.
+func TestReadmePaperRecipes(t *testing.T) {
+	cmds := readmeCommands(t, "paper-recipes")
+	if len(cmds) < 10 {
+		t.Fatalf("the recipes section has %d commands; want every row of Tables 1 and 2", len(cmds))
+	}
+	torchtest.Open(t) // the plugin is there (or the test skips, or fails in CI)
+	paperWorkdir(t, nil)
 	for _, c := range cmds {
 		shrink, ok := oneStep(c)
 		if !ok {

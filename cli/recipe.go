@@ -176,6 +176,11 @@ func (run *recipeRun) write(w io.Writer, c *ucli.Context) {
 		given := recipe.Setting{Flag: o.Flag, Value: c.Value(o.Flag)}.Arg()
 		fmt.Fprintf(w, "  override: %s instead of the recipe's %s  (%s)\n", given, o.Recipe.arg(), o.Recipe.Source)
 	}
+	if r, err := recipe.Lookup(run.Name); err == nil && c.Command.Name == "train" {
+		for _, d := range r.Departures {
+			fmt.Fprintf(w, "  departs from its source: %s\n", d)
+		}
+	}
 }
 
 // recipeWriter is where a run's first lines go: stderr, or stdout for --dry-run, as the

@@ -125,6 +125,7 @@ func TestRecipePaperValues(t *testing.T) {
 		{"strict equivalence", func(r resolvedTrain) any { return r.Trainer.Reward }, reward.Strict},
 		{"team reward sum", func(r resolvedTrain) any { return r.Trainer.Algo.Team }, trainer.TeamSum},
 		{"validation at the inference temperature 0.6", valTemperature, 0.6},
+		{"the debate prompt shows the answers (L995-997)", func(r resolvedTrain) any { return r.Trainer.NoMask }, true},
 	} {
 		v.check(t, r)
 	}
@@ -183,6 +184,7 @@ func TestRecipeReferenceValues(t *testing.T) {
 		{"validate every 20", func(r resolvedTrain) any { return r.Trainer.ValEvery }, 20},
 		{"save every 40", func(r resolvedTrain) any { return r.Trainer.SaveEvery }, 40},
 		{"validation temperature 0.6", valTemperature, 0.6},
+		{"peers' answers masked (1.4, step 3)", func(r resolvedTrain) any { return r.Trainer.NoMask }, false},
 	} {
 		v.check(t, r)
 	}
@@ -233,7 +235,8 @@ func TestRecipeOverrides(t *testing.T) {
 		t.Errorf("overrides %v, want %v", given, want)
 	}
 	for _, want := range []string{"recipe paper: paper.tex: Table 3", "--temperature 0.8  (paper.tex Table 3", "override: --lr 2e-06 instead of the recipe's --lr 1e-06",
-		"override: --influence sign instead of the recipe's --influence peer-mean", "override: --steps 3 instead of the recipe's --epochs 2"} {
+		"override: --influence sign instead of the recipe's --influence peer-mean", "override: --steps 3 instead of the recipe's --epochs 2",
+		"departs from its source: training updates each agent in one phase per debate turn"} {
 		if !strings.Contains(r.lines, want) {
 			t.Errorf("first lines lack %q:\n%s", want, r.lines)
 		}
@@ -382,7 +385,7 @@ func TestRecipeDebateRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"name": "paper"`, `"flag": "temperature"`, `"value": "0.6"`, `"given_flag": "seeds"`} {
+	for _, want := range []string{`"name": "paper"`, `"flag": "temperature"`, `"value": "0.6"`, `"given_flag": "seeds"`, `"mask": false`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("config.json lacks %s:\n%s", want, b)
 		}

@@ -10,7 +10,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/trainlog"
@@ -25,7 +24,7 @@ func init() {
 		Description: reportHelp,
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: ".", Usage: "where the comparison, Table 1 and the figures of several runs go"},
-			&ucli.StringFlag{Name: "baseline", Usage: "the method Table 1 compares every row with (default: the first)"},
+			&ucli.StringFlag{Name: "baseline", Usage: "the method Table 1 compares every row with (default: each agent set's first method, from an experiment file; else the first)"},
 			&ucli.StringFlag{Name: "turns", Usage: "Table 1's T columns, comma-separated, T = turn+1 (default: 1, 2 and the longest debate's last)"},
 		},
 		Action: reportCmd,
@@ -34,7 +33,9 @@ func init() {
 
 // reportHelp is umad report's --help description.
 const reportHelp = "For each run directory made by `umad debate`, recomputes every metric from the\n" +
-	"rollouts on disk (seed-*/rollouts.jsonl.zst) and rewrites RUN/report/. With several debate\n" +
+	"rollouts on disk (seed-*/rollouts.jsonl.zst) and rewrites RUN/report/; a run whose problems are\n" +
+	"not all finished is marked PARTIAL there, and one whose config.json disagrees with its records\n" +
+	"(agents, turns, -k, protocol, problems) is refused. With several debate\n" +
 	"runs, also writes compare.md and compare.csv into --out (default: the current directory), e.g.\n" +
 	"a full debate against one with --stop agree=1 to see the compute saved and the accuracy change.\n\n" +
 	"For a run directory made by `umad train` (it has metrics.jsonl), writes RUN/report/training.md:\n" +
@@ -46,13 +47,16 @@ const reportHelp = "For each run directory made by `umad debate`, recomputes eve
 	"self-contained table1.html in the paper's colours: blue gain, pink loss, grey baseline) and its\n" +
 	"figures (fig1-accuracy-entropy, fig2-uncertainty for Figs. 2 and 6, fig3-base-trained, fig5-flips;\n" +
 	".svg and .png). A method is a label given as LABEL=RUN, else the run's directory name; debate runs\n" +
-	"with one label are merged as seeds of one configuration, and a training run counts with its last\n" +
+	"with one label are merged as seeds of one configuration (a seed's runs on different datasets into\n" +
+	"one seed, so the Average is each seed's, then mean ± std), and a training run counts with its last\n" +
 	"validation (Fig. 3 draws its first and last). An experiment file (umad experiment) stands for its\n" +
-	"debate cells that are done, labelled by method (and agent set, where it has several), its untrained\n" +
-	"methods first. Table 1's rows are methods x agents, its columns\n" +
+	"debate cells that are done (every problem of every seed), labelled by method (and agent set, where\n" +
+	"it has several), its untrained methods first, each agent set's rows compared with its own first\n" +
+	"method by default. Table 1 and compare.md state each dataset's problem count (n) and mark a cell\n" +
+	"over other problems ([n=19]) and a partial run. Table 1's rows are methods x agents, its columns\n" +
 	"datasets x T (T = turn+1; --turns, default 1, 2 and the longest debate's last) and, with several\n" +
 	"datasets, their Average (per seed, then mean ± std over seeds). Each cell is strict pass@1 with\n" +
-	"its difference from --baseline (default: the first method) and a 95% interval, marked * where it\n" +
+	"its difference from its baseline and a 95% interval, marked * where it\n" +
 	"excludes zero. The interval is a paired bootstrap over problems (4000 resamples, fixed seed,\n" +
 	"stratified by dataset): each problem's difference is averaged over the seeds both methods share\n" +
 	"(or, sharing none, is the difference of their means over seeds). Problems are resampled, each\n" +
@@ -74,12 +78,12 @@ func reportCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	args, err := expandExperiments(c, c.Args().Slice())
+	var t table
+	args, err := expandExperiments(c, c.Args().Slice(), &t)
 	if err != nil {
 		return err
 	}
 	var runs []report.Run
-	var t table
 	for _, arg := range args {
 		if err := reportRun(c, arg, &runs, &t); err != nil {
 			return err
@@ -128,13 +132,17 @@ func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *table) error 
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(dir, "report", report.ReportFile))
+	if run.Partial != "" {
+		fmt.Fprintf(c.App.Writer, "report: %s is PARTIAL (%s); its report says so\n", dir, run.Partial)
+	}
 	return nil
 }
 
 // expandExperiments replaces an experiment file among the arguments by its debate cells
 // that are done, each labelled by its method (and agent set, where the file has several):
-// its untrained methods first, so Table 1's default baseline is the zero-shot debate.
-func expandExperiments(c *ucli.Context, args []string) ([]string, error) {
+// its untrained methods first, so each agent set's default baseline is its zero-shot debate.
+// It tells t each label's agent set and what the seeds span.
+func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, error) {
 	var out []string
 	for _, arg := range args {
 		if info, err := os.Stat(arg); err != nil || !info.Mode().IsRegular() || filepath.Ext(arg) != ".toml" {
@@ -149,10 +157,26 @@ func expandExperiments(c *ucli.Context, args []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		t.spread = f.Variability()
 		for _, trained := range []bool{false, true} {
 			for _, cell := range cells {
-				if cell.Kind == "debate" && cell.Trained == trained {
-					out = append(out, experimentRun(c, f, arg, cell)...)
+				if cell.Kind != "debate" || cell.Trained != trained {
+					continue
+				}
+				label := cell.Method
+				if len(f.Agents) > 1 {
+					label += "/" + cell.AgentSet
+				}
+				if t.settings == nil {
+					t.settings = map[string]string{}
+				}
+				t.settings[label] = cell.AgentSet
+				done, err := experimentCellDone(c, f, arg, cell)
+				if err != nil {
+					return nil, err
+				}
+				if done {
+					out = append(out, label+"="+cell.Dir(f))
 				}
 			}
 		}
@@ -160,17 +184,36 @@ func expandExperiments(c *ucli.Context, args []string) ([]string, error) {
 	return out, nil
 }
 
-// experimentRun is a done debate cell as LABEL=RUN (none, said so, while it is not done).
-func experimentRun(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) []string {
-	if _, err := os.Stat(filepath.Join(cell.Dir(f), "report", report.ReportFile)); err != nil {
-		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done; left out\n", cell.Name, file)
-		return nil
+// experimentCellDone says whether a debate cell has finished every problem of every seed,
+// of its training's newest checkpoint; one that has not is left out, said so.
+func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) (bool, error) {
+	dir := cell.Dir(f)
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		fmt.Fprintf(c.App.Writer, "report: cell %s of %s has not run; left out\n", cell.Name, file)
+		return false, nil
 	}
-	label := cell.Method
-	if len(f.Agents) > 1 {
-		label += "/" + cell.AgentSet
+	var cfg debateConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return false, fmt.Errorf("report: %s/config.json: %w", dir, err)
 	}
-	return []string{label + "=" + cell.Dir(f)}
+	var why string
+	if !reportedComplete(dir, cfg.Seeds) {
+		dr, err := readDebateRun(dir)
+		if err != nil {
+			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
+		}
+		why = dr.partial
+	}
+	if why == "" {
+		if why, err = debatedOld(f.Out, cell, cfg); err != nil {
+			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
+		}
+	}
+	if why != "" {
+		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done (%s); left out\n", cell.Name, file, why)
+	}
+	return why == "", nil
 }
 
 // labelledRun splits LABEL=RUN; an argument that names an existing path is a run alone.
@@ -203,6 +246,8 @@ func tableTurns(c *ucli.Context) ([]int, error) {
 
 // table gathers the methods of Table 1 and the figures in the order they are given.
 type table struct {
+	settings map[string]string // a label's agent set, from an experiment file
+	spread   string            // what the seeds span, from an experiment file
 	order    []string
 	debates  map[string][]report.Run
 	training map[string]report.Method
@@ -289,24 +334,24 @@ func (t *table) write(c *ucli.Context, turns []int) error {
 				return fmt.Errorf("report: %w", err)
 			}
 		}
+		m.Setting = t.settings[label]
 		methods = append(methods, m)
 		series = append(series, report.Series{Name: m.Name, Summary: m.Summary.Mean})
 	}
 	out := c.String("out")
-	if err := report.WriteTable1(out, methods, report.TableOptions{Baseline: c.String("baseline"), Turns: turns}); err != nil {
+	if err := report.WriteTable1(out, methods, report.TableOptions{Baseline: c.String("baseline"), Turns: turns, Spread: t.spread}); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(c.App.Writer, "table: %s\n", filepath.Join(out, report.Table1File))
-	// Fig. 3 also sets each debate method against the baseline's debate.
+	// Fig. 3 also sets each debate method against its baseline's debate.
 	pairs := t.pairs
-	base := methods[0]
-	for _, m := range methods {
-		if m.Name == c.String("baseline") {
-			base = m
-		}
+	bases, err := report.Baselines(methods, c.String("baseline"))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
 	}
-	for _, m := range methods {
-		if _, isDebate := t.debates[m.Name]; isDebate && m.Name != base.Name {
+	for i, m := range methods {
+		if _, isDebate := t.debates[m.Name]; isDebate && bases[i] != i {
+			base := methods[bases[i]]
 			pairs = append(pairs, report.Pair{Name: base.Name + " → " + m.Name, Base: base.Summary.Mean, Trained: m.Summary.Mean})
 		}
 	}
@@ -322,42 +367,35 @@ func (t *table) write(c *ucli.Context, turns []int) error {
 	return nil
 }
 
-// rebuildReport recomputes a debate run's report from its rollouts.
+// rebuildReport recomputes a debate run's report from its rollouts; a run with problems
+// left unfinished is reported as partial, saying how many.
 func rebuildReport(dir string) (report.Run, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	dr, err := readDebateRun(dir)
 	if err != nil {
-		return report.Run{}, fmt.Errorf("report: %s is not a debate run: %w", dir, err)
-	}
-	var cfg debateConfig
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return report.Run{}, fmt.Errorf("report: %s/config.json: %w", dir, err)
+		return report.Run{}, fmt.Errorf("report: %w", err)
 	}
 	var summaries []uncertainty.Summary
 	var all []uncertainty.ProblemRecord
 	var replicates []report.Replicate
-	for _, seed := range cfg.Seeds {
-		rollouts := filepath.Join(dir, fmt.Sprintf("seed-%d", seed), "rollouts.jsonl.zst")
-		done, err := evalrun.ReadRecords(rollouts)
-		if err != nil {
-			return report.Run{}, err
-		}
-		if len(done) == 0 {
+	for i, recs := range dr.records {
+		seed := dr.cfg.Seeds[i]
+		if len(recs) == 0 {
 			return report.Run{}, fmt.Errorf("report: %s seed %d has no finished problems yet", dir, seed)
 		}
-		recs := evalrun.InProblemOrder(done)
 		s, err := uncertainty.Summarise(recs)
 		if err != nil {
 			return report.Run{}, err
 		}
 		summaries = append(summaries, s)
 		all = append(all, recs...)
-		replicates = append(replicates, report.Replicate{Key: fmt.Sprint(seed), Problems: recs, Rollouts: rollouts})
+		replicates = append(replicates, report.Replicate{Key: fmt.Sprint(seed), Problems: recs, Rollouts: dr.rollouts[i]})
 	}
 	combined, err := uncertainty.CombineSeeds(summaries)
 	if err != nil {
 		return report.Run{}, err
 	}
-	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: cfg.protocolText(), Summary: combined, Problems: all, Replicates: replicates}
+	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: dr.cfg.protocolText(), Summary: combined, Problems: all,
+		Replicates: replicates, Partial: dr.partial, Complete: dr.partial == ""}
 	if err := report.Write(filepath.Join(dir, "report"), run); err != nil {
 		return run, err
 	}

@@ -20,7 +20,10 @@ import (
 // Help describes the file, for `umad experiment --help`; the README's subsection says the same.
 const Help = `The file (TOML) holds:
   out = "runs/x"                     the experiment directory; every cell is a run directory in it
-  seeds = [1, 2, 3, 4]               one cell per seed: the training --seed and the debate's --seeds
+  seeds = [1, 2, 3, 4]               the evaluation seeds: one debate cell per seed (its --seeds)
+  train_seeds = [1, 2]               the training seeds (default: the first of seeds): one training per
+                                     method, agent set and training seed, debated under every seed
+  paired_seeds = true                instead, one training per seed, debated under that seed alone
   train_flags = { threads = 1 }      flags of every train cell (name = value; a list repeats the flag)
   debate_flags = { threads = 1 }     flags of every debate cell
   [[prepare]]                        a step that makes the grid's inputs (a model, its warm start):
@@ -34,13 +37,18 @@ const Help = `The file (TOML) holds:
   [methods.NAME]                     a row: train = a [train] NAME (none: the GGUFs as they are),
                                      agents = [agent sets], eval = [evaluation recipes]
 Relative paths are relative to the working directory, as on the command line. Cells:
-  train/METHOD/AGENTS/seed-S                     (alone: train/METHOD/AGENTS-agent-I/seed-S)
-  debate/METHOD/AGENTS/EVAL/seed-S               a trained method's debate uses --agent RUN,agent=I`
+  train/METHOD/AGENTS/seed-T                     (alone: train/METHOD/AGENTS-agent-I/seed-T)
+  debate/METHOD/AGENTS/EVAL/seed-S               a trained method's debate uses --agent RUN,agent=I
+  debate/METHOD/AGENTS/EVAL/train-seed-T/seed-S  with several train_seeds
+Flags tables take the commands' flag names; those the grid sets (agent, out, seed, seeds,
+resume, algo, recipe, dry-run, help, check-determinism, and an evaluation's own keys) are refused.`
 
 // File is an experiment file.
 type File struct {
 	Out         string              `toml:"out"`
 	Seeds       []uint64            `toml:"seeds"`
+	TrainSeeds  []uint64            `toml:"train_seeds"`
+	PairedSeeds bool                `toml:"paired_seeds"`
 	TrainFlags  map[string]any      `toml:"train_flags"`
 	DebateFlags map[string]any      `toml:"debate_flags"`
 	Prepare     []Prepare           `toml:"prepare"`
@@ -109,13 +117,19 @@ type Cell struct {
 	// Trained says whether the method trains its agents.
 	Trained bool
 	Kind    string // "train" or "debate"
-	Seed    uint64
+	// Seed is a debate's evaluation seed, or a training's seed; TrainSeed is the seed of the
+	// training a debate debates (0: untrained).
+	Seed, TrainSeed uint64
+	// Flags are the keys of the flags tables the cell's command line takes.
+	Flags []string
 	// Args is the command line after "umad", --out included.
 	Args []string
 	// Needs names the train cells whose checkpoints a debate cell debates; BaseArgs is its
 	// command line on the agent set's GGUFs instead, which resolve before training.
 	Needs    []string
 	BaseArgs []string
+	// Agents are a train cell's hf directories.
+	Agents []string
 }
 
 // Dir is the cell's run directory.
@@ -166,10 +180,18 @@ func (f *File) check() error {
 	if len(f.Seeds) == 0 {
 		return errors.New("seeds is missing or empty")
 	}
-	for i, s := range f.Seeds {
-		if slices.Contains(f.Seeds[:i], s) {
-			return fmt.Errorf("seeds: %d is given twice", s)
+	for _, list := range []struct {
+		key   string
+		seeds []uint64
+	}{{"seeds", f.Seeds}, {"train_seeds", f.TrainSeeds}} {
+		for i, s := range list.seeds {
+			if slices.Contains(list.seeds[:i], s) {
+				return fmt.Errorf("%s: %d is given twice", list.key, s)
+			}
 		}
+	}
+	if f.PairedSeeds && len(f.TrainSeeds) > 0 {
+		return errors.New("paired_seeds trains once per seed; give it or train_seeds, not both")
 	}
 	if len(f.Methods) == 0 {
 		return errors.New("no [methods.NAME]: the grid is empty")
@@ -269,89 +291,149 @@ func keys[V any](m map[string]V) []string {
 	return ks
 }
 
+// trainSeeds are the seeds a method is trained with: each seed (paired_seeds), train_seeds,
+// or by default the first seed alone, as the paper's ± is the evaluation variability of one
+// trained model.
+func (f *File) trainSeeds() []uint64 {
+	switch {
+	case f.PairedSeeds:
+		return f.Seeds
+	case len(f.TrainSeeds) > 0:
+		return f.TrainSeeds
+	}
+	return f.Seeds[:1]
+}
+
+// Variability says what Table 1's ± spans, for its caption.
+func (f *File) Variability() string {
+	switch {
+	case f.PairedSeeds:
+		return fmt.Sprintf("%d seeds, each its own training and debate (training and evaluation variability together)", len(f.Seeds))
+	case len(f.TrainSeeds) > 1:
+		return fmt.Sprintf("%d training seeds x %d evaluation seeds (training and evaluation variability together)", len(f.TrainSeeds), len(f.Seeds))
+	}
+	return fmt.Sprintf("%d evaluation seeds of one training per method (evaluation variability only)", len(f.Seeds))
+}
+
 // Cells expands the grid, in the order it runs: method by method (by name), agent set,
-// seed; a seed's training before its debates.
+// training seed (a training before its debates), evaluation seed.
 func (f *File) Cells() ([]Cell, error) {
 	var cells []Cell
 	for _, mname := range keys(f.Methods) {
 		m := f.Methods[mname]
 		for _, aname := range m.Agents {
-			for _, seed := range f.Seeds {
-				cs, err := f.methodCells(mname, m, aname, seed)
-				if err != nil {
-					return nil, fmt.Errorf("[methods.%s]: %w", mname, err)
-				}
-				cells = append(cells, cs...)
+			cs, err := f.methodCells(mname, m, aname)
+			if err != nil {
+				return nil, fmt.Errorf("[methods.%s]: %w", mname, err)
 			}
+			cells = append(cells, cs...)
 		}
 	}
 	return cells, nil
 }
 
-func (f *File) methodCells(mname string, m Method, aname string, seed uint64) ([]Cell, error) {
-	set := f.Agents[aname]
-	seedDir := fmt.Sprintf("seed-%d", seed)
+func (f *File) methodCells(mname string, m Method, aname string) ([]Cell, error) {
+	if m.Train == "" {
+		return f.debateCells(mname, m, aname, 0, nil, nil)
+	}
 	var cells []Cell
-	var trained []string // debate --agent values of the trained agents
-	var needs []string
-	if m.Train != "" {
-		tr := f.Train[m.Train]
-		teams := [][]string{set.HF}
-		if tr.Alone {
-			teams = nil
-			for _, hf := range set.HF {
-				teams = append(teams, []string{hf})
+	for _, tseed := range f.trainSeeds() {
+		train, err := f.trainCells(mname, m, aname, tseed)
+		if err != nil {
+			return nil, err
+		}
+		var needs, trained []string // the debates' --agent values of the trained agents
+		for _, c := range train {
+			needs = append(needs, c.Name)
+			for j := range c.Agents {
+				trained = append(trained, fmt.Sprintf("%s,agent=%d", filepath.Join(f.Out, c.Name), j))
 			}
 		}
-		for i, team := range teams {
-			name := strings.Join([]string{"train", mname, aname, seedDir}, "/")
-			if tr.Alone {
-				name = strings.Join([]string{"train", mname, fmt.Sprintf("%s-agent-%d", aname, i), seedDir}, "/")
-			}
-			args := []string{"train", "--algo", tr.Algo}
-			if tr.Recipe != "" {
-				args = append(args, "--recipe", tr.Recipe)
-			}
-			for _, hf := range team {
-				args = append(args, "--agent", hf)
-			}
-			args = append(args, "--seed", fmt.Sprint(seed), "--out", filepath.Join(f.Out, name))
-			flags, err := flagArgs(f.TrainFlags, tr.Flags, gridFlags)
-			if err != nil {
-				return nil, fmt.Errorf("train %s: %w", m.Train, err)
-			}
-			cells = append(cells, Cell{Name: name, Kind: "train", Method: mname, AgentSet: aname, Trained: true, Seed: seed, Args: append(args, flags...)})
-			needs = append(needs, name)
-			for j := range team {
-				trained = append(trained, fmt.Sprintf("%s,agent=%d", filepath.Join(f.Out, name), j))
-			}
-		}
-		if len(set.GGUF) > 0 && len(set.GGUF) != len(trained) {
+		if set := f.Agents[aname]; len(set.GGUF) > 0 && len(set.GGUF) != len(trained) {
 			return nil, fmt.Errorf("agents %q: %d gguf files for %d hf directories", aname, len(set.GGUF), len(trained))
 		}
-	}
-	for _, ename := range m.Eval {
-		ev := f.Eval[ename]
-		name := strings.Join([]string{"debate", mname, aname, ename, seedDir}, "/")
-		agents := set.GGUF
-		if m.Train != "" {
-			agents = trained
-		}
-		args, err := f.debateArgs(ev, agents, seed, filepath.Join(f.Out, name))
+		debates, err := f.debateCells(mname, m, aname, tseed, needs, trained)
 		if err != nil {
-			return nil, fmt.Errorf("eval %s: %w", ename, err)
+			return nil, err
 		}
-		cell := Cell{Name: name, Kind: "debate", Method: mname, AgentSet: aname, Trained: m.Train != "", Seed: seed, Args: args, Needs: needs}
-		if m.Train != "" && len(set.GGUF) > 0 {
-			cell.BaseArgs, _ = f.debateArgs(ev, set.GGUF, seed, filepath.Join(f.Out, name))
-		}
-		cells = append(cells, cell)
+		cells = append(append(cells, train...), debates...)
 	}
 	return cells, nil
 }
 
-func (f *File) debateArgs(ev Eval, agents []string, seed uint64, out string) ([]string, error) {
-	args := []string{"debate"}
+// trainCells are the trainings of one method, agent set and seed: one, or one per agent
+// (alone).
+func (f *File) trainCells(mname string, m Method, aname string, seed uint64) ([]Cell, error) {
+	set, tr := f.Agents[aname], f.Train[m.Train]
+	seedDir := fmt.Sprintf("seed-%d", seed)
+	teams := [][]string{set.HF}
+	if tr.Alone {
+		teams = nil
+		for _, hf := range set.HF {
+			teams = append(teams, []string{hf})
+		}
+	}
+	var cells []Cell
+	for i, team := range teams {
+		name := strings.Join([]string{"train", mname, aname, seedDir}, "/")
+		if tr.Alone {
+			name = strings.Join([]string{"train", mname, fmt.Sprintf("%s-agent-%d", aname, i), seedDir}, "/")
+		}
+		args := []string{"train", "--algo", tr.Algo}
+		if tr.Recipe != "" {
+			args = append(args, "--recipe", tr.Recipe)
+		}
+		for _, hf := range team {
+			args = append(args, "--agent", hf)
+		}
+		args = append(args, "--seed", fmt.Sprint(seed), "--out", filepath.Join(f.Out, name))
+		flags, keys, err := flagArgs("train", f.TrainFlags, tr.Flags)
+		if err != nil {
+			return nil, fmt.Errorf("train %s: %w", m.Train, err)
+		}
+		cells = append(cells, Cell{Name: name, Kind: "train", Method: mname, AgentSet: aname, Trained: true,
+			Seed: seed, TrainSeed: seed, Args: append(args, flags...), Flags: keys, Agents: team})
+	}
+	return cells, nil
+}
+
+// debateCells are the debates of one method and agent set under its evaluation recipes
+// and seeds: of the GGUFs, or of the training with seed tseed (trained, its --agent values).
+func (f *File) debateCells(mname string, m Method, aname string, tseed uint64, needs, trained []string) ([]Cell, error) {
+	set := f.Agents[aname]
+	var cells []Cell
+	for _, seed := range f.Seeds {
+		if f.PairedSeeds && trained != nil && seed != tseed {
+			continue
+		}
+		for _, ename := range m.Eval {
+			ev := f.Eval[ename]
+			parts := []string{"debate", mname, aname, ename}
+			if trained != nil && len(f.TrainSeeds) > 1 {
+				parts = append(parts, fmt.Sprintf("train-seed-%d", tseed))
+			}
+			name := strings.Join(append(parts, fmt.Sprintf("seed-%d", seed)), "/")
+			agents := set.GGUF
+			if trained != nil {
+				agents = trained
+			}
+			args, keys, err := f.debateArgs(ev, agents, seed, filepath.Join(f.Out, name))
+			if err != nil {
+				return nil, fmt.Errorf("eval %s: %w", ename, err)
+			}
+			cell := Cell{Name: name, Kind: "debate", Method: mname, AgentSet: aname, Trained: trained != nil,
+				Seed: seed, TrainSeed: tseed, Args: args, Flags: keys, Needs: needs}
+			if trained != nil && len(set.GGUF) > 0 {
+				cell.BaseArgs, _, _ = f.debateArgs(ev, set.GGUF, seed, filepath.Join(f.Out, name))
+			}
+			cells = append(cells, cell)
+		}
+	}
+	return cells, nil
+}
+
+func (f *File) debateArgs(ev Eval, agents []string, seed uint64, out string) (args, keys []string, err error) {
+	args = []string{"debate"}
 	if ev.Recipe != "" {
 		args = append(args, "--recipe", ev.Recipe)
 	}
@@ -370,20 +452,29 @@ func (f *File) debateArgs(ev Eval, agents []string, seed uint64, out string) ([]
 		}
 	}
 	args = append(args, "--seeds", fmt.Sprint(seed), "--out", out)
-	flags, err := flagArgs(f.DebateFlags, ev.Flags, append(evalFlags, gridFlags...))
-	return append(args, flags...), err
+	flags, keys, err := flagArgs("debate", f.DebateFlags, ev.Flags)
+	return append(args, flags...), keys, err
 }
 
-// gridFlags are set by the grid itself, and evalFlags by an evaluation recipe's own keys; a
-// flags table may not give them.
+// gridFlags are set by the grid itself, or make no run of the cell (help, a dry run, a
+// determinism check in other directories); evalFlags are a debate cell's, set by an
+// evaluation recipe's own keys. A flags table may not give them.
 var (
-	gridFlags = []string{"agent", "out", "seed", "seeds", "resume", "algo", "recipe", "dry-run"}
+	gridFlags = []string{"agent", "out", "seed", "seeds", "resume", "algo", "recipe", "dry-run", "help", "check-determinism"}
 	evalFlags = []string{"data", "turns", "k", "max-tokens", "prompt-limit"}
 )
 
+// GridFlag says whether the grid owns a command's flag (by its name, not an alias), which
+// a flags table may not give.
+func GridFlag(kind, name string) bool {
+	return slices.Contains(gridFlags, name) || kind == "debate" && slices.Contains(evalFlags, name)
+}
+
+var flagNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
 // flagArgs turns flags tables into arguments (--name=value, a list repeating the flag),
-// by name; a recipe's table overrides the common one.
-func flagArgs(common, own map[string]any, refused []string) ([]string, error) {
+// by name; a recipe's table overrides the common one. keys are the names given.
+func flagArgs(kind string, common, own map[string]any) (args, names []string, err error) {
 	all := map[string]any{}
 	for k, v := range common {
 		all[k] = v
@@ -391,10 +482,12 @@ func flagArgs(common, own map[string]any, refused []string) ([]string, error) {
 	for k, v := range own {
 		all[k] = v
 	}
-	var args []string
 	for _, k := range keys(all) {
-		if slices.Contains(refused, k) {
-			return nil, fmt.Errorf("flags: --%s is the grid's to set (its own key, or the cell's)", k)
+		if !flagNameRE.MatchString(k) {
+			return nil, nil, fmt.Errorf("flags: %q is not a flag name (lower-case letters, digits and '-')", k)
+		}
+		if GridFlag(kind, k) {
+			return nil, nil, fmt.Errorf("flags: --%s is the grid's to set (its own key, or the cell's) or makes no run", k)
 		}
 		vs, ok := all[k].([]any)
 		if !ok {
@@ -404,5 +497,5 @@ func flagArgs(common, own map[string]any, refused []string) ([]string, error) {
 			args = append(args, fmt.Sprintf("--%s=%v", k, v))
 		}
 	}
-	return args, nil
+	return args, keys(all), nil
 }

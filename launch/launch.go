@@ -45,6 +45,9 @@ type Spec struct {
 	StoreFile string
 	Timeout   time.Duration
 	Backend   torch.Backend
+	// Command is the command line the ranks run, after the executable; nil is this
+	// process's own (a command run inside another, as umad experiment runs its cells, is not).
+	Command []string
 }
 
 // Multi reports whether the job has more than one rank.

@@ -69,7 +69,11 @@ func Start(d Spec, straggle time.Duration, out Output) error {
 // start starts local rank i.
 func (j *job) start(exe string, i int) error {
 	d, rank := j.d, j.d.Rank+i
-	cmd := exec.Command(exe, os.Args[1:]...)
+	args := d.Command
+	if args == nil {
+		args = os.Args[1:]
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(d.World),
 		"LOCAL_RANK="+strconv.Itoa(i), "LOCAL_WORLD_SIZE="+strconv.Itoa(d.LocalWorld),
 		"MASTER_ADDR="+d.Addr, "MASTER_PORT="+strconv.Itoa(d.Port), "CUDA_VISIBLE_DEVICES="+visibleDevice(i),

@@ -47,6 +47,9 @@ type Recipe struct {
 	Debate []Setting
 	// AIME and Other are the lengths of AIME problems and of every other set.
 	AIME, Other Lengths
+	// Departures are what the recipe runs otherwise than its source says, each with why;
+	// a run prints them with the recipe's settings.
+	Departures []string
 }
 
 // LoRALRScale multiplies a recipe's learning rate in a LoRA run: both sources train every
@@ -93,6 +96,7 @@ var recipes = []Recipe{
 			{"g", 5, paper + " Table 3, group size"},
 			{"reward", "strict", paper + " L804: the MATH benchmark's strict equivalence"},
 			{"val-temperature", 0.6, paper + " Table 3, inference temperature"},
+			{"no-mask", true, paper + " L995-997: the debate prompt shows [Agent i reasoning and answer]"},
 		},
 		Algos: map[string][]Setting{
 			"umad": {
@@ -117,9 +121,13 @@ var recipes = []Recipe{
 			{"turns", 5, paper + " Table 3, T_test"},
 			{"k", 1, paper + " L402: pass@1, one trajectory"},
 			{"seeds", "1,2,3,4,5", paper + " L402: five evaluation seeds (which ones it does not say)"},
+			{"no-mask", true, paper + " L995-997: the debate prompt shows [Agent i reasoning and answer]"},
 		},
 		AIME:  Lengths{4096, 9216, paper + " L811"},
 		Other: Lengths{2048, 5120, paper + " Table 3 and L811"},
+		Departures: []string{
+			"training updates each agent in one phase per debate turn (turn 1's log-probs recomputed after turn 0's update), as the authors' code does (" + ref + " 8, item 6); the paper's Algorithm 2 (L702-743) makes one update per step, which umad's trainer does not offer",
+		},
 	},
 	{
 		Name: "reference", Source: "the authors' code as UMAD-reference.md gives it (bash/ippo_grpo.sh, marl/config/ippo_trainer.yaml, section 3.7)",
@@ -145,6 +153,7 @@ var recipes = []Recipe{
 			{"save-every", 40, ref + " 4.6"},
 			{"reward", "strict", ref + " 2.2"},
 			{"val-temperature", 0.6, ref + " 1.3 (rollout.val_kwargs T 0.6)"},
+			{"no-mask", false, ref + " 1.4, step 3: each peer's last \\boxed answer becomes <answer>"},
 		},
 		Algos: map[string][]Setting{
 			"umad": {
@@ -172,6 +181,7 @@ var recipes = []Recipe{
 			{"top-p", 0.95, ref + " 5.2"},
 			{"turns", 5, ref + " 5.2"},
 			{"k", 1, ref + " 5.2, VAL_N 1"},
+			{"no-mask", false, ref + " 1.4, step 3: each peer's last \\boxed answer becomes <answer>"},
 		},
 		AIME:  Lengths{8192, 8192, ref + " 1.3 (eval/README.md's suggestion for AIME)"},
 		Other: Lengths{2048, 5120, ref + " 1.3 (ippo_grpo.sh:L51-52, run_debate_eval.sh)"},
@@ -281,6 +291,11 @@ func Help(command string) string {
 		}
 		fmt.Fprintf(&b, "    --max-tokens/--prompt-limit %d/%d, AIME %d/%d  (%s; %s)\n",
 			r.Other.MaxTokens, r.Other.PromptLimit, r.AIME.MaxTokens, r.AIME.PromptLimit, r.Other.Source, r.AIME.Source)
+		if command == "train" {
+			for _, d := range r.Departures {
+				fmt.Fprintf(&b, "    departs from its source: %s\n", d)
+			}
+		}
 		if command != "train" {
 			continue
 		}

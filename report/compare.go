@@ -81,10 +81,14 @@ func writeComparisonMarkdown(w io.Writer, runs []Run) error {
 		if r.Protocol != "" {
 			fmt.Fprintf(&b, "- %s: protocol %s.\n", markdownText(r.Name), r.Protocol)
 		}
+		if r.Partial != "" {
+			fmt.Fprintf(&b, "- %s: PARTIAL, %s.\n", markdownText(r.Name), r.Partial)
+		}
 	}
 	fmt.Fprintf(&b, "\n![Team EU and AU per turn, every run (%s)](%s.png)\n\n", markdownText(focusDataset(runs[0].Summary.Mean)), CompareFigure)
 	for _, d := range datasets {
 		fmt.Fprintf(&b, "## %s\n\n", markdownText(d))
+		problemCounts(&b, runs, d)
 		var accuracy, team []tableColumn
 		for _, r := range runs {
 			agents := agentIndices(r.Summary.Mean.Agents, false)
@@ -101,6 +105,30 @@ func writeComparisonMarkdown(w io.Writer, runs []Run) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// problemCounts says how many problems each run has of dataset d, and warns where they
+// differ: such runs answer other questions, and their accuracies do not compare.
+func problemCounts(b *strings.Builder, runs []Run, d string) {
+	var parts []string
+	differ := false
+	first := -1
+	for _, r := range runs {
+		row, ok := r.Summary.Mean.Find(d, uncertainty.System, 0)
+		if !ok {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", markdownText(r.Name), row.Problems))
+		if first < 0 {
+			first = row.Problems
+		}
+		differ = differ || row.Problems != first
+	}
+	fmt.Fprintf(b, "Problems (n): %s.", strings.Join(parts, ", "))
+	if differ {
+		b.WriteString(" The runs differ in their problems: their accuracies are over other questions and do not compare.")
+	}
+	b.WriteString("\n\n")
 }
 
 // comparisonFigure draws each run's team EU (solid) and AU (dashed) per turn, on the

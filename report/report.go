@@ -31,6 +31,10 @@ type Run struct {
 	Problems []uncertainty.ProblemRecord
 	// Replicates, when present, hold each seed's problems, for Table 1's paired intervals.
 	Replicates []Replicate
+	// Partial says which seeds left problems unfinished ("seed 1: 19 of 200 problems
+	// finished"); Complete that the caller found every problem of every seed finished.
+	Partial  string
+	Complete bool
 }
 
 // Replicate is one seed's problem records; Key names the seed.
@@ -47,6 +51,8 @@ type summaryFile struct {
 	Name        string `json:"name"`
 	Protocol    string `json:"protocol,omitempty"`
 	EntropyUnit string `json:"entropy_unit"`
+	Partial     string `json:"partial,omitempty"`
+	Complete    bool   `json:"complete,omitempty"`
 	uncertainty.Combined
 }
 
@@ -71,7 +77,8 @@ func Write(dir string, run Run) error {
 	if len(s.Mean.Rows) == 0 {
 		return fmt.Errorf("report %s: empty summary", dir)
 	}
-	data, err := json.MarshalIndent(summaryFile{Name: run.Name, Protocol: run.Protocol, EntropyUnit: EntropyUnit, Combined: s}, "", "  ")
+	data, err := json.MarshalIndent(summaryFile{Name: run.Name, Protocol: run.Protocol, EntropyUnit: EntropyUnit,
+		Partial: run.Partial, Complete: run.Complete, Combined: s}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report %s: %w", dir, err)
 	}
@@ -124,5 +131,5 @@ func ReadRun(dir string) (Run, error) {
 	if f.Seeds < 1 || len(f.Mean.Rows) == 0 || len(f.Std.Rows) != len(f.Mean.Rows) {
 		return Run{}, fmt.Errorf("read %s: not a run summary (no seeds or no rows)", path)
 	}
-	return Run{Name: f.Name, Protocol: f.Protocol, Summary: f.Combined}, nil
+	return Run{Name: f.Name, Protocol: f.Protocol, Summary: f.Combined, Partial: f.Partial, Complete: f.Complete}, nil
 }

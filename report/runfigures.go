@@ -164,6 +164,7 @@ func accuracyPercent(r uncertainty.Row) float64 { return 100 * r.AccStrict }
 func tokenEntropy(r uncertainty.Row) float64    { return r.TokenEntropy }
 func totalU(r uncertainty.Row) float64          { return r.TU }
 func epistemicU(r uncertainty.Row) float64      { return r.EU }
+func aleatoricU(r uncertainty.Row) float64      { return r.AU }
 
 // fig1 is Fig. 1: the team's accuracy and its mean token entropy per turn, a line per run.
 func fig1(runs []Series) ([]*panel, error) {
@@ -219,23 +220,30 @@ func fig2(runs []Series) ([]*panel, error) {
 	return panels, nil
 }
 
-// fig3 is Fig. 3: per pair, the team's TU, EU and accuracy (as a fraction) per turn,
-// base dashed and trained solid.
+// fig3 is Fig. 3: per pair, the team's EU and AU and each agent's accuracy (as a
+// fraction) per turn, base dashed and trained solid, as the paper draws uncertainty
+// against both agents' accuracy.
 func fig3(pairs []Pair) ([]*panel, error) {
 	var panels []*panel
 	for _, pr := range pairs {
 		pn := newPanel(pr.Name+": base vs trained", "nats; accuracy as a fraction", maxTurns(pr.Base, pr.Trained))
-		top := 0.0
-		for c, m := range []struct {
+		type curve struct {
 			label string
+			agent int
 			value func(uncertainty.Row) float64
-		}{{"TU", totalU}, {"EU", epistemicU}, {"accuracy", strictAccuracy}} {
+		}
+		curves := []curve{{"EU", uncertainty.System, epistemicU}, {"AU", uncertainty.System, aleatoricU}}
+		for a := range max(pr.Base.Agents, pr.Trained.Agents) {
+			curves = append(curves, curve{agentLabel(a) + " accuracy", a, strictAccuracy})
+		}
+		top := 0.0
+		for c, m := range curves {
 			for _, side := range []struct {
 				name   string
 				s      uncertainty.Summary
 				dashes int
 			}{{"base", pr.Base, 1}, {"trained", pr.Trained, 0}} {
-				t, err := pn.line(side.s, uncertainty.System, m.value, side.name+" "+m.label, c, side.dashes)
+				t, err := pn.line(side.s, m.agent, m.value, side.name+" "+m.label, c, side.dashes)
 				if err != nil {
 					return nil, err
 				}

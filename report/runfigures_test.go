@@ -105,7 +105,8 @@ func TestWriteRunFigures(t *testing.T) {
 	}
 	names := []string{"Zero-Shot", "UMAD", "IPPO", "single turn"}
 	uncertaintyLegend := []string{"TU", "EU", "A0 accuracy", "A1 accuracy"}
-	pairLegend := []string{"base TU", "trained TU", "base EU", "trained EU", "base accuracy", "trained accuracy"}
+	// Fig. 3: the team's EU and AU against each agent's accuracy, as the paper's.
+	pairLegend := []string{"base EU", "trained EU", "base AU", "trained AU", "base A0 accuracy", "trained A0 accuracy", "base A1 accuracy", "trained A1 accuracy"}
 	want := []FigureLayout{
 		{Fig1, 1, 2, []PanelLayout{{"Team accuracy per turn", names}, {"Mean token entropy per turn", names}}},
 		{Fig2, 2, 3, []PanelLayout{{"Zero-Shot (average)", uncertaintyLegend}, {"UMAD (average)", uncertaintyLegend},

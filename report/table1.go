@@ -1,15 +1,13 @@
 package report
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"html"
 	"io"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
@@ -38,66 +36,134 @@ type Method struct {
 	// Replicates are the seeds' problem records, empty where a run keeps only summaries
 	// (a training run's validation): its differences then have no interval.
 	Replicates []Replicate
+	// Setting names the agent set the method debates ("" where none is known); by default
+	// each row is compared with the first method of its setting.
+	Setting string
+	// Partial says which of its runs left problems unfinished ("" for none).
+	Partial string
 }
 
-// NewMethod merges runs into one method named name. Several runs count as seeds of one
-// configuration; a seed given by two runs is told apart by its run's name, so it pairs
-// with no other method's seed.
+// NewMethod merges runs into one method named name. A seed's runs on different data sets
+// make one seed of the method (the paper runs AIME apart, with its own lengths), so the
+// Average is taken per seed, then over seeds; a seed that two runs give on one data set
+// counts twice and pairs with no other method's seed.
 func NewMethod(name string, runs []Run) (Method, error) {
-	if len(runs) == 1 {
-		return Method{Name: name, Summary: runs[0].Summary, Replicates: runs[0].Replicates}, nil
-	}
 	m := Method{Name: name}
-	count := map[string]int{}
+	var partial []string
 	for _, r := range runs {
-		if len(r.Replicates) == 0 {
-			return Method{}, fmt.Errorf("method %s: run %s has no problem records to merge", name, r.Name)
-		}
-		for _, rep := range r.Replicates {
-			count[rep.Key]++
+		if r.Partial != "" {
+			partial = append(partial, r.Name+": "+r.Partial)
 		}
 	}
-	var seeds []uncertainty.Summary
-	for _, r := range runs {
-		for _, rep := range r.Replicates {
-			if count[rep.Key] > 1 {
-				rep.Key = r.Name + "/" + rep.Key
-			}
-			s, err := uncertainty.Summarise(rep.Problems)
-			if err != nil {
-				return Method{}, fmt.Errorf("method %s: run %s seed %s: %w", name, r.Name, rep.Key, err)
-			}
-			seeds = append(seeds, s)
-			m.Replicates = append(m.Replicates, rep)
-		}
+	m.Partial = strings.Join(partial, "; ")
+	if len(runs) == 1 {
+		m.Summary, m.Replicates = runs[0].Summary, runs[0].Replicates
+		return m, nil
 	}
 	var err error
+	if m.Replicates, err = mergeSeeds(name, runs); err != nil {
+		return Method{}, err
+	}
+	var seeds []uncertainty.Summary
+	for _, rep := range m.Replicates {
+		s, err := uncertainty.Summarise(rep.Problems)
+		if err != nil {
+			return Method{}, fmt.Errorf("method %s: seed %s: %w", name, rep.Key, err)
+		}
+		if len(seeds) > 0 && !slices.Equal(s.Datasets, seeds[0].Datasets) {
+			return Method{}, fmt.Errorf("method %s: seed %s covers the data sets %v, seed %s covers %v; debate every data set under every seed",
+				name, rep.Key, s.Datasets, m.Replicates[0].Key, seeds[0].Datasets)
+		}
+		seeds = append(seeds, s)
+	}
 	if m.Summary, err = uncertainty.CombineSeeds(seeds); err != nil {
 		return Method{}, fmt.Errorf("method %s: %w", name, err)
 	}
 	return m, nil
 }
 
+// mergeSeeds joins the runs' replicates of one seed key while their data sets are
+// disjoint, in run order: the runs of one training on several data sets make one seed, and
+// another training's runs (train_seeds) another. Where a key makes several, each is told
+// apart by its number and pairs with no other method's seed.
+func mergeSeeds(name string, runs []Run) ([]Replicate, error) {
+	type group struct {
+		rep      Replicate
+		datasets []string
+	}
+	byKey := map[string][]*group{}
+	var order []string
+	for _, r := range runs {
+		if len(r.Replicates) == 0 {
+			return nil, fmt.Errorf("method %s: run %s has no problem records to merge", name, r.Name)
+		}
+		for _, rep := range r.Replicates {
+			if byKey[rep.Key] == nil {
+				order = append(order, rep.Key)
+			}
+			ds := problemDatasets(rep.Problems)
+			i := slices.IndexFunc(byKey[rep.Key], func(g *group) bool {
+				return !slices.ContainsFunc(ds, func(d string) bool { return slices.Contains(g.datasets, d) })
+			})
+			if i < 0 {
+				byKey[rep.Key] = append(byKey[rep.Key], &group{rep: Replicate{Key: rep.Key}})
+				i = len(byKey[rep.Key]) - 1
+			}
+			g := byKey[rep.Key][i]
+			g.rep.Problems = append(g.rep.Problems, rep.Problems...)
+			g.datasets = append(g.datasets, ds...)
+		}
+	}
+	var out []Replicate
+	for _, key := range order {
+		groups := byKey[key]
+		for i, g := range groups {
+			if len(groups) > 1 {
+				g.rep.Key = fmt.Sprintf("%s (%d of %d)", key, i+1, len(groups))
+			}
+			out = append(out, g.rep)
+		}
+	}
+	return out, nil
+}
+
+// problemDatasets lists the data sets of records, in first appearance.
+func problemDatasets(recs []uncertainty.ProblemRecord) []string {
+	var ds []string
+	for _, p := range recs {
+		if !slices.Contains(ds, p.Dataset) {
+			ds = append(ds, p.Dataset)
+		}
+	}
+	return ds
+}
+
 // TableOptions choose Table 1's baseline row and turns.
 type TableOptions struct {
-	// Baseline names the method every cell is compared with; "" is the first.
+	// Baseline names the method every cell is compared with; "" is, for each method, the
+	// first method of its Setting.
 	Baseline string
 	// Turns are the paper's T (turn+1); none means T = 1, 2 and the longest debate's last.
 	Turns []int
+	// Spread says what the ± spans, for the caption ("" is "seeds").
+	Spread string
 }
 
 // table1 is Table 1's content: one row per method and agent, one column per dataset
 // (then the Average) and T.
 type table1 struct {
-	baseline string
+	baseline string // the legend's words for the baseline rows
+	spread   string
 	datasets []string // the columns' datasets, uncertainty.Average last
 	turns    []int    // 0-based
 	rows     []tableRow
+	partial  []string // the partial methods, with what they lack
 }
 
 type tableRow struct {
 	method string
 	agent  int
+	isBase bool        // the row is its own baseline
 	cells  []tableCell // datasets x turns, dataset-major
 	browse bool        // the method's problems are in the browser beside the table (browserLink)
 }
@@ -108,6 +174,7 @@ type tableCell struct {
 	has, diff, ci bool
 	mean, std     float64
 	seeds         int
+	n             int     // problems the accuracy averages (the Average: over its datasets)
 	delta, lo, hi float64 // difference and its 95% interval, as fractions
 	problems      int     // problems paired
 }
@@ -136,18 +203,11 @@ func buildTable1(methods []Method, opt TableOptions) (*table1, error) {
 	if len(methods) == 0 {
 		return nil, errors.New("table 1: no methods")
 	}
-	base := 0
-	if opt.Baseline != "" {
-		base = slices.IndexFunc(methods, func(m Method) bool { return m.Name == opt.Baseline })
-		if base < 0 {
-			names := make([]string, len(methods))
-			for i, m := range methods {
-				names[i] = m.Name
-			}
-			return nil, fmt.Errorf("table 1: no method named %q (methods: %s)", opt.Baseline, strings.Join(names, ", "))
-		}
+	bases, err := Baselines(methods, opt.Baseline)
+	if err != nil {
+		return nil, err
 	}
-	t := &table1{baseline: methods[base].Name}
+	t := &table1{spread: cmp.Or(opt.Spread, "seeds"), baseline: baselineText(methods, bases)}
 	maxTurns := 0
 	for _, m := range methods {
 		maxTurns = max(maxTurns, m.Summary.Mean.Turns)
@@ -172,20 +232,62 @@ func buildTable1(methods []Method, opt TableOptions) (*table1, error) {
 			t.turns = append(t.turns, T-1)
 		}
 	}
-	baseScores := scores(methods[base])
-	for _, m := range methods {
-		ms := scores(m)
+	for i, m := range methods {
+		base := methods[bases[i]]
+		ms, bs := scores(m), scores(base)
+		if m.Partial != "" {
+			t.partial = append(t.partial, fmt.Sprintf("%s (%s)", m.Name, m.Partial))
+		}
 		for a := range m.Summary.Mean.Agents {
-			row := tableRow{method: m.Name, agent: a, browse: slices.ContainsFunc(m.Replicates, func(r Replicate) bool { return r.Rollouts != "" })}
+			row := tableRow{method: m.Name, agent: a, isBase: bases[i] == i,
+				browse: slices.ContainsFunc(m.Replicates, func(r Replicate) bool { return r.Rollouts != "" })}
 			for _, d := range t.datasets {
 				for _, turn := range t.turns {
-					row.cells = append(row.cells, t.cell(m, methods[base], ms, baseScores, d, a, turn, m.Name == t.baseline))
+					row.cells = append(row.cells, t.cell(m, base, ms, bs, d, a, turn, row.isBase))
 				}
 			}
 			t.rows = append(t.rows, row)
 		}
 	}
 	return t, nil
+}
+
+// Baselines gives each method's baseline: the one named, or the first method of its
+// setting (the zero-shot debate of its agent set, as the paper colours each setting).
+func Baselines(methods []Method, named string) ([]int, error) {
+	bases := make([]int, len(methods))
+	if named != "" {
+		base := slices.IndexFunc(methods, func(m Method) bool { return m.Name == named })
+		if base < 0 {
+			names := make([]string, len(methods))
+			for i, m := range methods {
+				names[i] = m.Name
+			}
+			return nil, fmt.Errorf("table 1: no method named %q (methods: %s)", named, strings.Join(names, ", "))
+		}
+		for i := range bases {
+			bases[i] = base
+		}
+		return bases, nil
+	}
+	for i, m := range methods {
+		bases[i] = slices.IndexFunc(methods, func(b Method) bool { return b.Setting == m.Setting })
+	}
+	return bases, nil
+}
+
+// baselineText names the baselines for the legend: one method, or each setting's.
+func baselineText(methods []Method, bases []int) string {
+	var names []string
+	for _, b := range bases {
+		if !slices.Contains(names, methods[b].Name) {
+			names = append(names, methods[b].Name)
+		}
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return "the first method of the row's agent set (" + strings.Join(names, ", ") + ")"
 }
 
 // accuracyRow returns a method's row of a column's dataset; for the Average, nothing
@@ -207,7 +309,7 @@ func (t *table1) cell(m, base Method, ms, bs problemScores, dataset string, agen
 		return tableCell{}
 	}
 	std, _ := t.accuracyRow(m.Summary.Std, dataset, agent, turn)
-	c := tableCell{has: true, mean: mean.AccStrict, std: std.AccStrict, seeds: m.Summary.Seeds}
+	c := tableCell{has: true, mean: mean.AccStrict, std: std.AccStrict, seeds: m.Summary.Seeds, n: mean.Problems}
 	if isBase {
 		return c
 	}
@@ -377,159 +479,6 @@ func withSign(s string) string {
 		return "+" + s
 	}
 	return s
-}
-
-// text formats a cell as "62.4 ± 0.5 (+1.4 [+0.3, +2.6] *)".
-func (c tableCell) text() string {
-	if !c.has {
-		return "–"
-	}
-	s := cell(c.mean, c.std, c.seeds, percent)
-	switch {
-	case c.ci:
-		s += fmt.Sprintf(" (%s [%s, %s]", withSign(percent(c.delta)), withSign(percent(c.lo)), withSign(percent(c.hi)))
-		if c.significant() {
-			s += " *"
-		}
-		s += ")"
-	case c.diff:
-		s += " (" + withSign(percent(c.delta)) + ")"
-	}
-	return s
-}
-
-const table1Legend = "pass@1 in percent, strict grading (mean ± population standard deviation over seeds); T is the " +
-	"paper's turn (turn+1); the Average weighs datasets equally. In parentheses: the difference from %s in " +
-	"points, with its 95%% interval from a paired bootstrap over problems (stratified by dataset, each " +
-	"problem's difference averaged over the seeds both runs share); * marks an interval that excludes zero. " +
-	"A difference without an interval lacks per-problem records on one side (a training run's validation). " +
-	"– marks what a method lacks."
-
-func writeTable1Markdown(w io.Writer, t *table1) error {
-	var b strings.Builder
-	b.WriteString("# Table 1: accuracy per method and agent\n\n")
-	fmt.Fprintf(&b, table1Legend+"\n\n", t.baseline)
-	header := []string{"Method", "Agent"}
-	for i := range len(t.datasets) * len(t.turns) {
-		header = append(header, t.columnLabel(i))
-	}
-	var rows [][]string
-	for _, r := range t.rows {
-		row := []string{r.method, agentLabel(r.agent)}
-		for _, c := range r.cells {
-			row = append(row, c.text())
-		}
-		rows = append(rows, row)
-	}
-	markdownTable(&b, header, rows)
-	b.WriteString("Files: table1.csv (every cell with its interval), table1.html (the paper's colours).\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func writeTable1CSV(w io.Writer, t *table1) error {
-	records := [][]string{{"method", "agent", "dataset", "T", "seeds", "acc", "acc_std", "diff", "ci_low", "ci_high", "excludes_zero", "paired_problems"}}
-	for _, r := range t.rows {
-		for i, c := range r.cells {
-			if !c.has {
-				continue
-			}
-			rec := []string{r.method, agentName(r.agent), t.datasets[i/len(t.turns)], strconv.Itoa(t.turns[i%len(t.turns)] + 1),
-				strconv.Itoa(c.seeds), num(c.mean), num(c.std), "", "", "", "", ""}
-			if c.diff {
-				rec[7] = num(c.delta)
-			}
-			if c.ci {
-				rec[8], rec[9], rec[10], rec[11] = num(c.lo), num(c.hi), strconv.FormatBool(c.significant()), strconv.Itoa(c.problems)
-			}
-			records = append(records, rec)
-		}
-	}
-	return writeCSV(w, records)
-}
-
-// The paper's colours (MBlue, MPink, MGray in its preamble).
-const (
-	gainColour = "A4C2E6"
-	lossColour = "E8C2C0"
-	baseColour = "F4F5F7"
-)
-
-// tint mixes a colour with white as LaTeX's colour!pct does.
-func tint(hex string, pct int) string {
-	v, _ := strconv.ParseUint(hex, 16, 32)
-	out := "#"
-	for shift := 16; shift >= 0; shift -= 8 {
-		c := int(v>>shift) & 0xff
-		out += fmt.Sprintf("%02x", 255-(255-c)*pct/100)
-	}
-	return out
-}
-
-// background is a cell's colour: the baseline's grey, or blue for a gain and pink for a
-// loss, deeper with the difference (5% of the colour per point, from 10% to 75%).
-func (c tableCell) background(isBase bool) string {
-	switch {
-	case !c.has:
-		return ""
-	case isBase:
-		return tint(baseColour, 100)
-	case !c.diff || c.delta == 0:
-		return ""
-	}
-	pct := min(75, max(10, int(5*100*math.Abs(c.delta))))
-	if c.delta > 0 {
-		return tint(gainColour, pct)
-	}
-	return tint(lossColour, pct)
-}
-
-func writeTable1HTML(w io.Writer, t *table1) error {
-	var b strings.Builder
-	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Table 1</title>\n<style>\n" +
-		"body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}" +
-		"th,td{border:1px solid #ccc;padding:4px 6px;text-align:center;white-space:nowrap}" +
-		".sig{font-weight:bold}caption{caption-side:bottom;text-align:left;max-width:60em;padding-top:1em}\n" +
-		"</style>\n</head>\n<body>\n<table>\n")
-	fmt.Fprintf(&b, "<caption>%s Light blue <span style=\"background:%s\">+ gain</span>, light pink "+
-		"<span style=\"background:%s\">− loss</span>, grey the baseline.</caption>\n",
-		html.EscapeString(fmt.Sprintf(table1Legend, t.baseline)), tint(gainColour, 25), tint(lossColour, 25))
-	b.WriteString("<tr><th rowspan=\"2\">Method</th><th rowspan=\"2\">Agent</th>")
-	for _, d := range t.datasets {
-		if d == uncertainty.Average {
-			d = "Average"
-		}
-		fmt.Fprintf(&b, "<th colspan=\"%d\">%s</th>", len(t.turns), html.EscapeString(d))
-	}
-	b.WriteString("</tr>\n<tr>")
-	for range t.datasets {
-		for _, turn := range t.turns {
-			fmt.Fprintf(&b, "<th>T=%d</th>", turn+1)
-		}
-	}
-	b.WriteString("</tr>\n")
-	for _, r := range t.rows {
-		fmt.Fprintf(&b, "<tr><th>%s</th><th>%s</th>", html.EscapeString(r.method), agentLabel(r.agent))
-		for i, c := range r.cells {
-			style := ""
-			if bg := c.background(r.method == t.baseline); bg != "" {
-				style = fmt.Sprintf(" style=\"background:%s\"", bg)
-			}
-			class := ""
-			if c.significant() {
-				class = " class=\"sig\""
-			}
-			text := html.EscapeString(c.text())
-			if r.browse && c.has {
-				text = fmt.Sprintf("<a href=\"%s\">%s</a>", html.EscapeString(browserLink(r.method, t.datasets[i/len(t.turns)])), text)
-			}
-			fmt.Fprintf(&b, "<td%s%s>%s</td>", style, class, text)
-		}
-		b.WriteString("</tr>\n")
-	}
-	b.WriteString("</table>\n</body>\n</html>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // TrainingMethod is a training run's last summarised validation as a method named name

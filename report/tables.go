@@ -301,6 +301,9 @@ func writeMarkdown(w io.Writer, run Run, figures []string) error {
 	n := s.Seeds
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Debate evaluation: %s\n\n", markdownText(run.Name))
+	if run.Partial != "" {
+		fmt.Fprintf(&b, "**PARTIAL RUN**: %s; every figure below is over the finished problems only.\n\n", run.Partial)
+	}
 	if run.Protocol != "" {
 		fmt.Fprintf(&b, "Protocol: %s.\n\n", run.Protocol)
 	}

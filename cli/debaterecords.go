@@ -1,0 +1,120 @@
+package cli
+
+// A debate run's records, checked against its config.json: what `umad report` reads and
+// what `umad experiment` counts as done.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/evalrun"
+	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/uncertainty"
+)
+
+// debateSeeds are a debate run's finished problems, seed by seed in its config's order.
+type debateSeeds struct {
+	cfg     debateConfig
+	records [][]uncertainty.ProblemRecord // in problem order
+	// rollouts are the seeds' rollouts files.
+	rollouts []string
+	// partial says which seeds lack problems ("seed 1: 19 of 200 problems finished"); ""
+	// when every problem of every seed is finished.
+	partial string
+}
+
+// readDebateRun reads the run in dir. A record that disagrees with config.json (its
+// agents, turns, samples, protocol, or the problem at its index) is an error: the
+// config was edited, or the data changed since the run. A cut, truncated or deleted
+// rollouts file only leaves problems unfinished.
+func readDebateRun(dir string) (debateSeeds, error) {
+	var run debateSeeds
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return run, fmt.Errorf("%s is not a debate run: %w", dir, err)
+	}
+	if err := json.Unmarshal(raw, &run.cfg); err != nil {
+		return run, fmt.Errorf("%s/config.json: %w", dir, err)
+	}
+	if run.cfg.Data == "" && run.cfg.SyntheticSet == nil {
+		return run, fmt.Errorf("%s/config.json names no problem set (an older umad wrote it), so the run's completeness is unknown; rerun it", dir)
+	}
+	ps, err := run.cfg.problems()
+	if err != nil {
+		return run, fmt.Errorf("%s: its problems, which say whether the run is complete: %w", dir, err)
+	}
+	var partial []string
+	for _, seed := range run.cfg.Seeds {
+		path := filepath.Join(evalrun.SeedDir(dir, seed), evalrun.RolloutsFile)
+		done := map[int]uncertainty.ProblemRecord{}
+		err := evalrun.ReadDebates(path, func(r engine.DebateRecord) error {
+			if r.Index < 0 || r.Index >= len(ps) || ps[r.Index].ID != r.Problem.ID || ps[r.Index].Dataset != r.Problem.Dataset {
+				return fmt.Errorf("problem %d is %s/%s, which is not the problem at that index of its data; the data changed since the run",
+					r.Index, r.Problem.Dataset, r.Problem.ID)
+			}
+			if err := run.cfg.checkRecord(r); err != nil {
+				return fmt.Errorf("problem %d: %w; config.json does not describe this run", r.Index, err)
+			}
+			done[r.Index] = evalrun.ProblemRecord(r)
+			return nil
+		})
+		if err != nil {
+			return run, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(done) < len(ps) {
+			partial = append(partial, fmt.Sprintf("seed %d: %d of %d problems finished", seed, len(done), len(ps)))
+		}
+		run.records = append(run.records, evalrun.InProblemOrder(done))
+		run.rollouts = append(run.rollouts, path)
+	}
+	run.partial = strings.Join(partial, "; ")
+	return run, nil
+}
+
+// checkRecord says where a debate record's shape differs from the run's config.
+func (cfg debateConfig) checkRecord(r engine.DebateRecord) error {
+	if len(r.Turns) != cfg.Turns {
+		return fmt.Errorf("%d turns, config.json says %d", len(r.Turns), cfg.Turns)
+	}
+	for t, turn := range r.Turns {
+		if len(turn) != len(cfg.Agents) {
+			return fmt.Errorf("turn %d has %d agents, config.json names %d", t, len(turn), len(cfg.Agents))
+		}
+		for a, samples := range turn {
+			if len(samples) != cfg.K {
+				return fmt.Errorf("turn %d agent %d has %d samples, config.json says k = %d", t, a, len(samples), cfg.K)
+			}
+		}
+	}
+	if probe := engine.Protocol(cfg.Protocol) == engine.Probe; probe != (r.Continuations != nil) {
+		return fmt.Errorf("its continuations say another protocol than config.json's %s", cfg.Protocol)
+	}
+	return nil
+}
+
+// reportedComplete says whether the run's summary.json, written when every problem of
+// every seed was found finished, is newer than every seed's rollouts file: then nothing
+// was cut since, and a plan need not read the rollouts again (tens of seconds a cell at
+// the paper's lengths). A rollouts file as new as the summary is read, for a filesystem's
+// coarse clock.
+func reportedComplete(dir string, seeds []uint64) bool {
+	sum, err := os.Stat(filepath.Join(dir, "report", report.SummaryFile))
+	if err != nil {
+		return false
+	}
+	run, err := report.ReadRun(filepath.Join(dir, "report"))
+	if err != nil || !run.Complete {
+		return false
+	}
+	for _, seed := range seeds {
+		info, err := os.Stat(filepath.Join(evalrun.SeedDir(dir, seed), evalrun.RolloutsFile))
+		if err != nil || !info.ModTime().Before(sum.ModTime()) {
+			return false
+		}
+	}
+	return true
+}
