@@ -3,6 +3,8 @@
 #
 #   deps     install what the build needs: Debian packages (apt-get) and Go modules
 #   build    build ./umad for this machine (-march=native)                 [default]
+#            with ggml's batch-invariant kernels; UMAD_LLAMAFILE=1 keeps llamafile's
+#            tinyBLAS (faster prefill, bytes that follow the batching; README, Debates)
 #   release  build dist/umad: portable x86-64-v3, libstdc++/libgcc linked statically,
 #            so it runs on any x86-64 Linux with glibc and AVX2 (2015+ servers)
 #   cuda     build ggml's CUDA backend (build/cuda/libggml-cuda.so), which umad loads at start
@@ -61,7 +63,9 @@ cgo_env() {
 	# --slots, -k or --nproc (bench/RESULTS.md, batch invariance, has the cost). The flag
 	# must come after ggml-cpu's own -DGGML_USE_LLAMAFILE, and cgo puts CGO_CFLAGS after a
 	# package's #cgo CPPFLAGS; cgo/llama's TestBatchInvariance fails if it stops working.
-	export CGO_CFLAGS="-O3 -march=$march -g0 -UGGML_USE_LLAMAFILE"
+	# UMAD_LLAMAFILE=1 keeps tinyBLAS: faster prefill, bytes that follow the batching.
+	export CGO_CFLAGS="-O3 -march=$march -g0"
+	[ "${UMAD_LLAMAFILE:-0}" = 1 ] || CGO_CFLAGS+=" -UGGML_USE_LLAMAFILE"
 	export CGO_CXXFLAGS="-O3 -march=$march -g0 -Wno-stringop-overflow"
 }
 
