@@ -1,6 +1,6 @@
 package memplan
 
-// The trainer's memory: what kernels/umad_torch.cpp and the trainer package allocate.
+// The trainer's memory: what the plugin (kernels/) and the trainer package allocate.
 
 import (
 	"cmp"
@@ -160,7 +160,7 @@ func (a Agent) trainerLines() []Line {
 }
 
 // gradsInFlight is what a stage 2 pass holds of whole gradients before their sum over the
-// ranks (kernels/umad_torch.cpp, reduce_grads): with checkpointing, two layers' trained
+// ranks (kernels/umad_zero.cpp, reduce_grads): with checkpointing, two layers' trained
 // tensors (one being summed behind the next one's backward) and those outside the layers
 // (the embedding and head, whose gradients the backward starts and ends with), else every
 // trained tensor.
@@ -199,7 +199,7 @@ func (a Agent) baseDType() DType {
 }
 
 // activations is the peak of one micro-batch's forward and backward: what every layer keeps
-// for the backward (layer_forward in kernels/umad_torch.cpp, op by op), or with
+// for the backward (layer_forward in kernels/umad_forward.cpp, op by op), or with
 // checkpointing the layer inputs plus one layer recomputed, then the chunked log-probs'
 // head, the RoPE tables and the backward's working set.
 func (a Agent) activations() int64 {
