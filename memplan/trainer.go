@@ -49,10 +49,6 @@ func (a Agent) trainable() (n, largest int64) {
 // ranks (DDP's default; trainer.BucketBytes).
 const BucketBytes = 25 << 20
 
-// OffloadChunk is how many values of a parameter an offloaded optimizer step brings to the
-// host at a time (the plugin's kOffloadChunk).
-const OffloadChunk = 64 << 18
-
 // shards is what a ZeRO stage divides a part of the training state by: the ranks sharing it
 // when the agent's stage is at least from, else 1 (replicated).
 func (a Agent) shards(from int) int64 {
@@ -142,7 +138,7 @@ func (a Agent) trainerLines() []Line {
 	// the gradient norm needs only one value per 1,024.
 	if a.OffloadOptimizer {
 		// The host's AdamW takes a chunk of a parameter's weights and gradient at a time.
-		add(false, 2*4*min(OffloadChunk, largest), "optimizer step (weights and gradient through the host, a chunk)", PhaseStep)
+		add(false, 2*4*min(trainspec.OffloadChunk, largest), "optimizer step (weights and gradient through the host, a chunk)", PhaseStep)
 	} else {
 		add(dev, 4*largest, "optimizer step (AdamW temporary)", PhaseStep)
 	}

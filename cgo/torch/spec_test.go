@@ -49,15 +49,21 @@ func kernelShift(t *testing.T, file, pattern string) int {
 	return 1 << shift
 }
 
-// The plugin does not export its chunking constants, so trainspec's copies, which memplan
+// The plugin does not export its memory constants, so trainspec's copies, which memplan
 // counts with, are checked against the kernel source.
 func TestMemoryConstantsMatchKernel(t *testing.T) {
+	m := regexp.MustCompile(`kOffloadChunk = (\d+) \* kAdamSlice;`).FindStringSubmatch(kernelSource(t, "umad_internal.h"))
+	if m == nil {
+		t.Fatal("kernels/umad_internal.h has no kOffloadChunk = N * kAdamSlice")
+	}
+	slicesPerChunk, _ := strconv.Atoi(m[1])
 	for _, c := range []struct {
 		name      string
 		got, want int
 	}{
 		{"kKeptLogits", kernelShift(t, "umad_forward.cpp", `kKeptLogits = int64_t\(1\) << (\d+);`), trainspec.KeptLogits},
 		{"pick_chunk's logits", kernelShift(t, "umad_forward.cpp", `chunk = std::max<int64_t>\(1, \(int64_t\(1\) << (\d+)\) / cfg\.vocab_size\)`), trainspec.ChunkLogits},
+		{"kOffloadChunk", slicesPerChunk * kernelShift(t, "umad_internal.h", `kAdamSlice = int64_t\(1\) << (\d+);`), trainspec.OffloadChunk},
 	} {
 		if c.got != c.want {
 			t.Errorf("the kernel's %s is %d, trainspec's %d", c.name, c.got, c.want)
