@@ -202,7 +202,7 @@ Batch Model::make_batch(const umad_seqs& s) const {
   auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);         // [T, 1, hd]
   b.cos = emb.cos().to(compute_dtype);
   b.sin = emb.sin().to(compute_dtype);
-  if (gemma3()) {
+  if (cfg.sliding_window_pattern > 0) {
     auto lf = positions.unsqueeze(1) * inv_freq_local.unsqueeze(0);
     auto le = torch::cat({lf, lf}, -1).unsqueeze(1);
     b.cos_local = le.cos().to(compute_dtype);
@@ -214,8 +214,8 @@ Batch Model::make_batch(const umad_seqs& s) const {
 Tensor Model::hidden(const Batch& b) const {
   // Rows first, then the cast: a bf16-stored table is never copied whole.
   auto x = torch::embedding(embed, b.tokens).to(compute_dtype);
-  // Gemma scales the embedding by sqrt(hidden), rounded to the compute dtype as HF does.
-  if (gemma3()) x = x * torch::tensor(std::sqrt(double(cfg.hidden_size)), x.options());
+  // embed_scale (Gemma): times sqrt(hidden), rounded to the compute dtype as HF does.
+  if (cfg.embed_scale) x = x * torch::tensor(std::sqrt(double(cfg.hidden_size)), x.options());
   bool ckpt = cfg.grad_checkpoint && torch::GradMode::is_enabled() && cfg.trainable;
   // A frozen embedding (LoRA) gives an input without grad; the checkpointed layers still
   // need a graph to hang their recompute on.

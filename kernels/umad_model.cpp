@@ -58,8 +58,9 @@ torch::Device device_of(int32_t device, int32_t index) {
 Model::Model(const umad_model_config& c) : cfg(c) {
   if (c.arch < 0 || c.arch >= UMAD_ARCH_COUNT)
     throw ArgError("unknown architecture code " + std::to_string(c.arch));
-  if (gemma3() && (c.sliding_window <= 0 || !(c.rope_local_theta > 0)))
-    throw ArgError("gemma3 needs a positive sliding window and local rope base");
+  if (c.sliding_window_pattern < 0 ||
+      (c.sliding_window_pattern > 0 && (c.sliding_window <= 0 || !(c.rope_local_theta > 0))))
+    throw ArgError("a sliding-window pattern needs a positive sliding window and local rope base");
   if (c.query_pre_attn_scalar < 0 || (c.query_pre_attn_scalar > 0 && !gemma3()))
     throw ArgError("query_pre_attn_scalar is Gemma 3's and must be positive");
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
@@ -200,7 +201,8 @@ void Model::init_rope() {
   const int64_t hd = cfg.head_dim;
   auto exps = torch::arange(0, hd, 2, torch::kInt64).to(dt) / double(hd);
   inv_freq = 1.0 / torch::pow(cfg.rope_theta, exps);
-  if (gemma3()) inv_freq_local = (1.0 / torch::pow(cfg.rope_local_theta, exps)).to(device);
+  if (cfg.sliding_window_pattern > 0)
+    inv_freq_local = (1.0 / torch::pow(cfg.rope_local_theta, exps)).to(device);
   if (cfg.rope_scaling_factor > 0) {
     const double factor = cfg.rope_scaling_factor, lo = cfg.rope_low_freq_factor,
                  hi = cfg.rope_high_freq_factor;

@@ -131,7 +131,7 @@ struct Model {
   Tensor embed, final_norm, lm_head;
   std::vector<Layer> layers;
   Tensor inv_freq;  // [hd/2], float32 (float64 for float64 models)
-  Tensor inv_freq_local;  // Gemma 3's sliding-window layers, at rope_local_theta
+  Tensor inv_freq_local;  // the sliding-window layers', at rope_local_theta
 
   // AdamW state, only for trainable models.
   std::map<std::string, Tensor> exp_avg, exp_avg_sq;
@@ -180,8 +180,10 @@ struct Model {
 
   bool lora() const { return cfg.lora_rank > 0; }
   bool gemma3() const { return cfg.arch == UMAD_ARCH_GEMMA3; }
-  // Gemma 3: every sixth layer attends globally, the others over the sliding window.
-  bool local_layer(int64_t i) const { return gemma3() && (i + 1) % 6 != 0; }
+  // Every sliding_window_pattern-th layer attends globally, the others over the window.
+  bool local_layer(int64_t i) const {
+    return cfg.sliding_window_pattern > 0 && (i + 1) % cfg.sliding_window_pattern != 0;
+  }
 
   void bind();
 
