@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch-eager baseline for the torch plugin's benchmarks (cgo/torch BenchmarkPlugin*).
 
-Same math as kernels/umad_torch.cpp in plain eager PyTorch on the same libtorch (Debian
+Same math as the plugin (kernels/umad_forward.cpp) in plain eager PyTorch on the same libtorch (Debian
 python3-torch 1.13): a packed batch of sequences of one length, per-sequence causal
 attention, full-vocabulary log-softmax of the response rows. Prints tokens/s for log-probs
 (no grad) and for one SFT update (forward, backward, AdamW).

@@ -75,12 +75,12 @@ func pluginConfig(s model.Shape) (torch.Config, error) {
 		return torch.Config{}, fmt.Errorf("the torch plugin: %w", err)
 	}
 	c := torch.Config{
-		Arch: torch.Arch(d.Plugin), QKNorm: d.QKNorm, SlidingWindow: s.SlidingWindow, VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
+		Arch: torch.Arch(d.Plugin), QKNorm: d.QKNorm, EmbedScale: d.EmbedScale, SlidingWindow: s.SlidingWindow, VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
 		NumHeads: s.Heads, NumKVHeads: s.KVHeads, HeadDim: s.HeadDim, RopeTheta: s.RopeTheta,
 		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias, QueryScalar: s.QueryScalar,
 	}
 	if s.SlidingWindow > 0 {
-		c.RopeLocalTheta = d.LocalRopeTheta
+		c.SlidingWindowPattern, c.RopeLocalTheta = d.SlidingWindowPattern, d.LocalRopeTheta
 	}
 	if r := s.RopeScaling; r != nil {
 		c.RopeScaling = &torch.Llama3RopeScaling{Factor: r.Factor, LowFreqFactor: r.LowFreqFactor,

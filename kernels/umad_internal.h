@@ -11,6 +11,9 @@
 
 #include "umad_torch.h"
 
+// UMAD_EXPORT marks an entry point of the C ABI, the plugin's only visible symbols.
+#define UMAD_EXPORT extern "C" __attribute__((visibility("default")))
+
 namespace umad {
 
 // ArgError is a caller mistake (bad shape, name, range); anything else from torch is a

@@ -1,5 +1,5 @@
 // The policy losses of libumad_torch, registered by name in one table, as verl's
-// core_algos.py registers its losses. umad_policy_loss (umad_torch.cpp) runs the forward,
+// core_algos.py registers its losses. umad_policy_loss (umad_passes.cpp) runs the forward,
 // finds the loss here by the name in umad_policy_params, and applies what every loss
 // shares: the truncated importance-sampling weights, the aggregation, the KL and entropy
 // terms and the statistics. A new loss is one function below and one line in the table;

@@ -17,8 +17,9 @@
 extern "C" {
 #endif
 
-/* Bump on any change to a signature or struct below. */
-#define UMAD_TORCH_ABI_VERSION 12
+/* Bump on any change to a signature, struct or enum below, and append the new version's line
+ * to umad_torch.abi (cgo/torch's TestABIDigest fails until both are done). */
+#define UMAD_TORCH_ABI_VERSION 13
 
 enum {
   UMAD_OK = 0,
@@ -67,6 +68,7 @@ typedef struct umad_model_config {
   int32_t tie_embeddings; /* lm_head shares model.embed_tokens.weight */
   int32_t attention_bias; /* q/k/v projections have biases (Qwen2) */
   int32_t qk_norm;        /* per-head RMSNorm on q and k before RoPE (Qwen3) */
+  int32_t embed_scale;    /* the embedding's rows are scaled by sqrt(hidden_size) (Gemma 3) */
   /* llama3 RoPE scaling; rope_scaling_factor 0 means none. */
   double rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor;
   int64_t rope_original_max_positions;
@@ -91,9 +93,11 @@ typedef struct umad_model_config {
   double lora_alpha, lora_dropout;
   uint64_t lora_seed;
   int32_t base_bf16; /* with LoRA: frozen base weights stored in bf16, cast per use */
-  /* Gemma 3: tokens a sliding-window layer sees (every layer but each 6th) and those
-   * layers' RoPE base; its other traits (norms with +1, GeLU-tanh, embedding scaling) come
-   * with the architecture code. */
+  /* Sliding-window layers (Gemma 3): with a pattern p > 0, layer i attends over the last
+   * sliding_window tokens at RoPE base rope_local_theta unless (i + 1) is a multiple of p,
+   * and then globally; 0: every layer attends globally. Gemma 3's other traits (norms with
+   * +1, sandwich norms, GeLU-tanh) come with the architecture code. */
+  int32_t sliding_window_pattern;
   int64_t sliding_window;
   double rope_local_theta;
   /* Gemma 3's query_pre_attn_scalar where it is not head_dim: attention scores are scaled
@@ -183,7 +187,7 @@ typedef struct umad_step_stats {
  * umad_<name>; V(name, (parameters), (argument names)) one that returns nothing. The
  * declarations below and the Go loader's dlsym table and call wrappers (cgo/torch/plugin.c)
  * are all generated from this list, so a new entry point is one line here plus its body in
- * umad_torch.cpp (and a bump of UMAD_TORCH_ABI_VERSION). */
+ * the translation unit of its job (and a bump of UMAD_TORCH_ABI_VERSION). */
 #define UMAD_TORCH_API(X, V)                                                                     \
   X(int, abi_version, (void), ())                                                                \
   /* libtorch version the plugin was built against, e.g. "1.13.0". */                            \

@@ -4,7 +4,7 @@
 // sync and the checkpoints. A run that cannot fit is refused with the table and the change
 // that helps most, instead of dying out of memory after minutes of loading.
 //
-// The formulas follow what the code allocates today (kernels/umad_torch.cpp, trainer,
+// The formulas follow what the code allocates today (kernels/, trainer,
 // cgo/llama); the KV cache uses the formula cgo/llama checks against (internal/sysmem).
 // It is pure Go.
 package memplan

@@ -1,6 +1,6 @@
 package memplan
 
-// The trainer's memory: what kernels/umad_torch.cpp and the trainer package allocate.
+// The trainer's memory: what the plugin (kernels/) and the trainer package allocate.
 
 import (
 	"cmp"
@@ -48,10 +48,6 @@ func (a Agent) trainable() (n, largest int64) {
 // BucketBytes is the size of the buckets the gradients and sharded weights travel in between
 // ranks (DDP's default; trainer.BucketBytes).
 const BucketBytes = 25 << 20
-
-// OffloadChunk is how many values of a parameter an offloaded optimizer step brings to the
-// host at a time (the plugin's kOffloadChunk).
-const OffloadChunk = 64 << 18
 
 // shards is what a ZeRO stage divides a part of the training state by: the ranks sharing it
 // when the agent's stage is at least from, else 1 (replicated).
@@ -142,7 +138,7 @@ func (a Agent) trainerLines() []Line {
 	// the gradient norm needs only one value per 1,024.
 	if a.OffloadOptimizer {
 		// The host's AdamW takes a chunk of a parameter's weights and gradient at a time.
-		add(false, 2*4*min(OffloadChunk, largest), "optimizer step (weights and gradient through the host, a chunk)", PhaseStep)
+		add(false, 2*4*min(trainspec.OffloadChunk, largest), "optimizer step (weights and gradient through the host, a chunk)", PhaseStep)
 	} else {
 		add(dev, 4*largest, "optimizer step (AdamW temporary)", PhaseStep)
 	}
@@ -160,7 +156,7 @@ func (a Agent) trainerLines() []Line {
 }
 
 // gradsInFlight is what a stage 2 pass holds of whole gradients before their sum over the
-// ranks (kernels/umad_torch.cpp, reduce_grads): with checkpointing, two layers' trained
+// ranks (kernels/umad_zero.cpp, reduce_grads): with checkpointing, two layers' trained
 // tensors (one being summed behind the next one's backward) and those outside the layers
 // (the embedding and head, whose gradients the backward starts and ends with), else every
 // trained tensor.
@@ -199,7 +195,7 @@ func (a Agent) baseDType() DType {
 }
 
 // activations is the peak of one micro-batch's forward and backward: what every layer keeps
-// for the backward (layer_forward in kernels/umad_torch.cpp, op by op), or with
+// for the backward (layer_forward in kernels/umad_forward.cpp, op by op), or with
 // checkpointing the layer inputs plus one layer recomputed, then the chunked log-probs'
 // head, the RoPE tables and the backward's working set.
 func (a Agent) activations() int64 {

@@ -27,8 +27,8 @@ type LoRA struct {
 
 // LoRATargets are the projections an adapter may target, by the short names umad's flags
 // use (q for Hugging Face's q_proj), in the order a layer applies them, which is also the
-// order of the plugin's target mask bits (kernels/umad_torch.cpp). The one list: model
-// derives the HF module names from it.
+// order of the plugin's target mask bits (UMAD_LORA_* in kernels/umad_torch.h). The one
+// list: model derives the HF module names from it.
 var LoRATargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
 
 // LoRAShort is a target module's short name (q_proj -> q).

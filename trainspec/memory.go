@@ -1,6 +1,6 @@
 package trainspec
 
-// The plugin's memory constants (kernels/umad_torch.cpp), which memplan counts with;
+// The plugin's memory constants (kernels/), which memplan counts with;
 // cgo/torch's TestMemoryConstantsMatchKernel checks them against the kernel source.
 const (
 	// ChunkLogits is about how many logits one lm_head chunk holds when the chunk is left
@@ -9,4 +9,7 @@ const (
 	// KeptLogits is the most log-softmax values a training forward keeps for its backward
 	// (kKeptLogits); more are recomputed chunk by chunk.
 	KeptLogits = 1 << 26
+	// OffloadChunk is how many values of a parameter an offloaded optimizer step (--offload
+	// optimizer) moves to the host and back at a time (kOffloadChunk, kernels/umad_internal.h).
+	OffloadChunk = 64 << 18
 )

@@ -3,6 +3,7 @@ package torch
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,7 +58,7 @@ func TestPluginRefusesUnknownArch(t *testing.T) {
 	for _, d := range arch.All {
 		c := cfg
 		c.Arch, c.AttentionBias, c.QKNorm = Arch(d.Plugin), d.QKVBias, d.QKNorm
-		c.SlidingWindow, c.RopeLocalTheta = d.Tiny.SlidingWindow, d.LocalRopeTheta
+		c.EmbedScale, c.SlidingWindowPattern, c.SlidingWindow, c.RopeLocalTheta = d.EmbedScale, d.SlidingWindowPattern, d.Tiny.SlidingWindow, d.LocalRopeTheta
 		m, err := rt.NewModel(c, ModelOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", d.Name, err)
@@ -70,5 +71,48 @@ func TestPluginRefusesUnknownArch(t *testing.T) {
 		t.Fatalf("architecture code %d: want an error", cfg.Arch)
 	} else if !strings.Contains(err.Error(), "unknown architecture code") {
 		t.Fatalf("architecture code %d: %v", cfg.Arch, err)
+	}
+}
+
+// The sliding-window layers are data of the model's configuration, not of the architecture
+// code: on a Qwen3 model, a pattern of 1 (every layer global) is no pattern, and a pattern
+// of 2 with a window of 2 changes the log-probs of a longer sequence. A pattern without its
+// window or local RoPE base, or a negative one, is refused.
+func TestSlidingWindowPatternFromConfig(t *testing.T) {
+	rt := openForTest(t)
+	logprobs := func(pattern, window int) []float32 {
+		cfg := tinyConfigs[1].cfg
+		cfg.SlidingWindowPattern, cfg.SlidingWindow = pattern, window
+		if pattern > 0 {
+			cfg.RopeLocalTheta = 1e4
+		}
+		m := randomModel(t, rt, cfg, ModelOptions{}, 3)
+		defer m.Free()
+		lp, _, err := m.LogProbs([][]int32{{1, 2, 3}}, [][]int32{{4, 5, 6, 7}}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lp[0]
+	}
+	global := logprobs(0, 0)
+	if got := logprobs(1, 2); !slices.Equal(got, global) {
+		t.Errorf("pattern 1 (every layer global): %v, no pattern %v", got, global)
+	}
+	if got := logprobs(2, 2); slices.Equal(got, global) {
+		t.Errorf("pattern 2, window 2: the log-probs of 7 tokens are those of global attention, %v", got)
+	}
+	for _, c := range []struct {
+		pattern, window int
+		theta           float64
+	}{{2, 0, 1e4}, {2, 2, 0}, {-1, 2, 1e4}} {
+		cfg := tinyConfigs[1].cfg
+		cfg.SlidingWindowPattern, cfg.SlidingWindow, cfg.RopeLocalTheta = c.pattern, c.window, c.theta
+		m, err := rt.NewModel(cfg, ModelOptions{})
+		if err == nil {
+			m.Free()
+			t.Errorf("pattern %d, window %d, local base %g: want an error", c.pattern, c.window, c.theta)
+		} else if !strings.Contains(err.Error(), "sliding-window pattern") {
+			t.Errorf("pattern %d, window %d, local base %g: %v", c.pattern, c.window, c.theta, err)
+		}
 	}
 }

@@ -61,9 +61,14 @@ type Config struct {
 	RopeTheta, RMSNormEps                    float64
 	TieEmbeddings, AttentionBias, QKNorm     bool
 	RopeScaling                              *Llama3RopeScaling // nil: plain RoPE
-	// Gemma 3's sliding-window layers: their window and RoPE base (0 for other architectures).
-	SlidingWindow  int
-	RopeLocalTheta float64
+	// EmbedScale scales the embedding's rows by sqrt(HiddenSize) (arch.Desc.EmbedScale).
+	EmbedScale bool
+	// Sliding-window layers (arch.Desc.SlidingWindowPattern): layer i attends over the last
+	// SlidingWindow tokens at RoPE base RopeLocalTheta unless (i+1) is a multiple of the
+	// pattern (0 for architectures without them).
+	SlidingWindowPattern int
+	SlidingWindow        int
+	RopeLocalTheta       float64
 	// QueryScalar is Gemma 3's query_pre_attn_scalar where it is not head_dim: scores are
 	// scaled by 1/sqrt(QueryScalar). 0: by 1/sqrt(head_dim).
 	QueryScalar float64
@@ -148,35 +153,37 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 	}
 	targets, _ := opts.LoRA.Mask()
 	cc := C.umad_model_config{
-		arch:                  C.int32_t(cfg.Arch),
-		vocab_size:            C.int64_t(cfg.VocabSize),
-		hidden_size:           C.int64_t(cfg.HiddenSize),
-		intermediate_size:     C.int64_t(cfg.IntermediateSize),
-		num_layers:            C.int64_t(cfg.NumLayers),
-		num_heads:             C.int64_t(cfg.NumHeads),
-		num_kv_heads:          C.int64_t(cfg.NumKVHeads),
-		head_dim:              C.int64_t(cfg.HeadDim),
-		rope_theta:            C.double(cfg.RopeTheta),
-		rms_norm_eps:          C.double(cfg.RMSNormEps),
-		tie_embeddings:        b2i(cfg.TieEmbeddings),
-		attention_bias:        b2i(cfg.AttentionBias),
-		qk_norm:               b2i(cfg.QKNorm),
-		dtype:                 C.int32_t(opts.DType),
-		compute_dtype:         C.int32_t(compute),
-		trainable:             b2i(opts.Trainable),
-		grad_checkpoint:       b2i(opts.GradCheckpoint),
-		lora_rank:             C.int32_t(opts.LoRA.Rank),
-		lora_targets:          C.int32_t(targets),
-		lora_alpha:            C.double(opts.LoRA.Alpha),
-		lora_dropout:          C.double(opts.LoRA.Dropout),
-		lora_seed:             C.uint64_t(opts.LoRA.Seed),
-		base_bf16:             b2i(opts.LoRA.BaseBF16),
-		sliding_window:        C.int64_t(cfg.SlidingWindow),
-		rope_local_theta:      C.double(cfg.RopeLocalTheta),
-		query_pre_attn_scalar: C.double(cfg.QueryScalar),
-		shard_rank:            C.int32_t(opts.MomentShard.Rank),
-		shard_world:           C.int32_t(opts.MomentShard.World),
-		offload_optimizer:     b2i(opts.OffloadOptimizer),
+		arch:                   C.int32_t(cfg.Arch),
+		vocab_size:             C.int64_t(cfg.VocabSize),
+		hidden_size:            C.int64_t(cfg.HiddenSize),
+		intermediate_size:      C.int64_t(cfg.IntermediateSize),
+		num_layers:             C.int64_t(cfg.NumLayers),
+		num_heads:              C.int64_t(cfg.NumHeads),
+		num_kv_heads:           C.int64_t(cfg.NumKVHeads),
+		head_dim:               C.int64_t(cfg.HeadDim),
+		rope_theta:             C.double(cfg.RopeTheta),
+		rms_norm_eps:           C.double(cfg.RMSNormEps),
+		tie_embeddings:         b2i(cfg.TieEmbeddings),
+		attention_bias:         b2i(cfg.AttentionBias),
+		qk_norm:                b2i(cfg.QKNorm),
+		embed_scale:            b2i(cfg.EmbedScale),
+		dtype:                  C.int32_t(opts.DType),
+		compute_dtype:          C.int32_t(compute),
+		trainable:              b2i(opts.Trainable),
+		grad_checkpoint:        b2i(opts.GradCheckpoint),
+		lora_rank:              C.int32_t(opts.LoRA.Rank),
+		lora_targets:           C.int32_t(targets),
+		lora_alpha:             C.double(opts.LoRA.Alpha),
+		lora_dropout:           C.double(opts.LoRA.Dropout),
+		lora_seed:              C.uint64_t(opts.LoRA.Seed),
+		base_bf16:              b2i(opts.LoRA.BaseBF16),
+		sliding_window_pattern: C.int32_t(cfg.SlidingWindowPattern),
+		sliding_window:         C.int64_t(cfg.SlidingWindow),
+		rope_local_theta:       C.double(cfg.RopeLocalTheta),
+		query_pre_attn_scalar:  C.double(cfg.QueryScalar),
+		shard_rank:             C.int32_t(opts.MomentShard.Rank),
+		shard_world:            C.int32_t(opts.MomentShard.World),
+		offload_optimizer:      b2i(opts.OffloadOptimizer),
 	}
 	cc.device, cc.device_index = deviceCodes(opts.Device)
 	if s := cfg.RopeScaling; s != nil {

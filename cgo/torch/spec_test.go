@@ -38,24 +38,35 @@ func TestLoRATargetsMatchKernel(t *testing.T) {
 	}
 }
 
-// The plugin does not export its chunking constants, so trainspec's copies, which memplan
+// kernelShift is 1 << the number pattern captures in a file of kernels/.
+func kernelShift(t *testing.T, file, pattern string) int {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(kernelSource(t, file))
+	if m == nil {
+		t.Fatalf("kernels/%s has no %s", file, pattern)
+	}
+	shift, _ := strconv.Atoi(m[1])
+	return 1 << shift
+}
+
+// The plugin does not export its memory constants, so trainspec's copies, which memplan
 // counts with, are checked against the kernel source.
 func TestMemoryConstantsMatchKernel(t *testing.T) {
-	src := kernelSource(t, "umad_torch.cpp")
+	m := regexp.MustCompile(`kOffloadChunk = (\d+) \* kAdamSlice;`).FindStringSubmatch(kernelSource(t, "umad_internal.h"))
+	if m == nil {
+		t.Fatal("kernels/umad_internal.h has no kOffloadChunk = N * kAdamSlice")
+	}
+	slicesPerChunk, _ := strconv.Atoi(m[1])
 	for _, c := range []struct {
-		pattern string
-		want    int
+		name      string
+		got, want int
 	}{
-		{`kKeptLogits = int64_t\(1\) << (\d+);`, trainspec.KeptLogits},
-		{`chunk = std::max<int64_t>\(1, \(int64_t\(1\) << (\d+)\) / cfg\.vocab_size\)`, trainspec.ChunkLogits},
+		{"kKeptLogits", kernelShift(t, "umad_forward.cpp", `kKeptLogits = int64_t\(1\) << (\d+);`), trainspec.KeptLogits},
+		{"pick_chunk's logits", kernelShift(t, "umad_forward.cpp", `chunk = std::max<int64_t>\(1, \(int64_t\(1\) << (\d+)\) / cfg\.vocab_size\)`), trainspec.ChunkLogits},
+		{"kOffloadChunk", slicesPerChunk * kernelShift(t, "umad_internal.h", `kAdamSlice = int64_t\(1\) << (\d+);`), trainspec.OffloadChunk},
 	} {
-		m := regexp.MustCompile(c.pattern).FindStringSubmatch(src)
-		if m == nil {
-			t.Errorf("kernels/umad_torch.cpp has no %s", c.pattern)
-			continue
-		}
-		if shift, _ := strconv.Atoi(m[1]); 1<<shift != c.want {
-			t.Errorf("kernel's %s is 1<<%d, trainspec has %d", c.pattern, shift, c.want)
+		if c.got != c.want {
+			t.Errorf("the kernel's %s is %d, trainspec's %d", c.name, c.got, c.want)
 		}
 	}
 }

@@ -185,14 +185,11 @@ func TestReferenceIsFrozen(t *testing.T) {
 // steps leave the same weights and moments, bit for bit, whole or with this rank's part of
 // the moments (a cut inside the embedding). The embedding, 600,000 x 32 values, is more
 // than one chunk.
-// kOffloadChunkForTest is kernels/umad_internal.h's kOffloadChunk.
-const kOffloadChunkForTest = 64 << 18
-
 func TestOffloadedOptimizerMatchesInPlace(t *testing.T) {
 	rt := openForTest(t)
 	cfg := tinyConfigs[0].cfg
 	cfg.VocabSize = 600_000
-	if n := int64(cfg.VocabSize * cfg.HiddenSize); n <= kOffloadChunkForTest {
+	if n := int64(cfg.VocabSize * cfg.HiddenSize); n <= trainspec.OffloadChunk {
 		t.Fatalf("the embedding's %d values fit one chunk", n)
 	}
 	rng := rand.New(rand.NewPCG(5, 0))

@@ -54,10 +54,12 @@ type Desc struct {
 	NormOffset float64
 	// SandwichNorm: norms before and after both attention and MLP (Gemma 2/3).
 	SandwichNorm bool
-	// EmbedScale: the embedding's rows are scaled by sqrt(hidden).
+	// EmbedScale: the embedding's rows are scaled by sqrt(hidden); the plugin reads it from
+	// its model configuration (torch.Config, set by hfmodel).
 	EmbedScale bool
 	// SlidingWindowPattern > 0: layer i attends over a sliding window unless (i+1) is a
-	// multiple of it (then globally); the local layers use LocalRopeTheta.
+	// multiple of it (then globally); the local layers use LocalRopeTheta. The plugin reads
+	// both from its model configuration, as it does EmbedScale.
 	SlidingWindowPattern int
 	LocalRopeTheta       float64
 	// QueryPreAttnDefault is transformers' query_pre_attn_scalar when config.json leaves

@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainspec"
+	"github.com/umad-dev/umad/verifier"
+)
+
+// trainRunConfig is the resolved configuration saved as config.json; a resume must match it.
+type trainRunConfig struct {
+	Agents      []agentSpec          `json:"agents"`
+	Data        string               `json:"data,omitempty"`
+	Synthetic   int                  `json:"synthetic,omitempty"`
+	SynthConfig data.SyntheticConfig `json:"synthetic_config"`
+	SynthSeed   uint64               `json:"synthetic_seed"`
+	ValProblems int                  `json:"val_problems"`
+	ValData     string               `json:"val_data,omitempty"`
+	ValLimit    int                  `json:"val_limit,omitempty"`
+	Trainer     trainer.Config       `json:"trainer"`
+	KVType      string               `json:"kv_type"`
+	FlashAttn   string               `json:"flash_attn"`
+	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
+	VerifierPrompt string     `json:"verifier_prompt,omitempty"`
+	Deterministic  bool       `json:"deterministic,omitempty"`
+	Recipe         *recipeRun `json:"recipe,omitempty"`
+}
+
+// The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
+// weights: they agree to ~1e-6 (f32) but differ by bf16 rounding at --dtype bf16.
+const (
+	probeTolF32  = 1e-4
+	probeTolBF16 = 5e-2
+)
+
+// valSeed keeps the validation problems apart from the training ones.
+const valSeed = 1_000_003
+
+func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
+	rec, err := applyRecipe(c, "train", c.String("algo"))
+	if err != nil {
+		return trainRunConfig{}, err
+	}
+	rc, err := trainData(c, rec)
+	if err != nil {
+		return rc, err
+	}
+	algo, err := trainer.LookupAlgo(c.String("algo"))
+	if err != nil {
+		return rc, err
+	}
+	o := trainer.Overrides{Team: c.String("team"), Influence: c.String("influence"), KLInLoss: c.Bool("kl-in-loss"), DrGRPO: c.Bool("dr-grpo"),
+		Eta: setFloat(c, "eta"), NLLAlpha: setFloat(c, "nll-alpha"), KLCoef: setFloat(c, "kl-coef")}
+	if algo, err = algo.Override(o); err != nil {
+		return rc, err
+	}
+	mode, verifierPath, err := trainReward(c, &rc)
+	if err != nil {
+		return rc, err
+	}
+	sync, err := trainer.ParseSyncMode(c.String("sync"))
+	if err != nil {
+		return rc, fmt.Errorf("--sync: %w", err)
+	}
+	lora, err := loraSettings(c, true)
+	if err != nil {
+		return rc, err
+	}
+	dtype, err := trainspec.ParsePrecision(c.String("dtype"))
+	if err != nil {
+		return rc, fmt.Errorf("--dtype: %w", err)
+	}
+	rollout, probeTol, tisCap, err := rolloutSettings(c, dtype, c.Int("overlap"))
+	if err != nil {
+		return rc, err
+	}
+	loss, err := lossSettings(c)
+	if err != nil {
+		return rc, err
+	}
+	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
+	opt := trainspec.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
+	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
+		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
+		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
+		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
+		ValEvery: c.Int("val-every"), ValK: c.Int("val-k"), ValTurns: c.Int("val-turns"), ValTemperature: &valTemp,
+		NoMask: c.Bool("no-mask"), FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"), SaveEvery: c.Int("save-every"), KeepLast: c.Int("keep"), ProbeTol: probeTol, DType: dtype, RolloutDType: rollout, Sync: sync,
+		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
+		OverlongFilter: c.Bool("overlong-filter"), TISCap: tisCap, Overlap: c.Int("overlap"),
+		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
+	if err := trainAgents(c, &rc, lora); err != nil {
+		return rc, err
+	}
+	rc.Recipe.scaleLoRALR(&rc)
+	return rc, nil
+}
+
+// trainData starts the run's configuration with its problems: --data, or the built-in
+// set, and the validation problems' source.
+func trainData(c *ucli.Context, rec *recipeRun) (trainRunConfig, error) {
+	rc := trainRunConfig{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
+		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed"), Deterministic: c.Bool("deterministic")}
+	if rc.Data == "" {
+		if err := checkSynthetic(c); err != nil {
+			return rc, err
+		}
+		rc.Synthetic = c.Int("synthetic")
+	} else if abs, err := filepath.Abs(rc.Data); err == nil {
+		rc.Data = abs
+	}
+	if err := resolveValidation(c, &rc); err != nil {
+		return rc, err
+	}
+	return rc, nil
+}
+
+// trainReward reads --reward (and --robust): the answer checker and the verifier model
+// with its prompt template (into rc), made absolute.
+func trainReward(c *ucli.Context, rc *trainRunConfig) (reward.Mode, string, error) {
+	mode, verifierPath, err := parseReward(c.String("reward"))
+	if err != nil {
+		return mode, "", err
+	}
+	if verifierPath != "" {
+		if c.String("verifier-prompt") == "" {
+			return mode, "", fmt.Errorf("--reward %s needs --verifier-prompt FILE: the model's prompt template, as its authors publish it (README, \"Verifier model\")", reward.Verified)
+		}
+		if verifierPath, err = filepath.Abs(verifierPath); err != nil {
+			return mode, "", err
+		}
+		if rc.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
+			return mode, "", err
+		}
+		if _, err := verifier.ReadTemplate(rc.VerifierPrompt); err != nil {
+			return mode, "", err
+		}
+	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
+		return mode, "", fmt.Errorf("--verifier-budget and --verifier-prompt need --reward %s=MODEL.gguf", reward.Verified)
+	}
+	if c.Bool("robust") {
+		if c.IsSet("reward") && mode != reward.Robust {
+			return mode, "", fmt.Errorf("--robust and --reward %s disagree", mode)
+		}
+		mode = reward.Robust
+	}
+	return mode, verifierPath, nil
+}
+
+// trainAgents reads the agents into rc, those that start from a PEFT adapter with their
+// LoRA settings (lora: the flags'), and checks the LoRA rank against each model.
+func trainAgents(c *ucli.Context, rc *trainRunConfig, lora trainspec.LoRA) error {
+	var err error
+	for i, spec := range c.StringSlice("agent") {
+		a, err := parseAgent(spec, i, c, false)
+		if err != nil {
+			return err
+		}
+		rc.Agents = append(rc.Agents, a)
+	}
+	if rc.Trainer.LoRA, err = importAdapters(rc.Agents, lora); err != nil {
+		return err
+	}
+	if rc.Trainer.LoRA.Rank == 0 {
+		for _, f := range []string{"lora-dropout", "lora-bf16-base"} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s needs --lora-rank or an agent that starts from a PEFT adapter (LoRA is off at rank 0)", f)
+			}
+		}
+		rc.Trainer.LoRA = trainspec.LoRA{}
+	}
+	for _, a := range rc.Agents {
+		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,
+			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
+		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
+			if err := checkLoRARank(rc.Trainer.LoRA, hc.HiddenSize, a.Model); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// resolveValidation takes the validation problems' source: --val-data's file, or the
+// built-in set's --val-synthetic problems.
+func resolveValidation(c *ucli.Context, rc *trainRunConfig) error {
+	if !c.IsSet("val-data") {
+		if c.IsSet("val-limit") {
+			return errors.New("--val-limit chooses among the problems of --val-data; the built-in set's size is --val-synthetic N")
+		}
+		return nil
+	}
+	if c.IsSet("val-synthetic") {
+		return errors.New("give --val-data or --val-synthetic, not both")
+	}
+	if c.String("val-data") == "" {
+		return errors.New("--val-data is empty; name a problem file or folder")
+	}
+	abs, err := filepath.Abs(c.String("val-data"))
+	if err != nil {
+		return fmt.Errorf("--val-data: %w", err)
+	}
+	rc.ValData, rc.ValLimit, rc.ValProblems = abs, c.Int("val-limit"), 0
+	return nil
+}
+
+// valProblems are the held-out validation problems.
+func (rc trainRunConfig) valProblems() ([]data.Problem, error) {
+	if rc.ValData == "" {
+		return data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig)
+	}
+	ps, err := data.Load(rc.ValData, data.Options{Limit: rc.ValLimit})
+	if err != nil {
+		return nil, fmt.Errorf("--val-data: %w", err) // also when no problem is usable
+	}
+	return ps, nil
+}
+
+// defaultTISCap is the truncated importance sampling cap a run gets when its rollout
+// weights have another dtype than the trainer's (verl's and prime-rl's usual 2).
+const defaultTISCap = 2
+
+// rolloutSettings reads --rollout-dtype and the probe tolerance and TIS cap that follow
+// from it and the overlap unless set. Its default is bf16 where llama.cpp decodes on a GPU (half the bytes,
+// and tensor cores) or the trainer computes in bf16, else f32: on this project's
+// AVX512-BF16 CPU bf16 decoded no faster and prefilled slower (bench/RESULTS.md, rollout
+// dtype), and f32 keeps the rollout log-probs exact and the sync a copy.
+func rolloutSettings(c *ucli.Context, dtype trainspec.Precision, overlap int) (trainer.RolloutDType, float64, float64, error) {
+	layers, err := gpuLayers(c)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	rollout := trainer.RolloutF32
+	if layers > 0 || dtype == trainspec.PrecisionBF16 {
+		rollout = trainer.RolloutBF16
+	}
+	if c.IsSet("rollout-dtype") {
+		if rollout, err = trainer.ParseRolloutDType(c.String("rollout-dtype")); err != nil {
+			return "", 0, 0, fmt.Errorf("--rollout-dtype: %w", err)
+		}
+	}
+	probeTol, tisCap := c.Float64("probe-tol"), c.Float64("tis-cap")
+	if (dtype == trainspec.PrecisionBF16 || rollout != trainer.RolloutF32) && !c.IsSet("probe-tol") {
+		probeTol = probeTolBF16
+	}
+	differs := string(rollout) != string(dtype)
+	if (differs || overlap == 1) && !c.IsSet("tis-cap") { // the rollout's policy is not the trainer's
+		tisCap = defaultTISCap
+	}
+	return rollout, probeTol, tisCap, nil
+}
