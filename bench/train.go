@@ -18,9 +18,9 @@ type TrainStep struct {
 	Command     string
 	Metrics     trainlog.StepMetrics // the step's line (one agent, one turn)
 	Step        int                  // its number; step 1 includes the warm-up
-	MatmulShape string               // the matrix product the peak was measured on, e.g. "512 x 896 by 896 x 4864"
+	MatmulShape string               // the matrix product that gave the peak, e.g. "390 x 896 by 896 x 4864"
 	DType       string               // the trainer's compute dtype
-	PeakFLOPS   float64              // libtorch's n x n matrix product on the trainer's device
+	PeakFLOPS   float64              // libtorch's best matrix product at the step's shapes on the trainer's device
 	Bandwidth   float64              // bytes/s where llama.cpp decodes
 	BWHow       string               // what Bandwidth measured
 	// MatmulParams are the weights every token goes through as a matrix product (the
@@ -142,7 +142,7 @@ func TrainSection(runs []TrainStep) (string, error) {
 	}
 	fmt.Fprintf(&b, "| step | %s | 100%% | | | | |\n\n", spread(steps, func(v float64) string { return fmt.Sprintf("%.4f", v) }))
 	_, _, binds := t.decode()
-	fmt.Fprintf(&b, "- matmul peak: %s (libtorch, %s %s on the trainer's threads, the best of repeats until it stops improving, before and after the training)\n",
+	fmt.Fprintf(&b, "- matmul peak: %s (libtorch, %s, %s on the trainer's threads, each product the best of repeats until it stops improving)\n",
 		spread(peaks, func(v float64) string { return si(v, "FLOP/s") }), t.MatmulShape, t.DType)
 	fmt.Fprintf(&b, "- memory bandwidth: %s (%s)\n", spread(bws, func(v float64) string { return si(v, "B/s") }), t.BWHow)
 	fmt.Fprintf(&b, "- rollout decode: %s tok/s, %s of weights (%s per decode step of up to %d sequences), %s of the %s bound (target >= 60%%; prefill, sampling and grading count in the rollout's time)\n",

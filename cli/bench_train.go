@@ -50,16 +50,17 @@ func benchTrainCommand() *ucli.Command {
 			"real shape with --layers of its layers. It prints the last step's phases from the run's\n" +
 			"metrics: seconds, share of the step, tokens/s, and for the libtorch phases the model FLOP/s\n" +
 			"(2N per token forward, 6N forward and backward, 4N with LoRA; N the matrix weights) against\n" +
-			"the peak of libtorch's matrix product measured around each run on the trainer's device, dtype\n" +
-			"and threads (the best of repeats until it stops improving). Rollout decoding is compared with\n" +
-			"the binding one of two bounds: the weights read once per decode step of up to min(--slots,\n" +
-			"--batch x -g) sequences at the memory bandwidth (on the CPU a STREAM-style triad on every\n" +
-			"logical CPU; on a GPU libtorch's copy on cuda:0, so the plugin must see the GPU), or 2N FLOPs\n" +
-			"per token at the matmul peak. Every figure is min / median / max over --runs runs, and a\n" +
-			"phase above the peak fails the benchmark (its peak was not the machine's). Peak memory is the\n" +
-			"process's peak RSS during the runs against the run's memory plan. The first step includes the\n" +
-			"warm-up: use --steps 2 or more. The flags after --section are umad train's own, handed on to\n" +
-			"the run when set.",
+			"the peak of libtorch's matrix products after each run on the trainer's device, dtype and\n" +
+			"threads, at the step's own shapes (each weight matrix's forward and two gradient products\n" +
+			"for a group's tokens, each the best of repeats until it stops improving). Rollout decoding\n" +
+			"is compared with the binding one of two bounds: the weights read once per decode step of up\n" +
+			"to min(--slots, --batch x -g) sequences at the memory bandwidth (on the CPU a STREAM-style\n" +
+			"triad on every logical CPU; on a GPU libtorch's copy on cuda:0, so the plugin must see the\n" +
+			"GPU), or 2N FLOPs per token at the matmul peak. Every figure is min / median / max over\n" +
+			"--runs runs, and a phase above the peak fails the benchmark (its peak was not the\n" +
+			"machine's). Peak memory is the process's peak RSS during the runs against the run's memory\n" +
+			"plan. The first step includes the warm-up: use --steps 2 or more. The flags after --section\n" +
+			"are umad train's own, handed on to the run when set.",
 		Flags: slices.Concat([]ucli.Flag{
 			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + presetNames()},
 			&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all)"},
@@ -130,14 +131,9 @@ func benchTrain(c *ucli.Context) error {
 	return nil
 }
 
-// benchTrainOnce is one run of the step in dir/run (removed after), with the matmul peak
-// measured before and after it (a moment of contention for the machine costs neither) and
-// the memory bandwidth after.
+// benchTrainOnce is one run of the step in dir/run (removed first), then the matmul peak
+// on the step's shapes and the memory bandwidth.
 func benchTrainOnce(c *ucli.Context, rt *torch.Runtime, opts torch.ModelOptions, dir string, layers int) (bench.TrainStep, error) {
-	before, _, _, err := benchMatmulPeak(rt, opts)
-	if err != nil {
-		return bench.TrainStep{}, err
-	}
 	if err := os.RemoveAll(filepath.Join(dir, "run")); err != nil {
 		return bench.TrainStep{}, err
 	}
@@ -145,11 +141,11 @@ func benchTrainOnce(c *ucli.Context, rt *torch.Runtime, opts torch.ModelOptions,
 	if err != nil {
 		return step, err
 	}
-	after, shape, dtype, err := benchMatmulPeak(rt, opts)
-	if err != nil {
+	shape := step.Plan.Agents[0].Agent.Shape
+	tokens := max(1, int64(step.Metrics.PromptTokens+step.Metrics.Tokens)/int64(c.Int("batch"))) // a group's, one micro-batch
+	if step.PeakFLOPS, step.MatmulShape, step.DType, err = benchMatmulPeak(rt, opts, tokens, shape.MatmulShapes()); err != nil {
 		return step, err
 	}
-	step.PeakFLOPS, step.MatmulShape, step.DType = max(before, after), shape, dtype
 	return step, benchTrainLimits(c, rt, layers, &step)
 }
 
@@ -218,18 +214,31 @@ func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 	return step, nil
 }
 
-// benchMatmulPeak is libtorch's n x n matrix product on the trainer's device, dtype and
-// threads in FLOP/s, the best of repeats until it stops improving.
-func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions) (flops float64, shape, dtype string, err error) {
-	dt, n, dtype := torch.Float32, 1024, "f32"
+// benchMatmulPeak is the best FLOP/s of libtorch's matrix products on the trainer's
+// device, dtype and threads at the step's own shapes: for each weight matrix [out, in] and a
+// micro-batch of tokens, the forward (tokens x in by in x out), the input's gradient
+// (tokens x out by out x in) and the weight's (out x tokens by tokens x in), each the best
+// of repeats until it stops improving. No phase made of these products can exceed it.
+func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions, tokens int64, weights [][2]int64) (flops float64, shape, dtype string, err error) {
+	dt, dtype := torch.Float32, "f32"
 	if opts.Precision == trainspec.PrecisionBF16 {
 		dt, dtype = torch.BFloat16, "bf16"
 	}
-	if opts.Device.CUDA {
-		n = 8192
+	var products int
+	for _, w := range weights {
+		out, in := w[0], w[1]
+		for _, size := range []torch.OpSize{{M: tokens, K: in, N: out}, {M: tokens, K: out, N: in}, {M: out, K: tokens, N: in}} {
+			s, err := bench.StableBest(func() (float64, error) { return rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, size, 1) }, 3, 3, 20)
+			if err != nil {
+				return 0, "", "", err
+			}
+			products++
+			if f := 2 * float64(size.M) * float64(size.K) * float64(size.N) / s; f > flops {
+				flops, shape = f, fmt.Sprintf("%d x %d by %d x %d", size.M, size.K, size.K, size.N)
+			}
+		}
 	}
-	s, err := bench.StableBest(func() (float64, error) { return rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, int64(n), 3) }, 5, 5, 40)
-	return 2 * float64(n) * float64(n) * float64(n) / s, fmt.Sprintf("%d x %d by %d x %d", n, n, n, n), dtype, err
+	return flops, fmt.Sprintf("%s, the best of the step's %d products", shape, products), dtype, nil
 }
 
 // benchTrainLimits sizes the model's work from the plan and measures the memory bandwidth
@@ -249,7 +258,7 @@ func benchTrainLimits(c *ucli.Context, rt *torch.Runtime, layers int, step *benc
 	}
 	// llama.cpp decodes on the GPU: its memory's bandwidth, by libtorch's copy of 1 GiB of f32.
 	elems := int64(1 << 28)
-	s, err := rt.OpSeconds(torch.BenchCopy, trainspec.Device{CUDA: true}, torch.Float32, elems, 5)
+	s, err := rt.OpSeconds(torch.BenchCopy, trainspec.Device{CUDA: true}, torch.Float32, torch.OpSize{N: elems}, 5)
 	if err != nil {
 		return fmt.Errorf("GPU bandwidth: %w", err)
 	}
