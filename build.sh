@@ -313,10 +313,10 @@ demo)
 	# products of two operands from 1..5, each agent warm-started on one kind, so a peer's
 	# worked result is worth reading (README, Training). Log-probs are exact (F32 KV cache,
 	# flash attention off, and in training F32 rollout weights, pinned since a GPU's default is
-	# bf16); the engines step on one clock, so the same seed gives the same compare.md
-	# whatever the timing.
+	# bf16); llama.cpp's kernels do not depend on the batch, so the same seed gives the same
+	# compare.md whatever the timing, with no step clock.
 	task=(--synthetic-task experts --synthetic-max 5 --synthetic-ops '+*')
-	sampling=(--max-tokens 32 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off --deterministic)
+	sampling=(--max-tokens 32 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off)
 	# Two different architectures, as the paper pairs Qwen2.5 and Qwen3: the Qwen2 model the sum
 	# expert, the Qwen3 model the product expert, warm-started side by side on one core each.
 	for a in qwen2:1:0 qwen3:2:1; do

@@ -12,11 +12,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # A real shape at a size that runs here: qwen2.5-0.5b's layers (4 of 24) and vocabulary.
 ./umad model tiny --preset qwen2.5-0.5b --layers 4 --out "$work/q05" >/dev/null
-tiny=(--two-models --threads 2 --repeats 2)
+# tiny: one engine on both threads; two: two models, an engine each, a thread each.
+tiny=(--threads 2 --repeats 2)
+two=(--two-models --repeats 2)
 q05=(--agent "$work/q05/model.gguf" --agent "$work/q05/model.gguf" --synthetic 4 -k 2 --turns 2 --max-tokens 16 --slots 4 --threads 2 --repeats 1)
 for i in $(seq "$runs"); do
 	for bin in ./umad build/umad-llamafile; do
-		for shape in tiny q05; do
+		for shape in tiny two q05; do
 			declare -n args=$shape
 			echo "## run $i, $bin, $shape"
 			"$bin" bench debate "${args[@]}" 2>/dev/null | grep '^|' | grep -v '^|---'
