@@ -3,6 +3,8 @@
 #
 #   deps     install what the build needs: Debian packages (apt-get) and Go modules
 #   build    build ./umad for this machine (-march=native)                 [default]
+#            with ggml's batch-invariant kernels; UMAD_LLAMAFILE=1 keeps llamafile's
+#            tinyBLAS (faster prefill, bytes that follow the batching; README, Debates)
 #   release  build dist/umad: portable x86-64-v3, libstdc++/libgcc linked statically,
 #            so it runs on any x86-64 Linux with glibc and AVX2 (2015+ servers)
 #   cuda     build ggml's CUDA backend (build/cuda/libggml-cuda.so), which umad loads at start
@@ -54,7 +56,16 @@ cgo_env() {
 	export CGO_ENABLED=1
 	# llama.cpp's src/ too: cgo/llama's weight writer reads llama_model's tensor list.
 	export CGO_CPPFLAGS="-I$dir/llama/llama.cpp/include -I$dir/llama/llama.cpp/src -I$dir/ml/backend/ggml/ggml/include"
+	# -UGGML_USE_LLAMAFILE: ggml multiplies a micro-batch of one row with its vec_dot and
+	# one of several rows with llamafile's tinyBLAS, which sum in another order, so a
+	# sequence's logits moved with its batch's makeup. Without tinyBLAS every row takes
+	# vec_dot whatever the batch: the same seed gives the same bytes whatever the timing,
+	# --slots, -k or --nproc (bench/RESULTS.md, batch invariance, has the cost). The flag
+	# must come after ggml-cpu's own -DGGML_USE_LLAMAFILE, and cgo puts CGO_CFLAGS after a
+	# package's #cgo CPPFLAGS; cgo/llama's TestBatchInvariance fails if it stops working.
+	# UMAD_LLAMAFILE=1 keeps tinyBLAS: faster prefill, bytes that follow the batching.
 	export CGO_CFLAGS="-O3 -march=$march -g0"
+	[ "${UMAD_LLAMAFILE:-0}" = 1 ] || CGO_CFLAGS+=" -UGGML_USE_LLAMAFILE"
 	export CGO_CXXFLAGS="-O3 -march=$march -g0 -Wno-stringop-overflow"
 }
 
@@ -302,10 +313,10 @@ demo)
 	# products of two operands from 1..5, each agent warm-started on one kind, so a peer's
 	# worked result is worth reading (README, Training). Log-probs are exact (F32 KV cache,
 	# flash attention off, and in training F32 rollout weights, pinned since a GPU's default is
-	# bf16); the engines step on one clock, so the same seed gives the same compare.md
-	# whatever the timing.
+	# bf16); llama.cpp's kernels do not depend on the batch, so the same seed gives the same
+	# compare.md whatever the timing, with no step clock.
 	task=(--synthetic-task experts --synthetic-max 5 --synthetic-ops '+*')
-	sampling=(--max-tokens 32 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off --deterministic)
+	sampling=(--max-tokens 32 --temperature 1 --top-p 1 --kv-type f32 --flash-attn off)
 	# Two different architectures, as the paper pairs Qwen2.5 and Qwen3: the Qwen2 model the sum
 	# expert, the Qwen3 model the product expert, warm-started side by side on one core each.
 	for a in qwen2:1:0 qwen3:2:1; do

@@ -1,11 +1,10 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/trainlog"
@@ -13,17 +12,17 @@ import (
 
 // TrainStep is one measured training step and what it is measured against.
 type TrainStep struct {
-	Shape     string // e.g. "random qwen2.5-0.5b, 4 of 24 layers"
-	Setup     string // the step's size, e.g. "2 problems x G 4, at most 32 tokens"
-	Device    string // where the trainer and the rollouts ran
-	Command   string
-	Metrics   trainlog.StepMetrics // the step's line (one agent, one turn)
-	Step      int                  // its number; step 1 includes the warm-up
-	MatmulN   int                  // size of the matrix product the peak was measured on
-	DType     string               // the trainer's compute dtype
-	PeakFLOPS float64              // libtorch's n x n matrix product on the trainer's device
-	Bandwidth float64              // bytes/s where llama.cpp decodes
-	BWHow     string               // what Bandwidth measured
+	Shape       string // e.g. "random qwen2.5-0.5b, 4 of 24 layers"
+	Setup       string // the step's size, e.g. "2 problems x G 4, at most 32 tokens"
+	Device      string // where the trainer and the rollouts ran
+	Command     string
+	Metrics     trainlog.StepMetrics // the step's line (one agent, one turn)
+	Step        int                  // its number; step 1 includes the warm-up
+	MatmulShape string               // the matrix product that gave the peak, e.g. "390 x 896 by 896 x 4864"
+	DType       string               // the trainer's compute dtype
+	PeakFLOPS   float64              // libtorch's best matrix product at the step's shapes on the trainer's device
+	Bandwidth   float64              // bytes/s where llama.cpp decodes
+	BWHow       string               // what Bandwidth measured
 	// MatmulParams are the weights every token goes through as a matrix product (the
 	// embedding lookup is not one; a tied lm_head is), RolloutBytes their bytes in
 	// llama.cpp, ParallelSeqs the sequences the rollout decodes together at most.
@@ -32,40 +31,6 @@ type TrainStep struct {
 	LoRA                       bool
 	PeakRSS                    int64         // the process's peak resident memory during the run
 	Plan                       *memplan.Plan // the run's memory plan
-}
-
-// ReadBandwidth is the best of three passes of threads goroutines summing a buffer of
-// bytes (each its own slice) in bytes read per second: the rate llama.cpp's CPU decode
-// can at best stream its weights at.
-func ReadBandwidth(bytes int64, threads int) float64 {
-	threads = max(threads, 1)
-	buf := make([]uint64, bytes/8)
-	for i := range buf {
-		buf[i] = uint64(i) // touch every page before timing
-	}
-	chunk := len(buf) / threads
-	var best time.Duration
-	for range 3 {
-		var wg sync.WaitGroup
-		sums := make([]uint64, threads)
-		t0 := time.Now()
-		for w := range threads {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var s uint64
-				for _, v := range buf[w*chunk : (w+1)*chunk] {
-					s += v
-				}
-				sums[w] = s
-			}()
-		}
-		wg.Wait()
-		if el := time.Since(t0); best == 0 || el < best {
-			best = el
-		}
-	}
-	return float64(chunk*threads*8) / best.Seconds()
 }
 
 // phaseRow is one line of the phase table.
@@ -117,8 +82,23 @@ func (t TrainStep) decode() (bytesPerSec, share float64, binds string) {
 	return bytesPerSec, bound * steps, binds
 }
 
-// Section is the Markdown section of bench/RESULTS.md for the step.
-func (t TrainStep) Section() string {
+// peakShare is a phase's FLOP/s as a share of its run's matmul peak (0: not a matrix phase).
+func (t TrainStep) peakShare(r phaseRow) float64 {
+	if r.flopsPerToken == 0 || r.seconds <= 0 {
+		return 0
+	}
+	return r.flopsPerToken * r.tokens / r.seconds / t.PeakFLOPS
+}
+
+// TrainSection is the Markdown section of bench/RESULTS.md for runs of the same step, each
+// against the peak and bandwidth measured in that run: every figure as min / median / max
+// over the runs. A phase above its run's matmul peak is an error, with the section: that
+// peak is not the machine's.
+func TrainSection(runs []TrainStep) (string, error) {
+	if len(runs) == 0 {
+		return "", errors.New("no run to report")
+	}
+	t := runs[0]
 	var b strings.Builder
 	m := t.Metrics
 	fmt.Fprintf(&b, "## Training step (%s, %s)\n\n", t.Shape, t.Device)
@@ -128,33 +108,71 @@ func (t TrainStep) Section() string {
 		warm = " (the first: it includes the warm-up)"
 	}
 	fmt.Fprintf(&b, "Step %d%s of one grpo agent, %s: %d response and %d prompt tokens. Model FLOPs: 2N per token\n"+
-		"forward, 6N forward and backward (4N with LoRA), N = %.1fM matrix weights (attention's own products left out).\n\n",
-		t.Step, warm, t.Setup, m.Tokens, m.PromptTokens, float64(t.MatmulParams)/1e6)
+		"forward, 6N forward and backward (4N with LoRA), N = %.1fM matrix weights (attention's own products left out).\n"+
+		"Every figure is min / median / max over %d runs, each against the peak and bandwidth measured in it.\n\n",
+		t.Step, warm, t.Setup, m.Tokens, m.PromptTokens, float64(t.MatmulParams)/1e6, len(runs))
 	b.WriteString("| phase | seconds | share of step | tokens/s | FLOP/s | share of matmul peak | target |\n|---|---|---|---|---|---|---|\n")
-	for _, r := range t.phases() {
-		tokS, flops, peak := "-", "-", "-"
-		if r.tokens > 0 && r.seconds > 0 {
-			tokS = fmt.Sprintf("%.0f", r.tokens/r.seconds)
+	var over []string
+	for i, r := range t.phases() {
+		var secs, step, tokS, flops, peak []float64
+		for _, run := range runs {
+			rr := run.phases()[i]
+			secs, step = append(secs, rr.seconds), append(step, rr.seconds/run.Metrics.Times.Step)
+			if rr.tokens > 0 && rr.seconds > 0 {
+				tokS = append(tokS, rr.tokens/rr.seconds)
+			}
+			if sh := run.peakShare(rr); sh > 0 {
+				flops, peak = append(flops, rr.flopsPerToken*rr.tokens/rr.seconds), append(peak, sh)
+				if sh > 1 {
+					over = append(over, fmt.Sprintf("%s at %.3g%% of its run's peak %s", r.name, 100*sh, si(run.PeakFLOPS, "FLOP/s")))
+				}
+			}
 		}
-		if r.flopsPerToken > 0 && r.seconds > 0 {
-			f := r.flopsPerToken * r.tokens / r.seconds
-			flops, peak = si(f, "FLOP/s"), fmt.Sprintf("%.3g%%", 100*f/t.PeakFLOPS)
-		}
-		fmt.Fprintf(&b, "| %s | %.4f | %.3g%% | %s | %s | %s | %s |\n", r.name, r.seconds, 100*r.seconds/m.Times.Step, tokS, flops, peak, r.target)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, spread(secs, func(v float64) string { return fmt.Sprintf("%.4f", v) }),
+			spread(step, percent), spread(tokS, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
+			spread(flops, func(v float64) string { return si(v, "FLOP/s") }), spread(peak, percent), r.target)
 	}
-	fmt.Fprintf(&b, "| step | %.4f | 100%% | | | | |\n\n", m.Times.Step)
-	bps, share, binds := t.decode()
-	fmt.Fprintf(&b, "- matmul peak: %s (libtorch, %d x %d %s, best of 10 before and 10 after the training)\n", si(t.PeakFLOPS, "FLOP/s"), t.MatmulN, t.MatmulN, t.DType)
-	fmt.Fprintf(&b, "- memory bandwidth: %s (%s)\n", si(t.Bandwidth, "B/s"), t.BWHow)
-	fmt.Fprintf(&b, "- rollout decode: %.0f tok/s, %s of weights (%s per decode step of up to %d sequences), %.3g%% of the %s bound (target >= 60%%; prefill, sampling and grading count in the rollout's time)\n",
-		m.RolloutTokensPerSec, si(bps, "B/s"), memplan.Size(t.RolloutBytes), t.ParallelSeqs, 100*share, binds)
+	var steps, peaks, bws, tokS, weights, decodes []float64
+	var rss int64
+	for _, run := range runs {
+		bps, share, _ := run.decode()
+		steps, peaks, bws = append(steps, run.Metrics.Times.Step), append(peaks, run.PeakFLOPS), append(bws, run.Bandwidth)
+		tokS, weights, decodes = append(tokS, run.Metrics.RolloutTokensPerSec), append(weights, bps), append(decodes, share)
+		rss = max(rss, run.PeakRSS)
+	}
+	fmt.Fprintf(&b, "| step | %s | 100%% | | | | |\n\n", spread(steps, func(v float64) string { return fmt.Sprintf("%.4f", v) }))
+	_, _, binds := t.decode()
+	fmt.Fprintf(&b, "- matmul peak: %s (libtorch, %s, %s on the trainer's threads, each product the best of repeats until it stops improving)\n",
+		spread(peaks, func(v float64) string { return si(v, "FLOP/s") }), t.MatmulShape, t.DType)
+	fmt.Fprintf(&b, "- memory bandwidth: %s (%s)\n", spread(bws, func(v float64) string { return si(v, "B/s") }), t.BWHow)
+	fmt.Fprintf(&b, "- rollout decode: %s tok/s, %s of weights (%s per decode step of up to %d sequences), %s of the %s bound (target >= 60%%; prefill, sampling and grading count in the rollout's time)\n",
+		spread(tokS, func(v float64) string { return fmt.Sprintf("%.0f", v) }), spread(weights, func(v float64) string { return si(v, "B/s") }),
+		memplan.Size(t.RolloutBytes), t.ParallelSeqs, spread(decodes, percent), binds)
 	host, agent, phase := t.Plan.Peak(false)
-	fmt.Fprintf(&b, "- peak RSS: %s against the plan's %s (agent %d, %s phase): %.2fx\n", memplan.Size(t.PeakRSS), memplan.Size(host), agent, phase, float64(t.PeakRSS)/float64(host))
+	fmt.Fprintf(&b, "- peak RSS: %s (the largest run's) against the plan's %s (agent %d, %s phase): %.2fx\n", memplan.Size(rss), memplan.Size(host), agent, phase, float64(rss)/float64(host))
 	if dev, _, _ := t.Plan.Peak(true); dev > 0 {
 		fmt.Fprintf(&b, "- GPU memory planned: %s (not measured here; bench/gpu.sh samples nvidia-smi)\n", memplan.Size(dev))
 	}
-	return b.String()
+	if len(over) > 0 {
+		return b.String(), fmt.Errorf("a phase exceeds the matmul peak, which is then not the machine's (rerun on a quiet machine): %s", strings.Join(over, "; "))
+	}
+	return b.String(), nil
 }
+
+// spread formats values' min / median / max ("-" for none, one figure when they agree).
+func spread(values []float64, format func(float64) string) string {
+	if len(values) == 0 {
+		return "-"
+	}
+	s := SpreadOf(values)
+	lo, mid, hi := format(s.Min), format(s.Median), format(s.Max)
+	if lo == hi {
+		return mid
+	}
+	return lo + " / " + mid + " / " + hi
+}
+
+func percent(v float64) string { return fmt.Sprintf("%.3g%%", 100*v) }
 
 // si formats v in unit with an SI prefix and three significant digits.
 func si(v float64, unit string) string {

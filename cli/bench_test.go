@@ -36,6 +36,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"bench", "train", "--preset", "qwen2.5-0.5b", "--layers", "25"}, "--layers 25: want 1 to a --preset's layer count"},
 		{[]string{"bench", "train", "--preset", "qwen2.5-0.5b", "--layers", "-1"}, "--layers -1: want 1 to a --preset's layer count"},
 		{[]string{"bench", "train", "--steps", "0"}, "--steps must be at least 1, got 0"},
+		{[]string{"bench", "train", "--runs", "0"}, "--runs must be at least 1, got 0"},
+		{[]string{"bench", "train", "--runs", "1000000000"}, "--runs 1000000000: at most 100"},
 		{[]string{"bench", "train", "-g", "0"}, "--g must be at least 1, got 0"},
 		{[]string{"bench", "train", "--max-tokens", "-3"}, "--max-tokens must be at least 1, got -3"},
 		{[]string{"bench", "train", "--threads", "-1"}, "--threads must be 0"},
@@ -49,9 +51,10 @@ func TestBenchFlagErrors(t *testing.T) {
 	}
 }
 
-// A real step at the tiny shape prints every phase with a positive time, the libtorch
-// phases' positive shares of the matmul peak, decoding's share of its bound and the peak
-// memory against the plan; --results gets the same section.
+// A real step at the tiny shape, run twice, prints every phase with a positive time, the
+// libtorch phases' positive shares of the matmul peak, decoding's share of its bound and
+// the peak memory against the plan, each figure as min / median / max (or one figure where
+// the runs agree); --results gets the same section.
 func TestBenchTrain(t *testing.T) {
 	if !torchtest.Open(t).CUDAAvailable() {
 		_, _, err := runApp(t, "bench", "train", "--gpu-layers", "1")
@@ -60,7 +63,7 @@ func TestBenchTrain(t *testing.T) {
 		}
 	}
 	results := filepath.Join(t.TempDir(), "RESULTS.md")
-	out, stderr, err := runApp(t, "bench", "train", "--threads", "1", "--torch-threads", "1", "--max-tokens", "8", "--results", results)
+	out, stderr, err := runApp(t, "bench", "train", "--runs", "2", "--threads", "1", "--torch-threads", "1", "--max-tokens", "8", "--results", results)
 	if err != nil {
 		t.Fatalf("bench train: %v\n%s", err, stderr)
 	}
@@ -70,8 +73,13 @@ func TestBenchTrain(t *testing.T) {
 		}
 	}
 	num := `([0-9.]+(?:e[-+][0-9]+)?)`
+	// spread is a figure with its unit, alone or as min / median / max; it captures the min.
+	spread := func(unit string) string {
+		one := `[0-9.]+(?:e[-+][0-9]+)?` + unit
+		return num + unit + `(?: / ` + one + ` / ` + one + `)?`
+	}
 	for _, phase := range []string{"rollout", "log-probs", "reference", "update", "sync", "step"} {
-		m := regexp.MustCompile(`(?m)^\| ` + phase + ` \| ` + num + ` \|`).FindStringSubmatch(out)
+		m := regexp.MustCompile(`(?m)^\| ` + phase + ` \| ` + spread("") + ` \|`).FindStringSubmatch(out)
 		if m == nil {
 			t.Errorf("no %s row\n%s", phase, out)
 			continue
@@ -79,7 +87,7 @@ func TestBenchTrain(t *testing.T) {
 		positive(phase+" seconds", m[1])
 	}
 	for _, phase := range []string{"log-probs", "reference", "update"} {
-		m := regexp.MustCompile(`(?m)^\| ` + phase + ` \|.*\| ` + num + ` [kMGT]?FLOP/s \| ` + num + `% \|`).FindStringSubmatch(out)
+		m := regexp.MustCompile(`(?m)^\| ` + phase + ` \|.*\| ` + spread(` [kMGT]?FLOP/s`) + ` \| ` + spread("%") + ` \|`).FindStringSubmatch(out)
 		if m == nil {
 			t.Errorf("no FLOP/s and share of peak in the %s row\n%s", phase, out)
 			continue
@@ -88,12 +96,13 @@ func TestBenchTrain(t *testing.T) {
 		positive(phase+" share of peak", m[2])
 	}
 	for what, re := range map[string]string{
-		"matmul peak":      `matmul peak: ` + num + ` [kMGT]?FLOP/s`,
-		"bandwidth":        `memory bandwidth: ` + num + ` [kMGT]?B/s`,
-		"decode bytes/s":   `rollout decode: [0-9]+ tok/s, ` + num + ` [kMGT]?B/s of weights`,
-		"decode bound":     `sequences\), ` + num + `% of the (?:bandwidth|compute) bound`,
+		"matmul peak":      `matmul peak: ` + spread(` [kMGT]?FLOP/s`) + ` \(libtorch, [0-9]+ x [0-9]+ by [0-9]+ x [0-9]+, the best of the step's [0-9]+ products, f32`,
+		"bandwidth":        `memory bandwidth: ` + spread(` [kMGT]?B/s`) + ` \(a STREAM-style triad`,
+		"decode bytes/s":   `rollout decode: [0-9 /]+ tok/s, ` + spread(` [kMGT]?B/s`) + ` of weights`,
+		"decode bound":     `sequences\), ` + spread("%") + ` of the (?:bandwidth|compute) bound`,
 		"peak RSS to plan": `peak RSS: .* against the plan's .*: ` + num + `x`,
 		"prompt tokens":    `[0-9]+ response and ([0-9]+) prompt tokens`,
+		"runs":             `min / median / max over ([0-9]+) runs`,
 	} {
 		m := regexp.MustCompile(re).FindStringSubmatch(out)
 		if m == nil {

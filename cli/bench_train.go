@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"github.com/umad-dev/umad/bench"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
-	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/model"
@@ -50,14 +50,17 @@ func benchTrainCommand() *ucli.Command {
 			"real shape with --layers of its layers. It prints the last step's phases from the run's\n" +
 			"metrics: seconds, share of the step, tokens/s, and for the libtorch phases the model FLOP/s\n" +
 			"(2N per token forward, 6N forward and backward, 4N with LoRA; N the matrix weights) against\n" +
-			"the peak of libtorch's matrix product measured in the same run on the trainer's device and\n" +
-			"dtype. Rollout decoding is compared with the binding one of two bounds: the weights read once\n" +
-			"per decode step of up to min(--slots, --batch x -g) sequences at the memory bandwidth (on the\n" +
-			"CPU a Go loop reading 512 MiB with llama.cpp's threads; on a GPU libtorch's copy on cuda:0,\n" +
-			"so the plugin must see the GPU), or 2N FLOPs per token at the matmul peak. Peak memory is the\n" +
-			"process's peak RSS during the run against the run's memory plan. The first step includes the\n" +
-			"warm-up: use --steps 2 or more. The flags after --section are umad train's own, handed on to\n" +
-			"the run when set.",
+			"the peak of libtorch's matrix products after each run on the trainer's device, dtype and\n" +
+			"threads, at the step's own shapes (each weight matrix's forward and two gradient products\n" +
+			"for a group's tokens, each the best of repeats until it stops improving). Rollout decoding\n" +
+			"is compared with the binding one of two bounds: the weights read once per decode step of up\n" +
+			"to min(--slots, --batch x -g) sequences at the memory bandwidth (on the CPU a STREAM-style\n" +
+			"triad on every logical CPU; on a GPU libtorch's copy on cuda:0, so the plugin must see the\n" +
+			"GPU), or 2N FLOPs per token at the matmul peak. Every figure is min / median / max over\n" +
+			"--runs runs, and a phase above the peak fails the benchmark (its peak was not the\n" +
+			"machine's). Peak memory is the process's peak RSS during the runs against the run's memory\n" +
+			"plan. The first step includes the warm-up: use --steps 2 or more. The flags after --section\n" +
+			"are umad train's own, handed on to the run when set.",
 		Flags: slices.Concat([]ucli.Flag{
 			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + presetNames()},
 			&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all)"},
@@ -66,6 +69,7 @@ func benchTrainCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "g", Value: 4, Usage: "trajectories per problem"},
 			&ucli.IntFlag{Name: "max-tokens", Value: 32, Usage: "most tokens per response"},
 			&ucli.IntFlag{Name: "prompt-limit", Value: 512, Usage: "most prompt tokens (the plan sizes activations by it)"},
+			&ucli.IntFlag{Name: "runs", Value: 3, Usage: "whole runs of the steps, each with its own peak and bandwidth: figures are min / median / max over them"},
 			&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
 			&ucli.StringFlag{Name: "section", Value: "train", Usage: "name of the section --results rewrites"},
 		}, passed),
@@ -74,8 +78,11 @@ func benchTrainCommand() *ucli.Command {
 }
 
 func benchTrain(c *ucli.Context) error {
-	if err := checkCounts(c, benchTrainShape...); err != nil {
+	if err := checkCounts(c, append([]string{"runs"}, benchTrainShape...)...); err != nil {
 		return err
+	}
+	if c.Int("runs") > 100 {
+		return fmt.Errorf("--runs %d: at most 100 (each run trains --steps steps)", c.Int("runs"))
 	}
 	shape, err := presetShape(c.String("preset"), c.Int("layers"))
 	if err != nil {
@@ -104,33 +111,42 @@ func benchTrain(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	// The peak is measured before and after the training: a moment of contention for the
-	// machine costs neither.
-	before, _, _, err := benchMatmulPeak(rt, opts)
-	if err != nil {
-		return err
+	runs := make([]bench.TrainStep, c.Int("runs"))
+	for i := range runs {
+		if runs[i], err = benchTrainOnce(c, rt, opts, dir, layers); err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		runs[i].Shape, runs[i].Device = label, benchTrainDevice(opts.Device, layers)
+		runs[i].Setup = fmt.Sprintf("%d problems x G %d, at most %d tokens", c.Int("batch"), c.Int("g"), c.Int("max-tokens"))
+		runs[i].Command = strings.Join(os.Args[1:], " ")
 	}
-	step, err := runBenchTrain(c, dir)
-	if err != nil {
-		return err
-	}
-	after, n, dtype, err := benchMatmulPeak(rt, opts)
-	if err != nil {
-		return err
-	}
-	step.PeakFLOPS, step.MatmulN, step.DType = max(before, after), n, dtype
-	if err := benchTrainLimits(c, rt, layers, &step); err != nil {
-		return err
-	}
-	step.Shape, step.Device = label, benchTrainDevice(opts.Device, layers)
-	step.Setup = fmt.Sprintf("%d problems x G %d, at most %d tokens", c.Int("batch"), c.Int("g"), c.Int("max-tokens"))
-	step.Command = strings.Join(os.Args[1:], " ")
-	body := step.Section()
+	body, err := bench.TrainSection(runs)
 	fmt.Fprint(c.App.Writer, body)
+	if err != nil {
+		return err // nothing written: a figure above the peak is no result
+	}
 	if p := c.String("results"); p != "" {
 		return bench.UpdateSection(p, c.String("section"), body)
 	}
 	return nil
+}
+
+// benchTrainOnce is one run of the step in dir/run (removed first), then the matmul peak
+// on the step's shapes and the memory bandwidth.
+func benchTrainOnce(c *ucli.Context, rt *torch.Runtime, opts torch.ModelOptions, dir string, layers int) (bench.TrainStep, error) {
+	if err := os.RemoveAll(filepath.Join(dir, "run")); err != nil {
+		return bench.TrainStep{}, err
+	}
+	step, err := runBenchTrain(c, dir)
+	if err != nil {
+		return step, err
+	}
+	shape := step.Plan.Agents[0].Agent.Shape
+	tokens := max(1, int64(step.Metrics.PromptTokens+step.Metrics.Tokens)/int64(c.Int("batch"))) // a group's, one micro-batch
+	if step.PeakFLOPS, step.MatmulShape, step.DType, err = benchMatmulPeak(rt, opts, tokens, shape.MatmulShapes()); err != nil {
+		return step, err
+	}
+	return step, benchTrainLimits(c, rt, layers, &step)
 }
 
 // benchTrainModel writes the model to train into dir (dir/hf) and names it.
@@ -198,18 +214,31 @@ func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 	return step, nil
 }
 
-// benchMatmulPeak is libtorch's n x n matrix product on the trainer's device and dtype in
-// FLOP/s, the best of 10 runs.
-func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions) (flops float64, n int, dtype string, err error) {
-	dt, n, dtype := torch.Float32, 1024, "f32"
+// benchMatmulPeak is the best FLOP/s of libtorch's matrix products on the trainer's
+// device, dtype and threads at the step's own shapes: for each weight matrix [out, in] and a
+// micro-batch of tokens, the forward (tokens x in by in x out), the input's gradient
+// (tokens x out by out x in) and the weight's (out x tokens by tokens x in), each the best
+// of repeats until it stops improving. No phase made of these products can exceed it.
+func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions, tokens int64, weights [][2]int64) (flops float64, shape, dtype string, err error) {
+	dt, dtype := torch.Float32, "f32"
 	if opts.Precision == trainspec.PrecisionBF16 {
 		dt, dtype = torch.BFloat16, "bf16"
 	}
-	if opts.Device.CUDA {
-		n = 8192
+	var products int
+	for _, w := range weights {
+		out, in := w[0], w[1]
+		for _, size := range []torch.OpSize{{M: tokens, K: in, N: out}, {M: tokens, K: out, N: in}, {M: out, K: tokens, N: in}} {
+			s, err := bench.StableBest(func() (float64, error) { return rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, size, 1) }, 3, 3, 20)
+			if err != nil {
+				return 0, "", "", err
+			}
+			products++
+			if f := 2 * float64(size.M) * float64(size.K) * float64(size.N) / s; f > flops {
+				flops, shape = f, fmt.Sprintf("%d x %d by %d x %d", size.M, size.K, size.K, size.N)
+			}
+		}
 	}
-	s, err := rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, int64(n), 10)
-	return 2 * float64(n) * float64(n) * float64(n) / s, n, dtype, err
+	return flops, fmt.Sprintf("%s, the best of the step's %d products", shape, products), dtype, nil
 }
 
 // benchTrainLimits sizes the model's work from the plan and measures the memory bandwidth
@@ -223,17 +252,13 @@ func benchTrainLimits(c *ucli.Context, rt *torch.Runtime, layers int, step *benc
 	}
 	step.ParallelSeqs = min(a.Slots, c.Int("batch")*c.Int("g"))
 	if layers == 0 {
-		threads := c.Int("threads")
-		if threads == 0 {
-			threads = engine.SharedThreads(1) // what train gives one agent's engine
-		}
-		step.Bandwidth = bench.ReadBandwidth(512<<20, threads)
-		step.BWHow = fmt.Sprintf("a Go loop summing 512 MiB of host memory on %d threads, llama.cpp's count", threads)
+		step.Bandwidth = bench.TriadBandwidth(768 << 20)
+		step.BWHow = fmt.Sprintf("a STREAM-style triad over 3 x 256 MiB of host memory on all %d logical CPUs, the best of repeats until it stops improving", runtime.NumCPU())
 		return nil
 	}
 	// llama.cpp decodes on the GPU: its memory's bandwidth, by libtorch's copy of 1 GiB of f32.
 	elems := int64(1 << 28)
-	s, err := rt.OpSeconds(torch.BenchCopy, trainspec.Device{CUDA: true}, torch.Float32, elems, 5)
+	s, err := rt.OpSeconds(torch.BenchCopy, trainspec.Device{CUDA: true}, torch.Float32, torch.OpSize{N: elems}, 5)
 	if err != nil {
 		return fmt.Errorf("GPU bandwidth: %w", err)
 	}

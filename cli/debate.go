@@ -68,7 +68,7 @@ func init() {
 			&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes on this machine, each debating a share of the problems with its own engines (one per GPU); the report is one process's"},
 			distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
 			deterministicFlag(),
-			&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice (--deterministic unless set to false), in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
+			&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice, as the other flags say, in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
 		}, append(append(append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...), verifierFlags()...), debatePromptFlags()...)...),
 		Action: debateCmd,
 	})

@@ -25,12 +25,7 @@ func checkDeterminism(c *ucli.Context) error {
 	if c.Int("nproc") > 1 {
 		return errors.New("--check-determinism runs the debate in one process; leave out --nproc")
 	}
-	if !c.IsSet("deterministic") { // what users check; --deterministic=false checks the default
-		if err := c.Set("deterministic", "true"); err != nil {
-			return err
-		}
-	}
-	noteCommand(c) // the runs record the command of the --deterministic run they are
+	noteCommand(c) // the runs record the command as given, before the changes below
 	out := c.String("out")
 	var dirs [2]string
 	for i := range dirs {

@@ -29,9 +29,9 @@ func burnCPU(t *testing.T) {
 }
 
 // A heterogeneous debate (two architectures, other weights, one agent with a 20k
-// vocabulary and so slower steps) gives byte-identical outputs run on a quiet machine and
-// twice beside CPU-burning goroutines, and --check-determinism says so; a changed
-// log-prob is found by file, line and field.
+// vocabulary and so slower steps), with no flag, gives byte-identical outputs run on a
+// quiet machine and twice beside CPU-burning goroutines, and --check-determinism says so;
+// a changed log-prob is found by file, line and field.
 func TestDebateCheckDeterminism(t *testing.T) {
 	out := t.TempDir()
 	slow := filepath.Join(testmodel.TinyVocab(t, "qwen3", 20000), "model.gguf")
@@ -48,7 +48,7 @@ func TestDebateCheckDeterminism(t *testing.T) {
 		return stdout.String()
 	}
 	quiet := filepath.Join(out, "quiet", "run")
-	debate(quiet, "--deterministic")
+	debate(quiet)
 	burnCPU(t)
 	stdout := debate(out, "--check-determinism")
 	run1, run2 := filepath.Join(out, "check-1", "run"), filepath.Join(out, "check-2", "run")

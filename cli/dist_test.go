@@ -3,10 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -347,76 +345,36 @@ func TestTrainAgentRanks(t *testing.T) {
 }
 
 // `umad debate --nproc 2` splits the problems over two processes and merges their
-// rollouts: the summary is the one-process run's. Only the log-prob statistics (mean NLL,
-// token entropy) may move, in the last bits: a rank batches fewer sequences than one
-// process, and llama.cpp's logits carry batch-dependent rounding (README "Debates"); a
-// sampled token would flip only if its draw fell within that rounding of a boundary.
+// rollouts into the one-process run's bytes, though each rank batches fewer sequences,
+// with other --slots and threads: llama.cpp's logits do not depend on the batch
+// (build.sh), and a finished seed's file is in problem order whatever the timing.
 func TestDebateNprocMatchesOneProcess(t *testing.T) {
 	gguf := testmodel.GGUF(t, "qwen2")
 	args := func(out string) []string {
 		return []string{"debate", "--agent", gguf, "--agent", gguf + ",seed=44", "--synthetic", "12", "-k", "3", "--turns", "2",
-			"--max-tokens", "12", "--kv-type", "f32", "--flash-attn", "off", "--seeds", "1,2", "--out", out}
+			"--max-tokens", "12", "--seeds", "1,2", "--out", out}
 	}
 	one, two := filepath.Join(t.TempDir(), "run"), filepath.Join(t.TempDir(), "run")
-	if _, stderr, err := runApp(t, append(args(one), "--threads", "1")...); err != nil {
+	if _, stderr, err := runApp(t, append(args(one), "--threads", "2", "--slots", "16")...); err != nil {
 		t.Fatalf("one process: %v\n%s", err, stderr)
 	}
-	if code, stderr := runUmadProcess(t, 0, append(args(two), "--nproc", "2")...); code != 0 {
+	if code, stderr := runUmadProcess(t, 0, append(args(two), "--nproc", "2", "--slots", "4")...); code != 0 {
 		t.Fatalf("two processes: exit %d\n%s", code, stderr)
 	}
 	for _, seed := range []string{"seed-1", "seed-2"} {
 		recs := readRecords(t, filepath.Join(two, seed, "rollouts.jsonl.zst"))
-		for i, r := range recs {
-			if r.Index != i {
-				t.Fatalf("%s: merged rollouts hold problem %d at position %d (want all 12 in order)", seed, r.Index, i)
-			}
-		}
 		if left, _ := filepath.Glob(filepath.Join(two, seed, "rollouts.rank-*")); len(recs) != 12 || len(left) > 0 {
 			t.Errorf("%s: %d merged debates, rank files left: %v", seed, len(recs), left)
 		}
 	}
-	flat := func(run string) map[string]any {
-		b, err := os.ReadFile(filepath.Join(run, "report", "summary.json"))
-		if err != nil {
-			t.Fatal(err)
+	for _, f := range []string{"seed-1/rollouts.jsonl.zst", "seed-2/rollouts.jsonl.zst", "report/summary.json", "report/problems.csv"} {
+		a, errA := os.ReadFile(filepath.Join(one, f))
+		b, errB := os.ReadFile(filepath.Join(two, f))
+		if errA != nil || errB != nil {
+			t.Fatalf("%s: %v, %v", f, errA, errB)
 		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]any{}
-		var walk func(string, any)
-		walk = func(k string, x any) {
-			switch x := x.(type) {
-			case map[string]any:
-				for kk, vv := range x {
-					walk(k+"."+kk, vv)
-				}
-			case []any:
-				for i, vv := range x {
-					walk(k+"."+strconv.Itoa(i), vv)
-				}
-			default:
-				out[k] = x
-			}
-		}
-		walk("", v)
-		return out
-	}
-	a, b := flat(one), flat(two)
-	if len(a) != len(b) {
-		t.Fatalf("summaries have %d and %d fields", len(a), len(b))
-	}
-	for k, x := range a {
-		y := b[k]
-		if strings.HasSuffix(k, ".nll") || strings.HasSuffix(k, ".token_entropy") {
-			if fx, fy := x.(float64), y.(float64); !(math.Abs(fx-fy) <= 1e-6*math.Max(1, math.Abs(fx))) {
-				t.Errorf("%s: %v vs %v", k, x, y)
-			}
-			continue
-		}
-		if x != y && k != ".name" {
-			t.Errorf("%s: one process %v, two %v", k, x, y)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: one process (--slots 16, 2 threads) and two (--slots 4) differ", f)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func llamaFlags() []ucli.Flag {
 
 // deterministicFlag is --deterministic of umad debate, umad train and umad bench debate.
 func deterministicFlag() ucli.Flag {
-	return &ucli.BoolFlag{Name: "deterministic", Usage: "step the agents' engines on one clock, so the same seed and settings give the same bytes whatever the timing (bench/RESULTS.md, determinism)"}
+	return &ucli.BoolFlag{Name: "deterministic", Usage: "step the agents' engines on one clock, so that batches follow the debate, not the timing: needed for the same bytes only with --gpu-layers (the CPU's kernels give a sequence the same logits whatever its batch; README, Debates)"}
 }
 
 // debatePromptFlags shape the debate messages of turns t >= 1 (engine.DebatePrompt), in

@@ -4,10 +4,10 @@ package evalrun
 // interleaved shares of the problems and append to their own rollout files
 // (seed-S/rollouts.rank-R.jsonl.zst); the launcher then folds those into the seed's
 // rollouts file in problem order and writes the report. Every sample's random stream
-// derives from (seed, problem, agent, turn, trajectory), so the split changes no draw; the
-// summary is the one-process run's up to llama.cpp's batch-dependent rounding (README
-// "Debates"). A run stopped part-way resumes with any N: finished problems are found in
-// every rank's file.
+// derives from (seed, problem, agent, turn, trajectory) and llama.cpp's logits do not
+// depend on the batch (build.sh), so the merged file has the one-process run's bytes
+// (README "Debates"). A run stopped part-way resumes with any N: finished problems are
+// found in every rank's file.
 
 import (
 	"encoding/json"
@@ -78,7 +78,15 @@ func mergeSeed(dir string) error {
 	if err != nil || len(files) == 0 {
 		return err
 	}
-	byIndex, err := readByIndex(append([]string{filepath.Join(dir, RolloutsFile)}, files...))
+	return writeInOrder(dir, files)
+}
+
+// writeInOrder rewrites dir's rollouts file with its records and those of the rank files
+// in problem order, atomically, then removes the rank files. Problems are appended as they
+// finish, in an order that follows timing; a finished seed in problem order has the same
+// bytes whatever the timing.
+func writeInOrder(dir string, rankFiles []string) error {
+	byIndex, err := readByIndex(append([]string{filepath.Join(dir, RolloutsFile)}, rankFiles...))
 	if err != nil {
 		return err
 	}
@@ -88,9 +96,9 @@ func mergeSeed(dir string) error {
 		recs[j] = byIndex[i]
 	}
 	if err := rollouts.WriteFile(filepath.Join(dir, RolloutsFile), recs); err != nil {
-		return fmt.Errorf("merge the ranks' rollouts: %w", err)
+		return fmt.Errorf("write the rollouts in problem order: %w", err)
 	}
-	for _, f := range files {
+	for _, f := range rankFiles {
 		if err := os.Remove(f); err != nil {
 			return err
 		}

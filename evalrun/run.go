@@ -55,7 +55,8 @@ func (r Run) Seeds(ctx context.Context, out string, seeds []uint64) error {
 }
 
 // seed debates every problem of the part not yet in dir's rollouts, appending each
-// finished one to the part's own file once Check has judged it.
+// finished one to the part's own file once Check has judged it; a one-process run then
+// rewrites the finished file in problem order.
 func (r Run) seed(ctx context.Context, seed uint64, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -89,10 +90,19 @@ func (r Run) seed(ctx context.Context, seed uint64, dir string) error {
 			return err
 		}
 	}
-	if len(done) == 0 && r.Part.World <= 1 {
+	if r.Part.World > 1 {
+		return nil // the launcher merges the ranks' files in problem order
+	}
+	if len(done) == 0 {
 		return errors.New("no problem could be debated (all prompts exceed --prompt-limit?)")
 	}
-	return nil
+	if todo == 0 {
+		return nil
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return writeInOrder(dir, nil)
 }
 
 // debate runs the todo problems not in done, appending each to w and adding it to done.

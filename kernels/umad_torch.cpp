@@ -98,10 +98,12 @@ UMAD_EXPORT void umad_release_cache(void) {
 #endif
 }
 
-UMAD_EXPORT int umad_bench_op(int32_t op, int32_t device, int32_t index, int32_t dtype, int64_t n,
-                              int32_t iters, double* seconds, char* err, size_t errlen) {
+UMAD_EXPORT int umad_bench_op(int32_t op, int32_t device, int32_t index, int32_t dtype, int64_t m,
+                              int64_t k, int64_t n, int32_t iters, double* seconds, char* err,
+                              size_t errlen) {
   return guarded(err, errlen, [&] {
     if (n < 1 || iters < 1) throw ArgError("bench_op: n and iters must be at least 1");
+    if (op == UMAD_BENCH_MATMUL && (m < 1 || k < 1)) throw ArgError("bench_op: m and k must be at least 1");
     if (seconds == nullptr) throw ArgError("bench_op: NULL seconds");
     const torch::Device dev = device_of(device, index);
     cuda_used = cuda_used || dev.is_cuda();
@@ -109,7 +111,7 @@ UMAD_EXPORT int umad_bench_op(int32_t op, int32_t device, int32_t index, int32_t
     const auto opts = torch::dtype(to_dtype(dtype)).device(dev);
     Tensor a, b, out;
     if (op == UMAD_BENCH_MATMUL) {
-      a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), out = torch::empty({n, n}, opts);
+      a = torch::randn({m, k}, opts), b = torch::randn({k, n}, opts), out = torch::empty({m, n}, opts);
     } else if (op == UMAD_BENCH_COPY) {
       a = torch::randn({n}, opts), out = torch::empty({n}, opts);
     } else {

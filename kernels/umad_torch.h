@@ -19,7 +19,7 @@ extern "C" {
 
 /* Bump on any change to a signature, struct or enum below, and append the new version's line
  * to umad_torch.abi (cgo/torch's TestABIDigest fails until both are done). */
-#define UMAD_TORCH_ABI_VERSION 13
+#define UMAD_TORCH_ABI_VERSION 14
 
 enum {
   UMAD_OK = 0,
@@ -57,7 +57,7 @@ enum {
 
 enum { UMAD_KL_K1 = 0, UMAD_KL_K2 = 1, UMAD_KL_K3 = 2 };
 
-/* What umad_bench_op times: an n x n by n x n matrix product, or a copy of n elements. */
+/* What umad_bench_op times: an m x k by k x n matrix product, or a copy of n elements. */
 enum { UMAD_BENCH_MATMUL = 0, UMAD_BENCH_COPY = 1 };
 
 typedef struct umad_model_config {
@@ -210,9 +210,9 @@ typedef struct umad_step_stats {
   /* The best time in seconds of iters runs of op (UMAD_BENCH_*) on (device, index) in dtype,     \
    * after one warm-up run: the peak that `umad bench train` measures the trainer against. */    \
   X(int, bench_op,                                                                               \
-    (int32_t op, int32_t device, int32_t index, int32_t dtype, int64_t n, int32_t iters,         \
-     double* seconds, char* err, size_t errlen),                                                 \
-    (op, device, index, dtype, n, iters, seconds, err, errlen))                                  \
+    (int32_t op, int32_t device, int32_t index, int32_t dtype, int64_t m, int64_t k, int64_t n,  \
+     int32_t iters, double* seconds, char* err, size_t errlen),                                  \
+    (op, device, index, dtype, m, k, n, iters, seconds, err, errlen))                            \
                                                                                                  \
   X(umad_model*, model_create, (const umad_model_config* cfg, char* err, size_t errlen),         \
     (cfg, err, errlen))                                                                          \

@@ -2,7 +2,10 @@ package model
 
 // The weights a shape has, for whoever sizes a model without loading one (the memory plan).
 
-import "errors"
+import (
+	"errors"
+	"slices"
+)
 
 // TensorSpec is one weight of a checkpoint: its Hugging Face name and its shape (PyTorch
 // order).
@@ -73,6 +76,20 @@ func (s Shape) MatmulParams() int64 {
 		}
 	}
 	return n
+}
+
+// MatmulShapes are the distinct [out, in] shapes of the matrices MatmulParams counts: the
+// products a token's forward and backward passes are made of.
+func (s Shape) MatmulShapes() [][2]int64 {
+	var out [][2]int64
+	for _, t := range s.Tensors() {
+		if len(t.Shape) == 2 && !s.looked(t) {
+			if sh := [2]int64{t.Shape[0], t.Shape[1]}; !slices.Contains(out, sh) {
+				out = append(out, sh)
+			}
+		}
+	}
+	return out
 }
 
 // DecodeBytes is what llama.cpp reads of the weights per decode step with matrices of

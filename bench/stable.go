@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// StableBest is the best (least) of repeated timings of measure: it runs until the best
+// has not improved by more than 1% over the last patience tries, at least minTries and at
+// most maxTries times. A moment of contention only makes one try slow, and a machine that
+// is never quiet shows as a best that keeps improving until maxTries.
+func StableBest(measure func() (float64, error), minTries, patience, maxTries int) (float64, error) {
+	best, since := 0.0, 0
+	for try := 0; try < maxTries; try++ {
+		s, err := measure()
+		if err != nil {
+			return 0, err
+		}
+		if try == 0 || s < best*0.99 {
+			since = 0
+		} else {
+			since++
+		}
+		if try == 0 || s < best {
+			best = s
+		}
+		if try+1 >= minTries && since >= patience {
+			break
+		}
+	}
+	return best, nil
+}
+
+// TriadBandwidth is a STREAM-style triad, a[i] = b[i] + q*c[i] over three arrays of
+// bytes/3 each, split over every logical CPU, in bytes moved per second (two read and one
+// written per element, as STREAM counts them), the best of stable repeats: the memory
+// bandwidth the machine gives all its threads.
+func TriadBandwidth(bytes int64) float64 {
+	threads := runtime.NumCPU()
+	n := int(bytes / 3 / 8)
+	a, b, c := make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range n { // touch every page before timing
+		a[i], b[i], c[i] = 0, float64(i), float64(n-i)
+	}
+	chunk := n / threads
+	pass := func() (float64, error) {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for w := range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lo, hi := w*chunk, (w+1)*chunk
+				aw, bw, cw := a[lo:hi], b[lo:hi], c[lo:hi]
+				for i := range aw {
+					aw[i] = bw[i] + 3*cw[i]
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(t0).Seconds(), nil
+	}
+	best, _ := StableBest(pass, 5, 5, 50)
+	return float64(3*8*chunk*threads) / best
+}
+
+// Spread is a figure's minimum, median and maximum over runs.
+type Spread struct{ Min, Median, Max float64 }
+
+// SpreadOf is the spread of values (at least one).
+func SpreadOf(values []float64) Spread {
+	v := slices.Sorted(slices.Values(values))
+	mid := v[len(v)/2]
+	if len(v)%2 == 0 {
+		mid = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return Spread{v[0], mid, v[len(v)-1]}
+}
