@@ -33,7 +33,8 @@ func TestTrainSection(t *testing.T) {
 			MatmulParams: 1e6, RolloutBytes: 4e6, ParallelSeqs: 8, PeakRSS: 1 << 30,
 			Plan: &memplan.Plan{Baseline: memplan.Baseline}}
 	}
-	// update: 6N FLOPs x 200 tokens = 1.2 GFLOP; at 0.5 s and a 4 GFLOP/s peak, 60%.
+	// update: 6N FLOPs x 200 tokens = 1.2 GFLOP (no lm_head); at 0.5 s and a 4 GFLOP/s
+	// peak, 60%.
 	body, err := TrainSection([]TrainStep{run(0.5, 4e9), run(0.4, 4e9), run(0.6, 4e9)})
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,13 @@ func TestTrainSection(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the section lacks %q:\n%s", want, body)
 		}
+	}
+	// The lm_head multiplies the response tokens only: with half the weights in it, the
+	// log-probs' forward is 2 x (0.5M x 200 + 0.5M x 100) = 0.3 GFLOP, 75% of the peak in 0.1 s.
+	head := run(0.5, 4e9)
+	head.HeadParams = 5e5
+	if body, err = TrainSection([]TrainStep{head}); err != nil || !strings.Contains(body, "| log-probs | 0.1000 | 5% | 2000 | 3 GFLOP/s | 75% |") {
+		t.Errorf("the lm_head's FLOPs on the response tokens: %v\n%s", err, body)
 	}
 	_, err = TrainSection([]TrainStep{run(0.5, 4e9), run(0.2, 4e9)})
 	if err == nil || !strings.Contains(err.Error(), "update at 150% of its run's peak 4 GFLOP/s") {

@@ -23,10 +23,11 @@ type TrainStep struct {
 	PeakFLOPS   float64              // libtorch's best matrix product at the step's shapes on the trainer's device
 	Bandwidth   float64              // bytes/s where llama.cpp decodes
 	BWHow       string               // what Bandwidth measured
-	// MatmulParams are the weights every token goes through as a matrix product (the
-	// embedding lookup is not one; a tied lm_head is), RolloutBytes their bytes in
+	// MatmulParams are the weights a token goes through as a matrix product (the embedding
+	// lookup is not one; a tied lm_head is), RolloutBytes their bytes in
 	// llama.cpp, ParallelSeqs the sequences the rollout decodes together at most.
 	MatmulParams, RolloutBytes int64
+	HeadParams                 int64 // the lm_head's share of MatmulParams (vocabulary x hidden)
 	ParallelSeqs               int
 	LoRA                       bool
 	PeakRSS                    int64         // the process's peak resident memory during the run
@@ -35,27 +36,30 @@ type TrainStep struct {
 
 // phaseRow is one line of the phase table.
 type phaseRow struct {
-	name          string
-	seconds       float64
-	tokens        float64 // tokens the phase went through (0: not a token phase)
-	flopsPerToken float64 // model FLOPs per token (0: not a matrix phase)
-	target        string
+	name    string
+	seconds float64
+	tokens  float64 // tokens the phase went through (0: not a token phase)
+	flops   float64 // model FLOPs of the phase (0: not a matrix phase)
+	target  string
 }
 
 // phases are the step's rows: rollout, log-probs, reference, update, sync, and the rest.
+// A forward is 2 FLOPs per matrix weight and token, the lm_head's for the response tokens
+// alone (the plugin multiplies only their rows by it); the backward twice that, or once
+// with LoRA (no weight gradients of the frozen base).
 func (t TrainStep) phases() []phaseRow {
 	m := t.Metrics
 	seqTokens := float64(m.PromptTokens + m.Tokens)
-	fwd := 2 * float64(t.MatmulParams)
-	bwd := 2 * fwd // gradients of activations and of weights
+	fwd := 2 * (float64(t.MatmulParams-t.HeadParams)*seqTokens + float64(t.HeadParams)*float64(m.Tokens))
+	bwd := 2 * fwd
 	if t.LoRA {
-		bwd = fwd // no weight gradients of the frozen base
+		bwd = fwd
 	}
 	rows := []phaseRow{
 		{name: "rollout", seconds: m.Times.Rollout, tokens: m.RolloutTokensPerSec * m.Times.Rollout},
-		{name: "log-probs", seconds: m.Times.LogProbs, tokens: seqTokens, flopsPerToken: fwd},
-		{name: "reference", seconds: m.Times.Reference, tokens: seqTokens, flopsPerToken: fwd},
-		{name: "update", seconds: m.Times.Update, tokens: seqTokens, flopsPerToken: fwd + bwd, target: ">= 50% of matmul peak"},
+		{name: "log-probs", seconds: m.Times.LogProbs, tokens: seqTokens, flops: fwd},
+		{name: "reference", seconds: m.Times.Reference, tokens: seqTokens, flops: fwd},
+		{name: "update", seconds: m.Times.Update, tokens: seqTokens, flops: fwd + bwd, target: ">= 50% of matmul peak"},
 		{name: "sync", seconds: m.Times.Sync, target: "<= 2% of the step"},
 	}
 	other := m.Times.Step
@@ -84,10 +88,10 @@ func (t TrainStep) decode() (bytesPerSec, share float64, binds string) {
 
 // peakShare is a phase's FLOP/s as a share of its run's matmul peak (0: not a matrix phase).
 func (t TrainStep) peakShare(r phaseRow) float64 {
-	if r.flopsPerToken == 0 || r.seconds <= 0 {
+	if r.flops == 0 || r.seconds <= 0 {
 		return 0
 	}
-	return r.flopsPerToken * r.tokens / r.seconds / t.PeakFLOPS
+	return r.flops / r.seconds / t.PeakFLOPS
 }
 
 // TrainSection is the Markdown section of bench/RESULTS.md for runs of the same step, each
@@ -108,9 +112,10 @@ func TrainSection(runs []TrainStep) (string, error) {
 		warm = " (the first: it includes the warm-up)"
 	}
 	fmt.Fprintf(&b, "Step %d%s of one grpo agent, %s: %d response and %d prompt tokens. Model FLOPs: 2N per token\n"+
-		"forward, 6N forward and backward (4N with LoRA), N = %.1fM matrix weights (attention's own products left out).\n"+
+		"forward, 6N forward and backward (4N with LoRA), N = %.1fM matrix weights (attention's own products left out),\n"+
+		"the lm_head's %.1fM for the response tokens only, whose rows alone it multiplies.\n"+
 		"Every figure is min / median / max over %d runs, each against the peak and bandwidth measured in it.\n\n",
-		t.Step, warm, t.Setup, m.Tokens, m.PromptTokens, float64(t.MatmulParams)/1e6, len(runs))
+		t.Step, warm, t.Setup, m.Tokens, m.PromptTokens, float64(t.MatmulParams)/1e6, float64(t.HeadParams)/1e6, len(runs))
 	b.WriteString("| phase | seconds | share of step | tokens/s | FLOP/s | share of matmul peak | target |\n|---|---|---|---|---|---|---|\n")
 	var over []string
 	for i, r := range t.phases() {
@@ -122,7 +127,7 @@ func TrainSection(runs []TrainStep) (string, error) {
 				tokS = append(tokS, rr.tokens/rr.seconds)
 			}
 			if sh := run.peakShare(rr); sh > 0 {
-				flops, peak = append(flops, rr.flopsPerToken*rr.tokens/rr.seconds), append(peak, sh)
+				flops, peak = append(flops, rr.flops/rr.seconds), append(peak, sh)
 				if sh > 1 {
 					over = append(over, fmt.Sprintf("%s at %.3g%% of its run's peak %s", r.name, 100*sh, si(run.PeakFLOPS, "FLOP/s")))
 				}
@@ -154,7 +159,7 @@ func TrainSection(runs []TrainStep) (string, error) {
 		fmt.Fprintf(&b, "- GPU memory planned: %s (not measured here; bench/gpu.sh samples nvidia-smi)\n", memplan.Size(dev))
 	}
 	if len(over) > 0 {
-		return b.String(), fmt.Errorf("a phase exceeds the matmul peak, which is then not the machine's (rerun on a quiet machine): %s", strings.Join(over, "; "))
+		return b.String(), fmt.Errorf("a phase exceeds the matmul peak at the step's own shapes, so the peak or the phase's FLOP count is wrong (a peak measured while other work ran?): %s", strings.Join(over, "; "))
 	}
 	return b.String(), nil
 }

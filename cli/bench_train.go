@@ -49,18 +49,19 @@ func benchTrainCommand() *ucli.Command {
 			"validation) for --steps steps on random weights: a generated tiny qwen2 model, or --preset's\n" +
 			"real shape with --layers of its layers. It prints the last step's phases from the run's\n" +
 			"metrics: seconds, share of the step, tokens/s, and for the libtorch phases the model FLOP/s\n" +
-			"(2N per token forward, 6N forward and backward, 4N with LoRA; N the matrix weights) against\n" +
-			"the peak of libtorch's matrix products after each run on the trainer's device, dtype and\n" +
-			"threads, at the step's own shapes (each weight matrix's forward and two gradient products\n" +
-			"for a group's tokens, each the best of repeats until it stops improving). Rollout decoding\n" +
-			"is compared with the binding one of two bounds: the weights read once per decode step of up\n" +
-			"to min(--slots, --batch x -g) sequences at the memory bandwidth (on the CPU a STREAM-style\n" +
-			"triad on every logical CPU; on a GPU libtorch's copy on cuda:0, so the plugin must see the\n" +
-			"GPU), or 2N FLOPs per token at the matmul peak. Every figure is min / median / max over\n" +
-			"--runs runs, and a phase above the peak fails the benchmark (its peak was not the\n" +
-			"machine's). Peak memory is the process's peak RSS during the runs against the run's memory\n" +
-			"plan. The first step includes the warm-up: use --steps 2 or more. The flags after --section\n" +
-			"are umad train's own, handed on to the run when set.",
+			"(2N per token forward, 6N forward and backward, 4N with LoRA; N the matrix weights, the\n" +
+			"lm_head's for response tokens only) against the peak of libtorch's matrix products after\n" +
+			"each run on the trainer's device, dtype and threads at the step's own shapes (each weight\n" +
+			"matrix's forward and two gradient products for the rows a group multiplies it by, each the\n" +
+			"best of repeats until it stops improving). Rollout decoding is compared with the binding\n" +
+			"one of two bounds: the weights read once per decode step of up to min(--slots, --batch x -g)\n" +
+			"sequences at the memory bandwidth (on the CPU a STREAM-style triad on every logical CPU; on a\n" +
+			"GPU libtorch's copy on cuda:0, so the plugin must see the GPU), or 2N FLOPs per token at the\n" +
+			"matmul peak. Every figure is min / median / max over --runs runs, and a phase above the peak\n" +
+			"fails the benchmark (the peak or the FLOP count is then wrong). Peak memory is the process's\n" +
+			"peak RSS during the runs against the run's memory plan. The first step includes the warm-up:\n" +
+			"use --steps 2 or more. The flags after --section are umad train's own, handed on to the run\n" +
+			"when set.",
 		Flags: slices.Concat([]ucli.Flag{
 			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + presetNames()},
 			&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all)"},
@@ -142,8 +143,18 @@ func benchTrainOnce(c *ucli.Context, rt *torch.Runtime, opts torch.ModelOptions,
 		return step, err
 	}
 	shape := step.Plan.Agents[0].Agent.Shape
-	tokens := max(1, int64(step.Metrics.PromptTokens+step.Metrics.Tokens)/int64(c.Int("batch"))) // a group's, one micro-batch
-	if step.PeakFLOPS, step.MatmulShape, step.DType, err = benchMatmulPeak(rt, opts, tokens, shape.MatmulShapes()); err != nil {
+	// A group is one micro-batch: its tokens go through the body's matrices, its response
+	// tokens through the lm_head, in chunks of about ChunkLogits logits.
+	groups := int64(c.Int("batch"))
+	tokens := max(1, int64(step.Metrics.PromptTokens+step.Metrics.Tokens)/groups)
+	head := [2]int64{int64(shape.Vocab), int64(shape.Hidden)}
+	headRows := max(1, min(int64(step.Metrics.Tokens)/groups, max(1, trainspec.ChunkLogits/head[0])))
+	if step.PeakFLOPS, step.MatmulShape, step.DType, err = benchMatmulPeak(rt, opts, shape.MatmulShapes(), func(w [2]int64) int64 {
+		if w == head {
+			return headRows
+		}
+		return tokens
+	}); err != nil {
 		return step, err
 	}
 	return step, benchTrainLimits(c, rt, layers, &step)
@@ -215,18 +226,18 @@ func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 }
 
 // benchMatmulPeak is the best FLOP/s of libtorch's matrix products on the trainer's
-// device, dtype and threads at the step's own shapes: for each weight matrix [out, in] and a
-// micro-batch of tokens, the forward (tokens x in by in x out), the input's gradient
-// (tokens x out by out x in) and the weight's (out x tokens by tokens x in), each the best
-// of repeats until it stops improving. No phase made of these products can exceed it.
-func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions, tokens int64, weights [][2]int64) (flops float64, shape, dtype string, err error) {
+// device, dtype and threads at the step's own shapes: for each weight matrix [out, in] and
+// the rows a micro-batch multiplies it by, the forward (rows x in by in x out), the input's
+// gradient (rows x out by out x in) and the weight's (out x rows by rows x in), each the
+// best of repeats until it stops improving. No phase made of these products can exceed it.
+func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions, weights [][2]int64, rowsOf func([2]int64) int64) (flops float64, shape, dtype string, err error) {
 	dt, dtype := torch.Float32, "f32"
 	if opts.Precision == trainspec.PrecisionBF16 {
 		dt, dtype = torch.BFloat16, "bf16"
 	}
 	var products int
 	for _, w := range weights {
-		out, in := w[0], w[1]
+		out, in, tokens := w[0], w[1], rowsOf(w)
 		for _, size := range []torch.OpSize{{M: tokens, K: in, N: out}, {M: tokens, K: out, N: in}, {M: out, K: tokens, N: in}} {
 			s, err := bench.StableBest(func() (float64, error) { return rt.OpSeconds(torch.BenchMatmul, opts.Device, dt, size, 1) }, 3, 3, 20)
 			if err != nil {
@@ -246,6 +257,7 @@ func benchMatmulPeak(rt *torch.Runtime, opts torch.ModelOptions, tokens int64, w
 func benchTrainLimits(c *ucli.Context, rt *torch.Runtime, layers int, step *bench.TrainStep) error {
 	a := step.Plan.Agents[0].Agent
 	step.LoRA, step.MatmulParams = a.LoRA.Rank > 0, a.Shape.MatmulParams()
+	step.HeadParams = int64(a.Shape.Vocab) * int64(a.Shape.Hidden)
 	var err error
 	if step.RolloutBytes, err = a.Shape.DecodeBytes(a.RolloutType); err != nil {
 		return err
