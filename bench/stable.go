@@ -62,7 +62,7 @@ func TriadBandwidth(bytes int64) float64 {
 		wg.Wait()
 		return time.Since(t0).Seconds(), nil
 	}
-	best, _ := StableBest(pass, 5, 5, 50)
+	best, _ := StableBest(pass, 10, 10, 100)
 	return float64(3*8*chunk*threads) / best
 }
 
