@@ -147,7 +147,11 @@ func meanAcc(v trainlog.ValMetrics) float64 {
 // frozen) learns this task far more slowly: at 10 steps no lr in 1e-3..5e-2 gained more than
 // 0.05, and 2e-2 and above collapsed to 0. Measured with this test's settings (lr 5e-3, 40
 // steps), training seeds 1-3: gains 0.07-0.12 (0.117 -> 0.188, 0.172 -> 0.242, 0.102 ->
-// 0.219). It asks for 0.05: below those, still 2.5-5 noise stds above zero.
+// 0.219). It asks for 0.05: below those, still 2.5-5 noise stds above zero. Since ggml's
+// kernels are batch invariant (2026-12-06) the same run gains 0.086 (0.117 -> 0.203) on
+// libtorch 1.13 but 0.047 on 2.6, where build.sh's torch2 skips it: LoRA's path here turns on
+// the library's rounding (on 2.6, 60 steps gained 0.055 and lr 7e-3 0.078; on 1.13, lr 7e-3
+// gained 0.024 and 1e-2 collapsed to 0), so no one setting clears 0.05 with margin on both.
 func TestDemoLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for about two minutes")
