@@ -180,15 +180,11 @@ func (f *File) check() error {
 	if len(f.Seeds) == 0 {
 		return errors.New("seeds is missing or empty")
 	}
-	for _, list := range []struct {
-		key   string
-		seeds []uint64
-	}{{"seeds", f.Seeds}, {"train_seeds", f.TrainSeeds}} {
-		for i, s := range list.seeds {
-			if slices.Contains(list.seeds[:i], s) {
-				return fmt.Errorf("%s: %d is given twice", list.key, s)
-			}
-		}
+	if s, ok := repeated(f.Seeds); ok {
+		return fmt.Errorf("seeds: %d is given twice", s)
+	}
+	if s, ok := repeated(f.TrainSeeds); ok {
+		return fmt.Errorf("train_seeds: %d is given twice", s)
 	}
 	if f.PairedSeeds && len(f.TrainSeeds) > 0 {
 		return errors.New("paired_seeds trains once per seed; give it or train_seeds, not both")
@@ -243,15 +239,11 @@ func (f *File) checkMethod(name string, m Method) error {
 	if len(m.Agents) == 0 || len(m.Eval) == 0 {
 		return errors.New("agents and eval must each name at least one set")
 	}
-	for _, list := range []struct {
-		key   string
-		names []string
-	}{{"agents", m.Agents}, {"eval", m.Eval}} {
-		for i, n := range list.names {
-			if slices.Contains(list.names[:i], n) {
-				return fmt.Errorf("%s: %q is given twice (its cells would run twice)", list.key, n)
-			}
-		}
+	if n, ok := repeated(m.Agents); ok {
+		return fmt.Errorf("agents: %q is given twice (its cells would run twice)", n)
+	}
+	if n, ok := repeated(m.Eval); ok {
+		return fmt.Errorf("eval: %q is given twice (its cells would run twice)", n)
 	}
 	for _, e := range m.Eval {
 		if _, ok := f.Eval[e]; !ok {
@@ -498,4 +490,15 @@ func flagArgs(kind string, common, own map[string]any) (args, names []string, er
 		}
 	}
 	return args, keys(all), nil
+}
+
+// repeated is the first value of list that an earlier one repeats.
+func repeated[T comparable](list []T) (T, bool) {
+	for i, v := range list {
+		if slices.Contains(list[:i], v) {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
 }
