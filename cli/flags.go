@@ -202,7 +202,8 @@ func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
 	if err != nil {
 		return nil, opts, fmt.Errorf("--train-device: %w", err)
 	}
-	return rt, torch.ModelOptions{Device: dev, Precision: prec, GradCheckpoint: c.Bool("grad-checkpoint")}, nil
+	opts.Device, opts.Precision, opts.GradCheckpoint = dev, prec, c.Bool("grad-checkpoint")
+	return rt, opts, nil
 }
 
 // syntheticFlags set the difficulty of the built-in problems.

@@ -51,33 +51,6 @@ func memoryBudget(c *ucli.Context, p *memplan.Plan) (memplan.Budget, error) {
 	return b, nil
 }
 
-// rankPlan is the plan of one rank: with agent groups, a rank of the group whose plan
-// peaks highest (on the GPU, then on the host).
-func rankPlan(agents []memplan.Agent, groups [][]int) (*memplan.Plan, error) {
-	if groups == nil {
-		return memplan.New(agents)
-	}
-	sizes := make([]int, len(groups))
-	for i, g := range groups {
-		sizes[i] = len(g)
-	}
-	plans, err := memplan.GroupRanks(agents, sizes)
-	if err != nil {
-		return nil, err
-	}
-	busiest := plans[0]
-	for _, p := range plans[1:] {
-		dev, _, _ := p.Peak(true)
-		most, _, _ := busiest.Peak(true)
-		host, _, _ := p.Peak(false)
-		mostHost, _, _ := busiest.Peak(false)
-		if dev > most || dev == most && host > mostHost {
-			busiest = p
-		}
-	}
-	return busiest, nil
-}
-
 // checkMemory prints the plan of one rank of job (on stdout for --dry-run, else on stderr)
 // and refuses a run that does not fit, unless --no-memory-check, with one line saying what
 // to change; a dry run is refused as the run would be, so that a script can tell. A dry run
@@ -87,14 +60,12 @@ func checkMemory(c *ucli.Context, cfg trainer.Config, rt *torch.Runtime, job lau
 	if err != nil {
 		return err
 	}
-	for i := range agents {
-		agents[i].Shard, agents[i].ShardRanks, agents[i].OffloadOptimizer = cfg.Shard, job.World, cfg.OffloadOptimizer
-	}
-	p, err := rankPlan(agents, cfg.AgentRanks)
+	agents = memplan.Place(agents, cfg.Placement, job.World)
+	p, err := memplan.RankPlan(agents, cfg.Placement, job.World)
 	if err != nil {
 		return err
 	}
-	if cfg.OffloadOptimizer && !cfg.Torch.Device.CUDA {
+	if cfg.Placement.Offload && !cfg.Placement.Device.CUDA {
 		fmt.Fprintln(c.App.ErrWriter, "umad: warning: --offload optimizer on the CPU: the AdamW moments are in host memory already; it only adds copies")
 	}
 	b, err := memoryBudget(c, p)

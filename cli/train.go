@@ -120,7 +120,7 @@ func trainCmd(c *ucli.Context) error {
 		}
 	}
 	cfg := rc.Trainer
-	place.apply(&cfg)
+	cfg.Placement = place
 	if err := trainProblems(c, &rc, &cfg); err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func trainCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg.Torch = topts
+	cfg.Placement.Device = topts.Device
 	// The plan and the directory's checks come before the directory is touched: a dry run or
 	// a refusal leaves nothing behind.
 	if err := checkMemory(c, cfg, rt, job); err != nil {
@@ -216,7 +216,7 @@ func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *traine
 		// Every agent has its own engine and they decode concurrently: share the cores.
 		cfg.Engine.Threads = engine.SharedThreads(len(cfg.Agents))
 	}
-	if cfg.Placement, err = placement(c); err != nil {
+	if cfg.RolloutPlacement, err = placement(c); err != nil {
 		return err
 	}
 	cfg.Progress = c.App.Writer

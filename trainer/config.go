@@ -118,10 +118,13 @@ type Config struct {
 	// the prompt limit plus the agent's response.
 	Engine engine.Options `json:"-"`
 	// Deterministic steps the agents' engines on one clock (engine.DebateConfig).
-	Deterministic bool               `json:"-"`
-	Placement     engine.Placement   `json:"-"` // of the rollout models
-	Torch         torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision
-	Out           string             `json:"-"`
+	Deterministic    bool             `json:"-"`
+	RolloutPlacement engine.Placement `json:"-"` // of the rollout models
+	// Placement is where the agents' training state lives: the device, checkpointing,
+	// offload, and the ZeRO stage and agent groups over the Group's ranks (dist.go,
+	// groups.go). Not recorded: a run resumes under any.
+	Placement trainspec.Placement `json:"-"`
+	Out       string              `json:"-"`
 	// Progress receives one human-readable line per step; nil is silent.
 	Progress io.Writer `json:"-"`
 	// Page, when set, is called with Out on rank 0 after each step's and each validation's
@@ -130,17 +133,7 @@ type Config struct {
 	Page func(out string, live bool) error `json:"-"`
 	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
 	Group *torch.Group `json:"-"`
-	// Shard is the ZeRO stage over the Group's ranks (dist.go): 0 replicates the training
-	// state, 1 shards the AdamW moments, 2 the summed gradients too. Not recorded: a run
-	// resumes under any stage.
-	Shard int `json:"-"`
-	// AgentRanks, when set, trains agent i on the Group's ranks AgentRanks[i] alone
-	// (groups.go); every rank still serves every agent's rollouts. Not recorded either.
-	AgentRanks [][]int `json:"-"`
-	// OffloadOptimizer keeps the actors' AdamW moments in host memory and updates them on
-	// the CPU (torch.ModelOptions.OffloadOptimizer). Not recorded either.
-	OffloadOptimizer bool       `json:"-"`
-	hooks            *testHooks // nil outside tests
+	hooks *testHooks   // nil outside tests
 }
 
 // testHooks let a test see what a step computed.

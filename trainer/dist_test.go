@@ -71,7 +71,7 @@ func distConfig(t *testing.T, start string, tc distCase) Config {
 	cfg := demoConfig(t, algo, starts, tc.Steps)
 	cfg.BatchSize, cfg.MiniBatch, cfg.KeepRollouts = 6, tc.MiniBatch, 6
 	cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:6], 0
-	cfg.Torch.GradCheckpoint = tc.Checkpoint
+	cfg.Placement.GradCheckpoint = tc.Checkpoint
 	if tc.BF16 { // the probe compares bf16 compute with llama.cpp's f32 (bf16_test.go)
 		cfg.DType, cfg.ProbeTol = trainspec.PrecisionBF16, 5e-2
 	}
@@ -501,7 +501,7 @@ func TestDataParallelRank(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"), tc)
-	cfg.Out, cfg.Group, cfg.Shard, cfg.AgentRanks = os.Getenv("UMAD_TEST_OUT"), g, tc.Shard, tc.AgentRanks
+	cfg.Out, cfg.Group, cfg.Placement.Shard, cfg.Placement.AgentRanks = os.Getenv("UMAD_TEST_OUT"), g, tc.Shard, tc.AgentRanks
 	if os.Getenv("UMAD_TEST_OUT_PER_RANK") != "" { // as if each rank's machine had its own disk
 		cfg.Out = filepath.Join(cfg.Out, fmt.Sprint("rank-", rank))
 	}

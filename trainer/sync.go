@@ -294,7 +294,7 @@ func (t *Trainer) openServer(i int) error {
 	if opt.SeqContext == 0 {
 		opt.SeqContext = t.cfg.PromptLimit + a.MaxTokens
 	}
-	srv, err := engine.OpenServer(st.gguf, t.cfg.Placement, opt)
+	srv, err := engine.OpenServer(st.gguf, t.cfg.RolloutPlacement, opt)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}

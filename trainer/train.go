@@ -65,7 +65,7 @@ func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	if cfg.AgentRanks != nil && cfg.Group == nil {
+	if cfg.Placement.AgentRanks != nil && cfg.Group == nil {
 		return errors.New("train: --agent-ranks needs several processes")
 	}
 	if cfg.Verifier != "" && cfg.Checker == nil {
@@ -221,11 +221,11 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 // load loads agent i (open).
 func (t *Trainer) load(rt *torch.Runtime, ck *checkpointInfo, i int) error {
 	a := t.cfg.Agents[i]
-	base := t.cfg.Torch
-	base.Precision = t.cfg.DType
+	base := torch.ModelOptions{Precision: t.cfg.DType}
+	base.Device, base.GradCheckpoint = t.cfg.Placement.Device, t.cfg.Placement.GradCheckpoint
 	actorOpts := base
 	actorOpts.Trainable = true
-	actorOpts.OffloadOptimizer = t.cfg.OffloadOptimizer
+	actorOpts.Offload = t.cfg.Placement.Offload
 	if t.sharded(i) { // each rank holds (and reads from a checkpoint) its part of the moments alone
 		actorOpts.MomentShard.Rank, actorOpts.MomentShard.World = t.groupRank(i)
 	}
