@@ -119,8 +119,7 @@ func trainCmd(c *ucli.Context) error {
 			return err
 		}
 	}
-	cfg := rc.Trainer
-	cfg.Placement = place
+	cfg := trainer.Config{Settings: rc.Trainer, Placement: place}
 	if err := trainProblems(c, &rc, &cfg); err != nil {
 		return err
 	}
@@ -193,10 +192,10 @@ func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *traine
 		}
 	}
 	var err error
-	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
+	if cfg.Rollout.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return err
 	}
-	cfg.Deterministic = rc.Deterministic
+	cfg.Rollout.Deterministic = rc.Deterministic
 	for _, a := range rc.Agents {
 		hc, err := model.LoadHFConfig(a.Model)
 		if err != nil {
@@ -205,21 +204,20 @@ func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *traine
 		if err := checkLengths(c, a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
 			return err
 		}
-		if err := checkContext("--ctx", cfg.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {
+		if err := checkContext("--ctx", cfg.Rollout.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {
 			return err
 		}
 	}
 	if !c.IsSet("ctx") {
-		cfg.Engine.SeqContext = 0 // room for the prompt limit plus the response
+		cfg.Rollout.Engine.SeqContext = 0 // room for the prompt limit plus the response
 	}
-	if cfg.Engine.Threads == 0 {
+	if cfg.Rollout.Engine.Threads == 0 {
 		// Every agent has its own engine and they decode concurrently: share the cores.
-		cfg.Engine.Threads = engine.SharedThreads(len(cfg.Agents))
+		cfg.Rollout.Engine.Threads = engine.SharedThreads(len(cfg.Agents))
 	}
-	if cfg.RolloutPlacement, err = placement(c); err != nil {
+	if cfg.Rollout.Placement, err = placement(c); err != nil {
 		return err
 	}
-	cfg.Progress = c.App.Writer
 	return cfg.CheckPromptFloor() // with the tokenizers alone, before any model loads
 }
 
@@ -239,11 +237,13 @@ func splitCores(c *ucli.Context, agents int) error {
 // rank 0, reports. A new run that fails before finishing removes what it wrote.
 func trainRun(c *ucli.Context, rc trainRunConfig, d launch.Spec, rt *torch.Runtime, cfg trainer.Config) error {
 	var err error
+	// The page, RUN/report/index.html, is rewritten as each step lands.
+	live := trainer.Live{Torch: rt, Progress: c.App.Writer, Page: report.WriteTrainingPage}
 	if cfg.Verifier != "" { // loaded before the run directory is touched; the agents' threads
-		if cfg.Checker, err = openVerifier(c, cfg.Verifier, cfg.Engine.Threads); err != nil {
+		if live.Checker, err = openVerifier(c, cfg.Verifier, cfg.Rollout.Engine.Threads); err != nil {
 			return err
 		}
-		defer cfg.Checker.Close()
+		defer live.Checker.Close()
 	}
 	save, exists := func() error { return nil }, true
 	if d.Rank == 0 { // the run directory is rank 0's; other ranks write only RUN/ranks/R/
@@ -257,18 +257,17 @@ func trainRun(c *ucli.Context, rc trainRunConfig, d launch.Spec, rt *torch.Runti
 		}
 	}
 	if d.Multi() {
-		if cfg.Group, err = launch.Join(rt, d, rc); err != nil {
+		if live.Group, err = launch.Join(rt, d, rc); err != nil {
 			return err
 		}
-		defer cfg.Group.Close()
+		defer live.Group.Close()
 	}
 	if err := save(); err != nil {
 		return err
 	}
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
-	cfg.Page = report.WriteTrainingPage // RUN/report/index.html, rewritten as each step lands
-	if err := trainer.Run(ctx, rt, cfg); err != nil {
+	if err := trainer.Run(ctx, cfg, live); err != nil {
 		if errors.Is(err, trainer.ErrInterrupted) {
 			return errors.Join(launch.ErrInterrupted, err)
 		}

@@ -25,7 +25,7 @@ type trainRunConfig struct {
 	ValProblems int                  `json:"val_problems"`
 	ValData     string               `json:"val_data,omitempty"`
 	ValLimit    int                  `json:"val_limit,omitempty"`
-	Trainer     trainer.Config       `json:"trainer"`
+	Trainer     trainer.Settings     `json:"trainer"`
 	KVType      string               `json:"kv_type"`
 	FlashAttn   string               `json:"flash_attn"`
 	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
@@ -88,7 +88,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	}
 	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
 	opt := trainspec.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
-	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
+	rc.Trainer = trainer.Settings{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
 		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),

@@ -1,19 +1,19 @@
 package trainer
 
-// Data parallelism over several processes (Config.Group, a c10d process group). Every rank
+// Data parallelism over several processes (Live.Group, a c10d process group). Every rank
 // holds every agent's whole model and optimizer state (replicated), or with
-// Config.Placement.Shard 1 the AdamW moments of its part of the parameters only (ZeRO stage 1), with Shard 2 also
-// only its part of the summed gradients (stage 2), with Shard 3 only its part of the
-// weights too, gathered while a pass uses them (stage 3); and its own rollout engines. A
-// step's problems are split into contiguous shares, so whole GRPO groups stay on one rank
-// and advantages need nothing from the others; each rank rolls out, scores and
-// back-propagates its share, and the gradients are summed over the ranks before every
+// Config.Placement.Shard 1 the AdamW moments of its part of the parameters only (ZeRO stage
+// 1), with Shard 2 also only its part of the summed gradients (stage 2), with Shard 3 only
+// its part of the weights too, gathered while a pass uses them (stage 3); and its own
+// rollout engines. A step's problems are split into contiguous shares, so whole GRPO groups
+// stay on one rank and advantages need nothing from the others; each rank rolls out, scores
+// and back-propagates its share, and the gradients are summed over the ranks before every
 // optimizer step (inside the passes at stages 2-3). The loss of a mini-batch is already a
 // mean over its groups (each group's loss counts 1/groups), so the sum over ranks is the
-// one-process gradient. What the metrics are computed from is gathered in rank order,
-// which is the one-process order, so rank 0 logs what one process would. Rank 0 writes
-// the run directory (metrics, kept rollouts, checkpoints); rank r > 0 writes only its own
-// GGUFs under RUN/ranks/r/.
+// one-process gradient. What the metrics are computed from is gathered in rank order, which
+// is the one-process order, so rank 0 logs what one process would. Rank 0 writes the run
+// directory (metrics, kept rollouts, checkpoints); rank r > 0 writes only its own GGUFs
+// under RUN/ranks/r/.
 
 import (
 	"bytes"
@@ -40,17 +40,17 @@ import (
 const RanksDir = "ranks"
 
 func (t *Trainer) rank() int {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return 0
 	}
-	return t.cfg.Group.Rank()
+	return t.live.Group.Rank()
 }
 
 func (t *Trainer) world() int {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return 1
 	}
-	return t.cfg.Group.World()
+	return t.live.Group.World()
 }
 
 // lead reports whether this process writes the run directory (rank 0, or the only one).
@@ -69,25 +69,25 @@ func share(n, rank, world int) (lo, hi int) {
 	return n * rank / world, n * (rank + 1) / world
 }
 
-// checkDist refuses what a multi-process run cannot do.
-func (c *Config) checkDist() error {
-	if c.Group == nil { // a dry run plans agent groups without one; Run refuses them
+// checkDist refuses what a multi-process run over g cannot do.
+func (c *Config) checkDist(g *torch.Group) error {
+	if g == nil { // a dry run plans agent groups without one; Run refuses them
 		return nil
 	}
 	if err := c.Placement.CheckShard(c.LoRA.Rank); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	if c.Placement.AgentRanks != nil {
-		if err := trainspec.CheckAgentRanks(c.Placement.AgentRanks, len(c.Agents), c.Group.World()); err != nil {
+		if err := trainspec.CheckAgentRanks(c.Placement.AgentRanks, len(c.Agents), g.World()); err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
 	}
-	return c.CheckWorld(c.Group.World())
+	return c.CheckWorld(g.World())
 }
 
 // CheckWorld refuses what a run over w processes cannot do (a launcher checks before it
 // starts them).
-func (c *Config) CheckWorld(w int) error {
+func (c *Settings) CheckWorld(w int) error {
 	switch {
 	case c.DynamicSampling:
 		return errors.New("train: --dynamic-sampling is not supported with several processes yet (the refills pick problems across the whole batch)")
@@ -100,7 +100,7 @@ func (c *Config) CheckWorld(w int) error {
 }
 
 // reduce combines v over the ranks in place (nothing to do in one process).
-func (t *Trainer) reduce(v []float64, op torch.ReduceOp) error { return reduceOn(t.cfg.Group, v, op) }
+func (t *Trainer) reduce(v []float64, op torch.ReduceOp) error { return reduceOn(t.live.Group, v, op) }
 
 // reduceOn combines v over g's ranks in place (nothing to do without a group).
 func reduceOn(g *torch.Group, v []float64, op torch.ReduceOp) error {
@@ -127,7 +127,7 @@ func (t *Trainer) stopRequested(ctx context.Context) (bool, error) {
 // cut short on one rank alone (the others would wait in a collective), so it runs to its
 // end and stopRequested stops the run after it.
 func (t *Trainer) stepContext(ctx context.Context) context.Context {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return ctx
 	}
 	return context.WithoutCancel(ctx)
@@ -371,13 +371,13 @@ func (t *Trainer) emptyPasses(i, local int) (extra int, skip bool, err error) {
 // checkPlacement checks that every rank runs the same --shard and --agent-ranks, which
 // are not part of the configuration the ranks compare (a run resumes under any placement).
 func (t *Trainer) checkPlacement() error {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return nil
 	}
-	if err := t.cfg.Group.Agree("--shard", []byte{byte(t.cfg.Placement.Shard)}); err != nil {
+	if err := t.live.Group.Agree("--shard", []byte{byte(t.cfg.Placement.Shard)}); err != nil {
 		return err
 	}
-	return t.cfg.Group.Agree("--agent-ranks", fmt.Append(nil, t.cfg.Placement.AgentRanks))
+	return t.live.Group.Agree("--agent-ranks", fmt.Append(nil, t.cfg.Placement.AgentRanks))
 }
 
 // gatherParams completes a sharded optimizer step, in which each rank updated its part of
@@ -412,7 +412,7 @@ func (t *Trainer) releaseOptimizer(i int) error {
 // reduceRolloutStats makes a step's rollout statistics the whole job's: counts summed, the
 // time the slowest rank's.
 func (t *Trainer) reduceRolloutStats(g *gathered) error {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return nil
 	}
 	s := &g.stats

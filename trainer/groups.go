@@ -40,7 +40,7 @@ func (t *Trainer) trains(i int) bool {
 // with agent groups its group's; nil when that is this process alone.
 func (t *Trainer) group(i int) *torch.Group {
 	if !t.grouped() {
-		return t.cfg.Group
+		return t.live.Group
 	}
 	return t.agents[i].group
 }
@@ -73,7 +73,7 @@ func (t *Trainer) joinAgentGroups() error {
 	for i, ranks := range t.cfg.Placement.AgentRanks {
 		st := t.agents[i]
 		if t.trains(i) && len(ranks) > 1 {
-			g, err := t.cfg.Group.Sub(fmt.Sprintf("agent-%d", i), ranks)
+			g, err := t.live.Group.Sub(fmt.Sprintf("agent-%d", i), ranks)
 			if err != nil {
 				return fmt.Errorf("agent %d: %w", i, err)
 			}
@@ -90,7 +90,7 @@ func (t *Trainer) joinAgentGroups() error {
 			continue
 		}
 		slices.Sort(served)
-		g, err := t.cfg.Group.Sub(fmt.Sprintf("agent-%d-engines", i), served)
+		g, err := t.live.Group.Sub(fmt.Sprintf("agent-%d-engines", i), served)
 		if err != nil {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
@@ -109,14 +109,14 @@ func (st *agentState) closeGroups() {
 // firstError returns, on every rank, the first rank's error (in rank order) of those that
 // failed, so that all stop together; nil when none did.
 func (t *Trainer) firstError(err error) error {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return err
 	}
 	var mine []byte
 	if err != nil {
 		mine = []byte(err.Error())
 	}
-	parts, gerr := t.cfg.Group.AllGather(mine)
+	parts, gerr := t.live.Group.AllGather(mine)
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
@@ -158,7 +158,7 @@ func (t *Trainer) shareRunDir(ck *checkpointInfo) (*checkpointInfo, error) {
 	if err = t.firstError(err); err != nil {
 		return nil, err
 	}
-	parts, err := t.cfg.Group.AllGather(mine)
+	parts, err := t.live.Group.AllGather(mine)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (t *Trainer) groupRecords(local []engine.DebateRecord) ([]engine.DebateReco
 	if !t.grouped() {
 		return local, nil
 	}
-	all, err := gatherJSON(t.cfg.Group, local)
+	all, err := gatherJSON(t.live.Group, local)
 	if err != nil {
 		return nil, fmt.Errorf("gather the debates: %w", err)
 	}
@@ -209,7 +209,7 @@ func (t *Trainer) groupLines(lines []trainlog.StepMetrics) ([]trainlog.StepMetri
 			mine = append(mine, l)
 		}
 	}
-	all, err := gatherJSON(t.cfg.Group, mine)
+	all, err := gatherJSON(t.live.Group, mine)
 	if err != nil {
 		return nil, fmt.Errorf("gather the metrics: %w", err)
 	}

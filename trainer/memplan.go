@@ -36,8 +36,8 @@ func (cfg Config) MemoryPlan(torchVersion string) ([]memplan.Agent, error) {
 		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s, LoRA: lora,
 			DType: cfg.DType, ModelPlacement: cfg.Placement.ModelPlacement, FusedAttention: fused >= 2,
 			MicroBatchSeqs: cfg.G, PromptTokens: cfg.PromptLimit, ResponseTokens: a.MaxTokens,
-			RolloutType: cfg.RolloutDType.GGUFType(), FileSync: cfg.Sync == SyncFile, Slots: cfg.Engine.Slots, SeqContext: cfg.Engine.SeqContext,
-			KVType: string(cfg.Engine.KVType), GPULayers: cfg.RolloutPlacement.GPULayers})
+			RolloutType: cfg.RolloutDType.GGUFType(), FileSync: cfg.Sync == SyncFile, Slots: cfg.Rollout.Engine.Slots, SeqContext: cfg.Rollout.Engine.SeqContext,
+			KVType: string(cfg.Rollout.Engine.KVType), GPULayers: cfg.Rollout.Placement.GPULayers})
 	}
 	return agents, nil
 }
