@@ -221,7 +221,7 @@ func (st *cellState) resolveTrain(c *ucli.Context) error {
 	if !st.exists {
 		return nil
 	}
-	if _, err := claimTrainRun(st.dir, rc); err != nil {
+	if _, err := run.ClaimTrainDir(st.dir, rc); err != nil {
 		return err
 	}
 	step, err := checkpointStep(st.dir)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/recipe"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -115,7 +116,7 @@ func problemSets(c *ucli.Context) ([]string, error) {
 // scaleLoRALR multiplies the learning rate of a LoRA run whose --lr the recipe set (see
 // recipe.LoRALRScale), in the run and in the record. An --lr given explicitly, even with the
 // recipe's value, is never changed.
-func scaleLoRALR(run *recipe.Applied, rc *trainRunConfig) {
+func scaleLoRALR(run *recipe.Applied, rc *run.TrainSettings) {
 	if run == nil || rc.Trainer.LoRA.Rank == 0 {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -41,7 +42,7 @@ func resolveOnly[T any](t *testing.T, command string, resolve func(*ucli.Context
 // resolvedTrain is a resolved umad train, with the flags that resolveTrain leaves to the
 // run.
 type resolvedTrain struct {
-	trainRunConfig
+	run.TrainSettings
 	epochs, steps int
 	lines         string // the run's first lines
 }

@@ -7,33 +7,14 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 	"github.com/umad-dev/umad/verifier"
 )
-
-// trainRunConfig is the resolved configuration saved as config.json; a resume must match it.
-type trainRunConfig struct {
-	Agents      []agentSpec          `json:"agents"`
-	Data        string               `json:"data,omitempty"`
-	Synthetic   int                  `json:"synthetic,omitempty"`
-	SynthConfig data.SyntheticConfig `json:"synthetic_config"`
-	SynthSeed   uint64               `json:"synthetic_seed"`
-	ValProblems int                  `json:"val_problems"`
-	ValData     string               `json:"val_data,omitempty"`
-	ValLimit    int                  `json:"val_limit,omitempty"`
-	Trainer     trainer.Settings     `json:"trainer"`
-	KVType      string               `json:"kv_type"`
-	FlashAttn   string               `json:"flash_attn"`
-	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
-	VerifierPrompt string          `json:"verifier_prompt,omitempty"`
-	Deterministic  bool            `json:"deterministic,omitempty"`
-	Recipe         *recipe.Applied `json:"recipe,omitempty"`
-}
 
 // The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
 // weights: they agree to ~1e-6 (f32) but differ by bf16 rounding at --dtype bf16.
@@ -42,13 +23,10 @@ const (
 	probeTolBF16 = 5e-2
 )
 
-// valSeed keeps the validation problems apart from the training ones.
-const valSeed = 1_000_003
-
-func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
+func resolveTrain(c *ucli.Context) (run.TrainSettings, error) {
 	rec, err := applyRecipe(c, "train", c.String("algo"))
 	if err != nil {
-		return trainRunConfig{}, err
+		return run.TrainSettings{}, err
 	}
 	rc, err := trainData(c, rec)
 	if err != nil {
@@ -107,8 +85,8 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 
 // trainData starts the run's configuration with its problems: --data, or the built-in
 // set, and the validation problems' source.
-func trainData(c *ucli.Context, rec *recipe.Applied) (trainRunConfig, error) {
-	rc := trainRunConfig{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
+func trainData(c *ucli.Context, rec *recipe.Applied) (run.TrainSettings, error) {
+	rc := run.TrainSettings{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
 		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed"), Deterministic: c.Bool("deterministic")}
 	if rc.Data == "" {
 		if err := checkSynthetic(c); err != nil {
@@ -126,7 +104,7 @@ func trainData(c *ucli.Context, rec *recipe.Applied) (trainRunConfig, error) {
 
 // trainReward reads --reward (and --robust): the answer checker and the verifier model
 // with its prompt template (into rc), made absolute.
-func trainReward(c *ucli.Context, rc *trainRunConfig) (reward.Mode, string, error) {
+func trainReward(c *ucli.Context, rc *run.TrainSettings) (reward.Mode, string, error) {
 	mode, verifierPath, err := parseReward(c.String("reward"))
 	if err != nil {
 		return mode, "", err
@@ -158,17 +136,21 @@ func trainReward(c *ucli.Context, rc *trainRunConfig) (reward.Mode, string, erro
 
 // trainAgents reads the agents into rc, those that start from a PEFT adapter with their
 // LoRA settings (lora: the flags'), and checks the LoRA rank against each model.
-func trainAgents(c *ucli.Context, rc *trainRunConfig, lora trainspec.LoRA) error {
-	var err error
+func trainAgents(c *ucli.Context, rc *run.TrainSettings, lora trainspec.LoRA) error {
+	var specs []agentSpec
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c, false)
 		if err != nil {
 			return err
 		}
-		rc.Agents = append(rc.Agents, a)
+		specs = append(specs, a)
 	}
-	if rc.Trainer.LoRA, err = importAdapters(rc.Agents, lora); err != nil {
+	var err error
+	if rc.Trainer.LoRA, err = importAdapters(specs, lora); err != nil {
 		return err
+	}
+	for _, a := range specs {
+		rc.Agents = append(rc.Agents, run.TrainAgent(a))
 	}
 	if rc.Trainer.LoRA.Rank == 0 {
 		for _, f := range []string{"lora-dropout", "lora-bf16-base"} {
@@ -192,7 +174,7 @@ func trainAgents(c *ucli.Context, rc *trainRunConfig, lora trainspec.LoRA) error
 
 // resolveValidation takes the validation problems' source: --val-data's file, or the
 // built-in set's --val-synthetic problems.
-func resolveValidation(c *ucli.Context, rc *trainRunConfig) error {
+func resolveValidation(c *ucli.Context, rc *run.TrainSettings) error {
 	if !c.IsSet("val-data") {
 		if c.IsSet("val-limit") {
 			return errors.New("--val-limit chooses among the problems of --val-data; the built-in set's size is --val-synthetic N")
@@ -211,18 +193,6 @@ func resolveValidation(c *ucli.Context, rc *trainRunConfig) error {
 	}
 	rc.ValData, rc.ValLimit, rc.ValProblems = abs, c.Int("val-limit"), 0
 	return nil
-}
-
-// valProblems are the held-out validation problems.
-func (rc trainRunConfig) valProblems() ([]data.Problem, error) {
-	if rc.ValData == "" {
-		return data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig)
-	}
-	ps, err := data.Load(rc.ValData, data.Options{Limit: rc.ValLimit})
-	if err != nil {
-		return nil, fmt.Errorf("--val-data: %w", err) // also when no problem is usable
-	}
-	return ps, nil
 }
 
 // defaultTISCap is the truncated importance sampling cap a run gets when its rollout
