@@ -92,31 +92,39 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 	"does (README \"Several processes\")."
 
 func trainCmd(c *ucli.Context) error {
+	_, err := train(c)
+	return err
+}
+
+// train runs umad train from c's flags and returns the memory plan it planned (nil where
+// it stopped before planning, or started ranks that plan for themselves): `umad bench
+// train` compares the run's peak with it.
+func train(c *ucli.Context) (*memplan.Plan, error) {
 	settings, err := resolveTrain(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !launch.OwnRank() { // the launcher's ranks run the same command
 		writeRecipe(recipeWriter(c), settings.Recipe, c)
 	}
 	job, _, err := resolveDist(c, true) // the job's shape, which a dry run plans for
 	if err != nil {
-		return err
+		return nil, err
 	}
 	place, err := readPlacement(c, job.World, len(settings.Agents))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d := launch.Spec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run starts no ranks
 		var launched bool
 		if d, launched, err = launchRanks(c, settings.Trainer.CheckWorld); launched || err != nil {
-			return err
+			return nil, err
 		}
 	}
 	t, err := newTrain(c, settings, place, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return startTrain(c, t, job, d)
 }
@@ -153,36 +161,32 @@ func newTrain(c *ucli.Context, s run.TrainSettings, place trainspec.Placement, d
 	return t, nil
 }
 
-// startTrain loads and checks the run, opens the plugin, plans the memory of a rank of job
-// and, unless a dry run, trains as rank d. The plan is left in the app's Metadata, when
-// it has one: `umad bench train` compares the run's peak with it.
-func startTrain(c *ucli.Context, t *run.Train, job, d launch.Spec) error {
+// startTrain loads and checks the run, opens the plugin (--train-device, --dtype), plans
+// the memory of a rank of job and, unless a dry run, trains as rank d; it returns the plan.
+func startTrain(c *ucli.Context, t *run.Train, job, d launch.Spec) (*memplan.Plan, error) {
 	if err := t.Load(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := t.Check(); err != nil {
-		return err
+		return nil, err
 	}
 	rt, topts, err := openTorch(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t.Placement.Device = topts.Device
 	// The plan and the directory's checks come before the directory is touched: a dry run or
 	// a refusal leaves nothing behind.
 	plan, err := t.Plan(rt, job)
-	if plan != nil && c.App.Metadata != nil {
-		c.App.Metadata[memoryPlanKey] = plan
-	}
 	if err != nil {
-		return err
+		return plan, err
 	}
 	if t.DryRun {
-		return t.CheckDir() // what the run would say of --out and --resume
+		return plan, t.CheckDir() // what the run would say of --out and --resume
 	}
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
-	return t.Run(ctx, rt, d)
+	return plan, t.Run(ctx, rt, d)
 }
 
 // splitCores gives an overlapped run's rollout engines and libtorch half the cores each,

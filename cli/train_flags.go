@@ -138,7 +138,3 @@ func memoryFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "memory-budget", DefaultText: "MemAvailable", Usage: "host memory the run may use (e.g. 48GiB), instead of /proc/meminfo's MemAvailable (which ignores container limits)"},
 	}
 }
-
-// memoryPlanKey is where startTrain leaves the plan in the app's Metadata, when the app
-// has one.
-const memoryPlanKey = "memplan"
