@@ -9,7 +9,6 @@ import (
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/recipe"
-	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -111,22 +110,6 @@ func problemSets(c *ucli.Context) ([]string, error) {
 		}
 	}
 	return sets, nil
-}
-
-// scaleLoRALR multiplies the learning rate of a LoRA run whose --lr the recipe set (see
-// recipe.LoRALRScale), in the run and in the record. An --lr given explicitly, even with the
-// recipe's value, is never changed.
-func scaleLoRALR(run *recipe.Applied, rc *run.TrainSettings) {
-	if run == nil || rc.Trainer.LoRA.Rank == 0 {
-		return
-	}
-	for i, s := range run.Set {
-		if s.Flag == "lr" && !s.Given {
-			rc.Trainer.Opt.LR = recipe.LoRALR(rc.Trainer.Opt.LR)
-			run.Set[i].Value = fmt.Sprint(rc.Trainer.Opt.LR)
-			run.Set[i].Source += fmt.Sprintf("; x%d for LoRA: %s", recipe.LoRALRScale, recipe.LoRAWhy)
-		}
-	}
 }
 
 // writeRecipe prints what the recipe set and every override, with the value c gives it: a

@@ -76,11 +76,8 @@ func resolveTrain(c *ucli.Context) (run.TrainSettings, error) {
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: tisCap, Overlap: c.Int("overlap"),
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
-	if err := trainAgents(c, &rc, lora); err != nil {
-		return rc, err
-	}
-	scaleLoRALR(rc.Recipe, &rc)
-	return rc, nil
+	err = trainAgents(c, &rc)
+	return rc, err
 }
 
 // trainData starts the run's configuration with its problems: --data, or the built-in
@@ -134,23 +131,19 @@ func trainReward(c *ucli.Context, rc *run.TrainSettings) (reward.Mode, string, e
 	return mode, verifierPath, nil
 }
 
-// trainAgents reads the agents into rc, those that start from a PEFT adapter with their
-// LoRA settings (lora: the flags'), and checks the LoRA rank against each model.
-func trainAgents(c *ucli.Context, rc *run.TrainSettings, lora trainspec.LoRA) error {
-	var specs []agentSpec
+// trainAgents reads the agents into rc and resolves the settings (those that start from a
+// PEFT adapter take their LoRA settings from it), then checks the LoRA rank against each
+// model.
+func trainAgents(c *ucli.Context, rc *run.TrainSettings) error {
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c, false)
 		if err != nil {
 			return err
 		}
-		specs = append(specs, a)
-	}
-	var err error
-	if rc.Trainer.LoRA, err = importAdapters(specs, lora); err != nil {
-		return err
-	}
-	for _, a := range specs {
 		rc.Agents = append(rc.Agents, run.TrainAgent(a))
+	}
+	if err := rc.Resolve(); err != nil {
+		return err
 	}
 	if rc.Trainer.LoRA.Rank == 0 {
 		for _, f := range []string{"lora-dropout", "lora-bf16-base"} {
@@ -158,11 +151,8 @@ func trainAgents(c *ucli.Context, rc *run.TrainSettings, lora trainspec.LoRA) er
 				return fmt.Errorf("--%s needs --lora-rank or an agent that starts from a PEFT adapter (LoRA is off at rank 0)", f)
 			}
 		}
-		rc.Trainer.LoRA = trainspec.LoRA{}
 	}
 	for _, a := range rc.Agents {
-		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,
-			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
 		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
 			if err := checkLoRARank(rc.Trainer.LoRA, hc.HiddenSize, a.Model); err != nil {
 				return err
