@@ -211,8 +211,8 @@ func (c *Settings) sharedTemperature() bool {
 	return true
 }
 
-// Check validates a configuration. Run calls it; the CLI calls it before it claims the
-// run directory, so that a mistake leaves nothing behind.
+// Check validates a configuration. Run calls it, and run.Train.Check before the run claims
+// its directory, so that a mistake leaves nothing behind.
 func (c *Config) Check() error {
 	switch {
 	case len(c.Agents) == 0:
