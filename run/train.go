@@ -1,8 +1,9 @@
 package run
 
 // umad train as a typed run: its settings (TrainSettings, saved as config.json), how this
-// process runs them (Train), and the first steps, Load and Check. The memory plan is
-// train_plan.go's, the run directory train_dir.go's, the run itself train_run.go's.
+// process runs them (Train), and Load and Check. Resolving the settings is
+// train_resolve.go's, the memory plan train_plan.go's, the run directory train_dir.go's,
+// the run itself train_run.go's.
 
 import (
 	"fmt"
@@ -69,7 +70,8 @@ type Train struct {
 	// DryRun prints the memory plan and checks the settings and Out, then stops before
 	// anything loads or is written.
 	DryRun bool
-	// Placement is where the training state lives; Open's runtime holds its device.
+	// Placement is where the training state lives; its device is one the plugin the run
+	// trains with can use.
 	Placement trainspec.Placement
 	// Rollout is the engines' options and placement; its Deterministic is the settings'.
 	Rollout trainer.Rollout
