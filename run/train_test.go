@@ -1,11 +1,15 @@
 package run
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // Without steps, a run trains Epochs passes over its whole batches, in the settings too,
@@ -46,5 +50,52 @@ func TestTrainLengths(t *testing.T) {
 	}
 	if err := tr.checkLengths(200, 120, "m"); err == nil || !strings.HasPrefix(err.Error(), "--max-tokens 200 is more than the 120 tokens") {
 		t.Errorf("a response past the trained context: %v", err)
+	}
+}
+
+// A training run's directory takes its settings once; a resume may train on to more steps
+// (config.json then records them), except on a cosine schedule, and nothing else may
+// change.
+func TestClaimTrainDir(t *testing.T) {
+	dir := t.TempDir()
+	s := TrainSettings{Synthetic: 8, Trainer: trainer.Settings{Steps: 2, Opt: trainspec.AdamW{LR: 1e-6}, Loss: trainspec.LossPPO,
+		DType: trainspec.PrecisionF32, RolloutDType: trainer.RolloutF32, Sync: trainer.SyncInPlace}}
+	claim := func(s TrainSettings) error {
+		save, err := ClaimTrainDir(dir, s)
+		if err == nil {
+			err = save()
+		}
+		return err
+	}
+	if err := claim(s); err != nil {
+		t.Fatal(err)
+	}
+	s.Trainer.Steps = 4
+	if err := claim(s); err != nil {
+		t.Fatalf("a resume to more steps: %v", err)
+	}
+	var saved TrainSettings
+	if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err != nil || json.Unmarshal(b, &saved) != nil || saved.Trainer.Steps != 4 {
+		t.Errorf("config.json records %d steps (%v), want 4", saved.Trainer.Steps, err)
+	}
+	cosine := s
+	cosine.Trainer.Schedule.Kind, cosine.Trainer.Steps = trainer.ScheduleCosine, 6
+	if err := claim(cosine); err == nil || !strings.Contains(err.Error(), "other settings") {
+		t.Errorf("another schedule: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	s.Trainer.Schedule.Kind = trainer.ScheduleCosine
+	if err := claim(s); err != nil {
+		t.Fatal(err)
+	}
+	s.Trainer.Steps = 6
+	if err := claim(s); err == nil || !strings.Contains(err.Error(), "cosine learning-rate schedule, which depends on the count; resume it with --steps 4") {
+		t.Errorf("more steps on a cosine schedule: %v", err)
+	}
+	s.Trainer.Steps, s.Trainer.Opt.LR = 4, 2e-6
+	if err := claim(s); err == nil || !strings.Contains(err.Error(), "trainer.optimizer.LR: 0.000001 there, 0.000002 here") {
+		t.Errorf("another learning rate: %v", err)
 	}
 }
