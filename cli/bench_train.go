@@ -6,6 +6,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -98,10 +99,10 @@ func benchTrain(c *ucli.Context) error {
 		return err
 	}
 	profile := c.String("profile")
-	if err := startProfile(profile, c.String("results")); err != nil {
-		return err
-	}
 	rt, opts, err := openTorch(c)
+	if err == nil {
+		err = startProfile(profile, c.String("results"))
+	}
 	if err != nil {
 		return err
 	}
@@ -131,12 +132,8 @@ func benchTrain(c *ucli.Context) error {
 	if err != nil {
 		return err // nothing written: a figure above the peak is no result
 	}
-	if profile != "" {
-		phases, err := bench.LastStepProfile(profile)
-		if err != nil {
-			return fmt.Errorf("--profile: %w", err)
-		}
-		fmt.Fprint(c.App.Writer, bench.ProfileTable(phases, 12))
+	if err := printProfile(c.App.Writer, profile); err != nil {
+		return err
 	}
 	if p := c.String("results"); p != "" {
 		return bench.UpdateSection(p, c.String("section"), body)
@@ -324,4 +321,18 @@ func startProfile(dir, results string) error {
 		return err
 	}
 	return os.Setenv(bench.ProfileEnv, abs)
+}
+
+// printProfile prints where the last step's traced calls in dir spent their time; nothing
+// without --profile.
+func printProfile(w io.Writer, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	phases, err := bench.LastStepProfile(dir)
+	if err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	_, err = fmt.Fprint(w, bench.ProfileTable(phases, 12))
+	return err
 }
