@@ -15,6 +15,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/internal/runlock"
@@ -57,7 +58,7 @@ func init() {
 			&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
 			&ucli.Float64Flag{Name: "sample-ratio", Usage: "debate a seeded random share of the problems (0 = all)"},
 			&ucli.IntFlag{Name: "k", Value: 4, Usage: "trajectories per problem (--protocol probe: samples per agent and turn)"},
-			&ucli.StringFlag{Name: "protocol", Value: string(engine.Trajectories), Usage: "trajectories (K debates per problem, the UMAD reference's) or probe (the paper's Algorithm 1: one debate, K samples per agent and turn from its context)"},
+			&ucli.StringFlag{Name: "protocol", Value: string(debate.Trajectories), Usage: "trajectories (K debates per problem, the UMAD reference's) or probe (the paper's Algorithm 1: one debate, K samples per agent and turn from its context)"},
 			&ucli.StringFlag{Name: "continue", Value: "sample", Usage: "with --protocol probe: each agent's response that continues the debate is sampled with its settings (sample) or greedy"},
 			&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns T: the first answer plus T-1 debate rounds"},
 			&ucli.StringFlag{Name: "seeds", Value: "1", Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
@@ -111,7 +112,7 @@ type debateConfig struct {
 // the trajectories protocol (so it resumes).
 func (cfg *debateConfig) UnmarshalJSON(b []byte) error {
 	type plain debateConfig
-	p := plain{Protocol: string(engine.Trajectories)}
+	p := plain{Protocol: string(debate.Trajectories)}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func (cfg *debateConfig) UnmarshalJSON(b []byte) error {
 
 // protocolText names the run's protocol in its report.
 func (cfg debateConfig) protocolText() string {
-	if engine.Protocol(cfg.Protocol) == engine.Probe {
+	if debate.Protocol(cfg.Protocol) == debate.Probe {
 		how := "sampled"
 		if cfg.Continue == "greedy" {
 			how = "greedy"
@@ -136,12 +137,12 @@ func (cfg debateConfig) protocolText() string {
 // resolveProtocol checks --protocol and --continue against -k.
 func resolveProtocol(c *ucli.Context, cfg *debateConfig) error {
 	cfg.Protocol = c.String("protocol")
-	switch engine.Protocol(cfg.Protocol) {
-	case engine.Trajectories:
+	switch debate.Protocol(cfg.Protocol) {
+	case debate.Trajectories:
 		if c.IsSet("continue") {
 			return errors.New("--continue chooses the probe protocol's continuations; add --protocol probe")
 		}
-	case engine.Probe:
+	case debate.Probe:
 		if cfg.K < 2 {
 			return fmt.Errorf("--protocol probe estimates each turn's answer distributions from K samples per agent; -k must be at least 2, got %d", cfg.K)
 		}
@@ -150,7 +151,7 @@ func resolveProtocol(c *ucli.Context, cfg *debateConfig) error {
 			return fmt.Errorf("--continue %q: want sample or greedy", cfg.Continue)
 		}
 	default:
-		return fmt.Errorf("--protocol %q: want one of %v", cfg.Protocol, engine.Protocols)
+		return fmt.Errorf("--protocol %q: want one of %v", cfg.Protocol, debate.Protocols)
 	}
 	return nil
 }
@@ -296,13 +297,13 @@ func parseStop(c *ucli.Context, cfg *debateConfig) error {
 }
 
 // checkPromptFloor refuses a --prompt-limit that a turn-1 prompt cannot fit even with
-// every response emptied (engine.CheckPromptFloor), with each model's tokenizer alone,
+// every response emptied (debate.CheckPromptFloor), with each model's tokenizer alone,
 // before anything loads: the debate failed at turn 1.
 func (cfg debateConfig) checkPromptFloor(problems []data.Problem) error {
 	if cfg.Turns < 2 {
 		return nil
 	}
-	agents := make([]engine.FloorAgent, len(cfg.Agents))
+	agents := make([]debate.FloorAgent, len(cfg.Agents))
 	for i, a := range cfg.Agents {
 		m, err := engine.OpenVocab(a.Model)
 		if err != nil {
@@ -314,7 +315,7 @@ func (cfg debateConfig) checkPromptFloor(problems []data.Problem) error {
 		}
 		agents[i].Model = m
 	}
-	return engine.CheckPromptFloor(agents, problems, cfg.debate(nil).Prompt, cfg.PromptLimit)
+	return debate.CheckPromptFloor(agents, problems, cfg.debate(nil).Prompt, cfg.PromptLimit)
 }
 
 func (cfg debateConfig) problems() ([]data.Problem, error) {
@@ -445,13 +446,13 @@ func writeDebateReport(c *ucli.Context, out string) error {
 }
 
 // debate is the debate of every seed (evalrun.Run sets the seeds).
-func (cfg debateConfig) debate(agents []engine.DebateAgent) engine.DebateConfig {
-	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
-		Protocol: engine.Protocol(cfg.Protocol), GreedyContinuation: cfg.Continue == "greedy",
+func (cfg debateConfig) debate(agents []debate.Agent) debate.Config {
+	dcfg := debate.Config{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit,
+		Protocol: debate.Protocol(cfg.Protocol), GreedyContinuation: cfg.Continue == "greedy",
 		StopAgree: cfg.StopAgree, StopEU: cfg.StopEU, EU: uncertainty.TurnEU, Deterministic: cfg.Deterministic,
-		Prompt: engine.DebatePrompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise}}
+		Prompt: debate.Prompt{KeepAnswers: !cfg.Mask, Anonymise: cfg.Anonymise}}
 	if cfg.FullHistory {
-		dcfg.Prompt.History = engine.HistoryFull
+		dcfg.Prompt.History = debate.HistoryFull
 	}
 	return dcfg
 }
@@ -471,9 +472,9 @@ func printSharing(c *ucli.Context, servers map[string]*engine.Server) {
 // openAgents loads each distinct model once, as a server with its own engine, and returns
 // the agents on them and the servers (for closeServers). Context lengths are checked
 // against the models before an engine allocates its KV cache.
-func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[string]*engine.Server, error) {
+func openAgents(c *ucli.Context, cfg debateConfig) ([]debate.Agent, map[string]*engine.Server, error) {
 	servers := map[string]*engine.Server{}
-	fail := func(err error) ([]engine.DebateAgent, map[string]*engine.Server, error) {
+	fail := func(err error) ([]debate.Agent, map[string]*engine.Server, error) {
 		closeServers(servers)
 		return nil, nil, err
 	}
@@ -493,7 +494,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[st
 	if err != nil {
 		return nil, nil, err
 	}
-	var agents []engine.DebateAgent
+	var agents []debate.Agent
 	for _, a := range cfg.Agents {
 		srv := servers[a.Model]
 		if srv == nil {
@@ -525,7 +526,7 @@ func openAgents(c *ucli.Context, cfg debateConfig) ([]engine.DebateAgent, map[st
 		if err != nil {
 			return fail(err)
 		}
-		agents = append(agents, engine.DebateAgent{Name: a.Name, Generator: srv.Engine, Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
+		agents = append(agents, debate.Agent{Name: a.Name, Generator: srv.Engine, Format: f, Params: a.Params, MaxTokens: a.MaxTokens})
 	}
 	return agents, servers, nil
 }

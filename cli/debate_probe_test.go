@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/rollouts"
 )
@@ -55,7 +55,7 @@ func TestDebateProbeProtocol(t *testing.T) {
 			t.Fatalf("problem %s: %d turns, %d continuations", r.Problem.ID, len(r.Turns), len(r.Continuations))
 		}
 		rounds := [][]string{{r.Continuations[0][0].Text, r.Continuations[0][1].Text}}
-		want, err := engine.DebatePrompt{Seed: 1}.Message(r.Problem.Question, rounds, engine.TrajectoryID{Problem: engine.ProblemKey(r.Problem)})
+		want, err := debate.Prompt{Seed: 1}.Message(r.Problem.Question, rounds, debate.TrajectoryID{Problem: debate.ProblemKey(r.Problem)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestDebateProbeInterrupt(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for _, l := range after {
-		var r engine.DebateRecord
+		var r debate.Record
 		if err := json.Unmarshal([]byte(l), &r); err != nil || seen[r.Index] || len(r.Continuations) != 2 {
 			t.Fatalf("record of problem %d: %v, seen before %v, %d continuations", r.Index, err, seen[r.Index], len(r.Continuations))
 		}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/uncertainty"
@@ -51,7 +51,7 @@ func readDebateRun(dir string) (debateSeeds, error) {
 	for _, seed := range run.cfg.Seeds {
 		path := filepath.Join(evalrun.SeedDir(dir, seed), evalrun.RolloutsFile)
 		done := map[int]uncertainty.ProblemRecord{}
-		err := evalrun.ReadDebates(path, func(r engine.DebateRecord) error {
+		err := evalrun.ReadDebates(path, func(r debate.Record) error {
 			if r.Index < 0 || r.Index >= len(ps) || ps[r.Index].ID != r.Problem.ID || ps[r.Index].Dataset != r.Problem.Dataset {
 				return fmt.Errorf("problem %d is %s/%s, which is not the problem at that index of its data; the data changed since the run",
 					r.Index, r.Problem.Dataset, r.Problem.ID)
@@ -76,7 +76,7 @@ func readDebateRun(dir string) (debateSeeds, error) {
 }
 
 // checkRecord says where a debate record's shape differs from the run's config.
-func (cfg debateConfig) checkRecord(r engine.DebateRecord) error {
+func (cfg debateConfig) checkRecord(r debate.Record) error {
 	if len(r.Turns) != cfg.Turns {
 		return fmt.Errorf("%d turns, config.json says %d", len(r.Turns), cfg.Turns)
 	}
@@ -90,7 +90,7 @@ func (cfg debateConfig) checkRecord(r engine.DebateRecord) error {
 			}
 		}
 	}
-	if probe := engine.Protocol(cfg.Protocol) == engine.Probe; probe != (r.Continuations != nil) {
+	if probe := debate.Protocol(cfg.Protocol) == debate.Probe; probe != (r.Continuations != nil) {
 		return fmt.Errorf("its continuations say another protocol than config.json's %s", cfg.Protocol)
 	}
 	return nil

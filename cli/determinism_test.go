@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/rollouts"
 )
@@ -35,7 +35,7 @@ func burnCPU(t *testing.T) {
 func TestDebateCheckDeterminism(t *testing.T) {
 	out := t.TempDir()
 	slow := filepath.Join(testmodel.TinyVocab(t, "qwen3", 20000), "model.gguf")
-	debate := func(out string, extra ...string) string {
+	runDebate := func(out string, extra ...string) string {
 		var stdout, stderr bytes.Buffer
 		app := App()
 		app.Writer, app.ErrWriter = &stdout, &stderr
@@ -48,9 +48,9 @@ func TestDebateCheckDeterminism(t *testing.T) {
 		return stdout.String()
 	}
 	quiet := filepath.Join(out, "quiet", "run")
-	debate(quiet)
+	runDebate(quiet)
 	burnCPU(t)
-	stdout := debate(out, "--check-determinism")
+	stdout := runDebate(out, "--check-determinism")
 	run1, run2 := filepath.Join(out, "check-1", "run"), filepath.Join(out, "check-2", "run")
 	if where, err := firstDifference(quiet, run1); where != "" || err != nil {
 		t.Errorf("the run beside the CPU load differs from the quiet one: %s %v", where, err)
@@ -68,9 +68,9 @@ func TestDebateCheckDeterminism(t *testing.T) {
 		t.Errorf("firstDifference = %q for a missing file", where)
 	}
 	file := filepath.Join("seed-1", "rollouts.jsonl.zst")
-	var recs []engine.DebateRecord
+	var recs []debate.Record
 	if _, err := rollouts.Read(filepath.Join(run1, file), func(l []byte) error {
-		var r engine.DebateRecord
+		var r debate.Record
 		err := json.Unmarshal(l, &r)
 		recs = append(recs, r)
 		return err

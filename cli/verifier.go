@@ -13,6 +13,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/reward"
@@ -177,7 +178,7 @@ func (rv *runVerifier) decide(lines []*gradedLine) error {
 
 // records asks the verifier about the answers of debate records that robust did not
 // decide (verifier.Records); a nil verifier does nothing.
-func (rv *runVerifier) records(recs []engine.DebateRecord) error {
+func (rv *runVerifier) records(recs []debate.Record) error {
 	if rv == nil {
 		return nil
 	}
