@@ -20,6 +20,7 @@ import (
 	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/launch"
+	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/uncertainty"
 )
@@ -102,10 +103,10 @@ type debateConfig struct {
 	Ctx           int                   `json:"ctx"`
 	Deterministic bool                  `json:"deterministic,omitempty"`
 	// Verifier and VerifierPrompt are --verifier's model and template, absolute.
-	Verifier       string        `json:"verifier,omitempty"`
-	VerifierPrompt string        `json:"verifier_prompt,omitempty"`
-	VerifierBudget time.Duration `json:"verifier_budget,omitempty"`
-	Recipe         *recipeRun    `json:"recipe,omitempty"`
+	Verifier       string          `json:"verifier,omitempty"`
+	VerifierPrompt string          `json:"verifier_prompt,omitempty"`
+	VerifierBudget time.Duration   `json:"verifier_budget,omitempty"`
+	Recipe         *recipe.Applied `json:"recipe,omitempty"`
 }
 
 // UnmarshalJSON reads a config.json; one written before --protocol existed is a run of
@@ -349,7 +350,7 @@ func debateCmd(c *ucli.Context) error {
 		return err
 	}
 	if !isRank { // the launcher's ranks run the same command
-		cfg.Recipe.write(c.App.ErrWriter, c)
+		writeRecipe(c.App.ErrWriter, cfg.Recipe, c)
 	}
 	problems, err := cfg.problems()
 	if err != nil {

@@ -52,7 +52,7 @@ func resolveTrainArgs(t *testing.T, args ...string) (resolvedTrain, error) {
 	return resolveOnly(t, "train", func(c *ucli.Context) (resolvedTrain, error) {
 		rc, err := resolveTrain(c)
 		var lines strings.Builder
-		rc.Recipe.write(&lines, c)
+		writeRecipe(&lines, rc.Recipe, c)
 		return resolvedTrain{rc, c.Int("epochs"), c.Int("steps"), lines.String()}, err
 	}, args...)
 }
