@@ -22,6 +22,7 @@ import (
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
@@ -371,7 +372,7 @@ func debateCmd(c *ucli.Context) error {
 		return err
 	}
 	defer lock.Release()
-	save, err := claimRunDir(out, cfg)
+	save, err := run.ClaimDir(out, cfg)
 	if err != nil {
 		return err
 	}

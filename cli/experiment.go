@@ -18,6 +18,7 @@ import (
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/launch"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -254,7 +255,7 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 		return err
 	}
 	if !st.moved {
-		if _, err := claimRunDir(st.dir, cfg); err != nil {
+		if _, err := run.ClaimDir(st.dir, cfg); err != nil {
 			return err
 		}
 	}

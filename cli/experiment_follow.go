@@ -14,6 +14,7 @@ import (
 
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -55,7 +56,7 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 	}
 	var old debateConfig
 	if err := json.Unmarshal(raw, &old); err != nil || len(old.Agents) != len(cfg.Agents) {
-		return nil // claimRunDir names the difference
+		return nil // run.ClaimDir names the difference
 	}
 	rebased := old
 	rebased.Agents = slices.Clone(old.Agents)
@@ -64,7 +65,7 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 		switch {
 		case old.Agents[i].Model == a.Model:
 		case was == "" || now == "":
-			return nil // not a training cell's checkpoint: claimRunDir names it
+			return nil // not a training cell's checkpoint: run.ClaimDir names it
 		case was != now:
 			return st.setAside(was, now)
 		default:
@@ -80,7 +81,7 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 	}
 	if !reflect.DeepEqual(rebased, cfg) {
 		have, _ := json.MarshalIndent(rebased, "", "  ")
-		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, configDiff(have, want))
+		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, run.ConfigDiff(have, want))
 	}
 	st.moved = true
 	// Each old path is replaced in the file's text, which keeps the rest as it was (the
