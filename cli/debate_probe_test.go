@@ -15,6 +15,7 @@ import (
 	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/run"
 )
 
 // probeArgs are a deterministic probe-protocol debate of two tiny architectures on three
@@ -144,7 +145,7 @@ func TestDebateProtocolRefusals(t *testing.T) {
 
 // A config.json written before --protocol existed is a trajectories run, so it resumes.
 func TestDebateConfigBeforeProtocol(t *testing.T) {
-	var cfg debateConfig
+	var cfg run.DebateSettings
 	if err := json.Unmarshal([]byte(`{"k": 4, "turns": 2}`), &cfg); err != nil || cfg.Protocol != "trajectories" || cfg.K != 4 {
 		t.Errorf("%+v, %v", cfg, err)
 	}

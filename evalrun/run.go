@@ -1,7 +1,7 @@
 // Package evalrun runs a debate evaluation: every problem debated once per seed, each
 // finished problem appended to the seed's rollouts at once so that a stopped run resumes
 // where it stopped, and several processes' shares merged into one file per seed
-// (ranks.go). `umad debate` calls it.
+// (ranks.go). run.Debate (`umad debate`) calls it.
 package evalrun
 
 import (
