@@ -38,13 +38,13 @@ func (d *Debate) Run(ctx context.Context) error {
 // OpenDebate is a debate run ready to start: its directory locked and claimed (by the
 // process that starts it), and, in a process that debates, its models loaded.
 type OpenDebate struct {
-	d        *Debate
-	problems DebatePlan
-	place    launch.Spec
-	isRank   bool // one of the ranks a launcher started: it writes only its rollout files
-	lock     *runlock.Lock
-	save     func() error // saves the settings once the models are loaded
-	models   *debateModels
+	d      *Debate
+	plan   DebatePlan
+	place  launch.Spec
+	isRank bool // one of the ranks a launcher started: it writes only its rollout files
+	lock   *runlock.Lock
+	save   func() error // saves the settings once the models are loaded
+	models *debateModels
 }
 
 // Open prints the run's note, plans it and claims its directory for its settings (a
@@ -65,7 +65,7 @@ func (d *Debate) Open() (*OpenDebate, error) {
 	if d.Out == "" {
 		return nil, errors.New("--out is empty; name the output directory")
 	}
-	o := &OpenDebate{d: d, problems: plan, place: place, isRank: isRank, save: func() error { return nil }}
+	o := &OpenDebate{d: d, plan: plan, place: place, isRank: isRank, save: func() error { return nil }}
 	if !isRank {
 		if err := o.claim(); err != nil {
 			o.Close()
@@ -129,7 +129,7 @@ func (o *OpenDebate) Run(ctx context.Context) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := o.models
-	ev := evalrun.Run{Debate: d.Settings.config(m.agents), Problems: o.problems.Problems,
+	ev := evalrun.Run{Debate: d.Settings.config(m.agents), Problems: o.plan.Problems,
 		Part: evalrun.Part{Rank: o.place.Rank, World: o.place.World}, Progress: os.Stderr}
 	for _, a := range d.Settings.Agents {
 		ev.SeedOffsets = append(ev.SeedOffsets, a.SeedOffset)
