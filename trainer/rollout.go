@@ -98,7 +98,7 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 	return g, nil
 }
 
-// debateConfig is the engine's view of the agents for one rollout or validation.
+// debateConfig is the debate's view of the agents for one rollout or validation.
 func (t *Trainer) debateConfig(turns, k int, seed func(agent int) uint64) debate.Config {
 	dc := debate.Config{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Deterministic,
 		Prompt: t.cfg.debatePrompt(seed(0))}
