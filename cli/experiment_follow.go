@@ -45,7 +45,7 @@ func (st *cellState) beforeRun() error {
 // same run at a new place: its paths are updated before it runs. A training continued to
 // more steps has a newer checkpoint, which this run did not debate: the run is set aside,
 // kept beside the cell, and the cell runs afresh.
-func (st *cellState) followTraining(cfg debateConfig) error {
+func (st *cellState) followTraining(cfg run.DebateSettings) error {
 	if len(st.Needs) == 0 {
 		return nil
 	}
@@ -54,7 +54,7 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 	if err != nil {
 		return err
 	}
-	var old debateConfig
+	var old run.DebateSettings
 	if err := json.Unmarshal(raw, &old); err != nil || len(old.Agents) != len(cfg.Agents) {
 		return nil // run.ClaimDir names the difference
 	}
@@ -128,7 +128,7 @@ func trainedTail(model string, needs []string) string {
 
 // debatedOld says how a trained debate's config debated an older checkpoint than its
 // training's newest ("" where it did not), so umad report FILE.toml leaves the cell out.
-func debatedOld(out string, cell experiment.Cell, cfg debateConfig) (string, error) {
+func debatedOld(out string, cell experiment.Cell, cfg run.DebateSettings) (string, error) {
 	for _, a := range cfg.Agents {
 		tail := trainedTail(a.Model, cell.Needs)
 		parts := strings.Split(tail, "/") // NEED/checkpoints/step-N/agent-I/model.gguf

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/jsonline"
 	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/verifier"
 )
 
 func init() {
@@ -71,7 +72,7 @@ type gradeConfig struct {
 	responseField, predField, goldField string
 	extract                             reward.ExtractOptions
 	// check, when set, asks the verifier model about the pairs robust does not decide.
-	check         *runVerifier
+	check         *verifier.Session
 	questionField string
 }
 
@@ -111,7 +112,7 @@ func runGrade(c *ucli.Context) error {
 		defer check.Close()
 		ctx, release := interruptContext("")
 		defer release()
-		check.ctx, cfg.check = ctx, check
+		check.Ctx, cfg.check = ctx, check
 	}
 	inPath := c.String("in")
 	in := c.App.Reader
@@ -149,7 +150,7 @@ func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput 
 	}
 	var held []*gradedLine
 	flush := func() error {
-		if err := cfg.check.decide(held); err != nil {
+		if err := decide(cfg.check, held); err != nil {
 			return err
 		}
 		for _, g := range held {
@@ -325,7 +326,7 @@ func (s *gradeStats) count(v reward.Verdict) {
 }
 
 // print writes the counts, and the verifier's where one was given.
-func (s gradeStats) print(w io.Writer, check *runVerifier) {
+func (s gradeStats) print(w io.Writer, check *verifier.Session) {
 	percent := func(n int) string {
 		if s.graded == 0 {
 			return "n/a"
@@ -339,7 +340,7 @@ func (s gradeStats) print(w io.Writer, check *runVerifier) {
 	fmt.Fprintf(w, "no answer        %d\n", s.noAnswer)
 	if check != nil {
 		fmt.Fprintf(w, "robust+verifier  %s (%d/%d)\n", percent(s.verified), s.verified, s.graded)
-		fmt.Fprintf(w, "verifier         %s\n", check.done)
+		fmt.Fprintf(w, "verifier         %s\n", check.Done)
 	}
 }
 

@@ -58,10 +58,13 @@ func resolveTrainArgs(t *testing.T, args ...string) (resolvedTrain, error) {
 	}, args...)
 }
 
-func resolveDebateArgs(t *testing.T, args ...string) (debateConfig, error) {
+func resolveDebateArgs(t *testing.T, args ...string) (run.DebateSettings, error) {
 	t.Helper()
 	args = append([]string{"--agent", "a.gguf", "--agent", "b.gguf", "--out", t.TempDir()}, args...)
-	return resolveOnly(t, "debate", resolveDebate, args...)
+	return resolveOnly(t, "debate", func(c *ucli.Context) (run.DebateSettings, error) {
+		d, err := debateFromFlags(c)
+		return d.Settings, err
+	}, args...)
 }
 
 func valTemperature(r resolvedTrain) any { return *r.Trainer.ValTemperature }

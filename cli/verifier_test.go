@@ -10,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/verifier"
 )
 
 // verifierLines are grade input: a pair robust decides, a pair it does not (twice, so the
@@ -186,7 +187,7 @@ func TestTrainVerifierErrors(t *testing.T) {
 // A line the verifier decided says so: rule verifier, its verdict, and robust+verifier's
 // count; robust's own field is unchanged.
 func TestGradeVerifierFields(t *testing.T) {
-	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &runVerifier{}}
+	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &verifier.Session{}}
 	for _, c := range []struct {
 		check    reward.Check
 		rule     string

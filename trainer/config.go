@@ -55,7 +55,7 @@ type Data struct {
 
 // Rollout is how the agents' rollout engines run: llama.cpp's options (SeqContext 0 gives
 // each sequence room for the prompt limit plus the agent's response), where the rollout
-// models live, and whether the agents step on one clock (engine.DebateConfig).
+// models live, and whether the agents step on one clock (debate.Config).
 type Rollout struct {
 	Engine        engine.Options
 	Placement     engine.Placement
