@@ -140,7 +140,7 @@ func trainAgents(c *ucli.Context, rc *run.TrainSettings) error {
 		if err != nil {
 			return err
 		}
-		rc.Agents = append(rc.Agents, run.TrainAgent(a))
+		rc.Agents = append(rc.Agents, run.TrainAgent(a)) // the same fields: what --agent says of a trained agent
 	}
 	if err := rc.Resolve(); err != nil {
 		return err
