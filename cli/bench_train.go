@@ -98,7 +98,7 @@ func benchTrain(c *ucli.Context) error {
 		return err
 	}
 	profile := c.String("profile")
-	rt, opts, err := openTorch(c)
+	rt, opts, err := openTorch(c, c.Int("torch-threads"))
 	if err == nil {
 		err = startProfile(profile, c.String("results"))
 	}

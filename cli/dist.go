@@ -5,13 +5,10 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -139,22 +136,4 @@ func launchRanks(c *ucli.Context, check func(world int) error) (d launch.Spec, d
 // rankOutput is where the ranks' output goes: the command's writers.
 func rankOutput(c *ucli.Context) launch.Output {
 	return launch.Output{Stdout: c.App.Writer, Stderr: c.App.ErrWriter}
-}
-
-// shareCores gives each of a machine's ranks its share of the cores for llama.cpp and,
-// with torch, libtorch, unless --threads or --torch-threads say otherwise; engines is the
-// number of rollout engines per rank, which decode concurrently.
-func shareCores(c *ucli.Context, d launch.Spec, engines int, torch bool) error {
-	if d.LocalWorld <= 1 {
-		return nil
-	}
-	if torch && !c.IsSet("torch-threads") {
-		if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/d.LocalWorld))); err != nil {
-			return err
-		}
-	}
-	if !c.IsSet("threads") {
-		return c.Set("threads", strconv.Itoa(engine.SharedThreads(engines*d.LocalWorld)))
-	}
-	return nil
 }

@@ -183,18 +183,19 @@ func torchFlags() []ucli.Flag {
 	}
 }
 
-// openTorch loads the plugin and resolves --train-device and --dtype into model options; a
-// GPU the plugin cannot use is refused here, before anything loads.
-func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
+// openTorch loads the plugin with threads libtorch threads (--torch-threads, or a share of
+// the cores) and resolves --train-device and --dtype into model options; a GPU the plugin
+// cannot use is refused here, before anything loads.
+func openTorch(c *ucli.Context, threads int) (*torch.Runtime, torch.ModelOptions, error) {
 	var opts torch.ModelOptions
-	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
+	if err := checkThreads("torch-threads", threads); err != nil {
 		return nil, opts, err
 	}
 	prec, err := trainspec.ParsePrecision(c.String("dtype"))
 	if err != nil {
 		return nil, opts, fmt.Errorf("--dtype: %w", err)
 	}
-	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
+	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: threads})
 	if err != nil {
 		return nil, opts, err
 	}

@@ -2,12 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"runtime"
-	"strconv"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/recipe"
@@ -136,20 +133,14 @@ func newTrain(c *ucli.Context, s run.TrainSettings, place trainspec.Placement, d
 	if err != nil {
 		return nil, err
 	}
-	if err := shareCores(c, d, len(s.Agents), true); err != nil {
-		return nil, err
-	}
-	if s.Trainer.Overlap == 1 {
-		if err := splitCores(c, len(s.Agents)); err != nil {
-			return nil, err
-		}
-	}
 	t := &run.Train{Settings: s, Epochs: c.Int("epochs"), Out: out, Resume: c.Bool("resume"), DryRun: c.Bool("dry-run"), Placement: place,
 		CtxGiven: c.IsSet("ctx"), PromptLimitGiven: c.IsSet("prompt-limit"), NoMemoryCheck: c.Bool("no-memory-check"),
+		TorchThreads: c.Int("torch-threads"), ThreadsGiven: c.IsSet("threads"), TorchThreadsGiven: c.IsSet("torch-threads"),
 		Command: notedCommand(c), Stdout: c.App.Writer, Stderr: c.App.ErrWriter}
 	if t.Rollout.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
 		return nil, err
 	}
+	t.ShareCores(d)
 	if t.Rollout.Placement, err = placement(c); err != nil {
 		return nil, err
 	}
@@ -170,7 +161,7 @@ func startTrain(c *ucli.Context, t *run.Train, job, d launch.Spec) (*memplan.Pla
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	rt, topts, err := openTorch(c)
+	rt, topts, err := openTorch(c, t.TorchThreads)
 	if err != nil {
 		return nil, err
 	}
@@ -187,16 +178,4 @@ func startTrain(c *ucli.Context, t *run.Train, job, d launch.Spec) (*memplan.Pla
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
 	return plan, t.Run(ctx, rt, d)
-}
-
-// splitCores gives an overlapped run's rollout engines and libtorch half the cores each,
-// unless --threads or --torch-threads is given: the two phases run at the same time.
-func splitCores(c *ucli.Context, agents int) error {
-	if c.IsSet("threads") || c.IsSet("torch-threads") {
-		return nil
-	}
-	if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/2))); err != nil {
-		return err
-	}
-	return c.Set("threads", strconv.Itoa(engine.SharedThreads(2*agents)))
 }

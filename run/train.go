@@ -8,9 +8,11 @@ package run
 import (
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/sampler"
@@ -75,6 +77,11 @@ type Train struct {
 	Placement trainspec.Placement
 	// Rollout is the engines' options and placement; its Deterministic is the settings'.
 	Rollout trainer.Rollout
+	// TorchThreads are libtorch's threads (0: every CPU). ThreadsGiven and
+	// TorchThreadsGiven say the engines' and libtorch's threads were given (--threads,
+	// --torch-threads) rather than left to ShareCores.
+	TorchThreads                    int
+	ThreadsGiven, TorchThreadsGiven bool
 	// CtxGiven says Rollout.Engine.SeqContext was given (--ctx) rather than sized for the
 	// prompt limit plus the response, and PromptLimitGiven that the prompt limit was
 	// given: what a sequence longer than a model's trained context is held to.
@@ -114,6 +121,26 @@ func (t *Train) Load() error {
 		s.Trainer.Steps = t.Epochs * (len(t.data.Problems) / batch)
 	}
 	return nil
+}
+
+// ShareCores gives each rank of d's machine its share of the cores, for the rollout
+// engines (which decode concurrently) and libtorch, and an overlapped run's engines and
+// libtorch half the cores each, as the two phases run at the same time; threads that were
+// given stay.
+func (t *Train) ShareCores(d launch.Spec) {
+	engines := len(t.Settings.Agents)
+	threads, torchThreads := t.ThreadsGiven, t.TorchThreadsGiven
+	if d.LocalWorld > 1 {
+		if !torchThreads {
+			t.TorchThreads, torchThreads = max(1, runtime.NumCPU()/d.LocalWorld), true
+		}
+		if !threads {
+			t.Rollout.Engine.Threads, threads = engine.SharedThreads(engines*d.LocalWorld), true
+		}
+	}
+	if t.Settings.Trainer.Overlap == 1 && !threads && !torchThreads {
+		t.TorchThreads, t.Rollout.Engine.Threads = max(1, runtime.NumCPU()/2), engine.SharedThreads(2*engines)
+	}
 }
 
 // valProblems are the held-out validation problems.

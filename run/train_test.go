@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -97,5 +100,33 @@ func TestClaimTrainDir(t *testing.T) {
 	s.Trainer.Steps, s.Trainer.Opt.LR = 4, 2e-6
 	if err := claim(s); err == nil || !strings.Contains(err.Error(), "trainer.optimizer.LR: 0.000001 there, 0.000002 here") {
 		t.Errorf("another learning rate: %v", err)
+	}
+}
+
+// The cores are shared among a machine's ranks, and between an overlapped run's rollout
+// engines and libtorch, where the threads were not given.
+func TestTrainSharesCores(t *testing.T) {
+	half := max(1, runtime.NumCPU()/2)
+	for _, tc := range []struct {
+		name                     string
+		overlap, local           int
+		threads, torchThreads    int
+		threadsGiven, torchGiven bool
+		wantThreads, wantTorch   int
+	}{
+		{"one process", 0, 1, 0, 0, false, false, 0, 0},
+		{"overlap", 1, 1, 0, 0, false, false, engine.SharedThreads(2), half},
+		{"overlap, --threads 3", 1, 1, 3, 0, true, false, 3, 0},
+		{"overlap, --torch-threads 2", 1, 1, 0, 2, false, true, 0, 2},
+		{"4 ranks", 0, 4, 0, 0, false, false, engine.SharedThreads(4), max(1, runtime.NumCPU()/4)},
+		{"4 ranks, --threads 0", 0, 4, 0, 0, true, false, 0, max(1, runtime.NumCPU()/4)},
+	} {
+		tr := Train{Settings: TrainSettings{Agents: make([]TrainAgent, 1), Trainer: trainer.Settings{Overlap: tc.overlap}},
+			TorchThreads: tc.torchThreads, ThreadsGiven: tc.threadsGiven, TorchThreadsGiven: tc.torchGiven}
+		tr.Rollout.Engine.Threads = tc.threads
+		tr.ShareCores(launch.Spec{World: tc.local, LocalWorld: tc.local})
+		if tr.Rollout.Engine.Threads != tc.wantThreads || tr.TorchThreads != tc.wantTorch {
+			t.Errorf("%s: %d engine threads, %d libtorch threads; want %d, %d", tc.name, tr.Rollout.Engine.Threads, tr.TorchThreads, tc.wantThreads, tc.wantTorch)
+		}
 	}
 }
