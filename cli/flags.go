@@ -386,8 +386,9 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 
 // loraSettings reads the LoRA flags; rank 0 gives full fine-tuning, and then no other LoRA
 // flag may be set, except --lora-dropout and --lora-bf16-base when fromAdapter: a run that
-// starts from a PEFT adapter takes its rank, alpha and targets from it (importAdapters) but
-// dropout and the base's type from the flags (the caller refuses them if no adapter comes).
+// starts from a PEFT adapter takes its rank, alpha and targets from it
+// (run.TrainSettings.Resolve) but dropout and the base's type from the flags (the caller
+// refuses them if no adapter comes).
 func loraSettings(c *ucli.Context, fromAdapter bool) (trainspec.LoRA, error) {
 	rank := c.Int("lora-rank")
 	if rank == 0 {
