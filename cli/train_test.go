@@ -5,14 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
@@ -513,34 +510,6 @@ func TestRolloutSettings(t *testing.T) {
 			rollout, tol, tis, err := rolloutSettings(c, dtype, c.Int("overlap"))
 			if err != nil || rollout != tc.rollout || tol != tc.tol || tis != tc.tis {
 				t.Errorf("%v: rollout %s, probe tolerance %g, TIS cap %g (%v); want %s, %g, %g", tc.args, rollout, tol, tis, err, tc.rollout, tc.tol, tc.tis)
-			}
-			return nil
-		}}
-		if err := app.Run(append([]string{"umad", "--out", "x", "--agent", "a"}, tc.args...)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// An overlapped run's rollout engines and libtorch share the cores, unless a thread flag
-// is given.
-func TestOverlapSplitsCores(t *testing.T) {
-	flags := App().Command("train").Flags
-	half := strconv.Itoa(max(1, runtime.NumCPU()/2))
-	for _, tc := range []struct {
-		args           []string
-		threads, torch string
-	}{
-		{nil, strconv.Itoa(engine.SharedThreads(2)), half},
-		{[]string{"--threads", "3"}, "3", "0"},
-		{[]string{"--torch-threads", "2"}, "0", "2"},
-	} {
-		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
-			if err := splitCores(c, 1); err != nil {
-				return err
-			}
-			if th, to := strconv.Itoa(c.Int("threads")), strconv.Itoa(c.Int("torch-threads")); th != tc.threads || to != tc.torch {
-				t.Errorf("%v: --threads %s, --torch-threads %s; want %s, %s", tc.args, th, to, tc.threads, tc.torch)
 			}
 			return nil
 		}}

@@ -121,7 +121,7 @@ func (t *Trainer) checkpoint() (err error) {
 		if err = t.firstError(err); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
-		parts, err := t.cfg.Group.AllGather([]byte(tmp))
+		parts, err := t.live.Group.AllGather([]byte(tmp))
 		if err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}

@@ -291,11 +291,11 @@ func (t *Trainer) reload(i int, base bool) error {
 // openServer replaces agent i's server with one on its GGUF.
 func (t *Trainer) openServer(i int) error {
 	a, st := t.cfg.Agents[i], t.agents[i]
-	opt := t.cfg.Engine
+	opt := t.cfg.Rollout.Engine
 	if opt.SeqContext == 0 {
 		opt.SeqContext = t.cfg.PromptLimit + a.MaxTokens
 	}
-	srv, err := engine.OpenServer(st.gguf, t.cfg.Placement, opt)
+	srv, err := engine.OpenServer(st.gguf, t.cfg.Rollout.Placement, opt)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}

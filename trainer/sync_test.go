@@ -51,7 +51,7 @@ func syncRun(t *testing.T, rt *torch.Runtime, start string, mode SyncMode, l tra
 	if l.Rank > 0 {
 		cfg.Opt.LR = 5e-3
 	}
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatalf("sync %s, lora %+v: %v", mode, l, err)
 	}
 	return cfg
@@ -110,7 +110,7 @@ func TestBF16Rollouts(t *testing.T) {
 		cfg := demoConfig(t, "grpo", []string{start}, 2)
 		cfg.ValProblems, cfg.Sync = cfg.ValProblems[:8], mode
 		cfg.RolloutDType, cfg.ProbeTol, cfg.TISCap = RolloutBF16, 5e-2, 2
-		if err := Run(context.Background(), rt, cfg); err != nil {
+		if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 			t.Fatalf("sync %s: %v", mode, err)
 		}
 		return cfg
