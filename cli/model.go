@@ -127,7 +127,7 @@ func removeTiny(dir string) error {
 func archChats() string {
 	out := make([]string, len(arch.All))
 	for i, d := range arch.All {
-		out[i] = d.Name + ": " + d.Chat
+		out[i] = d.Name + ": " + d.Chat.Family
 	}
 	return strings.Join(out, ", ")
 }

@@ -272,20 +272,20 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	}
 	var fam family
 	var names []string
-	for _, f := range families {
-		if f.pre == pre && f.spm == (tm == "llama") {
+	for _, f := range families() {
+		if f.Pre == pre && f.SPM == (tm == "llama") {
 			fam = f
 		}
-		names = append(names, f.pre)
+		names = append(names, f.Pre)
 	}
-	if fam.pre == "" {
+	if fam.Pre == "" {
 		return nil, fmt.Errorf("pre-tokenizer %q is not supported; supported: %s", pre, strings.Join(names, ", "))
 	}
 	v := &vocab{}
 	if v.tokens, err = g.Strings("tokenizer.ggml.tokens"); err != nil {
 		return nil, err
 	}
-	if !fam.spm {
+	if !fam.SPM {
 		if v.merges, err = g.Strings("tokenizer.ggml.merges"); err != nil {
 			return nil, err
 		}
@@ -297,7 +297,7 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	if v.types, ok = kv.Value.([]int32); !ok || len(v.types) != len(v.tokens) {
 		return nil, fmt.Errorf("tokenizer.ggml.token_type is %T of %d, want int32 per token (%d)", kv.Value, len(v.types), len(v.tokens))
 	}
-	if fam.spm {
+	if fam.SPM {
 		if err := ggufSPM(g, v, &fam); err != nil {
 			return nil, err
 		}
@@ -308,10 +308,10 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 		id   *int
 		text *string
 	}{
-		{"tokenizer.ggml.bos_token_id", &t.BOS, &t.fam.bos},
-		{"tokenizer.ggml.eos_token_id", &t.EOS, &t.fam.eos},
+		{"tokenizer.ggml.bos_token_id", &t.BOS, &t.fam.BOS},
+		{"tokenizer.ggml.eos_token_id", &t.EOS, &t.fam.EOS},
 		{"tokenizer.ggml.eot_token_id", &t.EOT, nil},
-		{"tokenizer.ggml.padding_token_id", &t.PAD, &t.fam.pad},
+		{"tokenizer.ggml.padding_token_id", &t.PAD, &t.fam.PAD},
 	} {
 		*f.id = -1
 		if f.text != nil {
@@ -340,7 +340,7 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	if t.AddBOS && t.BOS < 0 {
 		return nil, errors.New("tokenizer.ggml.add_bos_token is set but there is no bos_token_id")
 	}
-	t.fam.addBOS = t.AddBOS
+	t.fam.AddBOS = t.AddBOS
 	if _, ok := g.Lookup("tokenizer.chat_template"); ok {
 		if t.ChatTemplate, err = g.String("tokenizer.chat_template"); err != nil {
 			return nil, err
@@ -361,7 +361,7 @@ func ggufSPM(g *GGUF, v *vocab, fam *family) error {
 		return fmt.Errorf("tokenizer.ggml.scores is %T, want a float32 per token (%d)", kv.Value, len(v.tokens))
 	}
 	v.merges = spmMerges(v, scores)
-	fam.unk = ""
+	fam.Unk = ""
 	if _, ok := g.Lookup("tokenizer.ggml.unknown_token_id"); ok {
 		u, err := g.Uint("tokenizer.ggml.unknown_token_id")
 		if err != nil {
@@ -370,7 +370,7 @@ func ggufSPM(g *GGUF, v *vocab, fam *family) error {
 		if u >= uint64(len(v.tokens)) {
 			return fmt.Errorf("tokenizer.ggml.unknown_token_id = %d is outside the vocabulary of %d", u, len(v.tokens))
 		}
-		fam.unk = v.tokens[u]
+		fam.Unk = v.tokens[u]
 	}
 	return nil
 }

@@ -98,7 +98,7 @@ func writeTokenizerDir(t *testing.T, tokenizerJSON, configJSON string) string {
 
 // okPre is Qwen's pre-tokenizer as tokenizer.json spells it.
 var okPre = func() string {
-	re, _ := json.Marshal(qwenSplit)
+	re, _ := json.Marshal(familyOf(ArchQwen2).Split)
 	return `{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":` + string(re) + `}},{"type":"ByteLevel"}]}`
 }()
 

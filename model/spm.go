@@ -23,16 +23,6 @@ const (
 // spmSpace stands for a space inside pieces.
 const spmSpace = "▁"
 
-// gemmaSpecials are Gemma's special tokens, ids 0-3 as in its tokenizer.
-var gemmaSpecials = []specialToken{
-	{"<pad>", tokenControl},
-	{"<eos>", tokenControl},
-	{"<bos>", tokenControl},
-	{"<unk>", tokenUnknown},
-	{"<start_of_turn>", tokenControl},
-	{"<end_of_turn>", tokenControl},
-}
-
 // spmByteToken is the fallback token of byte b.
 func spmByteToken(b byte) string { return fmt.Sprintf("<0x%02X>", b) }
 
@@ -177,10 +167,10 @@ func spmFamily(tj *hfTokenizerFile) (family, error) {
 	if len(tj.PreTokenizer) > 0 && string(tj.PreTokenizer) != "null" {
 		return family{}, errors.New("tokenizer.json: a byte-fallback BPE with a pre-tokenizer is not supported")
 	}
-	for _, f := range families {
-		if f.spm {
+	for _, f := range families() {
+		if f.SPM {
 			if tj.Model.UnkToken != nil {
-				f.unk = *tj.Model.UnkToken
+				f.Unk = *tj.Model.UnkToken
 			}
 			return f, nil
 		}

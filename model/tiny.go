@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // TinyOptions configures WriteTiny.
@@ -74,9 +75,9 @@ func writeTiny(dir string, opt TinyOptions) error {
 		}
 	} else {
 		voc = trainBPE(tinyCorpus(), tinyMerges)
-		specials := tinySpecials
-		if fam.spm {
-			voc, specials = spmFromBPE(voc, fam.specials), nil
+		specials := fam.specials()
+		if fam.SPM {
+			voc, specials = spmFromBPE(voc, specials), nil
 		}
 		size := opt.VocabSize
 		if size == 0 {
@@ -153,48 +154,38 @@ func tinyShape(opt TinyOptions) (Shape, error) {
 	return s, nil
 }
 
-// family is what differs between the Qwen and Llama 3 tokenizers built on the same vocabulary.
-type family struct {
-	pre          string // tokenizer.ggml.pre, as llama-vocab.cpp names the pre-tokenizer
-	splitRegex   string // the same pre-tokenizer as a Hugging Face Split pattern
-	addBOS       bool
-	ignoreMerges bool // llama-bpe: a word that is itself a token skips the merges
-	cleanSpaces  bool
-	bos          string
-	eos          string
-	pad          string
-	// spm: a SentencePiece-style vocabulary (spm.go) with its specials and unknown token.
-	spm      bool
-	specials []specialToken
-	unk      string
-}
+// family is a tokenizer of the registry (arch.Tokenizer) in hand: a loaded checkpoint's
+// takes its special tokens' texts, BOS rule and unknown token from its own files.
+type family struct{ arch.Tokenizer }
 
-const (
-	qwenSplit  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	llamaSplit = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-)
-
-// families are the tokenizers of generated models, by pre-tokenizer; an architecture's
-// descriptor names its own (arch.Desc.Tokenizer).
-var families = []family{
-	{pre: "qwen2", splitRegex: qwenSplit, bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>"},
-	{pre: "llama-bpe", splitRegex: llamaSplit, addBOS: true, ignoreMerges: true, cleanSpaces: true,
-		bos: "<|begin_of_text|>", eos: "<|eot_id|>", pad: "<|end_of_text|>"},
-	// Gemma: its chat's end of turn is the generated models' EOS.
-	{pre: "default", spm: true, addBOS: true, specials: gemmaSpecials,
-		bos: "<bos>", eos: "<end_of_turn>", pad: "<pad>", unk: "<unk>"},
+// families are the registry's tokenizers, the first of them the default.
+func families() []family {
+	var out []family
+	for _, t := range arch.Tokenizers() {
+		out = append(out, family{t})
+	}
+	return out
 }
 
 // familyOf is the tokenizer family of architecture a (a supported one: the shape was
 // validated).
 func familyOf(a Arch) family {
 	d, _ := a.desc()
-	for _, f := range families {
-		if f.pre == d.Tokenizer {
-			return f
+	return family{d.Tokenizer}
+}
+
+// specials are the family's special tokens: a SentencePiece one's own, and for byte-level
+// BPE those of every BPE family, so that one vocabulary serves each family's chat template.
+func (f family) specials() []specialToken {
+	var out []specialToken
+	for _, t := range families() {
+		if t.SPM == f.SPM && (!f.SPM || t.Name == f.Name) {
+			for _, sp := range t.Specials {
+				out = append(out, specialToken{sp.Text, int32(sp.Type)})
+			}
 		}
 	}
-	return families[0]
+	return out
 }
 
 type specialIDs struct{ bos, eos, pad int }
@@ -204,7 +195,7 @@ func (f family) ids(v *vocab) (specialIDs, error) {
 	for _, x := range []struct {
 		text string
 		id   *int
-	}{{f.bos, &ids.bos}, {f.eos, &ids.eos}, {f.pad, &ids.pad}} {
+	}{{f.BOS, &ids.bos}, {f.EOS, &ids.eos}, {f.PAD, &ids.pad}} {
 		if *x.id = v.id(x.text); *x.id < 0 {
 			return ids, fmt.Errorf("special token %q is not in the vocabulary", x.text)
 		}
@@ -396,7 +387,7 @@ func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs,
 		// Pinned so llama.cpp need not guess the end-of-turn token from the token texts.
 		KV{"tokenizer.ggml.eot_token_id", uint32(ids.eos)},
 		KV{"tokenizer.ggml.padding_token_id", uint32(ids.pad)},
-		KV{"tokenizer.ggml.add_bos_token", fam.addBOS},
+		KV{"tokenizer.ggml.add_bos_token", fam.AddBOS},
 	)
 	if tmpl != "" {
 		kvs = append(kvs, KV{"tokenizer.chat_template", tmpl})
@@ -498,12 +489,12 @@ func byteLevelStep(addPrefixSpace, trimOffsets, useRegex bool) map[string]any {
 // vocabKVs are the GGUF keys of a vocabulary: byte-level BPE with its merges, or
 // SentencePiece with its scores and unknown token.
 func vocabKVs(v *vocab, fam family) []KV {
-	kvs := []KV{{"tokenizer.ggml.pre", fam.pre}, {"tokenizer.ggml.tokens", v.tokens}, {"tokenizer.ggml.token_type", v.types}}
-	if !fam.spm {
+	kvs := []KV{{"tokenizer.ggml.pre", fam.Pre}, {"tokenizer.ggml.tokens", v.tokens}, {"tokenizer.ggml.token_type", v.types}}
+	if !fam.SPM {
 		return append([]KV{{"tokenizer.ggml.model", "gpt2"}}, append(kvs, KV{"tokenizer.ggml.merges", v.merges})...)
 	}
 	kvs = append([]KV{{"tokenizer.ggml.model", "llama"}}, append(kvs, KV{"tokenizer.ggml.scores", spmScores(v)})...)
-	if id := v.id(fam.unk); id >= 0 {
+	if id := v.id(fam.Unk); id >= 0 {
 		kvs = append(kvs, KV{"tokenizer.ggml.unknown_token_id", uint32(id)})
 	}
 	return append(kvs, KV{"tokenizer.ggml.add_space_prefix", false})
@@ -537,10 +528,10 @@ func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
 		}
 	}
 	var post any = byteLevelStep(false, false, false)
-	if fam.spm {
-		return spmTokenizerJSON(v, ids, fam.unk)
+	if fam.SPM {
+		return spmTokenizerJSON(v, ids, fam.Unk)
 	}
-	if fam.addBOS {
+	if fam.AddBOS {
 		post = map[string]any{"type": "Sequence", "processors": []any{
 			byteLevelStep(true, false, true),
 			bosTemplate(v.tokens[ids.bos], ids.bos),
@@ -553,7 +544,7 @@ func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
 		"added_tokens": addedTokens(v),
 		"normalizer":   nil, // none, so that any text round-trips byte for byte
 		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": fam.splitRegex}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": fam.Split}, "behavior": "Isolated", "invert": false},
 			byteLevelStep(false, false, false),
 		}},
 		"post_processor": post,
@@ -561,7 +552,7 @@ func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
 		"model": map[string]any{
 			"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
 			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
-			"ignore_merges": fam.ignoreMerges, "vocab": vocabMap, "merges": v.merges,
+			"ignore_merges": fam.IgnoreMerges, "vocab": vocabMap, "merges": v.merges,
 		},
 	}
 }
@@ -574,27 +565,27 @@ func hfTokenizerConfig(v *vocab, fam family, s Shape, tmpl string) map[string]an
 			"content": t.Content, "lstrip": false, "normalized": false, "rstrip": false,
 			"single_word": false, "special": t.Special,
 		}
-		if t.Special && t.Content != fam.bos && t.Content != fam.eos && t.Content != fam.pad {
+		if t.Special && t.Content != fam.BOS && t.Content != fam.EOS && t.Content != fam.PAD {
 			extra = append(extra, t.Content)
 		}
 	}
 	var bos, unk any // Qwen has no BOS token to add; only SentencePiece has an unknown token
-	if fam.addBOS {
-		bos = fam.bos
+	if fam.AddBOS {
+		bos = fam.BOS
 	}
-	if fam.unk != "" {
-		unk = fam.unk
+	if fam.Unk != "" {
+		unk = fam.Unk
 	}
 	c := map[string]any{
-		"add_bos_token":                fam.addBOS,
+		"add_bos_token":                fam.AddBOS,
 		"add_eos_token":                false,
 		"added_tokens_decoder":         decoder,
 		"additional_special_tokens":    extra,
 		"bos_token":                    bos,
-		"eos_token":                    fam.eos,
-		"pad_token":                    fam.pad,
+		"eos_token":                    fam.EOS,
+		"pad_token":                    fam.PAD,
 		"unk_token":                    unk,
-		"clean_up_tokenization_spaces": fam.cleanSpaces,
+		"clean_up_tokenization_spaces": fam.CleanSpaces,
 		"errors":                       "replace",
 		"model_max_length":             s.Context,
 		"split_special_tokens":         false,

@@ -1,8 +1,10 @@
 // Package arch is the registry of the model architectures umad supports: one descriptor per
 // architecture, from which the converter, the engine, the chat formats, the plugin's
 // configuration, `umad model tiny` and the memory plan take what differs between them.
-// Adding an architecture is a descriptor here plus what is truly new about it (its forward
-// in kernels/, its tensors in model/). It imports nothing of umad.
+// Each architecture is one file of this package: its descriptor, with its chat format and
+// tokenizer as data, registered from the file's init. A new architecture is a new file,
+// plus what is truly new about it (a forward in kernels/, tensors in model/). It imports
+// nothing of umad.
 package arch
 
 import (
@@ -19,12 +21,10 @@ type Desc struct {
 	ModelType string
 	// HFClass is config.json's architectures entry.
 	HFClass string
-	// Chat is the chat family (chat.Family) of the models umad generates, whose template
-	// they carry.
-	Chat string
-	// Tokenizer is the tokenizer.ggml.pre of generated models' tokenizer: byte-level BPE,
-	// or SentencePiece for "default" (Gemma).
-	Tokenizer string
+	// Chat is the chat format of the models umad generates, whose template they carry.
+	Chat Chat
+	// Tokenizer is the tokenizer of the models umad generates.
+	Tokenizer Tokenizer
 	// Plugin is the architecture's code in the libtorch plugin (UMAD_ARCH_* in
 	// kernels/umad_torch.h); a test checks the two lists agree.
 	Plugin int32
@@ -101,6 +101,17 @@ const (
 	Gemma3 = "gemma3"
 )
 
+// All lists the architectures in plugin-code order; each file of this package registers
+// its own (register).
+var All []Desc
+
+// register adds an architecture to All, kept in plugin-code order (files register in name
+// order, so architectures that share a code keep that order).
+func register(d Desc) {
+	All = append(All, d)
+	slices.SortStableFunc(All, func(a, b Desc) int { return int(a.Plugin - b.Plugin) })
+}
+
 // tinyBase is what the tiny shapes share.
 var tinyBase = Dims{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 128,
 	RopeTheta: 1e6, RMSEps: 1e-6, Context: 4096, TiedEmbeddings: true}
@@ -109,57 +120,6 @@ var tinyBase = Dims{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FF
 func (d Dims) with(f func(*Dims)) Dims {
 	f(&d)
 	return d
-}
-
-// All lists the architectures in plugin-code order.
-var All = []Desc{
-	{
-		// Qwen2 and Qwen2.5: q/k/v biases and tied embeddings.
-		Name: Qwen2, HFClass: "Qwen2ForCausalLM", Chat: "qwen2.5", Tokenizer: "qwen2", Plugin: 0,
-		QKVBias: true, HeadsSpanHidden: true, Activation: "silu",
-		Tiny: tinyBase.with(func(d *Dims) { d.QKVBias = true }),
-		Presets: map[string]Dims{
-			"qwen2.5-0.5b": {Vocab: 151936, Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
-				FFN: 4864, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
-			"qwen2.5-3b": {Vocab: 151936, Hidden: 2048, Layers: 36, Heads: 16, KVHeads: 2, HeadDim: 128,
-				FFN: 11008, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
-		},
-	},
-	{
-		// Qwen3: QK-norm, no biases, head dim independent of hidden/heads.
-		Name: Qwen3, HFClass: "Qwen3ForCausalLM", Chat: "qwen3", Tokenizer: "qwen2", Plugin: 1,
-		QKNorm: true, ConfigHeadDim: true, Activation: "silu",
-		Tiny: tinyBase.with(func(d *Dims) { d.HeadDim = 32 }),
-		Presets: map[string]Dims{
-			// Qwen3-4B: heads x head dim (4096) wider than hidden.
-			"qwen3-4b": {Vocab: 151936, Hidden: 2560, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128,
-				FFN: 9728, RopeTheta: 1e6, RMSEps: 1e-6, Context: 40960, TiedEmbeddings: true},
-		},
-	},
-	{
-		// Llama 3: untied output, Llama 3 rope scaling, q/k rows permuted in the GGUF.
-		Name: Llama, HFClass: "LlamaForCausalLM", Chat: "llama3", Tokenizer: "llama-bpe", Plugin: 2,
-		PermuteQK: true, ConfigHeadDim: true, GGUFRopeDims: true, RopeScaling: "llama3", Activation: "silu",
-		Tiny: tinyBase.with(func(d *Dims) {
-			d.RopeTheta, d.RMSEps, d.TiedEmbeddings = 500000, 1e-5, false
-			d.RopeScaling = &RopeScaling{RopeType: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4,
-				OriginalMaxPositionEmbeddings: 8192}
-		}),
-	},
-	{
-		// Gemma 3 (text): sandwich norms with the +1 offset, GeLU-tanh, embeddings scaled
-		// by sqrt(hidden), QK-norm, five sliding-window layers to one global, each kind with
-		// its rope base, and a SentencePiece tokenizer. The tiny shape has six layers so that
-		// both kinds run, and a window shorter than test prompts.
-		Name: Gemma3, ModelType: "gemma3_text", HFClass: "Gemma3ForCausalLM", Chat: "gemma3", Tokenizer: "default", Plugin: 3,
-		QKNorm: true, ConfigHeadDim: true, TiedByDefault: true, Activation: "gelu_pytorch_tanh", NormOffset: 1,
-		SandwichNorm: true, EmbedScale: true, SlidingWindowPattern: 6, LocalRopeTheta: 10000, QueryPreAttnDefault: 256,
-		Tiny: tinyBase.with(func(d *Dims) { d.Layers, d.KVHeads, d.HeadDim, d.SlidingWindow = 6, 1, 32, 8 }),
-		Presets: map[string]Dims{
-			"gemma-3-1b": {Vocab: 262144, Hidden: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256,
-				FFN: 6912, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, SlidingWindow: 512},
-		},
-	},
 }
 
 // HFModelType is config.json's model_type of the architecture.

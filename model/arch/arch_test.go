@@ -16,7 +16,7 @@ func TestRegistry(t *testing.T) {
 		if got, err := Lookup(d.Name); err != nil || got.Name != d.Name {
 			t.Errorf("Lookup(%s) = %v, %v", d.Name, got.Name, err)
 		}
-		if d.HFClass == "" || d.Chat == "" || d.Tokenizer == "" || d.Activation == "" || d.Tiny.Hidden == 0 {
+		if d.HFClass == "" || d.Chat.Family == "" || d.Tokenizer.Name == "" || d.Activation == "" || d.Tiny.Hidden == 0 {
 			t.Errorf("%s: incomplete descriptor %+v", d.Name, d)
 		}
 		for p := range d.Presets {
