@@ -78,6 +78,9 @@ func TestRoundTripF32(t *testing.T) {
 					t.Errorf("tensor %s: %v %v %v vs generator %v %v (bytes equal %v)", ti.Name, err, gi.Type, gi.Dims, ti.Type, ti.Dims, bytes.Equal(have, want))
 				}
 			}
+			if len(got.KV) != len(ref.KV) { // one metadata writer: the same keys
+				t.Errorf("%d metadata keys, the generator wrote %d", len(got.KV), len(ref.KV))
+			}
 			for _, kv := range ref.KV {
 				if kv.Key == "general.name" {
 					continue

@@ -113,7 +113,10 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err := os.MkdirAll(hfDir, 0o755); err != nil {
 		return err
 	}
-	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, voc, fam, ids, opt.ChatTemplate, tensors); err != nil {
+	// The end of turn is pinned to EOS so that llama.cpp need not guess it from the texts.
+	tok := &HFTokenizer{voc: voc, fam: fam, BOS: ids.bos, EOS: ids.eos, EOT: ids.eos, PAD: ids.pad,
+		AddBOS: fam.AddBOS, ChatTemplate: opt.ChatTemplate}
+	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, tok, tensors); err != nil {
 		return err
 	}
 	named := make([]NamedTensor, len(tensors))
@@ -351,51 +354,17 @@ func interleaveHead(head []float32, d, cols int64) []float32 {
 	return out
 }
 
-func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs, tmpl string, tensors []tinyTensor) error {
+func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor) error {
 	w, err := CreateGGUF(path)
 	if err != nil {
 		return err
 	}
-	arch := string(s.Arch)
-	kvs := []KV{
-		{"general.architecture", arch},
-		{"general.name", "umad-tiny-" + arch},
-		{"general.alignment", uint32(ggufDefaultAlignment)},
-		{"general.file_type", uint32(0)}, // all F32
-		{arch + ".context_length", uint32(s.Context)},
-		{arch + ".embedding_length", uint32(s.Hidden)},
-		{arch + ".block_count", uint32(s.Layers)},
-		{arch + ".feed_forward_length", uint32(s.FFN)},
-		{arch + ".attention.head_count", uint32(s.Heads)},
-		{arch + ".attention.head_count_kv", uint32(s.KVHeads)},
-		{arch + ".rope.freq_base", float32(s.RopeTheta)},
-		{arch + ".attention.layer_norm_rms_epsilon", float32(s.RMSEps)},
+	kvs, err := ggufMetadata(s, tok, TypeF32, "umad-tiny-"+string(s.Arch))
+	if err != nil {
+		return err
 	}
-	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
-		kvs = append(kvs, KV{arch + ".attention.key_length", uint32(s.HeadDim)}, KV{arch + ".attention.value_length", uint32(s.HeadDim)})
-	}
-	if s.SlidingWindow > 0 {
-		kvs = append(kvs, KV{arch + ".attention.sliding_window", uint32(s.SlidingWindow)})
-	}
-	if d, _ := s.Arch.desc(); d.GGUFRopeDims {
-		kvs = append(kvs, KV{arch + ".vocab_size", uint32(s.Vocab)}, KV{arch + ".rope.dimension_count", uint32(s.HeadDim)})
-	}
-	kvs = append(kvs, vocabKVs(voc, fam)...)
-	kvs = append(kvs,
-		KV{"tokenizer.ggml.bos_token_id", uint32(ids.bos)},
-		KV{"tokenizer.ggml.eos_token_id", uint32(ids.eos)},
-		// Pinned so llama.cpp need not guess the end-of-turn token from the token texts.
-		KV{"tokenizer.ggml.eot_token_id", uint32(ids.eos)},
-		KV{"tokenizer.ggml.padding_token_id", uint32(ids.pad)},
-		KV{"tokenizer.ggml.add_bos_token", fam.AddBOS},
-	)
-	if tmpl != "" {
-		kvs = append(kvs, KV{"tokenizer.chat_template", tmpl})
-	}
-	for _, kv := range kvs {
-		if err := w.AddKV(kv.Key, kv.Value); err != nil {
-			return err
-		}
+	if err := addKVs(w, kvs); err != nil {
+		return err
 	}
 	for i, t := range tensors {
 		if err := w.AddTensorFunc(t.ggufName, TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
@@ -484,20 +453,6 @@ func addedTokens(v *vocab) []hfAddedToken {
 
 func byteLevelStep(addPrefixSpace, trimOffsets, useRegex bool) map[string]any {
 	return map[string]any{"type": "ByteLevel", "add_prefix_space": addPrefixSpace, "trim_offsets": trimOffsets, "use_regex": useRegex}
-}
-
-// vocabKVs are the GGUF keys of a vocabulary: byte-level BPE with its merges, or
-// SentencePiece with its scores and unknown token.
-func vocabKVs(v *vocab, fam family) []KV {
-	kvs := []KV{{"tokenizer.ggml.pre", fam.Pre}, {"tokenizer.ggml.tokens", v.tokens}, {"tokenizer.ggml.token_type", v.types}}
-	if !fam.SPM {
-		return append([]KV{{"tokenizer.ggml.model", "gpt2"}}, append(kvs, KV{"tokenizer.ggml.merges", v.merges})...)
-	}
-	kvs = append([]KV{{"tokenizer.ggml.model", "llama"}}, append(kvs, KV{"tokenizer.ggml.scores", spmScores(v)})...)
-	if id := v.id(fam.Unk); id >= 0 {
-		kvs = append(kvs, KV{"tokenizer.ggml.unknown_token_id", uint32(id)})
-	}
-	return append(kvs, KV{"tokenizer.ggml.add_space_prefix", false})
 }
 
 // bosTemplate is the post-processor step that prepends BOS.

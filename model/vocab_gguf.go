@@ -16,7 +16,7 @@ func WriteVocabGGUF(dir, out string) error {
 	if err != nil {
 		return err
 	}
-	kvs, err := ggufKVs(s, tok, TypeF32, filepath.Base(filepath.Clean(dir)))
+	kvs, err := ggufMetadata(s, tok, TypeF32, filepath.Base(filepath.Clean(dir)))
 	if err != nil {
 		return err
 	}
@@ -24,10 +24,8 @@ func WriteVocabGGUF(dir, out string) error {
 	if err != nil {
 		return err
 	}
-	for _, kv := range kvs {
-		if err := w.AddKV(kv.Key, kv.Value); err != nil {
-			return err
-		}
+	if err := addKVs(w, kvs); err != nil {
+		return err
 	}
 	return w.Close()
 }
