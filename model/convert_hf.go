@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/umad-dev/umad/model/arch"
 )
 
 // DefaultShardBytes is the size above which GGUFToHF shards the weights, as transformers'
@@ -91,14 +93,15 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 
 // ggufShape reads the architecture's hyperparameters under llama.cpp's key names.
 func ggufShape(g *GGUF) (Shape, error) {
-	arch, err := g.String("general.architecture")
+	name, err := g.String("general.architecture")
 	if err != nil {
 		return Shape{}, err
 	}
-	if _, ok := Arch(arch).desc(); !ok {
-		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", arch, strings.Join(SupportedArchitectures(), ", "))
+	d, ok := arch.OfGGUF(name)
+	if !ok {
+		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", name, strings.Join(SupportedArchitectures(), ", "))
 	}
-	s := Shape{Arch: Arch(arch), RopeTheta: 10000} // llama.cpp's default base
+	s := Shape{Arch: Arch(d.Name), RopeTheta: 10000} // llama.cpp's default base
 	tokens, err := g.Strings("tokenizer.ggml.tokens")
 	if err != nil {
 		return Shape{}, err
@@ -118,7 +121,7 @@ func ggufShape(g *GGUF) (Shape, error) {
 		{"attention.key_length", &s.HeadDim, true},
 		{"attention.sliding_window", &s.SlidingWindow, true},
 	} {
-		key := arch + "." + f.key
+		key := name + "." + f.key
 		if _, ok := g.Lookup(key); !ok && f.optional {
 			continue
 		}
@@ -137,11 +140,11 @@ func ggufShape(g *GGUF) (Shape, error) {
 	if s.HeadDim == 0 && s.Heads > 0 {
 		s.HeadDim = s.Hidden / s.Heads
 	}
-	if s.RMSEps, err = g.Float(arch + ".attention.layer_norm_rms_epsilon"); err != nil {
+	if s.RMSEps, err = g.Float(name + ".attention.layer_norm_rms_epsilon"); err != nil {
 		return Shape{}, err
 	}
-	if _, ok := g.Lookup(arch + ".rope.freq_base"); ok {
-		if s.RopeTheta, err = g.Float(arch + ".rope.freq_base"); err != nil {
+	if _, ok := g.Lookup(name + ".rope.freq_base"); ok {
+		if s.RopeTheta, err = g.Float(name + ".rope.freq_base"); err != nil {
 			return Shape{}, err
 		}
 	}

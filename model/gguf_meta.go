@@ -19,7 +19,7 @@ const queryScalarKey = "umad.hf.query_pre_attn_scalar"
 // its matrices of type typ: the one writer of converted (HFToGGUF), vocabulary-only
 // (WriteVocabGGUF) and tiny (WriteTiny) models' keys.
 func ggufMetadata(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error) {
-	a := string(s.Arch)
+	a := s.Arch.GGUF()
 	kvs := []KV{
 		{"general.architecture", a},
 		{"general.name", name},

@@ -77,7 +77,7 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 		return fmt.Errorf("lora: rsLoRA's alpha %g x sqrt(rank %d) is outside float32's range", a.Alpha, a.Rank)
 	}
 	for _, kv := range []KV{
-		{generalArch, string(s.Arch)},
+		{generalArch, s.Arch.GGUF()},
 		{generalType, loraGGUFType},
 		{adapterTypeKV, loraGGUFKind},
 		{loraAlphaKey, float32(alpha)},
@@ -177,8 +177,8 @@ func checkLoRAGGUF(path string, s Shape) error {
 	if err != nil {
 		return err
 	}
-	if arch != string(s.Arch) {
-		return fmt.Errorf("the adapter is for %s, the model is %s", arch, s.Arch)
+	if arch != s.Arch.GGUF() {
+		return fmt.Errorf("the adapter is for %s, the model is %s", arch, s.Arch.GGUF())
 	}
 	if kv, ok := g.Lookup(loraAlphaKey); ok {
 		alpha, isF32 := kv.Value.(float32)

@@ -39,12 +39,17 @@ func TestArchCodesMatchKernel(t *testing.T) {
 		v, _ := strconv.Atoi(m[2])
 		enum[strings.ToLower(m[1])] = int32(v)
 	}
-	if len(enum) != len(arch.All) || ArchCount != len(arch.All) {
-		t.Fatalf("kernels/umad_torch.h has %d architectures (UMAD_ARCH_COUNT %d), the registry %d: %v",
-			len(enum), ArchCount, len(arch.All), enum)
+	codes := map[int32]bool{} // an architecture the plugin runs as another shares its code
+	for _, d := range arch.All {
+		codes[d.Plugin] = true
+	}
+	if len(enum) != len(codes) || ArchCount != len(codes) {
+		t.Fatalf("kernels/umad_torch.h has %d architectures (UMAD_ARCH_COUNT %d), the registry %d codes: %v",
+			len(enum), ArchCount, len(codes), enum)
 	}
 	for _, d := range arch.All {
-		if v, ok := enum[d.Name]; !ok || v != d.Plugin {
+		// An architecture llama.cpp runs as another may have no code of its own.
+		if v, ok := enum[d.Name]; ok && v != d.Plugin || !ok && d.GGUF == "" {
 			t.Errorf("%s: registry code %d, kernel UMAD_ARCH_%s = %d (present %v)", d.Name, d.Plugin, strings.ToUpper(d.Name), v, ok)
 		}
 	}

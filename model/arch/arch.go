@@ -15,10 +15,15 @@ import (
 
 // Desc describes one architecture.
 type Desc struct {
-	// Name is llama.cpp's general.architecture, config.json's model_type and --arch.
+	// Name is --arch, and config.json's model_type and llama.cpp's general.architecture
+	// unless ModelType or GGUF is set.
 	Name string
 	// ModelType is config.json's model_type (Name where empty).
 	ModelType string
+	// GGUF is llama.cpp's general.architecture where llama.cpp runs the architecture as
+	// another (Name where empty). A GGUF of that name reads back as the first architecture
+	// registered under it.
+	GGUF string
 	// HFClass is config.json's architectures entry.
 	HFClass string
 	// Chat is the chat format of the models umad generates, whose template they carry.
@@ -26,7 +31,8 @@ type Desc struct {
 	// Tokenizer is the tokenizer of the models umad generates.
 	Tokenizer Tokenizer
 	// Plugin is the architecture's code in the libtorch plugin (UMAD_ARCH_* in
-	// kernels/umad_torch.h); a test checks the two lists agree.
+	// kernels/umad_torch.h); a test checks the two lists agree. Architectures the plugin
+	// runs as another share its code.
 	Plugin int32
 
 	// QKNorm: an RMS norm over each head of q and k (q_norm, k_norm).
@@ -128,6 +134,23 @@ func (d Desc) HFModelType() string {
 		return d.ModelType
 	}
 	return d.Name
+}
+
+// GGUFArch is llama.cpp's general.architecture of the architecture.
+func (d Desc) GGUFArch() string {
+	if d.GGUF != "" {
+		return d.GGUF
+	}
+	return d.Name
+}
+
+// OfGGUF returns the first descriptor whose GGUF general.architecture is name.
+func OfGGUF(name string) (Desc, bool) {
+	i := slices.IndexFunc(All, func(d Desc) bool { return d.GGUFArch() == name })
+	if i < 0 {
+		return Desc{}, false
+	}
+	return All[i], true
 }
 
 // OfModelType returns the descriptor whose config.json model_type is t.

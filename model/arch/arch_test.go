@@ -6,12 +6,18 @@ import (
 )
 
 // TestRegistry checks what the rest of umad assumes of the list: unique names and presets,
-// plugin codes in list order, and every descriptor complete.
+// plugin codes in list order with none skipped (architectures may share one), and every
+// descriptor complete.
 func TestRegistry(t *testing.T) {
 	presets := map[string]string{}
-	for i, d := range All {
-		if d.Plugin != int32(i) {
-			t.Errorf("%s: plugin code %d at position %d", d.Name, d.Plugin, i)
+	next := int32(0)
+	for _, d := range All {
+		if d.Plugin != next && d.Plugin != next-1 {
+			t.Errorf("%s: plugin code %d after code %d", d.Name, d.Plugin, next-1)
+		}
+		next = d.Plugin + 1
+		if got, ok := OfGGUF(d.GGUFArch()); !ok || got.Plugin != d.Plugin {
+			t.Errorf("%s: its GGUF (%s) reads back as %s, plugin code %d", d.Name, d.GGUFArch(), got.Name, got.Plugin)
 		}
 		if got, err := Lookup(d.Name); err != nil || got.Name != d.Name {
 			t.Errorf("Lookup(%s) = %v, %v", d.Name, got.Name, err)
