@@ -61,7 +61,7 @@ func TestRenderRejects(t *testing.T) {
 			t.Errorf("%s: want an error", name)
 		}
 	}
-	if _, err := (Format{Family: "mistral"}).Render([]Message{{Role: "user"}}, Options{}); err == nil {
+	if _, err := (Format{Family: "phi3"}).Render([]Message{{Role: "user"}}, Options{}); err == nil {
 		t.Error("unknown family: want an error")
 	}
 }
@@ -81,7 +81,7 @@ func TestTemplatesDetectAsTheirFamily(t *testing.T) {
 }
 
 func TestDetectRejectsUnknown(t *testing.T) {
-	for _, tmpl := range []string{"", "  ", "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"} {
+	for _, tmpl := range []string{"", "  ", "{% for m in messages %}<|user|>\n{{ m.content }}<|end|>{% endfor %}"} {
 		if f, err := Detect(tmpl); err == nil {
 			t.Errorf("Detect(%q) = %v, want an error", tmpl, f)
 		} else if !strings.Contains(err.Error(), "--chat-format") {
@@ -151,7 +151,7 @@ func TestResolve(t *testing.T) {
 		{template: hybrid, override: "llama3", want: Format{Family: Llama3}},
 		{template: "", override: "qwen2.5", want: Format{Family: Qwen25}},
 		{template: "", fails: true},
-		{template: qwen3, override: "mistral", fails: true},
+		{template: qwen3, override: "phi3", fails: true},
 	} {
 		got, err := Resolve(c.template, c.override)
 		if (err != nil) != c.fails || (!c.fails && got != c.want) {

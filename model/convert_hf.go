@@ -101,6 +101,11 @@ func ggufShape(g *GGUF) (Shape, error) {
 	if !ok {
 		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", name, strings.Join(SupportedArchitectures(), ", "))
 	}
+	if mt, err := g.String(modelTypeKey); err == nil {
+		if d, ok = arch.OfModelType(mt); !ok || d.GGUFArch() != name {
+			return Shape{}, fmt.Errorf("%s %q is not an architecture llama.cpp runs as %s", modelTypeKey, mt, name)
+		}
+	}
 	s := Shape{Arch: Arch(d.Name), RopeTheta: 10000} // llama.cpp's default base
 	tokens, err := g.Strings("tokenizer.ggml.tokens")
 	if err != nil {

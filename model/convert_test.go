@@ -299,7 +299,7 @@ func TestHFToGGUFBadInput(t *testing.T) {
 	}{
 		{"unsupported architecture names it and the supported list", func(t *testing.T, hf string) {
 			editJSON(t, filepath.Join(hf, "config.json"), func(m map[string]any) { m["model_type"] = "gemma2" })
-		}, HFToGGUFOptions{}, []string{`"gemma2"`, "llama, qwen2, qwen3"}},
+		}, HFToGGUFOptions{}, []string{`"gemma2"`, strings.Join(SupportedArchitectures(), ", ")}},
 		{"missing tokenizer.json", func(t *testing.T, hf string) {
 			os.Remove(filepath.Join(hf, "tokenizer.json"))
 		}, HFToGGUFOptions{}, []string{"tokenizer.json"}},
@@ -418,7 +418,7 @@ func TestGGUFToHFBadInput(t *testing.T) {
 				k.Value = "mamba"
 			}
 			return true
-		}, []string{`"mamba"`, "llama, qwen2, qwen3"}},
+		}, []string{`"mamba"`, strings.Join(SupportedArchitectures(), ", ")}},
 		{"unknown pre-tokenizer", func(k *KV) bool {
 			if k.Key == "tokenizer.ggml.pre" {
 				k.Value = "gpt-4o"

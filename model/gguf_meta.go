@@ -15,6 +15,10 @@ const ropeScalingKey = "umad.hf.rope_scaling"
 // from which the reader takes it back out.
 const queryScalarKey = "umad.hf.query_pre_attn_scalar"
 
+// modelTypeKey keeps config.json's model_type of an architecture that llama.cpp runs as
+// another (arch.Desc.GGUF), so that the GGUF converts back to it.
+const modelTypeKey = "umad.hf.model_type"
+
 // ggufMetadata is the metadata llama.cpp reads for a model of shape s with tokenizer tok,
 // its matrices of type typ: the one writer of converted (HFToGGUF), vocabulary-only
 // (WriteVocabGGUF) and tiny (WriteTiny) models' keys.
@@ -53,6 +57,9 @@ func ggufMetadata(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, e
 	}
 	if s.QueryScalar != 0 {
 		kvs = append(kvs, KV{queryScalarKey, s.QueryScalar})
+	}
+	if d, _ := s.Arch.desc(); d.GGUF != "" {
+		kvs = append(kvs, KV{modelTypeKey, d.HFModelType()})
 	}
 	kvs = append(kvs, vocabKVs(tok.voc, tok.fam)...)
 	for _, id := range []struct {

@@ -162,20 +162,36 @@ func spmTokenizerJSON(v *vocab, ids specialIDs, unk string) map[string]any {
 }
 
 // spmFamily is the family of a tokenizer.json whose BPE falls back to bytes: SentencePiece
-// style, which needs no pre-tokenizer (spaces are "▁" in the pieces).
+// style, which needs no pre-tokenizer (spaces are "▁" in the pieces). Of the SentencePiece
+// families it is the first whose end of turn is an added token, else the first.
 func spmFamily(tj *hfTokenizerFile) (family, error) {
 	if len(tj.PreTokenizer) > 0 && string(tj.PreTokenizer) != "null" {
 		return family{}, errors.New("tokenizer.json: a byte-fallback BPE with a pre-tokenizer is not supported")
 	}
+	var spm []family
 	for _, f := range families() {
 		if f.SPM {
-			if tj.Model.UnkToken != nil {
-				f.Unk = *tj.Model.UnkToken
-			}
-			return f, nil
+			spm = append(spm, f)
 		}
 	}
-	return family{}, errors.New("no SentencePiece family")
+	if len(spm) == 0 {
+		return family{}, errors.New("no SentencePiece family")
+	}
+	added := map[string]bool{}
+	for _, a := range tj.AddedTokens {
+		added[a.Content] = true
+	}
+	f := spm[0]
+	for _, g := range spm {
+		if added[g.EOS] {
+			f = g
+			break
+		}
+	}
+	if tj.Model.UnkToken != nil {
+		f.Unk = *tj.Model.UnkToken
+	}
+	return f, nil
 }
 
 // markByteTokens gives the <0xXX> pieces llama.cpp's BYTE type, by which it falls back to them.
