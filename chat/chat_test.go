@@ -38,6 +38,8 @@ func TestRender(t *testing.T) {
 			[]Message{{Role: "system", Content: " Be brief. "}, {Role: "user", Content: "\nHi \n"}}, Options{DateString: "01 Jan 2026"},
 			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 01 Jan 2026\n\nBe brief.<|eot_id|>" +
 				"<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"mistral opens the first [INST] with the system message", Format{Family: "mistral"}, withSystem, Options{},
+			"<s>[INST] Be brief.\n\nHi[/INST]"},
 	}
 	for _, c := range cases {
 		got, err := c.f.Render(c.msgs, c.opt)

@@ -256,7 +256,7 @@ func mismatched(t *testing.T, arch string, s model.Shape) []struct{ why, path, w
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kv := range []model.KV{{Key: "general.architecture", Value: arch}, {Key: "general.type", Value: "adapter"},
+	for _, kv := range []model.KV{{Key: "general.architecture", Value: s.Arch.GGUF()}, {Key: "general.type", Value: "adapter"},
 		{Key: "adapter.type", Value: "lora"}, {Key: "adapter.lora.alpha", Value: float32(8)}} {
 		if err := w.AddKV(kv.Key, kv.Value); err != nil {
 			t.Fatal(err)
@@ -273,7 +273,7 @@ func mismatched(t *testing.T, arch string, s model.Shape) []struct{ why, path, w
 		t.Fatal(err)
 	}
 	return []struct{ why, path, want string }{
-		{"other architecture", adapterGGUF(t, randomAdapter(t, otherShape, 4), otherBase), "the adapter is for " + other + ", the model is " + arch},
+		{"other architecture", adapterGGUF(t, randomAdapter(t, otherShape, 4), otherBase), "the adapter is for " + other + ", the model is " + s.Arch.GGUF()},
 		{"wider ffn", wideFile, "blk.0.ffn_gate.weight: the adapter maps"},
 		{"ranks disagree", rankFile, "blk.0.attn_q.weight: lora_a has rank 4, lora_b 2"},
 		{"the base model", otherBase, `general.type is "", want "adapter"`},
