@@ -137,6 +137,9 @@ func TestLoadHFTokenizerErrors(t *testing.T) {
 		{"huge sparse id", `{"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{"a":900000000},"merges":[]}}`, `{}`, "far beyond"},
 		{"only added tokens", `{"added_tokens":[{"id":0,"content":"<|im_end|>","special":true}],"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{},"merges":[]}}`, `{}`, "empty vocabulary (model.vocab)"},
 		{"corrupt json", `{"model":`, `{}`, "parse tokenizer.json"},
+		{"sentencepiece with a space prefix", `{"normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},` +
+			`{"type":"Replace","pattern":{"String":" "},"content":"▁"}]},"pre_tokenizer":null,"model":{"type":"BPE","byte_fallback":true,"vocab":{"a":0},"merges":[]}}`,
+			`{}`, "prepends a space"},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -167,6 +168,11 @@ func spmTokenizerJSON(v *vocab, ids specialIDs, unk string) map[string]any {
 func spmFamily(tj *hfTokenizerFile) (family, error) {
 	if len(tj.PreTokenizer) > 0 && string(tj.PreTokenizer) != "null" {
 		return family{}, errors.New("tokenizer.json: a byte-fallback BPE with a pre-tokenizer is not supported")
+	}
+	// Mistral's and Llama 2's prepend a space to the text (llama.cpp's add_space_prefix),
+	// which the GGUFs and tokenizer.json files umad writes do not state.
+	if bytes.Contains(tj.Normalizer, []byte(`"Prepend"`)) {
+		return family{}, errors.New("tokenizer.json: a SentencePiece tokenizer that prepends a space is not supported")
 	}
 	var spm []family
 	for _, f := range families() {
