@@ -1,6 +1,6 @@
 // Package chat renders [system?, user] conversations into the prompt text each model
 // family expects, with the generation prompt (the assistant header) at the end. The
-// formats are data of the architecture registry (model/arch, one file per architecture):
+// formats are data of the architecture registry (arch/, one file per architecture):
 // each turn's markers, where a system message goes, a default system prompt or a dated
 // preamble, hybrid thinking, and the markers by which a checkpoint's template is
 // recognised.
@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 // Family names a chat format.

@@ -12,9 +12,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/hfhub"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 // convertTypes are the --type names of hf2gguf.

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 // Architectures are the model architectures umad supports: the registry's.

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/sampler"
 )
 

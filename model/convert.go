@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 // convertChunkBytes is how much of a tensor is converted at a time: large enough for disk

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 // DefaultShardBytes is the size above which GGUFToHF shards the weights, as transformers'

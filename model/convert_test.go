@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 func writeTinyForTest(t *testing.T, arch string) string {

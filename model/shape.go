@@ -5,11 +5,11 @@ import (
 	"math"
 	"strings"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 // Arch is a supported model architecture, by its registry name (--arch); its descriptor in
-// model/arch says what sets it apart, and its GGUF name.
+// arch/ says what sets it apart, and its GGUF name.
 type Arch string
 
 // The architectures tests and callers name; arch.All is the list.

@@ -13,8 +13,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 // TinyOptions configures WriteTiny.

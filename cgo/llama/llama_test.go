@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }

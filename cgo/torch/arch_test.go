@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 // The registry's plugin codes of the architectures these tests name.

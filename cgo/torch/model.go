@@ -14,7 +14,7 @@ import (
 )
 
 // Arch is an architecture's plugin code (UMAD_ARCH_* in kernels/umad_torch.h): the
-// registry's descriptors (model/arch) carry it, and a test checks the two lists agree.
+// registry's descriptors (arch/) carry it, and a test checks the two lists agree.
 type Arch int32
 
 // ArchCount is how many architectures the plugin knows: codes 0 to ArchCount-1.
