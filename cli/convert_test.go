@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
@@ -182,7 +183,7 @@ func TestConvertFlagPositions(t *testing.T) {
 		if _, stderr, err := runApp(t, args...); err != nil {
 			t.Fatalf("%q: %v\n%s", args, err, stderr)
 		}
-		g, err := model.OpenGGUF(out)
+		g, err := gguf.OpenGGUF(out)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 )
 
 // convertChunkBytes is how much of a tensor is converted at a time: large enough for disk
@@ -21,7 +22,7 @@ const convertChunkBytes = 4 << 20
 type HFToGGUFOptions struct {
 	// Type is the type of the weight matrices: TypeF32 (the zero value), TypeF16, TypeBF16 or
 	// TypeQ8_0. Vectors (norms, biases) stay F32, as llama.cpp expects.
-	Type GGMLType
+	Type gguf.GGMLType
 	// Progress, if set, is called before each tensor is written.
 	Progress func(done, total int, name string)
 	// Name is general.name; "" takes the directory's base name (a hub snapshot's is its
@@ -76,7 +77,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err := checkHFTensors(st, wm, s); err != nil {
 		return err
 	}
-	w, err := CreateGGUF(out)
+	w, err := gguf.CreateGGUF(out)
 	if err != nil {
 		return err
 	}
@@ -172,32 +173,32 @@ func checkHFTensors(st *Safetensors, wm *WeightMap, s Shape) error {
 	return nil
 }
 
-func ggmlTypeOfDType(d DType) (GGMLType, error) {
+func ggmlTypeOfDType(d DType) (gguf.GGMLType, error) {
 	switch d {
 	case F32:
-		return TypeF32, nil
+		return gguf.TypeF32, nil
 	case F16:
-		return TypeF16, nil
+		return gguf.TypeF16, nil
 	case BF16:
-		return TypeBF16, nil
+		return gguf.TypeBF16, nil
 	}
 	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
 }
 
 // matrixType is the GGUF type of a tensor: vectors stay F32; a Q8_0 matrix whose rows are
 // not whole 32-value blocks falls back to F16.
-func matrixType(want GGMLType, shape []int64) GGMLType {
+func matrixType(want gguf.GGMLType, shape []int64) gguf.GGMLType {
 	if len(shape) < 2 {
-		return TypeF32
+		return gguf.TypeF32
 	}
-	if want == TypeQ8_0 && shape[len(shape)-1]%q8BlockSize != 0 {
-		return TypeF16
+	if want == gguf.TypeQ8_0 && shape[len(shape)-1]%gguf.Q8BlockSize != 0 {
+		return gguf.TypeF16
 	}
 	return want
 }
 
 // hfTensorWriter streams one safetensors tensor into the GGUF through the weight map.
-func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) WriteFunc {
+func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		e := st.entries[name]
 		src, err := ggmlTypeOfDType(e.dtype)
@@ -209,7 +210,7 @@ func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) WriteFunc {
 }
 
 // reporting calls progress, if set, before write.
-func reporting(progress func(done, total int, name string), i, n int, name string, write WriteFunc) WriteFunc {
+func reporting(progress func(done, total int, name string), i, n int, name string, write gguf.WriteFunc) gguf.WriteFunc {
 	if progress == nil {
 		return write
 	}
@@ -222,7 +223,7 @@ func reporting(progress func(done, total int, name string), i, n int, name strin
 // convertRows copies a row-major tensor of the given PyTorch shape from r (type src) to w
 // (type dst), a block of rows at a time. With heads > 0 every block is one head's rows,
 // reordered by permute.
-func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, heads int, permute func(dst, src []byte, rows, rowBytes int64)) error {
+func convertRows(w io.Writer, r io.Reader, src, dst gguf.GGMLType, shape []int64, heads int, permute func(dst, src []byte, rows, rowBytes int64)) error {
 	rows, cols := int64(1), int64(1)
 	if len(shape) > 0 {
 		rows = shape[0]
@@ -230,7 +231,7 @@ func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, hea
 			cols *= d
 		}
 	}
-	srcElem := ggmlLayouts[src].blockBytes // F32/F16/BF16: one element per block
+	srcElem, _ := gguf.TensorBytes(src, []int64{1}) // F32, F16 or BF16: one element per block
 	rowBytes := cols * srcElem
 	block := max(1, convertChunkBytes/rowBytes)
 	if heads > 0 {
@@ -268,7 +269,7 @@ func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, hea
 
 // convertParallel converts whole rows of raw from src to dst on every core: type
 // conversion, not the disk, is what limits F16 and Q8_0 output.
-func convertParallel(src, dst GGMLType, raw []byte, rowBytes int64) ([]byte, error) {
+func convertParallel(src, dst gguf.GGMLType, raw []byte, rowBytes int64) ([]byte, error) {
 	rows := int64(len(raw)) / rowBytes
 	workers := min(int64(runtime.GOMAXPROCS(0)), rows)
 	parts := make([][]byte, workers)
@@ -279,9 +280,9 @@ func convertParallel(src, dst GGMLType, raw []byte, rowBytes int64) ([]byte, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			vals, err := dequantize(src, raw[lo:hi])
+			vals, err := gguf.Dequantize(src, raw[lo:hi])
 			if err == nil {
-				parts[w], err = EncodeTensor(dst, vals)
+				parts[w], err = gguf.EncodeTensor(dst, vals)
 			}
 			errs[w] = err
 		}()

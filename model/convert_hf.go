@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 )
 
 // DefaultShardBytes is the size above which GGUFToHF shards the weights, as transformers'
@@ -41,7 +42,7 @@ func GGUFToHF(path, dir string, opt GGUFToHFOptions) error {
 }
 
 func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
-	g, err := OpenGGUF(path)
+	g, err := gguf.OpenGGUF(path)
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 }
 
 // ggufShape reads the architecture's hyperparameters under llama.cpp's key names.
-func ggufShape(g *GGUF) (Shape, error) {
+func ggufShape(g *gguf.GGUF) (Shape, error) {
 	name, err := g.String("general.architecture")
 	if err != nil {
 		return Shape{}, err
@@ -184,7 +185,7 @@ func shortestF32(x float64) float64 {
 // ggufRopeScaling recovers config.json's rope_scaling: from the block HFToGGUF stores, else
 // (a file made by another converter) Llama 3's published parameters, accepted only if they
 // reproduce the file's rope_freqs exactly.
-func ggufRopeScaling(g *GGUF, s Shape) (*RopeScaling, error) {
+func ggufRopeScaling(g *gguf.GGUF, s Shape) (*RopeScaling, error) {
 	if _, ok := g.Tensor("rope_freqs.weight"); !ok {
 		return nil, nil
 	}
@@ -211,12 +212,12 @@ func ggufRopeScaling(g *GGUF, s Shape) (*RopeScaling, error) {
 }
 
 // hfDType picks the output dtype and checks that every tensor converts to it.
-func hfDType(g *GGUF, layout []tinyTensor, want DType) (DType, error) {
+func hfDType(g *gguf.GGUF, layout []tinyTensor, want DType) (DType, error) {
 	if len(g.Tensors) == 0 {
 		return "", errors.New("the file has no tensors (a vocabulary-only GGUF?)")
 	}
 	for _, t := range g.Tensors {
-		if t.Type != TypeF32 && t.Type != TypeF16 && t.Type != TypeBF16 {
+		if t.Type != gguf.TypeF32 && t.Type != gguf.TypeF16 && t.Type != gguf.TypeBF16 {
 			return "", fmt.Errorf("tensor %q is %v: only F32, F16 and BF16 files convert back (quantised weights cannot be restored)", t.Name, t.Type)
 		}
 	}
@@ -230,10 +231,10 @@ func hfDType(g *GGUF, layout []tinyTensor, want DType) (DType, error) {
 	if !ok {
 		return "", fmt.Errorf("tensor %q is missing", layout[0].ggufName)
 	}
-	return map[GGMLType]DType{TypeF32: F32, TypeF16: F16, TypeBF16: BF16}[emb.Type], nil
+	return map[gguf.GGMLType]DType{gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16}[emb.Type], nil
 }
 
-func checkGGUFTensors(g *GGUF, layout []tinyTensor, s Shape) error {
+func checkGGUFTensors(g *gguf.GGUF, layout []tinyTensor, s Shape) error {
 	want := map[string]bool{"rope_freqs.weight": s.RopeScaling != nil}
 	for _, t := range layout {
 		want[t.ggufName] = true
@@ -253,14 +254,14 @@ func checkGGUFTensors(g *GGUF, layout []tinyTensor, s Shape) error {
 	return nil
 }
 
-func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType) WriteFunc {
+func ggufTensorWriter(g *gguf.GGUF, t tinyTensor, dtype DType) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		info, _ := g.Tensor(t.ggufName) // checked by checkGGUFTensors
 		dst, err := ggmlTypeOfDType(dtype)
 		if err != nil {
 			return err
 		}
-		r := io.NewSectionReader(g.r, g.DataOffset+info.Offset, info.Size)
+		r := g.TensorData(info)
 		if t.offset != 0 || t.scale != 0 {
 			return shiftVector(w, r, info.Type, dst, t, false)
 		}
@@ -269,7 +270,7 @@ func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType) WriteFunc {
 }
 
 // ggufTokenizer reads the tokenizer keys back into an HFTokenizer.
-func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
+func ggufTokenizer(g *gguf.GGUF) (*HFTokenizer, error) {
 	tm, err := g.String("tokenizer.ggml.model")
 	if err != nil || (tm != "gpt2" && tm != "llama") {
 		return nil, fmt.Errorf("tokenizer.ggml.model is %q (%v): only byte-level BPE (gpt2) and SentencePiece (llama) tokenizers convert", tm, err)
@@ -359,7 +360,7 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 
 // ggufSPM reads what a SentencePiece vocabulary adds: its merges, derived from the scores
 // as transformers derives them, and the unknown token.
-func ggufSPM(g *GGUF, v *vocab, fam *family) error {
+func ggufSPM(g *gguf.GGUF, v *vocab, fam *family) error {
 	kv, ok := g.Lookup("tokenizer.ggml.scores")
 	if !ok {
 		return errors.New("a SentencePiece tokenizer without tokenizer.ggml.scores")

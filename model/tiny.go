@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
@@ -294,7 +295,7 @@ func ggmlDims(shape []int64) []int64 {
 
 // writer streams the tensor as little-endian F32, as HF holds it or, with gguf, as the GGUF
 // does: each head's rows in llama.cpp's order, norms with their offset.
-func (t tinyTensor) writer(gguf bool) WriteFunc {
+func (t tinyTensor) writer(gguf bool) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		rng := rand.New(rand.NewPCG(t.seed, t.seed>>1|1))
 		rows := t.shape[0]
@@ -355,11 +356,11 @@ func interleaveHead(head []float32, d, cols int64) []float32 {
 }
 
 func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor) error {
-	w, err := CreateGGUF(path)
+	w, err := gguf.CreateGGUF(path)
 	if err != nil {
 		return err
 	}
-	kvs, err := ggufMetadata(s, tok, TypeF32, "umad-tiny-"+string(s.Arch))
+	kvs, err := ggufMetadata(s, tok, gguf.TypeF32, "umad-tiny-"+string(s.Arch))
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor)
 		return err
 	}
 	for i, t := range tensors {
-		if err := w.AddTensorFunc(t.ggufName, TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
+		if err := w.AddTensorFunc(t.ggufName, gguf.TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
 			return err
 		}
 		if i == 0 {
@@ -381,15 +382,15 @@ func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor)
 
 // addRopeFreqs adds the rope_freqs tensor of a shape with Llama 3 rope scaling: llama.cpp
 // applies that scaling through this tensor, not through keys.
-func addRopeFreqs(w *GGUFWriter, s Shape) error {
+func addRopeFreqs(w *gguf.GGUFWriter, s Shape) error {
 	if s.RopeScaling == nil {
 		return nil
 	}
-	factors, err := EncodeTensor(TypeF32, s.llama3RopeFactors())
+	factors, err := gguf.EncodeTensor(gguf.TypeF32, s.llama3RopeFactors())
 	if err != nil {
 		return err
 	}
-	return w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(s.HeadDim / 2)}, factors)
+	return w.AddTensor("rope_freqs.weight", gguf.TypeF32, []int64{int64(s.HeadDim / 2)}, factors)
 }
 
 func hfConfigOf(s Shape, ids specialIDs) HFConfig {

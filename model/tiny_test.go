@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
 const testTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -27,9 +29,9 @@ func writeTestTiny(t *testing.T, arch string, opt TinyOptions) string {
 	return dir
 }
 
-func openTinyPair(t *testing.T, dir string) (*GGUF, *Safetensors) {
+func openTinyPair(t *testing.T, dir string) (*gguf.GGUF, *Safetensors) {
 	t.Helper()
-	g, err := OpenGGUF(filepath.Join(dir, "model.gguf"))
+	g, err := gguf.OpenGGUF(filepath.Join(dir, "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestTinyWeightsIdentical(t *testing.T) {
 			var ggufNames []string
 			for _, ti := range g.Tensors {
 				ggufNames = append(ggufNames, ti.Name)
-				if ti.Type != TypeF32 {
+				if ti.Type != gguf.TypeF32 {
 					t.Errorf("%s is %v, want F32", ti.Name, ti.Type)
 				}
 			}
@@ -575,7 +577,7 @@ func TestLoadRealHFConfigs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(filepath.Base(tc.dir), func(t *testing.T) {
-			cfg, err := LoadHFConfig(sharedFile(t, tc.dir))
+			cfg, err := LoadHFConfig(sharedtest.Path(t, tc.dir))
 			if err != nil {
 				t.Fatal(err)
 			}

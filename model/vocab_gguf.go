@@ -2,6 +2,8 @@ package model
 
 import (
 	"path/filepath"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 // WriteVocabGGUF writes a GGUF of the Hugging Face checkpoint in dir with its metadata and
@@ -16,11 +18,11 @@ func WriteVocabGGUF(dir, out string) error {
 	if err != nil {
 		return err
 	}
-	kvs, err := ggufMetadata(s, tok, TypeF32, filepath.Base(filepath.Clean(dir)))
+	kvs, err := ggufMetadata(s, tok, gguf.TypeF32, filepath.Base(filepath.Clean(dir)))
 	if err != nil {
 		return err
 	}
-	w, err := CreateGGUF(out)
+	w, err := gguf.CreateGGUF(out)
 	if err != nil {
 		return err
 	}
