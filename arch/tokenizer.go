@@ -2,8 +2,8 @@ package arch
 
 // Tokenizer is the tokenizer of the models umad generates for an architecture, as data:
 // byte-level BPE cut by a pre-tokenizer, or SentencePiece style. Converted checkpoints
-// bring their own vocabulary; their family is recognised by Split (BPE) or as the first
-// SentencePiece one.
+// bring their own vocabulary and special tokens; their family is recognised by Split (BPE)
+// or by its end of turn among their added tokens (SentencePiece).
 type Tokenizer struct {
 	// Name names the tokenizer; architectures that share one share the name.
 	Name string

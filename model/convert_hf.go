@@ -285,7 +285,9 @@ func ggufTokenizer(g *gguf.GGUF) (*HFTokenizer, error) {
 		if f.Pre == pre && f.SPM == (tm == "llama") {
 			fam = f
 		}
-		names = append(names, f.Pre)
+		if !slices.Contains(names, f.Pre) {
+			names = append(names, f.Pre)
+		}
 	}
 	if fam.Pre == "" {
 		return nil, fmt.Errorf("pre-tokenizer %q is not supported; supported: %s", pre, strings.Join(names, ", "))

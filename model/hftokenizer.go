@@ -195,6 +195,9 @@ func preTokenizerFamily(raw json.RawMessage) (family, error) {
 	}
 	var names []string
 	for _, f := range families() {
+		if f.SPM {
+			continue
+		}
 		if byteLevel && regex == f.Split {
 			return f, nil
 		}

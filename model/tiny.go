@@ -162,7 +162,7 @@ func tinyShape(opt TinyOptions) (Shape, error) {
 // takes its special tokens' texts, BOS rule and unknown token from its own files.
 type family struct{ arch.Tokenizer }
 
-// families are the registry's tokenizers, the first of them the default.
+// families are the registry's tokenizers, in registry order.
 func families() []family {
 	var out []family
 	for _, t := range arch.Tokenizers() {
