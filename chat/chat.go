@@ -28,12 +28,15 @@ const (
 	Gemma3 Family = "gemma3"
 )
 
+// formats are the registry's chat formats, in its order.
+var formats = arch.Chats()
+
 // Families lists the supported families: the registry's chat formats.
 var Families = families()
 
 func families() []Family {
 	var out []Family
-	for _, c := range arch.Chats() {
+	for _, c := range formats {
 		out = append(out, Family(c.Family))
 	}
 	return out
@@ -83,7 +86,7 @@ func Detect(template string) (Format, error) {
 	if strings.TrimSpace(template) == "" {
 		return Format{}, fmt.Errorf("the model has no chat template; choose one with --chat-format (%s)", familyList())
 	}
-	for _, c := range arch.Chats() {
+	for _, c := range formats {
 		if containsAll(template, c.Markers) {
 			hybrid := c.Thinking != "" && strings.Contains(template, c.Thinking)
 			return Format{Family: Family(c.Family), HybridThinking: hybrid}, nil
@@ -122,7 +125,7 @@ func Resolve(template, override string) (Format, error) {
 
 // format is the family's chat format in the registry.
 func format(f Family) (arch.Chat, bool) {
-	for _, c := range arch.Chats() {
+	for _, c := range formats {
 		if c.Family == string(f) {
 			return c, true
 		}
