@@ -10,6 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
@@ -388,13 +389,13 @@ func TestTrainLoRARunAndResume(t *testing.T) {
 		t.Error("the LoRA checkpoint copied the base weights")
 	}
 	// The base llama.cpp holds follows the rollout dtype (issue 33).
-	base, err := model.OpenGGUF(filepath.Join(out, "sync", "agent-0", "model.gguf"))
+	base, err := gguf.OpenGGUF(filepath.Join(out, "sync", "agent-0", "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer base.Close()
 	for _, ti := range base.Tensors {
-		if len(ti.Dims) == 2 && ti.Type != model.TypeBF16 {
+		if len(ti.Dims) == 2 && ti.Type != gguf.TypeBF16 {
 			t.Errorf("the rollout base's matrix %s is %v, want the rollout dtype, bf16", ti.Name, ti.Type)
 			break
 		}

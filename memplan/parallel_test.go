@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -119,7 +120,7 @@ func paperAgents() []Agent {
 	var agents []Agent
 	for _, name := range []string{"qwen2.5-3b", "qwen3-4b"} {
 		agents = append(agents, Agent{Name: name, Shape: model.Presets[name], DType: BF16, ModelPlacement: onGPU,
-			FusedAttention: true, MicroBatchSeqs: 5, PromptTokens: 2048, ResponseTokens: 5120, RolloutType: model.TypeBF16,
+			FusedAttention: true, MicroBatchSeqs: 5, PromptTokens: 2048, ResponseTokens: 5120, RolloutType: gguf.TypeBF16,
 			Slots: 16, KVType: "f16", GPULayers: 99})
 	}
 	return agents

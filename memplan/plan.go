@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainspec"
@@ -64,7 +65,7 @@ type Agent struct {
 	PromptTokens   int
 	ResponseTokens int
 	// The rollout engine.
-	RolloutType model.GGMLType // GGUF matrices llama.cpp runs (the sync writes F32 today)
+	RolloutType gguf.GGMLType // GGUF matrices llama.cpp runs (the sync writes F32 today)
 	// FileSync is --sync file: each sync loads a new GGUF before the old model is closed.
 	// The default in-place sync writes into the loaded model and needs no second copy.
 	FileSync bool

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -142,7 +143,7 @@ func TestSyncModes(t *testing.T) {
 func TestQwen25_3BByHand(t *testing.T) {
 	const P = 3_085_938_688 // the published count (model/preset_test.go)
 	a := Agent{Shape: model.Presets["qwen2.5-3b"], MicroBatchSeqs: 5, PromptTokens: 5120, ResponseTokens: 1024,
-		Slots: 16, SeqContext: 6144, KVType: "f16", RolloutType: model.TypeF32}
+		Slots: 16, SeqContext: 6144, KVType: "f16", RolloutType: gguf.TypeF32}
 	p, err := New([]Agent{a})
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/trainspec"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/torchtest"
-	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -133,11 +133,11 @@ func TestBF16Rollouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]model.GGMLType{
-		filepath.Join(inplace.Out, "sync", "agent-0", "model.gguf"): model.TypeBF16,
-		filepath.Join(AgentCheckpointDir(ck, 0), "model.gguf"):      model.TypeF32,
+	for path, want := range map[string]gguf.GGMLType{
+		filepath.Join(inplace.Out, "sync", "agent-0", "model.gguf"): gguf.TypeBF16,
+		filepath.Join(AgentCheckpointDir(ck, 0), "model.gguf"):      gguf.TypeF32,
 	} {
-		g, err := model.OpenGGUF(path)
+		g, err := gguf.OpenGGUF(path)
 		if err != nil {
 			t.Fatal(err)
 		}
