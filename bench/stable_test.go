@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -54,5 +55,21 @@ func TestTrainSection(t *testing.T) {
 	_, err = TrainSection([]TrainStep{run(0.5, 4e9), run(0.2, 4e9)})
 	if err == nil || !strings.Contains(err.Error(), "update at 150% of its run's peak 4 GFLOP/s") {
 		t.Errorf("a phase at 150%% of the peak: %v", err)
+	}
+}
+
+// The triad's arrays are mapped and returned; it measures a positive, finite rate.
+func TestTriadBandwidth(t *testing.T) {
+	f := hugeFloats(1 << 20)
+	for i := range f {
+		f[i] = float64(i)
+	}
+	if f[len(f)-1] != float64(len(f)-1) {
+		t.Fatal("mapped floats do not hold their values")
+	}
+	unmapFloats(f)
+	unmapFloats(make([]float64, 8)) // a heap slice: left alone
+	if bw := TriadBandwidth(3 << 22); !(bw > 0) || math.IsInf(bw, 0) {
+		t.Errorf("triad bandwidth %g B/s", bw)
 	}
 }
