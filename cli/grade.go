@@ -13,9 +13,9 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/jsonline"
-	"github.com/umad-dev/umad/reward"
 )
 
 func init() {
@@ -69,7 +69,7 @@ func init() {
 // gradeConfig is what grading one line needs from the flags.
 type gradeConfig struct {
 	responseField, predField, goldField string
-	extract                             reward.ExtractOptions
+	extract                             grade.ExtractOptions
 	// check, when set, asks the verifier model about the pairs robust does not decide.
 	check         *runVerifier
 	questionField string
@@ -97,7 +97,7 @@ func runGrade(c *ucli.Context) error {
 		responseField: c.String("response-field"),
 		predField:     c.String("pred-field"),
 		goldField:     c.String("gold-field"),
-		extract: reward.ExtractOptions{
+		extract: grade.ExtractOptions{
 			GSM8KHash: c.Bool("gsm8k-hash"), AnswerPhrase: c.Bool("answer-phrase"), LastMath: c.Bool("last-math"),
 			LastNumberFallback: c.Bool("last-number"),
 		},
@@ -124,10 +124,10 @@ func runGrade(c *ucli.Context) error {
 		in = f
 	}
 	stats := gradeStats{withVerifier: cfg.check != nil}
-	grade := func(w io.Writer) error {
+	gradeAll := func(w io.Writer) error {
 		return gradeLines(in, w, c.App.ErrWriter, cfg, c.Bool("strict-input"), &stats)
 	}
-	if err := writeOutput(c, c.String("out"), grade); err != nil {
+	if err := writeOutput(c, c.String("out"), gradeAll); err != nil {
 		return fmt.Errorf("grade %s: %w", inPath, err)
 	}
 	stats.print(c.App.ErrWriter, cfg.check)
@@ -189,7 +189,7 @@ func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput 
 type gradedLine struct {
 	obj             *jsonline.Object
 	lineNo          int
-	v               reward.Verdict
+	v               grade.Verdict
 	extracted, gold string
 	question        string
 	ask             bool // a pair robust does not decide, for the verifier
@@ -213,19 +213,19 @@ func (cfg gradeConfig) gradeLine(lineNo int, line []byte) (*gradedLine, error) {
 		return nil, fmt.Errorf("field %q is empty", cfg.goldField)
 	}
 
-	var v reward.Verdict
+	var v grade.Verdict
 	var extracted string
 	if raw, ok := obj.Get(cfg.responseField); ok {
 		var response string // null reads as "", which has no answer
 		if err := json.Unmarshal(raw, &response); err != nil {
 			return nil, fmt.Errorf("field %q is not a string", cfg.responseField)
 		}
-		v, extracted = reward.Grade(response, gold, cfg.extract)
+		v, extracted = grade.Grade(response, gold, cfg.extract)
 	} else if raw, ok := obj.Get(cfg.predField); ok {
 		if extracted, err = answerText(raw); err != nil {
 			return nil, fmt.Errorf("field %q: %w", cfg.predField, err)
 		}
-		v = reward.GradeAnswer(extracted, gold)
+		v = grade.GradeAnswer(extracted, gold)
 	} else {
 		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.Keys())
 	}
@@ -248,7 +248,7 @@ func (g *gradedLine) finish(stats *gradeStats) ([]byte, error) {
 	var extractedJSON, keyJSON, ruleJSON any // null without an answer
 	ruleName := "no answer"
 	if !v.NoAnswer {
-		_, rule := reward.RobustEquivRule(extracted, gold)
+		_, rule := grade.RobustEquivRule(extracted, gold)
 		extractedJSON, keyJSON, ruleJSON = extracted, v.Key, rule
 		ruleName = string(rule)
 	}
@@ -261,7 +261,7 @@ func (g *gradedLine) finish(stats *gradeStats) ([]byte, error) {
 		if v.Verifier != "" {
 			check = v.Verifier
 		}
-		if v.Verifier == reward.CheckEqual || v.Verifier == reward.CheckNotEqual {
+		if v.Verifier == grade.CheckEqual || v.Verifier == grade.CheckNotEqual {
 			fields[4].value, ruleName = "verifier", "verifier"
 		}
 		fields = append(fields, struct {
@@ -276,7 +276,7 @@ func (g *gradedLine) finish(stats *gradeStats) ([]byte, error) {
 	}
 	stats.count(v)
 	if v.Strict != v.Robust {
-		if ruleName == string(reward.RuleNone) && (!reward.Readable(extracted) || !reward.Readable(gold)) {
+		if ruleName == string(grade.RuleNone) && (!grade.Readable(extracted) || !grade.Readable(gold)) {
 			ruleName = "unread" // robust compared the spelling of text it could not parse
 		}
 		stats.disagree = append(stats.disagree, disagreement{g.lineNo, extracted, gold, v.Strict, v.Robust, ruleName})
@@ -301,8 +301,8 @@ func answerText(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("want a string or a number, got %s", raw)
 }
 
-func (s *gradeStats) count(v reward.Verdict) {
-	strict, robust := v.Correct(reward.Strict), v.Correct(reward.Robust)
+func (s *gradeStats) count(v grade.Verdict) {
+	strict, robust := v.Correct(grade.Strict), v.Correct(grade.Robust)
 	s.graded++
 	if v.NoAnswer {
 		s.noAnswer++
@@ -313,7 +313,7 @@ func (s *gradeStats) count(v reward.Verdict) {
 	if robust {
 		s.robust++
 	}
-	if v.Correct(reward.Verified) {
+	if v.Correct(grade.Verified) {
 		s.verified++
 	}
 	if strict && !robust {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // runGradeCmd runs `umad grade args...` through the app and returns stdout, stderr and the error.
@@ -87,7 +87,7 @@ func TestGradeFieldsAndStats(t *testing.T) {
 			}
 			var wantKey any
 			if c.extracted != nil {
-				wantKey = reward.Key(c.extracted.(string))
+				wantKey = grade.Key(c.extracted.(string))
 			}
 			if got["extracted"] != c.extracted || got["key"] != wantKey || got["strict"] != c.strict || got["robust"] != c.robust || got["rule"] != c.rule {
 				t.Errorf("got extracted=%#v key=%#v strict=%v robust=%v rule=%#v, want %#v %#v %v %v %#v",
@@ -142,8 +142,8 @@ func TestGradeFieldNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"completion": "\\boxed{4}", "answer": "4","extracted":"4","key":` + mustJSON(t, reward.Key("4")) + `,"strict":true,"robust":true,"rule":"exact"}` + "\n" +
-		`{"guess": "5", "answer": "4","extracted":"5","key":` + mustJSON(t, reward.Key("5")) + `,"strict":false,"robust":false,"rule":"none"}` + "\n"
+	want := `{"completion": "\\boxed{4}", "answer": "4","extracted":"4","key":` + mustJSON(t, grade.Key("4")) + `,"strict":true,"robust":true,"rule":"exact"}` + "\n" +
+		`{"guess": "5", "answer": "4","extracted":"5","key":` + mustJSON(t, grade.Key("5")) + `,"strict":false,"robust":false,"rule":"none"}` + "\n"
 	if stdout != want {
 		t.Errorf("got\n%s\nwant\n%s", stdout, want)
 	}

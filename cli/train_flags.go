@@ -7,7 +7,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -78,7 +78,7 @@ func trainRewardFlags() []ucli.Flag {
 // trainRunFlags are train's flags of grading, validation, checkpoints, the weight sync and the run directory.
 func trainRunFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.StringFlag{Name: "reward", Value: string(reward.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper), robust (equivalent forms: fractions, sets, intervals, symbolic) or robust+verifier=MODEL.gguf (robust, and a verifier model, asked with --verifier-prompt, for the pairs robust's rules do not decide)"},
+		&ucli.StringFlag{Name: "reward", Value: string(grade.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper), robust (equivalent forms: fractions, sets, intervals, symbolic) or robust+verifier=MODEL.gguf (robust, and a verifier model, asked with --verifier-prompt, for the pairs robust's rules do not decide)"},
 		verifierPromptFlag(),
 		&ucli.DurationFlag{Name: "verifier-budget", Usage: "with robust+verifier, most time the verifier model may take per rollout batch (0 = no limit); the pairs left are counted as skipped in the metrics"},
 		&ucli.BoolFlag{Name: "robust", Usage: "the same as --reward robust"},

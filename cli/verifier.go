@@ -14,8 +14,8 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/launch"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/verifier"
 )
 
@@ -58,16 +58,16 @@ func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier
 
 // parseReward reads --reward: strict, robust, or robust+verifier=MODEL.gguf, which also
 // names the verifier model.
-func parseReward(s string) (reward.Mode, string, error) {
+func parseReward(s string) (grade.Mode, string, error) {
 	name, path, withPath := strings.Cut(s, "=")
-	mode, err := reward.ParseMode(name)
+	mode, err := grade.ParseMode(name)
 	switch {
 	case err != nil:
 		return "", "", fmt.Errorf("--reward: %w", err)
-	case mode == reward.Verified && (!withPath || path == ""):
-		return "", "", fmt.Errorf("--reward %s needs its model: %s=MODEL.gguf", s, reward.Verified)
-	case mode != reward.Verified && withPath:
-		return "", "", fmt.Errorf("--reward %s: only %s takes a model", s, reward.Verified)
+	case mode == grade.Verified && (!withPath || path == ""):
+		return "", "", fmt.Errorf("--reward %s needs its model: %s=MODEL.gguf", s, grade.Verified)
+	case mode != grade.Verified && withPath:
+		return "", "", fmt.Errorf("--reward %s: only %s takes a model", s, grade.Verified)
 	}
 	return mode, path, nil
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainlog"
 )
 
@@ -188,10 +188,10 @@ func TestTrainVerifierErrors(t *testing.T) {
 func TestGradeVerifierFields(t *testing.T) {
 	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &runVerifier{}}
 	for _, c := range []struct {
-		check    reward.Check
+		check    grade.Check
 		rule     string
 		verified int
-	}{{reward.CheckEqual, "verifier", 1}, {reward.CheckNotEqual, "verifier", 0}, {reward.CheckUndecided, "none", 0}, {reward.CheckSkipped, "none", 0}} {
+	}{{grade.CheckEqual, "verifier", 1}, {grade.CheckNotEqual, "verifier", 0}, {grade.CheckUndecided, "none", 0}, {grade.CheckSkipped, "none", 0}} {
 		g, err := cfg.gradeLine(1, []byte(`{"question": "How many?", "pred": "three", "gold": "3"}`))
 		if err != nil || !g.ask || g.question != "How many?" {
 			t.Fatalf("gradeLine: %+v, %v", g, err)

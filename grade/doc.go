@@ -1,4 +1,4 @@
-// Package reward extracts final answers from model responses and decides
+// Package grade extracts final answers from model responses and decides
 // whether two answers are the same, in two modes.
 //
 // # Strict mode
@@ -178,4 +178,4 @@
 // equals 2\sin(\pi/6)/3 within the tolerance but keeps its own exact key;
 // likewise a transcendental expression equal to a rational whose
 // denominator exceeds 1000).
-package reward
+package grade

@@ -1,4 +1,4 @@
-package reward
+package grade
 
 // Answers written out in ways that name one value: a sentence that ends on it, a list of
 // named values grouped by semicolons, a sum or product of matrix literals, an inequality

@@ -1,4 +1,4 @@
-package reward
+package grade
 
 // Equality of parsed answers, and the rule that decided it.
 

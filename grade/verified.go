@@ -1,4 +1,4 @@
-package reward
+package grade
 
 // What a verifier model adds to robust: the pairs no rule decides, and its verdict on them.
 

@@ -1,4 +1,4 @@
-package reward
+package grade
 
 // Canonical keys: answers that robust equality calls equal get the same key, so answer
 // distributions can be counted.

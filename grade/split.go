@@ -1,4 +1,4 @@
-package reward
+package grade
 
 // Splitting an answer at its top-level separators, and the groups it is written in.
 
