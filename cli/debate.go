@@ -420,13 +420,13 @@ func debateRun(c *ucli.Context, cfg debateConfig, problems []data.Problem, out s
 		run.SeedOffsets = append(run.SeedOffsets, a.SeedOffset)
 	}
 	if check != nil {
-		check.ctx, run.Check = ctx, check.records
+		run.Check = func(recs []engine.DebateRecord) error { return check.Records(ctx, recs) }
 	}
 	if err := run.Seeds(ctx, out, cfg.Seeds); err != nil {
 		return err
 	}
 	if check != nil {
-		fmt.Fprintf(c.App.ErrWriter, "verifier: %s\n", check.done)
+		fmt.Fprintf(c.App.ErrWriter, "verifier: %s\n", check.Done())
 	}
 	if isRank {
 		return nil // the launcher merges and reports

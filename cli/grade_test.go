@@ -316,48 +316,6 @@ func TestGradeOutputIsValidUTF8(t *testing.T) {
 	}
 }
 
-// FuzzGradeLine: any line either fails with an error or comes back as one JSON object
-// line with every input field and the four verdict fields.
-func FuzzGradeLine(f *testing.F) {
-	for _, c := range gradeCases {
-		f.Add(c.line)
-	}
-	f.Add(`{"a": {"b": [1, "}"]}, "pred": "\u00e9", "gold": 1e400}`)
-	f.Add(`{"gold": "1", "pred": "1", "gold": "2"}`)
-	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold"}
-	f.Fuzz(func(t *testing.T, line string) {
-		var stats gradeStats
-		g, err := cfg.gradeLine(1, []byte(line))
-		if err != nil {
-			return
-		}
-		out, err := g.finish(&stats)
-		if err != nil {
-			t.Fatalf("graded line %q failed to write: %v", line, err)
-		}
-		if !bytes.HasSuffix(out, []byte("}\n")) || bytes.Count(out, []byte("\n")) != 1 {
-			t.Fatalf("not one line: %q", out)
-		}
-		var in, got map[string]json.RawMessage
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("output %q is not a JSON object: %v", out, err)
-		}
-		if err := json.Unmarshal([]byte(line), &in); err != nil {
-			t.Fatalf("input %q was graded but is not a JSON object: %v", line, err)
-		}
-		for k := range in {
-			if _, ok := got[k]; !ok {
-				t.Fatalf("field %q lost: %q", k, out)
-			}
-		}
-		for _, k := range []string{"extracted", "key", "strict", "robust"} {
-			if _, ok := got[k]; !ok {
-				t.Fatalf("no %q in %q", k, out)
-			}
-		}
-	})
-}
-
 // TestGradeCompare: --compare writes, per robust rule, how often each mode alone called a
 // line correct and which lines, from a real JSONL file; lines the modes agree on are left out.
 func TestGradeCompare(t *testing.T) {

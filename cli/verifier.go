@@ -4,23 +4,17 @@ package cli
 // `train --reward robust+verifier=MODEL.gguf`.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/grade"
-	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/verifier"
 )
-
-// verifierChunk is how many lines grade holds to ask the verifier about their pairs at once.
-const verifierChunk = 64
 
 // verifierLlamaFlags are the llama.cpp flags grade's verifier model runs with: those of
 // llamaFlags but --ctx, which the verifier sets itself.
@@ -100,18 +94,9 @@ func checkVerifierFlags(c *ucli.Context) error {
 	return nil
 }
 
-// runVerifier is grade's or debate's verifier: the model, the run's context (set once the
-// run starts), its budget for the whole run, and what it did so far.
-type runVerifier struct {
-	v      *verifier.Verifier
-	ctx    context.Context
-	budget time.Duration
-	done   verifier.Counts
-}
-
-// openRunVerifier opens verifierFlags' model with the command's threads; nil without
-// --verifier.
-func openRunVerifier(c *ucli.Context, threads int) (*runVerifier, error) {
+// openRunVerifier opens verifierFlags' model with the command's threads and
+// --verifier-budget; nil without --verifier.
+func openRunVerifier(c *ucli.Context, threads int) (*verifier.Session, error) {
 	if err := checkVerifierFlags(c); err != nil || c.String("verifier") == "" {
 		return nil, err
 	}
@@ -119,72 +104,5 @@ func openRunVerifier(c *ucli.Context, threads int) (*runVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runVerifier{v: v, budget: c.Duration("verifier-budget")}, nil
-}
-
-// Close frees the model; a nil verifier is a no-op.
-func (rv *runVerifier) Close() {
-	if rv != nil {
-		rv.v.Close()
-	}
-}
-
-// left is what is left of the run's budget (0 = no limit); once it is spent, only cached
-// pairs are answered.
-func (rv *runVerifier) left() time.Duration {
-	if rv.budget <= 0 {
-		return 0
-	}
-	return max(rv.budget-time.Duration(rv.done.Seconds*float64(time.Second)), time.Nanosecond)
-}
-
-// failed is the command's error for a failure of the model: an interruption, or the
-// engine's error.
-func (rv *runVerifier) failed(err error) error {
-	if rv.ctx.Err() != nil {
-		return launch.ErrInterrupted
-	}
-	return err
-}
-
-// decide asks the verifier about the held lines' pairs and puts its verdicts in them; a
-// nil verifier does nothing.
-func (rv *runVerifier) decide(lines []*gradedLine) error {
-	if rv == nil {
-		return nil
-	}
-	var pairs []verifier.Pair
-	var asked []*gradedLine
-	for _, g := range lines {
-		if g.ask {
-			pairs = append(pairs, verifier.Pair{Question: g.question, Gold: g.gold, Answer: g.extracted})
-			asked = append(asked, g)
-		}
-	}
-	if len(pairs) == 0 {
-		return nil
-	}
-	checks, c, err := rv.v.Check(rv.ctx, pairs, rv.left())
-	if err != nil {
-		return rv.failed(err)
-	}
-	rv.done = rv.done.Add(c)
-	for i, g := range asked {
-		g.v.Verifier = checks[i]
-	}
-	return nil
-}
-
-// records asks the verifier about the answers of debate records that robust did not
-// decide (verifier.Records); a nil verifier does nothing.
-func (rv *runVerifier) records(recs []engine.DebateRecord) error {
-	if rv == nil {
-		return nil
-	}
-	c, err := rv.v.Records(rv.ctx, recs, rv.left())
-	if err != nil {
-		return rv.failed(err)
-	}
-	rv.done = rv.done.Add(c)
-	return nil
+	return verifier.NewSession(v, c.Duration("verifier-budget")), nil
 }

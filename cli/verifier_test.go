@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/trainlog"
 )
@@ -179,35 +178,6 @@ func TestTrainVerifierErrors(t *testing.T) {
 		}
 		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
 			t.Errorf("%v: the refused run left %s", args, out)
-		}
-	}
-}
-
-// A line the verifier decided says so: rule verifier, its verdict, and robust+verifier's
-// count; robust's own field is unchanged.
-func TestGradeVerifierFields(t *testing.T) {
-	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &runVerifier{}}
-	for _, c := range []struct {
-		check    grade.Check
-		rule     string
-		verified int
-	}{{grade.CheckEqual, "verifier", 1}, {grade.CheckNotEqual, "verifier", 0}, {grade.CheckUndecided, "none", 0}, {grade.CheckSkipped, "none", 0}} {
-		g, err := cfg.gradeLine(1, []byte(`{"question": "How many?", "pred": "three", "gold": "3"}`))
-		if err != nil || !g.ask || g.question != "How many?" {
-			t.Fatalf("gradeLine: %+v, %v", g, err)
-		}
-		g.v.Verifier = c.check
-		stats := gradeStats{withVerifier: true}
-		b, err := g.finish(&stats)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		if m["rule"] != c.rule || m["verifier"] != string(c.check) || m["robust"] != false || stats.verified != c.verified {
-			t.Errorf("%s: %v, %d verified", c.check, m, stats.verified)
 		}
 	}
 }
