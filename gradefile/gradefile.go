@@ -41,6 +41,7 @@ func Lines(ctx context.Context, in io.Reader, out, errs io.Writer, opt Options) 
 	return stats, opt.lines(ctx, in, out, errs, stats)
 }
 
+// lines is Lines, counting into stats.
 func (opt Options) lines(ctx context.Context, in io.Reader, out, errs io.Writer, stats *Stats) error {
 	chunk := 1
 	if opt.Verifier != nil {
