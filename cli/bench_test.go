@@ -116,3 +116,44 @@ func TestBenchTrain(t *testing.T) {
 		t.Errorf("--results: %v\n%s", err, b)
 	}
 }
+
+// --profile traces the real plugin's calls (in a child process: the plugin reads where
+// to, once, at its first traced call) and prints the last step's time by op.
+func TestBenchTrainProfile(t *testing.T) {
+	torchtest.Open(t)
+	dir := filepath.Join(t.TempDir(), "profile")
+	if _, _, err := runApp(t, "bench", "train", "--profile", dir, "--results", filepath.Join(dir, "R.md")); err == nil || !strings.Contains(err.Error(), "cannot go to --results") {
+		t.Errorf("--profile with --results: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "old.json"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runApp(t, "bench", "train", "--profile", dir); err == nil || !strings.Contains(err.Error(), "new or empty directory") {
+		t.Errorf("--profile into a directory with files: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "old.json")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := umadProcess(t, 0, "bench", "train", "--runs", "1", "--threads", "1", "--torch-threads", "1", "--max-tokens", "8", "--profile", dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench train --profile: %v\n%s", err, out)
+	}
+	for _, phase := range []string{"log-probs", "update"} {
+		table := regexp.MustCompile(`(?s)\n` + phase + `: \d+ calls, [0-9.]+ s .*?\n\n(.*?)(\n\n|$)`).FindStringSubmatch(string(out))
+		if table == nil {
+			t.Errorf("no %s profile\n%s", phase, out)
+			continue
+		}
+		if !strings.Contains(table[1], "| aten::mm |") || !strings.Contains(table[1], "| outside every op |") {
+			t.Errorf("%s profile without matrix products or the untraced time:\n%s", phase, table[1])
+		}
+	}
+	traces, err := filepath.Glob(filepath.Join(dir, "*-optim_step.json"))
+	if err != nil || len(traces) != 2 { // --steps 2
+		t.Errorf("optimizer step traces: %v %v", traces, err)
+	}
+}

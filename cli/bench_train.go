@@ -6,6 +6,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -73,6 +74,7 @@ func benchTrainCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "runs", Value: 3, Usage: "whole runs of the steps, each with its own peak and bandwidth: figures are min / median / max over them"},
 			&ucli.StringFlag{Name: "results", Usage: "update this Markdown file's section (e.g. bench/RESULTS.md)"},
 			&ucli.StringFlag{Name: "section", Value: "train", Usage: "name of the section --results rewrites"},
+			&ucli.StringFlag{Name: "profile", Usage: "write libtorch's profile of every trainer call into this new or empty directory (one Chrome trace each) and print where the last step's log-probs and update spent their time, op by op; the profiler slows the step, so not with --results"},
 		}, passed),
 		Action: benchTrain,
 	}
@@ -96,7 +98,11 @@ func benchTrain(c *ucli.Context) error {
 	if err := checkThreads("threads", c.Int("threads")); err != nil {
 		return err
 	}
+	profile := c.String("profile")
 	rt, opts, err := openTorch(c)
+	if err == nil {
+		err = startProfile(profile, c.String("results"))
+	}
 	if err != nil {
 		return err
 	}
@@ -125,6 +131,9 @@ func benchTrain(c *ucli.Context) error {
 	fmt.Fprint(c.App.Writer, body)
 	if err != nil {
 		return err // nothing written: a figure above the peak is no result
+	}
+	if err := printProfile(c.App.Writer, profile); err != nil {
+		return err
 	}
 	if p := c.String("results"); p != "" {
 		return bench.UpdateSection(p, c.String("section"), body)
@@ -285,4 +294,45 @@ func benchTrainDevice(d trainspec.Device, layers int) string {
 		train = fmt.Sprintf("trainer on cuda:%d", d.Index)
 	}
 	return train + ", rollouts on " + benchDevice(layers)
+}
+
+// startProfile makes the torch plugin trace its calls into dir, a new or empty directory,
+// through bench.ProfileEnv, which the plugin reads at its first traced call: set here,
+// before any.
+func startProfile(dir, results string) error {
+	if dir == "" {
+		return nil
+	}
+	if results != "" {
+		return errors.New("--profile slows the step: its figures cannot go to --results")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("--profile %s: give a new or empty directory (its traces would mix with what is there)", dir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	return os.Setenv(bench.ProfileEnv, abs)
+}
+
+// printProfile prints where the last step's traced calls in dir spent their time; nothing
+// without --profile.
+func printProfile(w io.Writer, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	phases, err := bench.LastStepProfile(dir)
+	if err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	_, err = fmt.Fprint(w, bench.ProfileTable(phases, 12))
+	return err
 }

@@ -74,10 +74,15 @@ func pluginConfig(s model.Shape) (torch.Config, error) {
 	if err != nil {
 		return torch.Config{}, fmt.Errorf("the torch plugin: %w", err)
 	}
+	act, err := torch.ActivationNamed(d.Activation)
+	if err != nil {
+		return torch.Config{}, fmt.Errorf("%s: %w", d.Name, err)
+	}
 	c := torch.Config{
-		Arch: torch.Arch(d.Plugin), QKNorm: d.QKNorm, EmbedScale: d.EmbedScale, SlidingWindow: s.SlidingWindow, VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
+		QKNorm: d.QKNorm, EmbedScale: d.EmbedScale, SlidingWindow: s.SlidingWindow, VocabSize: s.Vocab, HiddenSize: s.Hidden, IntermediateSize: s.FFN, NumLayers: s.Layers,
 		NumHeads: s.Heads, NumKVHeads: s.KVHeads, HeadDim: s.HeadDim, RopeTheta: s.RopeTheta,
 		RMSNormEps: s.RMSEps, TieEmbeddings: s.TiedEmbeddings, AttentionBias: s.QKVBias, QueryScalar: s.QueryScalar,
+		Activation: act, NormOffset: d.NormOffset, SandwichNorm: d.SandwichNorm,
 	}
 	if s.SlidingWindow > 0 {
 		c.SlidingWindowPattern, c.RopeLocalTheta = d.SlidingWindowPattern, d.LocalRopeTheta

@@ -167,8 +167,8 @@ Tensor Model::rms_norm(const Tensor& x, const Tensor& w) const {
   auto dt = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat32;
   auto xf = x.to(dt);
   auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + cfg.rms_norm_eps);
-  // Gemma scales by 1 + w, in float32 as Hugging Face does, then casts.
-  if (gemma3()) return ((1.0 + W(w).to(dt)) * y).to(compute_dtype);
+  // An offset weight (Gemma's 1 + w) scales in float32 as Hugging Face does, then casts.
+  if (cfg.norm_offset != 0) return ((cfg.norm_offset + W(w).to(dt)) * y).to(compute_dtype);
   return W(w) * y.to(compute_dtype);
 }
 
@@ -306,7 +306,7 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
   };
   q = rope(q);
   k = rope(k);
-  // Attention scales scores by 1/sqrt(head_dim); Gemma 3's query_pre_attn_scalar replaces it.
+  // Attention scales scores by 1/sqrt(head_dim); a query_pre_attn_scalar (Gemma 3's) replaces it.
   if (c.query_pre_attn_scalar > 0) q = q * std::sqrt(double(hd) / c.query_pre_attn_scalar);
   // Attention per sequence of the packed row: no compute on other sequences or padding.
   std::vector<Tensor> outs;
@@ -323,16 +323,16 @@ Tensor layer_forward(const Model& m, int64_t i, const Tensor& x, const Batch& b)
   }
   auto attn = outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
   auto o = m.proj(i, T_O, attn, L.o_w, Tensor(), b);
-  if (m.gemma3()) o = m.rms_norm(o, L.post_attn);
+  if (c.sandwich_norm) o = m.rms_norm(o, L.post_attn);
   auto x1 = x + o;
   auto h2 = m.rms_norm(x1, L.ln2);
   // Up before gate: the order the graph was built in before Gemma 3 (gcc evaluated the
   // product's right operand first), so the gradient into h2 sums in the same order.
   auto up = m.proj(i, T_UP, h2, L.up, Tensor(), b);
   auto gate = m.proj(i, T_GATE, h2, L.gate, Tensor(), b);
-  auto act = (m.gemma3() ? torch::gelu(gate, "tanh") : torch::silu(gate)) * up;
+  auto act = (c.activation == UMAD_ACT_GELU_TANH ? torch::gelu(gate, "tanh") : torch::silu(gate)) * up;
   auto down = m.proj(i, T_DOWN, act, L.down, Tensor(), b);
-  if (m.gemma3()) down = m.rms_norm(down, L.post_ffn);
+  if (c.sandwich_norm) down = m.rms_norm(down, L.post_ffn);
   return x1 + down;
 }
 

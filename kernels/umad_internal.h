@@ -26,6 +26,20 @@ struct ArgError : std::runtime_error {
 // every entry point of the C ABI does.
 int guard(char* err, size_t errlen, const std::function<void()>& f);
 
+// CallTrace records the entry point it lives in with libtorch's profiler while
+// UMAD_TORCH_PROFILE names a directory (umad_profile.cpp); otherwise it does nothing.
+class CallTrace {
+ public:
+  explicit CallTrace(const char* name);
+  ~CallTrace();
+  CallTrace(const CallTrace&) = delete;
+  CallTrace& operator=(const CallTrace&) = delete;
+
+ private:
+  struct Recording;
+  std::unique_ptr<Recording> recording_;
+};
+
 // parameters returns a ready model's parameter tensors in checkpoint order (handles that
 // share the model's storage and autograd state); it throws for a NULL or unfinished model.
 std::vector<at::Tensor> parameters(umad_model* m);

@@ -56,13 +56,14 @@ torch::Device device_of(int32_t device, int32_t index) {
 }
 
 Model::Model(const umad_model_config& c) : cfg(c) {
-  if (c.arch < 0 || c.arch >= UMAD_ARCH_COUNT)
-    throw ArgError("unknown architecture code " + std::to_string(c.arch));
+  if (c.activation != UMAD_ACT_SILU && c.activation != UMAD_ACT_GELU_TANH)
+    throw ArgError("unknown activation code " + std::to_string(c.activation) + " (UMAD_ACT_SILU or UMAD_ACT_GELU_TANH)");
+  if (!std::isfinite(c.norm_offset)) throw ArgError("the norms' weight offset must be finite");
   if (c.sliding_window_pattern < 0 ||
       (c.sliding_window_pattern > 0 && (c.sliding_window <= 0 || !(c.rope_local_theta > 0))))
     throw ArgError("a sliding-window pattern needs a positive sliding window and local rope base");
-  if (c.query_pre_attn_scalar < 0 || (c.query_pre_attn_scalar > 0 && !gemma3()))
-    throw ArgError("query_pre_attn_scalar is Gemma 3's and must be positive");
+  if (!(c.query_pre_attn_scalar >= 0) || !std::isfinite(c.query_pre_attn_scalar))
+    throw ArgError("query_pre_attn_scalar must be positive and finite, or 0 for head_dim");
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
       c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
       c.head_dim % 2 != 0)
@@ -99,11 +100,11 @@ Model::Model(const umad_model_config& c) : cfg(c) {
       expect(p + "self_attn.k_norm.weight", {hd});
     }
     expect(p + "post_attention_layernorm.weight", {H});
-    if (gemma3()) expect(p + "pre_feedforward_layernorm.weight", {H});
+    if (c.sandwich_norm) expect(p + "pre_feedforward_layernorm.weight", {H});
     expect(p + "mlp.gate_proj.weight", {I, H});
     expect(p + "mlp.up_proj.weight", {I, H});
     expect(p + "mlp.down_proj.weight", {H, I});
-    if (gemma3()) expect(p + "post_feedforward_layernorm.weight", {H});
+    if (c.sandwich_norm) expect(p + "post_feedforward_layernorm.weight", {H});
   }
   expect("model.norm.weight", {H});
   if (!c.tie_embeddings) expect("lm_head.weight", {c.vocab_size, H});
@@ -181,7 +182,7 @@ void Model::bind() {
     L.q_norm = get(p + "self_attn.q_norm.weight");
     L.k_norm = get(p + "self_attn.k_norm.weight");
     L.ln2 = get(p + "post_attention_layernorm.weight");
-    if (gemma3()) {
+    if (cfg.sandwich_norm) {  // post_attention_layernorm follows the attention, not the MLP's input
       L.post_attn = L.ln2;
       L.ln2 = get(p + "pre_feedforward_layernorm.weight");
       L.post_ffn = get(p + "post_feedforward_layernorm.weight");

@@ -90,7 +90,7 @@ enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN };
 
 struct Layer {
   Tensor ln1, q_w, q_b, k_w, k_b, v_w, v_b, o_w, q_norm, k_norm, ln2, gate, up, down;
-  Tensor post_attn, post_ffn;  // Gemma 3's sandwich norms after attention and MLP
+  Tensor post_attn, post_ffn;  // sandwich norms after attention and MLP (cfg.sandwich_norm)
   Tensor lora_a[kTargets], lora_b[kTargets];  // undefined where a target has no adapter
 };
 
@@ -179,7 +179,6 @@ struct Model {
   void add_adapters();
 
   bool lora() const { return cfg.lora_rank > 0; }
-  bool gemma3() const { return cfg.arch == UMAD_ARCH_GEMMA3; }
   // Every sliding_window_pattern-th layer attends globally, the others over the window.
   bool local_layer(int64_t i) const {
     return cfg.sliding_window_pattern > 0 && (i + 1) % cfg.sliding_window_pattern != 0;

@@ -69,6 +69,7 @@ UMAD_EXPORT int umad_logprobs(umad_model* mp, const umad_seqs* seqs, double temp
                               int64_t logit_chunk, int32_t base_only, float* logp, float* entropy,
                               char* err, size_t errlen) {
   return guarded(err, errlen, [&] {
+    CallTrace trace("logprobs");
     auto m = ready(mp);
     if (!seqs) throw ArgError("NULL batch");
     torch::NoGradGuard no_grad;
@@ -84,6 +85,7 @@ UMAD_EXPORT int umad_policy_loss(umad_model* mp, const umad_seqs* seqs,
                                  int32_t backward, double scale, umad_loss_stats* stats,
                                  float* logp_out, char* err, size_t errlen) {
   return guarded(err, errlen, [&] {
+    CallTrace trace("policy_loss");
     auto m = ready(mp);
     if (!seqs || !in || !cfg || !stats) throw ArgError("policy_loss: NULL argument");
     if (!in->old_logp || !in->advantage) throw ArgError("policy_loss needs old_logp and advantage");
@@ -150,6 +152,7 @@ UMAD_EXPORT int umad_sft_loss(umad_model* mp, const umad_seqs* seqs, int64_t log
                               int32_t backward, double scale, double* loss, char* err,
                               size_t errlen) {
   return guarded(err, errlen, [&] {
+    CallTrace trace("sft_loss");
     auto m = ready(mp);
     if (!seqs || !loss) throw ArgError("sft_loss: NULL argument");
     if (backward && !m->cfg.trainable) throw ArgError("backward on a frozen model");

@@ -112,6 +112,7 @@ UMAD_EXPORT int umad_zero_grad(umad_model* mp) {
 UMAD_EXPORT int umad_optim_step(umad_model* mp, const umad_adamw* opt, umad_step_stats* stats,
                                 char* err, size_t errlen) {
   return guarded(err, errlen, [&] {
+    CallTrace trace("optim_step");
     auto m = ready(mp);
     if (!opt || !stats) throw ArgError("optim_step: NULL argument");
     if (!m->cfg.trainable) throw ArgError("optimizer step on a frozen model");

@@ -19,7 +19,7 @@ extern "C" {
 
 /* Bump on any change to a signature, struct or enum below, and append the new version's line
  * to umad_torch.abi (cgo/torch's TestABIDigest fails until both are done). */
-#define UMAD_TORCH_ABI_VERSION 14
+#define UMAD_TORCH_ABI_VERSION 15
 
 enum {
   UMAD_OK = 0,
@@ -28,8 +28,8 @@ enum {
   UMAD_ERR_NONFINITE = 3
 };
 
-/* Architecture codes, in the order of model/arch's registry (a Go test checks it). */
-enum { UMAD_ARCH_QWEN2 = 0, UMAD_ARCH_QWEN3 = 1, UMAD_ARCH_LLAMA = 2, UMAD_ARCH_GEMMA3 = 3, UMAD_ARCH_COUNT };
+/* The MLP's gate activation: SiLU (Llama, Qwen) or GeLU in its tanh form (Gemma). */
+enum { UMAD_ACT_SILU = 0, UMAD_ACT_GELU_TANH = 1 };
 enum { UMAD_F32 = 0, UMAD_F64 = 1, UMAD_BF16 = 2, UMAD_F16 = 3 };
 enum { UMAD_CPU = 0, UMAD_CUDA = 1 };
 
@@ -60,8 +60,10 @@ enum { UMAD_KL_K1 = 0, UMAD_KL_K2 = 1, UMAD_KL_K3 = 2 };
 /* What umad_bench_op times: an m x k by k x n matrix product, or a copy of n elements. */
 enum { UMAD_BENCH_MATMUL = 0, UMAD_BENCH_COPY = 1 };
 
+/* A model's shape and its architecture's traits: the forward and the tensors it expects read
+ * these alone, never an architecture's name, so an architecture made of known traits needs
+ * no change here. The zero value of every trait is Llama's. */
 typedef struct umad_model_config {
-  int32_t arch;
   int64_t vocab_size, hidden_size, intermediate_size;
   int64_t num_layers, num_heads, num_kv_heads, head_dim;
   double rope_theta, rms_norm_eps;
@@ -69,6 +71,13 @@ typedef struct umad_model_config {
   int32_t attention_bias; /* q/k/v projections have biases (Qwen2) */
   int32_t qk_norm;        /* per-head RMSNorm on q and k before RoPE (Qwen3) */
   int32_t embed_scale;    /* the embedding's rows are scaled by sqrt(hidden_size) (Gemma 3) */
+  int32_t activation;     /* UMAD_ACT_* */
+  /* RMS norms scale by (norm_offset + w), in float32 before the cast to the compute dtype, where
+   * it is not 0 (Gemma: 1); with 0, by w after the cast (Llama). */
+  double norm_offset;
+  /* Sandwich norms (Gemma 2/3): post_attention_layernorm normalises the attention's output,
+   * pre_feedforward_layernorm the MLP's input and post_feedforward_layernorm its output. */
+  int32_t sandwich_norm;
   /* llama3 RoPE scaling; rope_scaling_factor 0 means none. */
   double rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor;
   int64_t rope_original_max_positions;
@@ -95,12 +104,11 @@ typedef struct umad_model_config {
   int32_t base_bf16; /* with LoRA: frozen base weights stored in bf16, cast per use */
   /* Sliding-window layers (Gemma 3): with a pattern p > 0, layer i attends over the last
    * sliding_window tokens at RoPE base rope_local_theta unless (i + 1) is a multiple of p,
-   * and then globally; 0: every layer attends globally. Gemma 3's other traits (norms with
-   * +1, sandwich norms, GeLU-tanh) come with the architecture code. */
+   * and then globally; 0: every layer attends globally. */
   int32_t sliding_window_pattern;
   int64_t sliding_window;
   double rope_local_theta;
-  /* Gemma 3's query_pre_attn_scalar where it is not head_dim: attention scores are scaled
+  /* query_pre_attn_scalar (Gemma 3's) where it is not head_dim: attention scores are scaled
    * by 1/sqrt(it) instead of 1/sqrt(head_dim). 0: head_dim. */
   double query_pre_attn_scalar;
   /* ZeRO: a trainable model whose AdamW moments are part shard_rank of shard_world from the

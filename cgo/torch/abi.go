@@ -5,4 +5,4 @@ package torch
 // header alone would leave a cached cgo build that still expects the old ABI and refuses
 // the new plugin. TestABIVersionMatchesHeader keeps the two equal, and changing this file
 // rebuilds the package.
-const abiVersion = 14
+const abiVersion = 15

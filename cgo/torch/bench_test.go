@@ -15,7 +15,7 @@ import (
 //
 //	go test ./cgo/torch/ -run '^$' -bench 'Plugin(LogProbs|Update)$/bench' -benchtime 5x
 //	./build.sh eager --threads 1
-var benchConfig = Config{Arch: ArchQwen2, VocabSize: 4096, HiddenSize: 256, IntermediateSize: 512, NumLayers: 4,
+var benchConfig = Config{VocabSize: 4096, HiddenSize: 256, IntermediateSize: 512, NumLayers: 4,
 	NumHeads: 8, NumKVHeads: 2, HeadDim: 32, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, AttentionBias: true}
 
 // benchShapes are the shapes the plugin is compared with PyTorch eager at: the small one
@@ -27,7 +27,7 @@ var benchShapes = []struct {
 	seqs, prompt, response int
 }{
 	{"bench", benchConfig, 8, 64, 64},
-	{"qwen2.5-0.5b", Config{Arch: ArchQwen2, VocabSize: 151936, HiddenSize: 896, IntermediateSize: 4864,
+	{"qwen2.5-0.5b", Config{VocabSize: 151936, HiddenSize: 896, IntermediateSize: 4864,
 		NumLayers: 24, NumHeads: 14, NumKVHeads: 2, HeadDim: 64, RopeTheta: 1e6, RMSNormEps: 1e-6,
 		TieEmbeddings: true, AttentionBias: true}, 4, 64, 64},
 }

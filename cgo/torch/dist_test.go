@@ -289,7 +289,7 @@ func TestAllReduceBenchRank(t *testing.T) {
 	rt := openForTest(t)
 	g := joinForTest(t, rt, 5*time.Minute)
 	// qwen2.5-0.5b (model/shape.go) with fewer layers.
-	cfg := Config{Arch: ArchQwen2, VocabSize: 151936, HiddenSize: 896, IntermediateSize: 4864, NumLayers: layers,
+	cfg := Config{VocabSize: 151936, HiddenSize: 896, IntermediateSize: 4864, NumLayers: layers,
 		NumHeads: 14, NumKVHeads: 2, HeadDim: 64, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, AttentionBias: true}
 	m := randomModel(t, rt, cfg, ModelOptions{Trainable: true}, 1)
 	p, q := benchBatch(cfg.VocabSize, 1, 8, 8)

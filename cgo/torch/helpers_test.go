@@ -29,11 +29,11 @@ var tinyConfigs = []struct {
 	name string
 	cfg  Config
 }{
-	{"qwen2-tied", Config{Arch: ArchQwen2, VocabSize: 97, HiddenSize: 32, IntermediateSize: 48, NumLayers: 2,
+	{"qwen2-tied", Config{VocabSize: 97, HiddenSize: 32, IntermediateSize: 48, NumLayers: 2,
 		NumHeads: 4, NumKVHeads: 2, HeadDim: 8, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, AttentionBias: true}},
-	{"qwen3", Config{Arch: ArchQwen3, VocabSize: 89, HiddenSize: 32, IntermediateSize: 40, NumLayers: 2,
+	{"qwen3", Config{VocabSize: 89, HiddenSize: 32, IntermediateSize: 40, NumLayers: 2,
 		NumHeads: 4, NumKVHeads: 1, HeadDim: 16, RopeTheta: 1e6, RMSNormEps: 1e-6, QKNorm: true}},
-	{"llama3-scaled", Config{Arch: ArchLlama, VocabSize: 101, HiddenSize: 32, IntermediateSize: 64, NumLayers: 2,
+	{"llama3-scaled", Config{VocabSize: 101, HiddenSize: 32, IntermediateSize: 64, NumLayers: 2,
 		NumHeads: 4, NumKVHeads: 4, HeadDim: 8, RopeTheta: 5e5, RMSNormEps: 1e-5,
 		RopeScaling: &Llama3RopeScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 16}}},
 }
@@ -41,6 +41,13 @@ var tinyConfigs = []struct {
 // randomModel fills every tensor with seeded random values: norms near 1, matrices with
 // a scale that keeps activations O(1).
 func randomModel(t testing.TB, rt *Runtime, cfg Config, opts ModelOptions, seed uint64) *Model {
+	t.Helper()
+	return randomModelNormShift(t, rt, cfg, opts, seed, 0)
+}
+
+// randomModelNormShift is randomModel with shift taken off every norm's weights, after their
+// rounding to float32 (exact for weights near 1).
+func randomModelNormShift(t testing.TB, rt *Runtime, cfg Config, opts ModelOptions, seed uint64, shift float32) *Model {
 	t.Helper()
 	m, err := rt.NewModel(cfg, opts)
 	if err != nil {
@@ -58,17 +65,22 @@ func randomModel(t testing.TB, rt *Runtime, cfg Config, opts ModelOptions, seed 
 			n *= d
 		}
 		buf := make([]byte, 4*n)
+		norm := strings.HasSuffix(ti.Name, "norm.weight")
 		for i := int64(0); i < n; i++ {
 			v := rng.NormFloat64()
 			switch {
-			case strings.HasSuffix(ti.Name, "norm.weight"):
+			case norm:
 				v = 1 + 0.1*v
 			case len(ti.Shape) == 2:
 				v *= 1 / math.Sqrt(float64(ti.Shape[1]))
 			default:
 				v *= 0.1
 			}
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(float32(v)))
+			f := float32(v)
+			if norm {
+				f -= shift
+			}
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(f))
 		}
 		if err := m.SetTensor(ti.Name, Float32, ti.Shape, buf); err != nil {
 			t.Fatal(err)

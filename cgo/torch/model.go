@@ -13,12 +13,24 @@ import (
 	"github.com/umad-dev/umad/trainspec"
 )
 
-// Arch is an architecture's plugin code (UMAD_ARCH_* in kernels/umad_torch.h): the
-// registry's descriptors (model/arch) carry it, and a test checks the two lists agree.
-type Arch int32
+// Activation is the MLP's gate activation (UMAD_ACT_* in kernels/umad_torch.h).
+type Activation int32
 
-// ArchCount is how many architectures the plugin knows: codes 0 to ArchCount-1.
-const ArchCount = int(C.UMAD_ARCH_COUNT)
+const (
+	SiLU     Activation = C.UMAD_ACT_SILU
+	GeLUTanh Activation = C.UMAD_ACT_GELU_TANH // GeLU in its tanh form
+)
+
+// ActivationNamed is the activation config.json's hidden_act names.
+func ActivationNamed(name string) (Activation, error) {
+	switch name {
+	case "silu":
+		return SiLU, nil
+	case "gelu_pytorch_tanh":
+		return GeLUTanh, nil
+	}
+	return 0, fmt.Errorf("activation %q: the torch plugin has silu and gelu_pytorch_tanh", name)
+}
 
 // DType is an element type of tensors crossing the ABI.
 type DType int32
@@ -53,9 +65,10 @@ const (
 	Merged Kind = C.UMAD_MERGED
 )
 
-// Config is the architecture of a model, in Hugging Face config.json terms.
+// Config is the architecture of a model, in Hugging Face config.json terms: its shape and
+// its traits (model/arch's descriptor has them; hfmodel copies them here). The plugin reads
+// the traits alone, never the architecture's name; their zero values are Llama's.
 type Config struct {
-	Arch                                     Arch
 	VocabSize, HiddenSize, IntermediateSize  int
 	NumLayers, NumHeads, NumKVHeads, HeadDim int
 	RopeTheta, RMSNormEps                    float64
@@ -63,13 +76,20 @@ type Config struct {
 	RopeScaling                              *Llama3RopeScaling // nil: plain RoPE
 	// EmbedScale scales the embedding's rows by sqrt(HiddenSize) (arch.Desc.EmbedScale).
 	EmbedScale bool
+	// Activation is the MLP's gate activation (arch.Desc.Activation).
+	Activation Activation
+	// NormOffset: RMS norms scale by (NormOffset + weight), in float32 before the cast to the
+	// compute dtype, where it is not 0 (arch.Desc.NormOffset: Gemma's 1).
+	NormOffset float64
+	// SandwichNorm: norms after attention and around the MLP too (arch.Desc.SandwichNorm).
+	SandwichNorm bool
 	// Sliding-window layers (arch.Desc.SlidingWindowPattern): layer i attends over the last
 	// SlidingWindow tokens at RoPE base RopeLocalTheta unless (i+1) is a multiple of the
 	// pattern (0 for architectures without them).
 	SlidingWindowPattern int
 	SlidingWindow        int
 	RopeLocalTheta       float64
-	// QueryScalar is Gemma 3's query_pre_attn_scalar where it is not head_dim: scores are
+	// QueryScalar is query_pre_attn_scalar (Gemma 3's) where it is not head_dim: scores are
 	// scaled by 1/sqrt(QueryScalar). 0: by 1/sqrt(head_dim).
 	QueryScalar float64
 }
@@ -153,7 +173,6 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 	}
 	targets, _ := opts.LoRA.Mask()
 	cc := C.umad_model_config{
-		arch:                   C.int32_t(cfg.Arch),
 		vocab_size:             C.int64_t(cfg.VocabSize),
 		hidden_size:            C.int64_t(cfg.HiddenSize),
 		intermediate_size:      C.int64_t(cfg.IntermediateSize),
@@ -167,6 +186,9 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		attention_bias:         b2i(cfg.AttentionBias),
 		qk_norm:                b2i(cfg.QKNorm),
 		embed_scale:            b2i(cfg.EmbedScale),
+		activation:             C.int32_t(cfg.Activation),
+		norm_offset:            C.double(cfg.NormOffset),
+		sandwich_norm:          b2i(cfg.SandwichNorm),
 		dtype:                  C.int32_t(opts.DType),
 		compute_dtype:          C.int32_t(compute),
 		trainable:              b2i(opts.Trainable),

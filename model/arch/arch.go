@@ -1,8 +1,8 @@
 // Package arch is the registry of the model architectures umad supports: one descriptor per
 // architecture, from which the converter, the engine, the chat formats, the plugin's
 // configuration, `umad model tiny` and the memory plan take what differs between them.
-// Adding an architecture is a descriptor here plus what is truly new about it (its forward
-// in kernels/, its tensors in model/). It imports nothing of umad.
+// Adding an architecture is a descriptor here plus what is truly new about it (its tensors in
+// model/; in kernels/, only a trait the plugin's forward lacks). It imports nothing of umad.
 package arch
 
 import (
@@ -25,9 +25,6 @@ type Desc struct {
 	// Tokenizer is the tokenizer.ggml.pre of generated models' tokenizer: byte-level BPE,
 	// or SentencePiece for "default" (Gemma).
 	Tokenizer string
-	// Plugin is the architecture's code in the libtorch plugin (UMAD_ARCH_* in
-	// kernels/umad_torch.h); a test checks the two lists agree.
-	Plugin int32
 
 	// QKNorm: an RMS norm over each head of q and k (q_norm, k_norm).
 	QKNorm bool
@@ -48,6 +45,8 @@ type Desc struct {
 	// default for the class; Gemma 3's configs leave the key out).
 	TiedByDefault bool
 	// Activation is config.json's hidden_act: "silu" or "gelu_pytorch_tanh" (GeLU, tanh form).
+	// The plugin's forward reads it, NormOffset and SandwichNorm from its model configuration
+	// too, as it does every trait: it never sees an architecture's name.
 	Activation string
 	// NormOffset: RMS norms scale by (NormOffset + weight); Gemma's weights are stored as
 	// the offset from 1 in HF and with it added in GGUF.
@@ -111,11 +110,11 @@ func (d Dims) with(f func(*Dims)) Dims {
 	return d
 }
 
-// All lists the architectures in plugin-code order.
+// All lists the architectures.
 var All = []Desc{
 	{
 		// Qwen2 and Qwen2.5: q/k/v biases and tied embeddings.
-		Name: Qwen2, HFClass: "Qwen2ForCausalLM", Chat: "qwen2.5", Tokenizer: "qwen2", Plugin: 0,
+		Name: Qwen2, HFClass: "Qwen2ForCausalLM", Chat: "qwen2.5", Tokenizer: "qwen2",
 		QKVBias: true, HeadsSpanHidden: true, Activation: "silu",
 		Tiny: tinyBase.with(func(d *Dims) { d.QKVBias = true }),
 		Presets: map[string]Dims{
@@ -127,7 +126,7 @@ var All = []Desc{
 	},
 	{
 		// Qwen3: QK-norm, no biases, head dim independent of hidden/heads.
-		Name: Qwen3, HFClass: "Qwen3ForCausalLM", Chat: "qwen3", Tokenizer: "qwen2", Plugin: 1,
+		Name: Qwen3, HFClass: "Qwen3ForCausalLM", Chat: "qwen3", Tokenizer: "qwen2",
 		QKNorm: true, ConfigHeadDim: true, Activation: "silu",
 		Tiny: tinyBase.with(func(d *Dims) { d.HeadDim = 32 }),
 		Presets: map[string]Dims{
@@ -138,7 +137,7 @@ var All = []Desc{
 	},
 	{
 		// Llama 3: untied output, Llama 3 rope scaling, q/k rows permuted in the GGUF.
-		Name: Llama, HFClass: "LlamaForCausalLM", Chat: "llama3", Tokenizer: "llama-bpe", Plugin: 2,
+		Name: Llama, HFClass: "LlamaForCausalLM", Chat: "llama3", Tokenizer: "llama-bpe",
 		PermuteQK: true, ConfigHeadDim: true, GGUFRopeDims: true, RopeScaling: "llama3", Activation: "silu",
 		Tiny: tinyBase.with(func(d *Dims) {
 			d.RopeTheta, d.RMSEps, d.TiedEmbeddings = 500000, 1e-5, false
@@ -151,7 +150,7 @@ var All = []Desc{
 		// by sqrt(hidden), QK-norm, five sliding-window layers to one global, each kind with
 		// its rope base, and a SentencePiece tokenizer. The tiny shape has six layers so that
 		// both kinds run, and a window shorter than test prompts.
-		Name: Gemma3, ModelType: "gemma3_text", HFClass: "Gemma3ForCausalLM", Chat: "gemma3", Tokenizer: "default", Plugin: 3,
+		Name: Gemma3, ModelType: "gemma3_text", HFClass: "Gemma3ForCausalLM", Chat: "gemma3", Tokenizer: "default",
 		QKNorm: true, ConfigHeadDim: true, TiedByDefault: true, Activation: "gelu_pytorch_tanh", NormOffset: 1,
 		SandwichNorm: true, EmbedScale: true, SlidingWindowPattern: 6, LocalRopeTheta: 10000, QueryPreAttnDefault: 256,
 		Tiny: tinyBase.with(func(d *Dims) { d.Layers, d.KVHeads, d.HeadDim, d.SlidingWindow = 6, 1, 32, 8 }),
