@@ -10,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/sampler"
 )
@@ -29,7 +30,7 @@ type DebateConfig struct {
 	GPULayers   int
 	Params      sampler.Params
 	Repeats     int // the debate runs this many times; the bare rates are the best of as many
-	// Deterministic steps the engines on one clock (engine.DebateConfig).
+	// Deterministic steps the engines on one clock (debate.Config).
 	Deterministic bool
 }
 
@@ -106,7 +107,7 @@ func Debate(cfg DebateConfig) (DebateFigures, error) {
 		distinct[p] = true
 	}
 	seqCtx := cfg.PromptLimit + cfg.MaxTokens
-	var agents []engine.DebateAgent
+	var agents []debate.Agent
 	var of []*debateEngine // each agent's
 	for i, p := range cfg.Agents {
 		de := byPath[p]
@@ -137,12 +138,12 @@ func Debate(cfg DebateConfig) (DebateFigures, error) {
 			return f, fmt.Errorf("%s: %w", p, err)
 		}
 		of = append(of, de)
-		agents = append(agents, engine.DebateAgent{Name: fmt.Sprintf("agent%d", i), Generator: de.engine, Format: format,
+		agents = append(agents, debate.Agent{Name: fmt.Sprintf("agent%d", i), Generator: de.engine, Format: format,
 			Params: cfg.Params, MaxTokens: cfg.MaxTokens, Seed: 1})
 	}
 	f.Engines = len(engines)
 	problems := data.Synthetic(cfg.Problems, 1)
-	dcfg := engine.DebateConfig{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit, Deterministic: cfg.Deterministic}
+	dcfg := debate.Config{Agents: agents, Turns: cfg.Turns, K: cfg.K, PromptLimit: cfg.PromptLimit, Deterministic: cfg.Deterministic}
 	var best time.Duration
 	var work []engine.Stats // per engine, of the best run
 	for r := 0; r < cfg.Repeats; r++ {
@@ -150,7 +151,7 @@ func Debate(cfg DebateConfig) (DebateFigures, error) {
 			de.before = de.engine.Stats()
 		}
 		t0 := time.Now()
-		st, err := engine.Debate(context.Background(), dcfg, problems, nil, func(rec engine.DebateRecord) error {
+		st, err := debate.Run(context.Background(), dcfg, problems, nil, func(rec debate.Record) error {
 			for _, turn := range rec.Turns {
 				for a, byTraj := range turn {
 					for _, at := range byTraj {

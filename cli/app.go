@@ -59,10 +59,12 @@ func App() *ucli.App {
 // Main runs the application and returns the process exit code: 0 on success, 1 with one
 // line on stderr for any error, 130 after an interrupt.
 func Main(args []string) int {
-	return run(args, os.Stderr)
+	return mainStatus(args, os.Stderr)
 }
 
-func run(args []string, stderr io.Writer) int {
+// mainStatus runs the application on args and returns the exit code, with an error
+// written to stderr.
+func mainStatus(args []string, stderr io.Writer) int {
 	err := App().Run(args)
 	if err == nil {
 		return 0

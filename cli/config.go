@@ -8,7 +8,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -24,7 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/umad-dev/umad/experiment"
-	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/run"
 )
 
 // configCommands take --config.
@@ -353,34 +352,13 @@ func noteCommand(c *ucli.Context) {
 }
 
 // recordCommand makes save also add the command's flags to the run's config.json as
-// "command", where --config finds them. The settings above it stay what resumes compare.
+// "command" (run.RecordCommand).
 func recordCommand(c *ucli.Context, dir string, save func() error) func() error {
-	return func() error {
-		if err := save(); err != nil {
-			return err
-		}
-		flags, ok := c.Context.Value(commandKey{}).(map[string]any)
-		if !ok {
-			return nil
-		}
-		path := filepath.Join(dir, "config.json")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		var top map[string]json.RawMessage
-		if err := json.Unmarshal(b, &top); err != nil || top["command"] != nil {
-			return err // a resume: the run keeps the command that wrote its settings
-		}
-		cmd, err := json.MarshalIndent(flags, "  ", "  ")
-		if err != nil {
-			return err
-		}
-		body := bytes.TrimRight(b, "\n")
-		if !bytes.HasSuffix(body, []byte("}")) {
-			return fmt.Errorf("%s: not a JSON object", path)
-		}
-		body = bytes.TrimRight(body[:len(body)-1], "\n ")
-		return atomicfile.WriteBytes(path, fmt.Appendf(nil, "%s,\n  \"command\": %s\n}\n", body, cmd))
-	}
+	return run.RecordCommand(dir, notedCommand(c), save)
+}
+
+// notedCommand is the command's flags as noteCommand kept them; nil when none were kept.
+func notedCommand(c *ucli.Context) map[string]any {
+	flags, _ := c.Context.Value(commandKey{}).(map[string]any)
+	return flags
 }

@@ -128,7 +128,7 @@ func TestConvertFlagPositions(t *testing.T) {
 
 // runWithApp runs the app as Main does, returning the exit code.
 func runWithApp(args []string, stderr *bytes.Buffer) int {
-	return run(append([]string{"umad"}, args...), stderr)
+	return mainStatus(append([]string{"umad"}, args...), stderr)
 }
 
 // gguf2hf and model tiny wrote over an existing directory in place, so an old checkpoint's

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/run"
 )
 
 // probeArgs are a deterministic probe-protocol debate of two tiny architectures on three
@@ -55,7 +56,7 @@ func TestDebateProbeProtocol(t *testing.T) {
 			t.Fatalf("problem %s: %d turns, %d continuations", r.Problem.ID, len(r.Turns), len(r.Continuations))
 		}
 		rounds := [][]string{{r.Continuations[0][0].Text, r.Continuations[0][1].Text}}
-		want, err := engine.DebatePrompt{Seed: 1}.Message(r.Problem.Question, rounds, engine.TrajectoryID{Problem: engine.ProblemKey(r.Problem)})
+		want, err := debate.Prompt{Seed: 1}.Message(r.Problem.Question, rounds, debate.TrajectoryID{Problem: debate.ProblemKey(r.Problem)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestDebateProtocolRefusals(t *testing.T) {
 
 // A config.json written before --protocol existed is a trajectories run, so it resumes.
 func TestDebateConfigBeforeProtocol(t *testing.T) {
-	var cfg debateConfig
+	var cfg run.DebateSettings
 	if err := json.Unmarshal([]byte(`{"k": 4, "turns": 2}`), &cfg); err != nil || cfg.Protocol != "trajectories" || cfg.K != 4 {
 		t.Errorf("%+v, %v", cfg, err)
 	}
@@ -187,7 +188,7 @@ func TestDebateProbeInterrupt(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for _, l := range after {
-		var r engine.DebateRecord
+		var r debate.Record
 		if err := json.Unmarshal([]byte(l), &r); err != nil || seen[r.Index] || len(r.Continuations) != 2 {
 			t.Fatalf("record of problem %d: %v, seen before %v, %d continuations", r.Index, err, seen[r.Index], len(r.Continuations))
 		}

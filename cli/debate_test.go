@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/llama"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -40,11 +40,11 @@ func runDebate(t *testing.T, out string, extra ...string) {
 	}
 }
 
-func readRecords(t *testing.T, path string) []engine.DebateRecord {
+func readRecords(t *testing.T, path string) []debate.Record {
 	t.Helper()
-	var recs []engine.DebateRecord
+	var recs []debate.Record
 	torn, err := rollouts.Read(path, func(l []byte) error {
-		var r engine.DebateRecord
+		var r debate.Record
 		if err := json.Unmarshal(l, &r); err != nil {
 			return err
 		}

@@ -11,9 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/run"
 )
 
 // burnCPU keeps every core busy until the test ends, as other jobs on the machine would.
@@ -35,7 +36,7 @@ func burnCPU(t *testing.T) {
 func TestDebateCheckDeterminism(t *testing.T) {
 	out := t.TempDir()
 	slow := filepath.Join(testmodel.TinyVocab(t, "qwen3", 20000), "model.gguf")
-	debate := func(out string, extra ...string) string {
+	runDebate := func(out string, extra ...string) string {
 		var stdout, stderr bytes.Buffer
 		app := App()
 		app.Writer, app.ErrWriter = &stdout, &stderr
@@ -48,11 +49,11 @@ func TestDebateCheckDeterminism(t *testing.T) {
 		return stdout.String()
 	}
 	quiet := filepath.Join(out, "quiet", "run")
-	debate(quiet)
+	runDebate(quiet)
 	burnCPU(t)
-	stdout := debate(out, "--check-determinism")
+	stdout := runDebate(out, "--check-determinism")
 	run1, run2 := filepath.Join(out, "check-1", "run"), filepath.Join(out, "check-2", "run")
-	if where, err := firstDifference(quiet, run1); where != "" || err != nil {
+	if where, err := run.FirstDifference(quiet, run1); where != "" || err != nil {
 		t.Errorf("the run beside the CPU load differs from the quiet one: %s %v", where, err)
 	}
 	if !strings.Contains(stdout, "agree byte for byte") {
@@ -64,13 +65,13 @@ func TestDebateCheckDeterminism(t *testing.T) {
 	if err := os.Remove(filepath.Join(run2, "report", "summary.json")); err != nil {
 		t.Fatal(err)
 	}
-	if where, _ := firstDifference(run1, run2); where != "report/summary.json is in one run only" {
+	if where, _ := run.FirstDifference(run1, run2); where != "report/summary.json is in one run only" {
 		t.Errorf("firstDifference = %q for a missing file", where)
 	}
 	file := filepath.Join("seed-1", "rollouts.jsonl.zst")
-	var recs []engine.DebateRecord
+	var recs []debate.Record
 	if _, err := rollouts.Read(filepath.Join(run1, file), func(l []byte) error {
-		var r engine.DebateRecord
+		var r debate.Record
 		err := json.Unmarshal(l, &r)
 		recs = append(recs, r)
 		return err
@@ -82,7 +83,7 @@ func TestDebateCheckDeterminism(t *testing.T) {
 	if err := rollouts.WriteFile(filepath.Join(run2, file), recs); err != nil {
 		t.Fatal(err)
 	}
-	where, err := firstDifference(run1, run2)
+	where, err := run.FirstDifference(run1, run2)
 	if want := "seed-1/rollouts.jsonl.zst line 2, field turns[1][0][2].logprobs[3]: "; err != nil || !strings.HasPrefix(where, want) {
 		t.Errorf("firstDifference = %q, %v; want it to start with %q", where, err, want)
 	}

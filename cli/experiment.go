@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/launch"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -229,11 +231,12 @@ func (st *cellState) resolveTrain(c *ucli.Context) error {
 }
 
 func (st *cellState) resolveDebate(c *ucli.Context) error {
-	cfg, err := resolveDebate(c)
+	d, err := debateFromFlags(c)
 	if err != nil {
 		return err
 	}
-	ps, err := cfg.problems()
+	cfg := d.Settings
+	ps, err := cfg.Problems()
 	if err != nil {
 		return err
 	}
@@ -254,18 +257,18 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 		return err
 	}
 	if !st.moved {
-		if _, err := claimRunDir(st.dir, cfg); err != nil {
+		if _, err := run.ClaimDir(st.dir, cfg); err != nil {
 			return err
 		}
 	}
 	// Done only when every problem of every seed is: a report.md is written for a partial
 	// run too, and a cut, truncated or deleted rollouts file leaves problems to run.
-	if reportedComplete(st.dir, cfg.Seeds) {
+	if run.DebateReported(st.dir, cfg.Seeds) {
 		st.done = true
 		return nil
 	}
-	dr, err := readDebateRun(st.dir)
-	st.done = err == nil && dr.partial == ""
+	dr, err := run.ReadDebate(st.dir)
+	st.done = err == nil && dr.Partial == ""
 	return err
 }
 
@@ -463,11 +466,31 @@ func largestTrainPlan(c *ucli.Context, todo []*cellState) error {
 func runCommand(c *ucli.Context, args []string) error {
 	app := App()
 	app.Writer, app.ErrWriter = c.App.Writer, c.App.ErrWriter
-	if c.Bool("verbose") {
-		args = append([]string{"--verbose"}, args...)
-	}
+	args = appArgs(c, args)
 	app.Metadata = map[string]any{commandLineKey: args}
 	return app.Run(append([]string{"umad"}, args...))
+}
+
+// appArgs is a command line (after "umad") as this app runs it: with --verbose when the
+// app has it.
+func appArgs(c *ucli.Context, args []string) []string {
+	if c.Bool("verbose") {
+		return append([]string{"--verbose"}, args...)
+	}
+	return args
+}
+
+// runDebateCell runs a debate cell: the run.Debate its command line's flags give, whose
+// ranks (with --nproc) run that line.
+func runDebateCell(c *ucli.Context, args []string) error {
+	return resolveCommand(args, func(cc *ucli.Context) error {
+		d, err := debateFromFlags(cc)
+		if err != nil {
+			return err
+		}
+		d.Stdout, d.Stderr, d.RankCommand = c.App.Writer, c.App.ErrWriter, appArgs(c, args)
+		return d.Run(context.Background())
+	})
 }
 
 // commandLineKey is the app metadata that holds a command line run in process.
@@ -509,7 +532,11 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 		if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil && st.Kind == "train" {
 			args = append(append([]string(nil), args...), "--resume")
 		}
-		if err := runCommand(c, args); err != nil {
+		runCell := runCommand
+		if st.Kind == "debate" {
+			runCell = runDebateCell
+		}
+		if err := runCell(c, args); err != nil {
 			if errors.Is(err, launch.ErrInterrupted) {
 				fmt.Fprintf(c.App.ErrWriter, "umad: experiment: cell %s stopped; the same command resumes it\n", st.Name)
 			}

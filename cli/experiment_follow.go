@@ -14,6 +14,7 @@ import (
 
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -44,7 +45,7 @@ func (st *cellState) beforeRun() error {
 // same run at a new place: its paths are updated before it runs. A training continued to
 // more steps has a newer checkpoint, which this run did not debate: the run is set aside,
 // kept beside the cell, and the cell runs afresh.
-func (st *cellState) followTraining(cfg debateConfig) error {
+func (st *cellState) followTraining(cfg run.DebateSettings) error {
 	if len(st.Needs) == 0 {
 		return nil
 	}
@@ -53,9 +54,9 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 	if err != nil {
 		return err
 	}
-	var old debateConfig
+	var old run.DebateSettings
 	if err := json.Unmarshal(raw, &old); err != nil || len(old.Agents) != len(cfg.Agents) {
-		return nil // claimRunDir names the difference
+		return nil // run.ClaimDir names the difference
 	}
 	rebased := old
 	rebased.Agents = slices.Clone(old.Agents)
@@ -64,7 +65,7 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 		switch {
 		case old.Agents[i].Model == a.Model:
 		case was == "" || now == "":
-			return nil // not a training cell's checkpoint: claimRunDir names it
+			return nil // not a training cell's checkpoint: run.ClaimDir names it
 		case was != now:
 			return st.setAside(was, now)
 		default:
@@ -80,7 +81,7 @@ func (st *cellState) followTraining(cfg debateConfig) error {
 	}
 	if !reflect.DeepEqual(rebased, cfg) {
 		have, _ := json.MarshalIndent(rebased, "", "  ")
-		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, configDiff(have, want))
+		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, run.ConfigDiff(have, want))
 	}
 	st.moved = true
 	// Each old path is replaced in the file's text, which keeps the rest as it was (the
@@ -127,7 +128,7 @@ func trainedTail(model string, needs []string) string {
 
 // debatedOld says how a trained debate's config debated an older checkpoint than its
 // training's newest ("" where it did not), so umad report FILE.toml leaves the cell out.
-func debatedOld(out string, cell experiment.Cell, cfg debateConfig) (string, error) {
+func debatedOld(out string, cell experiment.Cell, cfg run.DebateSettings) (string, error) {
 	for _, a := range cfg.Agents {
 		tail := trainedTail(a.Model, cell.Needs)
 		parts := strings.Split(tail, "/") // NEED/checkpoints/step-N/agent-I/model.gguf

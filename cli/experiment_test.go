@@ -14,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/rollouts"
+	"github.com/umad-dev/umad/run"
 )
 
 // expGrid is a three-cell grid on the tiny models: a zero-shot debate, an IPPO training of
@@ -108,7 +109,7 @@ func TestExperimentGrid(t *testing.T) {
 	if step, err := checkpointStep(train); err != nil || step != 2 {
 		t.Errorf("the training cell's checkpoint is at step %d (%v), want 2", step, err)
 	}
-	var cfg debateConfig
+	var cfg run.DebateSettings
 	b, err := os.ReadFile(filepath.Join(out, "debate/ippo/pair/toy/seed-1/config.json"))
 	if err == nil {
 		err = json.Unmarshal(b, &cfg)

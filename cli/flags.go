@@ -39,7 +39,7 @@ func deterministicFlag() ucli.Flag {
 	return &ucli.BoolFlag{Name: "deterministic", Usage: "step the agents' engines on one clock, so that batches follow the debate, not the timing: needed for the same bytes only with --gpu-layers (the CPU's kernels give a sequence the same logits whatever its batch; README, Debates)"}
 }
 
-// debatePromptFlags shape the debate messages of turns t >= 1 (engine.DebatePrompt), in
+// debatePromptFlags shape the debate messages of turns t >= 1 (debate.Prompt), in
 // umad debate and in umad train's rollouts and validation alike.
 func debatePromptFlags() []ucli.Flag {
 	return []ucli.Flag{

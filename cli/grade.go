@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -77,13 +76,11 @@ func runGrade(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	if check != nil {
 		defer check.Close()
-		var release func()
-		ctx, release = interruptContext("")
+		ctx, release := interruptContext("")
 		defer release()
-		opt.Verifier = check
+		check.Ctx, opt.Verifier = ctx, check
 	}
 	inPath := c.String("in")
 	in := c.App.Reader
@@ -97,7 +94,7 @@ func runGrade(c *ucli.Context) error {
 	}
 	var stats *gradefile.Stats
 	gradeAll := func(w io.Writer) (err error) {
-		stats, err = gradefile.Lines(ctx, in, w, c.App.ErrWriter, opt)
+		stats, err = gradefile.Lines(in, w, c.App.ErrWriter, opt)
 		return err
 	}
 	if err := writeOutput(c, c.String("out"), gradeAll); err != nil {

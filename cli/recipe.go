@@ -27,40 +27,6 @@ func recipeHelp(command string) string {
 		"other sets needs --max-tokens and --prompt-limit.\n" + recipe.Help(command)
 }
 
-// recipeRun is what --recipe did, as config.json records it; a resume compares it with the
-// saved one, so it holds only what reads back the same.
-type recipeRun struct {
-	Name   string        `json:"name"`
-	Source string        `json:"source"`
-	Set    []recipeValue `json:"set"`
-	// Overrides are the recipe's settings that flags given explicitly replaced.
-	Overrides []recipeOverride `json:"overrides,omitempty"`
-}
-
-// recipeValue is a recipe.Setting with its value as text ("0.8", "256"): JSON would read a
-// number back as a float64 where the recipe has an int.
-type recipeValue struct {
-	Flag   string `json:"flag"`
-	Value  string `json:"value"`
-	Source string `json:"source"`
-	// Given is set when the command line gave the flag, with the recipe's own value: the
-	// run keeps it as given (a LoRA run does not scale an explicit --lr).
-	Given bool `json:"given,omitempty"`
-}
-
-func recorded(s recipe.Setting) recipeValue {
-	return recipeValue{Flag: s.Flag, Value: fmt.Sprint(s.Value), Source: s.Source}
-}
-
-func (v recipeValue) arg() string { return recipe.Flag(v.Flag) + " " + v.Value }
-
-// recipeOverride is a recipe's setting and the flag given instead: its name, not its value,
-// which the rest of the config holds (--steps may change on a resume).
-type recipeOverride struct {
-	Recipe recipeValue `json:"recipe"`
-	Flag   string      `json:"given_flag"`
-}
-
 // recipeRivals are flags that give a recipe's setting another way, when given a value
 // that does (--steps 0 trains --epochs passes; --robust=false leaves --reward).
 var recipeRivals = map[string]struct {
@@ -75,7 +41,7 @@ var recipeRivals = map[string]struct {
 // applyRecipe sets every flag of --recipe that the command line left out, and returns what
 // it set and which flags given explicitly override it (nil without --recipe). algo is the
 // training algorithm; command is "train" or "debate".
-func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
+func applyRecipe(c *ucli.Context, command, algo string) (*recipe.Applied, error) {
 	if !c.IsSet("recipe") {
 		return nil, nil
 	}
@@ -102,7 +68,7 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := &recipeRun{Name: r.Name, Source: r.Source}
+	run := &recipe.Applied{Name: r.Name, Source: r.Source}
 	for _, s := range settings {
 		given := s.Flag
 		if rival, ok := recipeRivals[s.Flag]; ok && c.IsSet(rival.flag) && rival.gives(c) {
@@ -115,10 +81,10 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipeRun, error) {
 				return nil, fmt.Errorf("--recipe %s: %s: %w", r.Name, s.Arg(), err)
 			}
 		case given != s.Flag || fmt.Sprint(c.Value(given)) != fmt.Sprint(s.Value):
-			run.Overrides = append(run.Overrides, recipeOverride{Recipe: recorded(s), Flag: given})
+			run.Overrides = append(run.Overrides, recipe.Override{Recipe: recipe.Recorded(s), Flag: given})
 			continue
 		}
-		v := recorded(s) // also when given with the recipe's own value
+		v := recipe.Recorded(s) // also when given with the recipe's own value
 		v.Given = explicit
 		run.Set = append(run.Set, v)
 	}
@@ -149,7 +115,7 @@ func problemSets(c *ucli.Context) ([]string, error) {
 // scaleLoRALR multiplies the learning rate of a LoRA run whose --lr the recipe set (see
 // recipe.LoRALRScale), in the run and in the record. An --lr given explicitly, even with the
 // recipe's value, is never changed.
-func (run *recipeRun) scaleLoRALR(rc *trainRunConfig) {
+func scaleLoRALR(run *recipe.Applied, rc *trainRunConfig) {
 	if run == nil || rc.Trainer.LoRA.Rank == 0 {
 		return
 	}
@@ -162,19 +128,19 @@ func (run *recipeRun) scaleLoRALR(rc *trainRunConfig) {
 	}
 }
 
-// write prints what the recipe set and every override, with the value c gives it: a run's
-// first lines.
-func (run *recipeRun) write(w io.Writer, c *ucli.Context) {
+// writeRecipe prints what the recipe set and every override, with the value c gives it: a
+// run's first lines.
+func writeRecipe(w io.Writer, run *recipe.Applied, c *ucli.Context) {
 	if run == nil {
 		return
 	}
 	fmt.Fprintf(w, "recipe %s: %s\n", run.Name, run.Source)
 	for _, s := range run.Set {
-		fmt.Fprintf(w, "  %s  (%s)\n", s.arg(), s.Source)
+		fmt.Fprintf(w, "  %s  (%s)\n", s.Arg(), s.Source)
 	}
 	for _, o := range run.Overrides {
 		given := recipe.Setting{Flag: o.Flag, Value: c.Value(o.Flag)}.Arg()
-		fmt.Fprintf(w, "  override: %s instead of the recipe's %s  (%s)\n", given, o.Recipe.arg(), o.Recipe.Source)
+		fmt.Fprintf(w, "  override: %s instead of the recipe's %s  (%s)\n", given, o.Recipe.Arg(), o.Recipe.Source)
 	}
 	if r, err := recipe.Lookup(run.Name); err == nil && c.Command.Name == "train" {
 		for _, d := range r.Departures {

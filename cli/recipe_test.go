@@ -14,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/recipe"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -52,15 +53,18 @@ func resolveTrainArgs(t *testing.T, args ...string) (resolvedTrain, error) {
 	return resolveOnly(t, "train", func(c *ucli.Context) (resolvedTrain, error) {
 		rc, err := resolveTrain(c)
 		var lines strings.Builder
-		rc.Recipe.write(&lines, c)
+		writeRecipe(&lines, rc.Recipe, c)
 		return resolvedTrain{rc, c.Int("epochs"), c.Int("steps"), lines.String()}, err
 	}, args...)
 }
 
-func resolveDebateArgs(t *testing.T, args ...string) (debateConfig, error) {
+func resolveDebateArgs(t *testing.T, args ...string) (run.DebateSettings, error) {
 	t.Helper()
 	args = append([]string{"--agent", "a.gguf", "--agent", "b.gguf", "--out", t.TempDir()}, args...)
-	return resolveOnly(t, "debate", resolveDebate, args...)
+	return resolveOnly(t, "debate", func(c *ucli.Context) (run.DebateSettings, error) {
+		d, err := debateFromFlags(c)
+		return d.Settings, err
+	}, args...)
 }
 
 func valTemperature(r resolvedTrain) any { return *r.Trainer.ValTemperature }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainlog"
-	"github.com/umad-dev/umad/uncertainty"
 )
 
 func init() {
@@ -123,17 +123,17 @@ func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *report.Lineup
 		}
 		return nil
 	}
-	run, err := rebuildReport(dir)
+	dr, err := run.WriteDebateReport(dir)
 	if err != nil {
 		return err
 	}
-	*runs = append(*runs, run)
-	if err := t.AddDebate(label, run); err != nil {
+	*runs = append(*runs, dr)
+	if err := t.AddDebate(label, dr); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(dir, "report", report.ReportFile))
-	if run.Partial != "" {
-		fmt.Fprintf(c.App.Writer, "report: %s is PARTIAL (%s); its report says so\n", dir, run.Partial)
+	if dr.Partial != "" {
+		fmt.Fprintf(c.App.Writer, "report: %s is PARTIAL (%s); its report says so\n", dir, dr.Partial)
 	}
 	return nil
 }
@@ -193,17 +193,17 @@ func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell e
 		fmt.Fprintf(c.App.Writer, "report: cell %s of %s has not run; left out\n", cell.Name, file)
 		return false, nil
 	}
-	var cfg debateConfig
+	var cfg run.DebateSettings
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return false, fmt.Errorf("report: %s/config.json: %w", dir, err)
 	}
 	var why string
-	if !reportedComplete(dir, cfg.Seeds) {
-		dr, err := readDebateRun(dir)
+	if !run.DebateReported(dir, cfg.Seeds) {
+		dr, err := run.ReadDebate(dir)
 		if err != nil {
 			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
 		}
-		why = dr.partial
+		why = dr.Partial
 	}
 	if why == "" {
 		if why, err = debatedOld(f.Out, cell, cfg); err != nil {
@@ -242,39 +242,4 @@ func tableTurns(c *ucli.Context) ([]int, error) {
 		turns = append(turns, T)
 	}
 	return turns, nil
-}
-
-// rebuildReport recomputes a debate run's report from its rollouts; a run with problems
-// left unfinished is reported as partial, saying how many.
-func rebuildReport(dir string) (report.Run, error) {
-	dr, err := readDebateRun(dir)
-	if err != nil {
-		return report.Run{}, fmt.Errorf("report: %w", err)
-	}
-	var summaries []uncertainty.Summary
-	var all []uncertainty.ProblemRecord
-	var replicates []report.Replicate
-	for i, recs := range dr.records {
-		seed := dr.cfg.Seeds[i]
-		if len(recs) == 0 {
-			return report.Run{}, fmt.Errorf("report: %s seed %d has no finished problems yet", dir, seed)
-		}
-		s, err := uncertainty.Summarise(recs)
-		if err != nil {
-			return report.Run{}, err
-		}
-		summaries = append(summaries, s)
-		all = append(all, recs...)
-		replicates = append(replicates, report.Replicate{Key: fmt.Sprint(seed), Problems: recs, Rollouts: dr.rollouts[i]})
-	}
-	combined, err := uncertainty.CombineSeeds(summaries)
-	if err != nil {
-		return report.Run{}, err
-	}
-	run := report.Run{Name: filepath.Base(filepath.Clean(dir)), Protocol: dr.cfg.protocolText(), Summary: combined, Problems: all,
-		Replicates: replicates, Partial: dr.partial, Complete: dr.partial == ""}
-	if err := report.Write(filepath.Join(dir, "report"), run); err != nil {
-		return run, err
-	}
-	return run, report.WriteBrowser(filepath.Join(dir, "report"), []report.Method{{Name: run.Name, Summary: combined, Replicates: replicates}})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/launch"
@@ -152,7 +153,7 @@ func sftPairs(c *ucli.Context) ([]trainer.TextPair, error) {
 		if !c.IsSet("expert") {
 			return nil, fmt.Errorf("--synthetic-task experts: give --expert, 0 to %d (the kind of --synthetic-ops %q this model learns)", len(set.Ops)-1, set.Ops)
 		}
-		return trainer.ExpertPairs(ps, set.Ops, c.Int("expert"), engine.DebatePrompt{KeepAnswers: c.Bool("no-mask")}, c.Uint64("seed"))
+		return trainer.ExpertPairs(ps, set.Ops, c.Int("expert"), debate.Prompt{KeepAnswers: c.Bool("no-mask")}, c.Uint64("seed"))
 	default:
 		return nil, errors.New("give --data pairs.jsonl or --synthetic N")
 	}

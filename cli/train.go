@@ -102,7 +102,7 @@ func trainCmd(c *ucli.Context) error {
 		return err
 	}
 	if !launch.OwnRank() { // the launcher's ranks run the same command
-		rc.Recipe.write(recipeWriter(c), c)
+		writeRecipe(recipeWriter(c), rc.Recipe, c)
 	}
 	job, _, err := resolveDist(c, true) // the job's shape, which a dry run plans for
 	if err != nil {

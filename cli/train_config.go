@@ -10,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 	"github.com/umad-dev/umad/verifier"
@@ -29,9 +30,9 @@ type trainRunConfig struct {
 	KVType      string               `json:"kv_type"`
 	FlashAttn   string               `json:"flash_attn"`
 	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
-	VerifierPrompt string     `json:"verifier_prompt,omitempty"`
-	Deterministic  bool       `json:"deterministic,omitempty"`
-	Recipe         *recipeRun `json:"recipe,omitempty"`
+	VerifierPrompt string          `json:"verifier_prompt,omitempty"`
+	Deterministic  bool            `json:"deterministic,omitempty"`
+	Recipe         *recipe.Applied `json:"recipe,omitempty"`
 }
 
 // The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
@@ -100,13 +101,13 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	if err := trainAgents(c, &rc, lora); err != nil {
 		return rc, err
 	}
-	rc.Recipe.scaleLoRALR(&rc)
+	scaleLoRALR(rc.Recipe, &rc)
 	return rc, nil
 }
 
 // trainData starts the run's configuration with its problems: --data, or the built-in
 // set, and the validation problems' source.
-func trainData(c *ucli.Context, rec *recipeRun) (trainRunConfig, error) {
+func trainData(c *ucli.Context, rec *recipe.Applied) (trainRunConfig, error) {
 	rc := trainRunConfig{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
 		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed"), Deterministic: c.Bool("deterministic")}
 	if rc.Data == "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
 )
@@ -32,7 +33,7 @@ func claimTrain(c *ucli.Context, out string, rc trainRunConfig) (exists bool, sa
 
 // abandonRun empties the directory of a new run that failed before it logged a step (an
 // adapter whose weights are not usable, a model llama.cpp refuses), so that the
-// corrected command can use it. claimRunDir found the directory empty, so all in it is
+// corrected command can use it. run.ClaimDir found the directory empty, so all in it is
 // this start's; config.json goes last, so that an interrupted clean-up leaves a run that
 // --resume takes. A run with a logged step or a checkpoint stays, to be resumed.
 func abandonRun(dir string) {
@@ -51,7 +52,7 @@ func abandonRun(dir string) {
 	os.Remove(filepath.Join(dir, "config.json"))
 }
 
-// claimTrainRun is claimRunDir, except that --steps may change between runs of one
+// claimTrainRun is run.ClaimDir, except that --steps may change between runs of one
 // directory: a resume then trains on to the new count. A cosine schedule depends on the
 // count, so there it must stay. At the same trainer dtype, the rollout dtype is named before
 // any other difference, as its default depends on the machine (a GPU's run resumed on the
@@ -61,17 +62,17 @@ func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error)
 	var old trainRunConfig
 	b, err := os.ReadFile(path)
 	if err != nil || json.Unmarshal(b, &old) != nil {
-		return claimRunDir(dir, rc) // it reports unreadable files
+		return run.ClaimDir(dir, rc) // it reports unreadable files
 	}
 	if r := old.Trainer.RolloutDType; r != rc.Trainer.RolloutDType && old.Trainer.DType == rc.Trainer.DType {
 		return nil, fmt.Errorf("%s holds a run with %s rollout weights, not %s (the default: bf16 with llama.cpp on a GPU or --dtype bf16, else f32); resume it with --rollout-dtype %s", dir, r, rc.Trainer.RolloutDType, r)
 	}
 	if old.Trainer.Steps == rc.Trainer.Steps {
-		return claimRunDir(dir, rc)
+		return run.ClaimDir(dir, rc)
 	}
 	same := rc
 	same.Trainer.Steps = old.Trainer.Steps
-	if _, err := claimRunDir(dir, same); err != nil {
+	if _, err := run.ClaimDir(dir, same); err != nil {
 		return nil, err
 	}
 	if rc.Trainer.Schedule.Kind == trainer.ScheduleCosine {

@@ -94,8 +94,8 @@ func checkVerifierFlags(c *ucli.Context) error {
 	return nil
 }
 
-// openRunVerifier opens verifierFlags' model with the command's threads and
-// --verifier-budget; nil without --verifier.
+// openRunVerifier opens verifierFlags' model with the command's threads, for a run of
+// its budget; nil without --verifier.
 func openRunVerifier(c *ucli.Context, threads int) (*verifier.Session, error) {
 	if err := checkVerifierFlags(c); err != nil || c.String("verifier") == "" {
 		return nil, err
@@ -104,5 +104,5 @@ func openRunVerifier(c *ucli.Context, threads int) (*verifier.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return verifier.NewSession(v, c.Duration("verifier-budget")), nil
+	return &verifier.Session{Verifier: v, Budget: c.Duration("verifier-budget")}, nil
 }

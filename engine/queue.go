@@ -5,7 +5,9 @@ import (
 	"sync"
 )
 
-// Queue is an unbounded, goroutine-safe queue of requests feeding Engine.Serve.
+// Queue is an unbounded, goroutine-safe queue of requests feeding a generator's Serve
+// (Engine.Serve, or a generator outside this package: a test's fake). Its producer pushes,
+// closes and, on a stepped queue, ticks; its generator pops, waits and ends each step.
 type Queue struct {
 	mu     sync.Mutex
 	items  []*Request
@@ -26,18 +28,24 @@ type stepClock struct {
 // NewQueue makes an empty, open queue.
 func NewQueue() *Queue { return &Queue{notify: make(chan struct{}, 1)} }
 
-// newSteppedQueue makes a queue whose generator steps on its clock's ticks.
-func newSteppedQueue() *Queue {
+// NewSteppedQueue makes a queue whose generator steps only on its clock's ticks (Tick).
+func NewSteppedQueue() *Queue {
 	q := NewQueue()
 	q.step = &stepClock{tick: make(chan struct{}, 1), tock: make(chan struct{}, 1), shut: make(chan struct{})}
 	return q
 }
 
-// stepped says whether the generator steps on a clock (it must not wait for requests then).
-func (q *Queue) stepped() bool { return q.step != nil }
+// Tick lets a stepped queue's generator take one step: take requests, then decode once.
+func (q *Queue) Tick() { q.step.tick <- struct{}{} }
 
-// awaitStep waits for the clock's tick (at once without a clock, or once closed).
-func (q *Queue) awaitStep(ctx context.Context) error {
+// Tock has a value once the generator ended the step Tick began (EndStep).
+func (q *Queue) Tock() <-chan struct{} { return q.step.tock }
+
+// Stepped says whether the generator steps on a clock (it must not wait for requests then).
+func (q *Queue) Stepped() bool { return q.step != nil }
+
+// AwaitStep waits for the clock's tick (at once without a clock, or once closed).
+func (q *Queue) AwaitStep(ctx context.Context) error {
 	if q.step == nil {
 		return nil
 	}
@@ -51,8 +59,8 @@ func (q *Queue) awaitStep(ctx context.Context) error {
 	}
 }
 
-// stepDone answers the tick: the step's results are emitted.
-func (q *Queue) stepDone() {
+// EndStep answers the tick: the step's results are emitted.
+func (q *Queue) EndStep() {
 	if q.step != nil {
 		select {
 		case q.step.tock <- struct{}{}:
@@ -74,7 +82,7 @@ func (q *Queue) Push(reqs ...Request) {
 		q.items = append(q.items, &r)
 	}
 	q.mu.Unlock()
-	q.wake()
+	wake(q)
 }
 
 // Close says no more requests will come; Serve returns once the queue is drained.
@@ -85,7 +93,7 @@ func (q *Queue) Close() {
 	}
 	q.closed = true
 	q.mu.Unlock()
-	q.wake()
+	wake(q)
 }
 
 // Len is the number of requests waiting.
@@ -95,14 +103,17 @@ func (q *Queue) Len() int {
 	return len(q.items)
 }
 
-func (q *Queue) wake() {
+// wake tells an idle generator (Ready) to look again; a function, not a method, so that
+// Queue's methods are all a generator's or a producer's (archtest TestEngineQueueIsOpen).
+func wake(q *Queue) {
 	select {
 	case q.notify <- struct{}{}:
 	default:
 	}
 }
 
-func (q *Queue) pop() (*Request, bool) {
+// Pop takes the oldest request waiting; false when none is.
+func (q *Queue) Pop() (*Request, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.items) == 0 {
@@ -114,11 +125,13 @@ func (q *Queue) pop() (*Request, bool) {
 	return r, true
 }
 
-// drained is true once the queue is closed and empty.
-func (q *Queue) drained() bool {
+// Drained is true once the queue is closed and empty: the generator is done.
+func (q *Queue) Drained() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.closed && len(q.items) == 0
 }
 
-func (q *Queue) ready() <-chan struct{} { return q.notify }
+// Ready has a value when requests may have come (or the queue closed) since the generator
+// last looked: what an idle generator waits on.
+func (q *Queue) Ready() <-chan struct{} { return q.notify }

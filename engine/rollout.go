@@ -254,9 +254,6 @@ func (e *Engine) Close() error {
 // Stats returns the work counters.
 func (e *Engine) Stats() Stats { return e.stats }
 
-// The debate reaches the engine through Generator.
-var _ Generator = (*Engine)(nil)
-
 // Tokenize tokenizes a rendered prompt: special tokens parsed, none added (the chat
 // template has them).
 func (e *Engine) Tokenize(text string) ([]int32, error) { return e.model.Tokenize(text, false, true) }
@@ -327,7 +324,7 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := q.awaitStep(ctx); err != nil {
+		if err := q.AwaitStep(ctx); err != nil {
 			return err
 		}
 		// Admit work into free slots: first the remaining samples of jobs in flight,
@@ -347,15 +344,15 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 			}
 		}
 		if !e.anyBusy() {
-			if q.drained() {
+			if q.Drained() {
 				return nil
 			}
-			if q.stepped() { // idle this step: the clock brings the next requests
-				q.stepDone()
+			if q.Stepped() { // idle this step: the clock brings the next requests
+				q.EndStep()
 				continue
 			}
 			select { // idle: wait for more requests
-			case <-q.ready():
+			case <-q.Ready():
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -364,7 +361,7 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 		if err := e.step(emit); err != nil {
 			return err
 		}
-		q.stepDone()
+		q.EndStep()
 	}
 }
 
@@ -372,7 +369,7 @@ func (e *Engine) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
 // error; nil when q has nothing now.
 func (e *Engine) take(q *Queue, emit func(Result)) *job {
 	for {
-		r, ok := q.pop()
+		r, ok := q.Pop()
 		if !ok {
 			return nil
 		}

@@ -60,6 +60,9 @@ func (m *Model) TrainedContext() int { return m.model.NCtxTrain() }
 // NewEngine makes a rollout engine on the model.
 func (m *Model) NewEngine(opt Options) (*Engine, error) { return New(m, opt) }
 
+// MaxTokenizeBytes is the longest text Tokenize accepts.
+const MaxTokenizeBytes = llama.MaxTokenizeBytes
+
 // Tokenize is llama.cpp's tokenizer of the model.
 func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	return m.model.Tokenize(text, addSpecial, parseSpecial)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/rollouts"
 )
 
@@ -28,7 +28,7 @@ func TestMergeRanks(t *testing.T) {
 		}
 		defer w.Close()
 		for _, i := range idx {
-			if err := w.Append(engine.DebateRecord{Index: i, Problem: data.Problem{ID: string(rune('a' + i))}}); err != nil {
+			if err := w.Append(debate.Record{Index: i, Problem: data.Problem{ID: string(rune('a' + i))}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -49,7 +49,7 @@ func TestMergeRanks(t *testing.T) {
 	}
 	var got []int // the file's order
 	if _, err := rollouts.Read(filepath.Join(dir, RolloutsFile), func(line []byte) error {
-		var r engine.DebateRecord
+		var r debate.Record
 		err := json.Unmarshal(line, &r)
 		got = append(got, r.Index)
 		return err

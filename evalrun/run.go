@@ -1,7 +1,7 @@
 // Package evalrun runs a debate evaluation: every problem debated once per seed, each
 // finished problem appended to the seed's rollouts at once so that a stopped run resumes
 // where it stopped, and several processes' shares merged into one file per seed
-// (ranks.go). `umad debate` calls it.
+// (ranks.go). run.Debate (`umad debate`) calls it.
 package evalrun
 
 import (
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/uncertainty"
@@ -28,12 +28,12 @@ import (
 type Run struct {
 	// Debate is the debate of every seed; its agents' seeds and its prompt seed are set
 	// per seed: agent i draws from seed + SeedOffsets[i].
-	Debate      engine.DebateConfig
+	Debate      debate.Config
 	SeedOffsets []uint64
 	Problems    []data.Problem
 	// Check, when not nil, judges each finished problem's records before they are saved
 	// (a verifier model).
-	Check func([]engine.DebateRecord) error
+	Check func([]debate.Record) error
 	// Part is this process's share of the problems.
 	Part Part
 	// Progress gets the progress line and each seed's summary.
@@ -106,13 +106,13 @@ func (r Run) seed(ctx context.Context, seed uint64, dir string) error {
 }
 
 // debate runs the todo problems not in done, appending each to w and adding it to done.
-func (r Run) debate(ctx context.Context, dcfg engine.DebateConfig, seed uint64, done map[int]uncertainty.ProblemRecord, todo int, w *rollouts.Writer) error {
+func (r Run) debate(ctx context.Context, dcfg debate.Config, seed uint64, done map[int]uncertainty.ProblemRecord, todo int, w *rollouts.Writer) error {
 	p := progress{w: r.Progress, seed: seed, todo: todo, all: len(r.Problems), start: time.Now()}
 	p.show(len(done))
-	stats, err := engine.Debate(ctx, dcfg, r.Problems, func(i int) bool { _, ok := done[i]; return ok || !r.Part.owns(i) },
-		func(rec engine.DebateRecord) error {
+	stats, err := debate.Run(ctx, dcfg, r.Problems, func(i int) bool { _, ok := done[i]; return ok || !r.Part.owns(i) },
+		func(rec debate.Record) error {
 			if r.Check != nil {
-				if err := r.Check([]engine.DebateRecord{rec}); err != nil {
+				if err := r.Check([]debate.Record{rec}); err != nil {
 					return err
 				}
 			}
@@ -151,7 +151,7 @@ func (p *progress) show(done int) {
 	fmt.Fprintf(p.w, "\rseed %d: %d/%d problems, %.0f tok/s, ETA %s   ", p.seed, done, p.all, float64(p.tokens)/max(el, 1e-9), eta)
 }
 
-func (p *progress) summary(stats engine.DebateStats) {
+func (p *progress) summary(stats debate.Stats) {
 	saved := 0.0
 	if n := stats.Generations + stats.Carried; n > 0 {
 		saved = float64(stats.Carried) / float64(n)
@@ -162,7 +162,7 @@ func (p *progress) summary(stats engine.DebateStats) {
 }
 
 // recordTokens counts the tokens a debate record's responses hold.
-func recordTokens(r engine.DebateRecord) int64 {
+func recordTokens(r debate.Record) int64 {
 	var n int64
 	for t, turn := range r.Turns {
 		for _, byTraj := range turn {
@@ -202,7 +202,7 @@ func Done(dir string) (map[int]uncertainty.ProblemRecord, error) {
 // ReadRecords reads a rollouts file into problem index -> metrics record.
 func ReadRecords(path string) (map[int]uncertainty.ProblemRecord, error) {
 	done := map[int]uncertainty.ProblemRecord{}
-	err := ReadDebates(path, func(r engine.DebateRecord) error {
+	err := ReadDebates(path, func(r debate.Record) error {
 		done[r.Index] = ProblemRecord(r)
 		return nil
 	})
@@ -211,9 +211,9 @@ func ReadRecords(path string) (map[int]uncertainty.ProblemRecord, error) {
 
 // ReadDebates calls fn with each debate record of a rollouts file, in file order, one
 // at a time: a caller keeps what it needs, not every token of the file.
-func ReadDebates(path string, fn func(engine.DebateRecord) error) error {
+func ReadDebates(path string, fn func(debate.Record) error) error {
 	_, err := rollouts.Read(path, func(line []byte) error {
-		var r engine.DebateRecord
+		var r debate.Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			return err
 		}
@@ -223,7 +223,7 @@ func ReadDebates(path string, fn func(engine.DebateRecord) error) error {
 }
 
 // ProblemRecord is a debate record as the uncertainty tables read it.
-func ProblemRecord(r engine.DebateRecord) uncertainty.ProblemRecord {
+func ProblemRecord(r debate.Record) uncertainty.ProblemRecord {
 	return uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID, Answers: r.Verdicts()}
 }
 

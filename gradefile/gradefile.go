@@ -6,7 +6,6 @@ package gradefile
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,21 +34,21 @@ const verifierChunk = 64
 
 // Lines grades every line of in onto out; malformed lines are reported on errs and
 // skipped, or returned as the error with opt.StrictInput. With a verifier, lines are held
-// in chunks, so that the model is asked about a chunk's pairs at once; ctx stops it.
-func Lines(ctx context.Context, in io.Reader, out, errs io.Writer, opt Options) (*Stats, error) {
+// in chunks, so that the model is asked about a chunk's pairs at once.
+func Lines(in io.Reader, out, errs io.Writer, opt Options) (*Stats, error) {
 	stats := &Stats{check: opt.Verifier}
-	return stats, opt.lines(ctx, in, out, errs, stats)
+	return stats, opt.lines(in, out, errs, stats)
 }
 
 // lines is Lines, counting into stats.
-func (opt Options) lines(ctx context.Context, in io.Reader, out, errs io.Writer, stats *Stats) error {
+func (opt Options) lines(in io.Reader, out, errs io.Writer, stats *Stats) error {
 	chunk := 1
 	if opt.Verifier != nil {
 		chunk = verifierChunk
 	}
 	var held []*gradedLine
 	flush := func() error {
-		if err := opt.decide(ctx, held); err != nil {
+		if err := opt.decide(held); err != nil {
 			return err
 		}
 		for _, g := range held {
@@ -203,7 +202,7 @@ func answerText(raw json.RawMessage) (string, error) {
 
 // decide asks the verifier about the held lines' pairs and puts its verdicts in them;
 // without a verifier it does nothing.
-func (opt Options) decide(ctx context.Context, lines []*gradedLine) error {
+func (opt Options) decide(lines []*gradedLine) error {
 	if opt.Verifier == nil {
 		return nil
 	}
@@ -218,7 +217,7 @@ func (opt Options) decide(ctx context.Context, lines []*gradedLine) error {
 	if len(pairs) == 0 {
 		return nil
 	}
-	checks, err := opt.Verifier.Check(ctx, pairs)
+	checks, err := opt.Verifier.Pairs(pairs)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func (s *Stats) Print(w io.Writer) {
 	fmt.Fprintf(w, "no answer        %d\n", s.noAnswer)
 	if s.check != nil {
 		fmt.Fprintf(w, "robust+verifier  %s (%d/%d)\n", percent(s.verified), s.verified, s.graded)
-		fmt.Fprintf(w, "verifier         %s\n", s.check.Done())
+		fmt.Fprintf(w, "verifier         %s\n", s.check.Done)
 	}
 }
 

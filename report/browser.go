@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/atomicfile"
@@ -137,7 +137,7 @@ func browserData(methods []Method) (browserPage, error) {
 				problem browserProblem
 			}
 			var got []read
-			err := evalrun.ReadDebates(rep.Rollouts, func(r engine.DebateRecord) error {
+			err := evalrun.ReadDebates(rep.Rollouts, func(r debate.Record) error {
 				d, err := debateOf(r, mi, rep.Key)
 				if err != nil {
 					return fmt.Errorf("%s problem %s/%s: %w", rep.Rollouts, r.Problem.Dataset, r.Problem.ID, err)
@@ -165,7 +165,7 @@ func browserData(methods []Method) (browserPage, error) {
 }
 
 // debateOf keeps of a debate record what the browser shows.
-func debateOf(r engine.DebateRecord, run int, seed string) (browserDebate, error) {
+func debateOf(r debate.Record, run int, seed string) (browserDebate, error) {
 	turns, err := uncertainty.PerProblem(evalrun.ProblemRecord(r))
 	if err != nil {
 		return browserDebate{}, err
@@ -192,7 +192,7 @@ func debateOf(r engine.DebateRecord, run int, seed string) (browserDebate, error
 	return d, nil
 }
 
-func responseOf(at engine.AgentTurn) browserResponse {
+func responseOf(at debate.AgentTurn) browserResponse {
 	return browserResponse{Text: at.Text, Answer: at.Answer, Strict: at.Grade.Strict, Robust: at.Grade.Correct(grade.Verified),
 		Truncated: at.Grade.Truncated, Carried: at.Carried}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/evalrun"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/browsertest"
@@ -26,17 +26,17 @@ const (
 )
 
 // turn is one agent's response: its answer, correct when it is the gold.
-func turn(text, answer, gold string) engine.AgentTurn {
+func turn(text, answer, gold string) debate.AgentTurn {
 	a := answer
 	v := grade.Verdict{Key: answer, Strict: answer == gold, Robust: answer == gold, Tokens: 10}
-	return engine.AgentTurn{Text: text, Answer: &a, Grade: v}
+	return debate.AgentTurn{Text: text, Answer: &a, Grade: v}
 }
 
 // debateRecord builds a two-agent, two-turn debate of K = 2 from answers[turn][agent][k].
-func debateRecord(index int, p data.Problem, text func(t, a, k int) string, answers [2][2][2]string) engine.DebateRecord {
-	r := engine.DebateRecord{Index: index, Problem: p, Turns: make([][][]engine.AgentTurn, 2)}
+func debateRecord(index int, p data.Problem, text func(t, a, k int) string, answers [2][2][2]string) debate.Record {
+	r := debate.Record{Index: index, Problem: p, Turns: make([][][]debate.AgentTurn, 2)}
 	for t := range 2 {
-		r.Turns[t] = make([][]engine.AgentTurn, 2)
+		r.Turns[t] = make([][]debate.AgentTurn, 2)
 		for a := range 2 {
 			for k := range 2 {
 				r.Turns[t][a] = append(r.Turns[t][a], turn(text(t, a, k), answers[t][a][k], p.Gold))
@@ -55,7 +55,7 @@ func browserRun(t *testing.T, dir, name string) Method {
 	t.Helper()
 	plain := func(t, a, k int) string { return "I think so." }
 	long := strings.Repeat("x", 20000)
-	recs := []engine.DebateRecord{
+	recs := []debate.Record{
 		debateRecord(2, data.Problem{Dataset: "math", ID: "c3", Question: "Find c.", Gold: "4"},
 			func(t, a, k int) string { return "the needle-in-haystack step" }, [2][2][2]string{{{"4", "4"}, {"1", "2"}}, {{"4", "4"}, {"4", "4"}}}),
 		debateRecord(1, data.Problem{Dataset: "gsm8k", ID: "b2", Question: "What is 2+3?", Gold: "5"},
@@ -235,7 +235,7 @@ func TestBrowserRefusesRaggedRecord(t *testing.T) {
 	r := debateRecord(0, data.Problem{Dataset: "gsm8k", ID: "bad", Question: "?", Gold: "1"},
 		func(t, a, k int) string { return "" }, [2][2][2]string{{{"1", "1"}, {"1", "1"}}, {{"1", "1"}, {"1", "1"}}})
 	r.Turns[1] = r.Turns[1][:1]
-	if err := rollouts.WriteFile(m.Replicates[0].Rollouts, []engine.DebateRecord{r}); err != nil {
+	if err := rollouts.WriteFile(m.Replicates[0].Rollouts, []debate.Record{r}); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "report")

@@ -21,7 +21,7 @@ const EntropyUnit = "nats"
 // Run is one evaluation to report.
 type Run struct {
 	Name string
-	// Protocol names the debate protocol the samples come from (engine.Protocol, with
+	// Protocol names the debate protocol the samples come from (debate.Protocol, with
 	// the probe protocol's continuation), for report.md and summary.json.
 	Protocol string
 	// Summary is the mean and deviation over the run's seeds (uncertainty.CombineSeeds;

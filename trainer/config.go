@@ -117,7 +117,7 @@ type Config struct {
 	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
 	// the prompt limit plus the agent's response.
 	Engine engine.Options `json:"-"`
-	// Deterministic steps the agents' engines on one clock (engine.DebateConfig).
+	// Deterministic steps the agents' engines on one clock (debate.Config).
 	Deterministic bool               `json:"-"`
 	Placement     engine.Placement   `json:"-"` // of the rollout models
 	Torch         torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/cgo/torch"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/disttest"
 	"github.com/umad-dev/umad/internal/torchtest"
@@ -443,11 +443,11 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 }
 
 // keptDebates reads a step's kept debates.
-func keptDebates(t *testing.T, path string) []engine.DebateRecord {
+func keptDebates(t *testing.T, path string) []debate.Record {
 	t.Helper()
-	var recs []engine.DebateRecord
+	var recs []debate.Record
 	if _, err := rollouts.Read(path, func(line []byte) error {
-		var r engine.DebateRecord
+		var r debate.Record
 		recs = append(recs, r)
 		return json.Unmarshal(line, &recs[len(recs)-1])
 	}); err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/trainlog"
 )
@@ -18,7 +18,7 @@ func TestExpertPairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for expert, kind := range []string{"sum", "product"} {
-		pairs, err := ExpertPairs(ps, cfg.Ops, expert, engine.DebatePrompt{}, 7)
+		pairs, err := ExpertPairs(ps, cfg.Ops, expert, debate.Prompt{}, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func TestExpertPairs(t *testing.T) {
 			t.Fatalf("expert %d: %d pairs, want %d of its own kind and one debate pair per problem (%d)", expert, len(pairs), own, len(ps))
 		}
 		for _, p := range pairs[:own] {
-			if !strings.HasSuffix(p.Prompt, engine.Turn0Message("")[1:]) || !strings.Contains(p.Prompt, map[string]string{"sum": " + ", "product": " * "}[kind]) {
+			if !strings.HasSuffix(p.Prompt, debate.Turn0Message("")[1:]) || !strings.Contains(p.Prompt, map[string]string{"sum": " + ", "product": " * "}[kind]) {
 				t.Fatalf("expert %d: turn-0 pair %q is not a %s", expert, p.Prompt, kind)
 			}
 		}
@@ -42,7 +42,7 @@ func TestExpertPairs(t *testing.T) {
 		for i, p := range pairs[own:] {
 			problem := ps[i]
 			claims, _ := data.ExpertClaims(problem, cfg.Ops)
-			if !strings.Contains(p.Prompt, "agent 0 response is: "+strings.Replace(claims[0].WorkedResponse(), `\boxed{`+claims[0].Answer+"}", engine.AnswerMask, 1)) {
+			if !strings.Contains(p.Prompt, "agent 0 response is: "+strings.Replace(claims[0].WorkedResponse(), `\boxed{`+claims[0].Answer+"}", debate.AnswerMask, 1)) {
 				t.Fatalf("debate pair %d: the message does not show agent 0's claim masked: %q", i, p.Prompt)
 			}
 			var c int
@@ -69,20 +69,20 @@ func TestExpertPairs(t *testing.T) {
 	}
 	// The experts of the same set learn the same debate messages and choices: only the
 	// turn-0 pairs differ.
-	a, _ := ExpertPairs(ps, cfg.Ops, 0, engine.DebatePrompt{}, 7)
-	b, _ := ExpertPairs(ps, cfg.Ops, 1, engine.DebatePrompt{}, 7)
+	a, _ := ExpertPairs(ps, cfg.Ops, 0, debate.Prompt{}, 7)
+	b, _ := ExpertPairs(ps, cfg.Ops, 1, debate.Prompt{}, 7)
 	if a[len(a)-1] != b[len(b)-1] {
 		t.Errorf("the experts' last debate pairs differ: %+v vs %+v", a[len(a)-1], b[len(b)-1])
 	}
 	// Unmasked messages show the boxed answers, as umad debate --no-mask.
-	u, err := ExpertPairs(ps[:10], cfg.Ops, 0, engine.DebatePrompt{KeepAnswers: true}, 7)
+	u, err := ExpertPairs(ps[:10], cfg.Ops, 0, debate.Prompt{KeepAnswers: true}, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last := u[len(u)-1].Prompt; strings.Contains(last, engine.AnswerMask) || !strings.Contains(last, `\boxed{`) {
+	if last := u[len(u)-1].Prompt; strings.Contains(last, debate.AnswerMask) || !strings.Contains(last, `\boxed{`) {
 		t.Errorf("--no-mask message %q", last)
 	}
-	if _, err := ExpertPairs(ps, cfg.Ops, 2, engine.DebatePrompt{}, 7); err == nil {
+	if _, err := ExpertPairs(ps, cfg.Ops, 2, debate.Prompt{}, 7); err == nil {
 		t.Error("expert 2 of two kinds must be refused")
 	}
 }
@@ -115,7 +115,7 @@ func TestExpertsLearnToRead(t *testing.T) {
 	}
 	var dirs []string
 	for expert, arch := range []string{"qwen2", "qwen3"} {
-		pairs, err := ExpertPairs(problems, task.Ops, expert, engine.DebatePrompt{}, 1)
+		pairs, err := ExpertPairs(problems, task.Ops, expert, debate.Prompt{}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

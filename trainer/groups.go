@@ -25,7 +25,7 @@ import (
 	"strings"
 
 	"github.com/umad-dev/umad/cgo/torch"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/trainlog"
 )
@@ -237,7 +237,7 @@ func (t *Trainer) shareRunDir(ck *checkpointInfo) (*checkpointInfo, error) {
 
 // groupRecords gives this rank its share of the step's debates among agent's ranks: the
 // debates are all-gathered (each rank rolled out its share of the job's), in the batch's order.
-func (t *Trainer) groupRecords(local []engine.DebateRecord) ([]engine.DebateRecord, error) {
+func (t *Trainer) groupRecords(local []debate.Record) ([]debate.Record, error) {
 	if !t.grouped() {
 		return local, nil
 	}

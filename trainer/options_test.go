@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
@@ -66,10 +67,10 @@ func TestTrainingOptions(t *testing.T) {
 		}
 	}
 	for _, l := range train {
-		var recs []engine.DebateRecord
+		var recs []debate.Record
 		path := filepath.Join(cfg.Out, RolloutsDir, fmt.Sprintf("step-%06d.jsonl.zst", l.Step))
 		if _, err := rollouts.Read(path, func(b []byte) error {
-			var r engine.DebateRecord
+			var r debate.Record
 			err := json.Unmarshal(b, &r)
 			recs = append(recs, r)
 			return err

@@ -24,7 +24,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/rollouts"
 )
 
@@ -73,10 +73,10 @@ func (t *Trainer) overlapStep(ctx context.Context) error {
 
 // nextRollout is NextRolloutFile's one record.
 type nextRollout struct {
-	Step    int                   `json:"step"`
-	Records []engine.DebateRecord `json:"records"`
-	Stats   engine.DebateStats    `json:"stats"`
-	Took    time.Duration         `json:"took_ns"`
+	Step    int             `json:"step"`
+	Records []debate.Record `json:"records"`
+	Stats   debate.Stats    `json:"stats"`
+	Took    time.Duration   `json:"took_ns"`
 }
 
 // writeNext writes the next step's rollout, if there is one, into the checkpoint dir.

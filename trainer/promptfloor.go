@@ -6,12 +6,13 @@ import (
 	"path/filepath"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
 )
 
 // CheckPromptFloor refuses, before any model loads, a prompt limit below the turn-1 floor
-// of the settings (engine.CheckPromptFloor) for the training or validation problems: the
+// of the settings (debate.CheckPromptFloor) for the training or validation problems: the
 // run failed there after loading its agents, at the step-0 validation. Each agent's
 // tokenizer is llama.cpp's, loaded from a GGUF of its metadata alone.
 func (c *Config) CheckPromptFloor() error {
@@ -30,7 +31,7 @@ func (c *Config) CheckPromptFloor() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	agents := make([]engine.FloorAgent, len(c.Agents))
+	agents := make([]debate.FloorAgent, len(c.Agents))
 	for i, a := range c.Agents {
 		path := filepath.Join(tmp, fmt.Sprintf("agent-%d.gguf", i))
 		if err := model.WriteVocabGGUF(a.Dir, path); err != nil {
@@ -46,5 +47,5 @@ func (c *Config) CheckPromptFloor() error {
 		}
 		agents[i].Model = m
 	}
-	return engine.CheckPromptFloor(agents, problems, c.debatePrompt(0), c.PromptLimit)
+	return debate.CheckPromptFloor(agents, problems, c.debatePrompt(0), c.PromptLimit)
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/rollouts"
 )
 
@@ -53,8 +53,8 @@ func stepSeed(seed uint64, step, agent, attempt int) uint64 {
 
 // gathered is a step's rollout: the debates to learn from and what producing them cost.
 type gathered struct {
-	recs  []engine.DebateRecord
-	stats engine.DebateStats
+	recs  []debate.Record
+	stats debate.Stats
 	took  time.Duration
 }
 
@@ -98,31 +98,31 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 	return g, nil
 }
 
-// debateConfig is the engine's view of the agents for one rollout or validation.
-func (t *Trainer) debateConfig(turns, k int, seed func(agent int) uint64) engine.DebateConfig {
-	dc := engine.DebateConfig{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Deterministic,
+// debateConfig is the debate's view of the agents for one rollout or validation.
+func (t *Trainer) debateConfig(turns, k int, seed func(agent int) uint64) debate.Config {
+	dc := debate.Config{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Deterministic,
 		Prompt: t.cfg.debatePrompt(seed(0))}
 	for i, a := range t.cfg.Agents {
 		st := t.agents[i]
-		dc.Agents = append(dc.Agents, engine.DebateAgent{Name: a.Name, Generator: st.server.Engine, Format: st.format,
+		dc.Agents = append(dc.Agents, debate.Agent{Name: a.Name, Generator: st.server.Engine, Format: st.format,
 			Params: a.Params, MaxTokens: a.MaxTokens, Seed: seed(i)})
 	}
 	return dc
 }
 
 // debatePrompt is the debate messages' shape; seed draws Anonymise's labels.
-func (c *Config) debatePrompt(seed uint64) engine.DebatePrompt {
-	p := engine.DebatePrompt{KeepAnswers: c.NoMask, Anonymise: c.Anonymise, Seed: seed}
+func (c *Config) debatePrompt(seed uint64) debate.Prompt {
+	p := debate.Prompt{KeepAnswers: c.NoMask, Anonymise: c.Anonymise, Seed: seed}
 	if c.FullHistory {
-		p.History = engine.HistoryFull
+		p.History = debate.HistoryFull
 	}
 	return p
 }
 
 // rollout debates the problems and returns their records in the given order.
-func (t *Trainer) rollout(ctx context.Context, dc engine.DebateConfig, problems []data.Problem) ([]engine.DebateRecord, engine.DebateStats, error) {
-	recs := make([]engine.DebateRecord, len(problems))
-	stats, err := engine.Debate(ctx, dc, problems, nil, func(r engine.DebateRecord) error {
+func (t *Trainer) rollout(ctx context.Context, dc debate.Config, problems []data.Problem) ([]debate.Record, debate.Stats, error) {
+	recs := make([]debate.Record, len(problems))
+	stats, err := debate.Run(ctx, dc, problems, nil, func(r debate.Record) error {
 		recs[r.Index] = r
 		return nil
 	})
@@ -149,7 +149,7 @@ func (t *Trainer) rollout(ctx context.Context, dc engine.DebateConfig, problems 
 }
 
 // stepRollout debates one rollout batch of a step.
-func (t *Trainer) stepRollout(ctx context.Context, step, attempt int, problems []data.Problem) ([]engine.DebateRecord, engine.DebateStats, error) {
+func (t *Trainer) stepRollout(ctx context.Context, step, attempt int, problems []data.Problem) ([]debate.Record, debate.Stats, error) {
 	dc := t.debateConfig(t.cfg.Turns, t.cfg.G, func(a int) uint64 { return stepSeed(t.cfg.Seed, step, a, attempt) })
 	recs, stats, err := t.rollout(ctx, dc, problems)
 	if err != nil {
@@ -162,9 +162,9 @@ func (t *Trainer) stepRollout(ctx context.Context, step, attempt int, problems [
 // agent and turn, and rolls out refill batches until BatchSize problems are kept or
 // MaxGenBatches batches were rolled out. With none kept it returns the step's own batch,
 // whose groups the update then drops.
-func (t *Trainer) fill(ctx context.Context, step int, recs []engine.DebateRecord, stats engine.DebateStats) ([]engine.DebateRecord, engine.DebateStats, error) {
-	var kept []engine.DebateRecord
-	keep := func(rs []engine.DebateRecord) error {
+func (t *Trainer) fill(ctx context.Context, step int, recs []debate.Record, stats debate.Stats) ([]debate.Record, debate.Stats, error) {
+	var kept []debate.Record
+	keep := func(rs []debate.Record) error {
 		for _, r := range rs {
 			ok, err := t.informative(r)
 			if err != nil {
@@ -199,7 +199,7 @@ func (t *Trainer) fill(ctx context.Context, step int, recs []engine.DebateRecord
 
 // informative reports whether some agent's group at some turn of a record has rewards
 // that are not all equal (team reward plus influence, before the KL term).
-func (t *Trainer) informative(r engine.DebateRecord) (bool, error) {
+func (t *Trainer) informative(r debate.Record) (bool, error) {
 	c := correctness(r, t.cfg.Reward)
 	for tt := range c {
 		for a := range c[tt] {

@@ -12,7 +12,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -42,7 +42,7 @@ func AnswerResponse(gold string) string { return "The answer is \\boxed{" + gold
 func SyntheticPairs(problems []data.Problem) []TextPair {
 	out := make([]TextPair, len(problems))
 	for i, p := range problems {
-		out[i] = TextPair{Prompt: engine.Turn0Message(p.Question), Response: AnswerResponse(p.Gold)}
+		out[i] = TextPair{Prompt: debate.Turn0Message(p.Question), Response: AnswerResponse(p.Gold)}
 	}
 	return out
 }
@@ -55,36 +55,36 @@ func SyntheticPairs(problems []data.Problem) []TextPair {
 // from (seed, problem), blind to which claim is right: the pairs teach the agent to read a
 // peer's result and to keep or take one, and leave when to trust a peer to the RL
 // algorithm. prompt builds the turn-1 messages as the debate will (masked or not).
-func ExpertPairs(problems []data.Problem, ops string, expert int, prompt engine.DebatePrompt, seed uint64) ([]TextPair, error) {
+func ExpertPairs(problems []data.Problem, ops string, expert int, prompt debate.Prompt, seed uint64) ([]TextPair, error) {
 	if expert < 0 || expert >= len(ops) {
 		return nil, fmt.Errorf("expert %d: the experts task with operators %q has experts 0 to %d", expert, ops, len(ops)-1)
 	}
-	var own, debate []TextPair
+	var own, review []TextPair
 	for i, p := range problems {
 		claims, err := data.ExpertClaims(p, ops)
 		if err != nil {
 			return nil, err
 		}
 		if p.Subject == data.KindName(ops[expert]) {
-			own = append(own, TextPair{Prompt: engine.Turn0Message(p.Question), Response: claims[expert].WorkedResponse()})
+			own = append(own, TextPair{Prompt: debate.Turn0Message(p.Question), Response: claims[expert].WorkedResponse()})
 		}
 		shown := make([]string, len(claims))
 		for j, c := range claims {
 			shown[j] = c.WorkedResponse()
 		}
-		id := engine.TrajectoryID{Problem: uint64(i)}
+		id := debate.TrajectoryID{Problem: uint64(i)}
 		msg, err := prompt.Message(p.Question, [][]string{shown}, id)
 		if err != nil {
 			return nil, err
 		}
 		taken := rand.New(rand.NewPCG(seed, uint64(i))).IntN(len(claims))
 		label := prompt.Labels(id, 1, len(claims))[taken]
-		debate = append(debate, TextPair{Prompt: msg, Response: AgreeResponse(label, claims[taken])})
+		review = append(review, TextPair{Prompt: msg, Response: AgreeResponse(label, claims[taken])})
 	}
 	if len(own) == 0 {
 		return nil, fmt.Errorf("expert %d: none of the %d problems is a %s", expert, len(problems), data.KindName(ops[expert]))
 	}
-	return append(own, debate...), nil
+	return append(own, review...), nil
 }
 
 // AgreeResponse is the turn-1 response of the experts warm start: which agent's claim it
@@ -128,7 +128,7 @@ func ReadPairs(path string) ([]TextPair, error) {
 func TokenizePairs(tok Tokenizer, f chat.Format, endOfTurn int32, pairs []TextPair) ([]Pair, error) {
 	out := make([]Pair, len(pairs))
 	for i, p := range pairs {
-		prompt, err := engine.UserPrompt(f, p.Prompt, func(text string) ([]int32, error) { return tok.Tokenize(text, false, true) })
+		prompt, err := debate.UserPrompt(f, p.Prompt, func(text string) ([]int32, error) { return tok.Tokenize(text, false, true) })
 		if err != nil {
 			return nil, fmt.Errorf("pair %d: %w", i, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
@@ -310,7 +311,7 @@ func stagingDir(st *agentState) string { return filepath.Join(filepath.Dir(st.gg
 // boxed format.
 func (t *Trainer) makeProbe(srv *engine.Server, f chat.Format) (Pair, error) {
 	p := t.cfg.Problems[0]
-	pairs, err := TokenizePairs(srv, f, srv.EndOfTurn(), []TextPair{{Prompt: engine.Turn0Message(p.Question), Response: AnswerResponse(p.Gold)}})
+	pairs, err := TokenizePairs(srv, f, srv.EndOfTurn(), []TextPair{{Prompt: debate.Turn0Message(p.Question), Response: AnswerResponse(p.Gold)}})
 	if err != nil {
 		return Pair{}, fmt.Errorf("probe: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
@@ -40,7 +41,7 @@ type turnBatch struct {
 }
 
 // learn runs one agent's update phase for one turn.
-func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]float64, turn, agent int) (m trainlog.StepMetrics, err error) {
+func (t *Trainer) learn(step int, recs []debate.Record, correct [][][][]float64, turn, agent int) (m trainlog.StepMetrics, err error) {
 	m = trainlog.StepMetrics{Kind: trainlog.KindTrain, Step: step, Agent: agent, Name: t.cfg.Agents[agent].Name, Turn: turn}
 	comm, commBytes := t.comm(agent)
 	defer func() {
@@ -78,7 +79,7 @@ func (t *Trainer) learn(step int, recs []engine.DebateRecord, correct [][][][]fl
 }
 
 // gatherTurn collects agent's responses at turn from the records.
-func gatherTurn(recs []engine.DebateRecord, turn, agent int) (turnBatch, error) {
+func gatherTurn(recs []debate.Record, turn, agent int) (turnBatch, error) {
 	var b turnBatch
 	for p, r := range recs {
 		for k, at := range r.Turns[turn][agent] {
@@ -209,7 +210,7 @@ func (t *Trainer) lossInputs(b *turnBatch, m *trainlog.StepMetrics) {
 
 // update is the PPO phase: mini-batches of whole groups, one micro-batch per group, an
 // optimizer step per mini-batch.
-func (t *Trainer) update(b *turnBatch, recs []engine.DebateRecord, step, agent int, m *trainlog.StepMetrics) error {
+func (t *Trainer) update(b *turnBatch, recs []debate.Record, step, agent int, m *trainlog.StepMetrics) error {
 	st := t.agents[agent]
 	t0 := time.Now()
 	loss := trainspec.LossConfig{Loss: t.cfg.Loss, Temperature: t.cfg.Agents[agent].Params.Temperature, ClipLow: t.cfg.ClipLow, ClipHigh: t.cfg.ClipHigh,

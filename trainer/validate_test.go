@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -42,11 +42,11 @@ func TestValidationSampling(t *testing.T) {
 
 // The prompt settings become the debate's message shape, with the rollout's seed.
 func TestDebatePromptSettings(t *testing.T) {
-	if got := (&Config{}).debatePrompt(7); got != (engine.DebatePrompt{Seed: 7}) {
+	if got := (&Config{}).debatePrompt(7); got != (debate.Prompt{Seed: 7}) {
 		t.Errorf("defaults give %+v, want the reference protocol", got)
 	}
 	cfg := Config{NoMask: true, FullHistory: true, Anonymise: true}
-	want := engine.DebatePrompt{KeepAnswers: true, History: engine.HistoryFull, Anonymise: true, Seed: 9}
+	want := debate.Prompt{KeepAnswers: true, History: debate.HistoryFull, Anonymise: true, Seed: 9}
 	if got := cfg.debatePrompt(9); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

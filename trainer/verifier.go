@@ -8,14 +8,14 @@ import (
 	"fmt"
 
 	"github.com/umad-dev/umad/cgo/torch"
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/verifier"
 )
 
 // verify asks the verifier about the records' answers robust did not decide, within the
 // run's budget per rollout batch; without a verifier it does nothing.
-func (t *Trainer) verify(ctx context.Context, recs []engine.DebateRecord) error {
+func (t *Trainer) verify(ctx context.Context, recs []debate.Record) error {
 	if t.cfg.Checker == nil {
 		return nil
 	}
@@ -27,7 +27,7 @@ func (t *Trainer) verify(ctx context.Context, recs []engine.DebateRecord) error 
 
 // verifierMetrics sets each line's verifier counts (its agent and turn), summed over the
 // ranks; without a verifier the lines have none.
-func (t *Trainer) verifierMetrics(recs []engine.DebateRecord, lines []trainlog.StepMetrics) error {
+func (t *Trainer) verifierMetrics(recs []debate.Record, lines []trainlog.StepMetrics) error {
 	if t.cfg.Checker == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -29,11 +30,11 @@ func TestVerifierMetrics(t *testing.T) {
 	}
 	defer v.Close()
 	tr := &Trainer{cfg: Config{Turns: 1, Agents: make([]Agent, 2), Reward: grade.Verified, Checker: v}}
-	answer := func(s string) engine.AgentTurn {
-		return engine.AgentTurn{Answer: &s, Grade: grade.GradeAnswer(s, "3")}
+	answer := func(s string) debate.AgentTurn {
+		return debate.AgentTurn{Answer: &s, Grade: grade.GradeAnswer(s, "3")}
 	}
-	recs := []engine.DebateRecord{{Problem: data.Problem{Question: "1+2?", Gold: "3"},
-		Turns: [][][]engine.AgentTurn{{{answer("three"), answer("3"), answer("11:21")}, {answer("7"), {Grade: grade.Verdict{NoAnswer: true}}, answer("(B)")}}}}}
+	recs := []debate.Record{{Problem: data.Problem{Question: "1+2?", Gold: "3"},
+		Turns: [][][]debate.AgentTurn{{{answer("three"), answer("3"), answer("11:21")}, {answer("7"), {Grade: grade.Verdict{NoAnswer: true}}, answer("(B)")}}}}}
 	if err := tr.verify(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func PerProblem(p ProblemRecord) ([]ProblemTurn, error) {
 }
 
 // TurnEU is the epistemic uncertainty of one turn's verdicts, byAgent[agent][k]: what the
-// debate's EU stopping rule compares with its threshold (engine.DebateConfig.EU).
+// debate's EU stopping rule compares with its threshold (debate.Config.EU).
 func TurnEU(byAgent [][]grade.Verdict) (float64, error) {
 	d, err := Decompose(answerCounts(byAgent))
 	return d.EU, err

@@ -4,14 +4,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/grade"
 )
 
 // Records asks the verifier about every answer of the debate records that robust did not
 // decide against its problem's gold answer, by the answer's Grade, and sets its
 // Grade.Verifier. Answers robust decided, and responses without an answer, are left alone.
-func (v *Verifier) Records(ctx context.Context, recs []engine.DebateRecord, budget time.Duration) (Counts, error) {
+func (v *Verifier) Records(ctx context.Context, recs []debate.Record, budget time.Duration) (Counts, error) {
 	var pairs []Pair
 	var grades []*grade.Verdict
 	for _, r := range recs {
@@ -40,7 +40,7 @@ func (v *Verifier) Records(ctx context.Context, recs []engine.DebateRecord, budg
 
 // Tally counts the verifier's verdicts of one agent at one turn in the records,
 // [turn][agent]: what the train metrics report.
-func Tally(recs []engine.DebateRecord, turns, agents int) [][]Counts {
+func Tally(recs []debate.Record, turns, agents int) [][]Counts {
 	out := make([][]Counts, turns)
 	for t := range out {
 		out[t] = make([]Counts, agents)

@@ -4,69 +4,65 @@ import (
 	"context"
 	"time"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/launch"
 )
 
-// Session is the verifier of one command's run (umad grade, umad debate): its model, a
-// time budget for the whole run, and what it did so far.
+// Session is a verifier over one run (umad grade's, umad debate's): the run's context, the
+// time the model may take in all (0 = no limit), and what it did so far. Once the budget
+// is spent, only cached pairs are answered.
 type Session struct {
-	v      *Verifier
-	budget time.Duration
-	done   Counts
-}
-
-// NewSession gives v a budget for the whole run (0 = no limit).
-func NewSession(v *Verifier, budget time.Duration) *Session {
-	return &Session{v: v, budget: budget}
+	*Verifier
+	Ctx    context.Context
+	Budget time.Duration
+	Done   Counts
 }
 
 // Close frees the model; a nil session is a no-op.
 func (s *Session) Close() {
 	if s != nil {
-		s.v.Close()
+		s.Verifier.Close()
 	}
 }
 
-// Done is what the session did so far.
-func (s *Session) Done() Counts { return s.done }
-
-// left is what is left of the run's budget (0 = no limit); once it is spent, only cached
-// pairs are answered.
+// left is what is left of the budget (0 = no limit).
 func (s *Session) left() time.Duration {
-	if s.budget <= 0 {
+	if s.Budget <= 0 {
 		return 0
 	}
-	return max(s.budget-time.Duration(s.done.Seconds*float64(time.Second)), time.Nanosecond)
+	return max(s.Budget-time.Duration(s.Done.Seconds*float64(time.Second)), time.Nanosecond)
 }
 
-// failed is the command's error for a failure of the model: an interruption, or the
-// engine's error.
-func failed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+// failed is the run's error for a failure of the model: an interruption, or the engine's
+// error.
+func (s *Session) failed(err error) error {
+	if s.Ctx.Err() != nil {
 		return launch.ErrInterrupted
 	}
 	return err
 }
 
-// Check asks the model about the pairs within what is left of the budget.
-func (s *Session) Check(ctx context.Context, pairs []Pair) ([]grade.Check, error) {
-	checks, c, err := s.v.Check(ctx, pairs, s.left())
+// Pairs asks about the pairs within what is left of the budget (Verifier.Check).
+func (s *Session) Pairs(pairs []Pair) ([]grade.Check, error) {
+	checks, c, err := s.Check(s.Ctx, pairs, s.left())
 	if err != nil {
-		return nil, failed(ctx, err)
+		return nil, s.failed(err)
 	}
-	s.done = s.done.Add(c)
+	s.Done = s.Done.Add(c)
 	return checks, nil
 }
 
-// Records asks the model about the answers of debate records that robust did not decide
-// (Verifier.Records) within what is left of the budget.
-func (s *Session) Records(ctx context.Context, recs []engine.DebateRecord) error {
-	c, err := s.v.Records(ctx, recs, s.left())
-	if err != nil {
-		return failed(ctx, err)
+// Records asks about the answers of debate records that robust did not decide
+// (Verifier.Records); a nil session does nothing.
+func (s *Session) Records(recs []debate.Record) error {
+	if s == nil {
+		return nil
 	}
-	s.done = s.done.Add(c)
+	c, err := s.Verifier.Records(s.Ctx, recs, s.left())
+	if err != nil {
+		return s.failed(err)
+	}
+	s.Done = s.Done.Add(c)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
@@ -133,12 +134,12 @@ func TestCheckBudget(t *testing.T) {
 // Only answers robust did not decide go to the verifier; the others keep no verdict.
 func TestRecords(t *testing.T) {
 	v := open(t)
-	answer := func(s string) engine.AgentTurn {
-		return engine.AgentTurn{Answer: &s, Grade: grade.GradeAnswer(s, "3")}
+	answer := func(s string) debate.AgentTurn {
+		return debate.AgentTurn{Answer: &s, Grade: grade.GradeAnswer(s, "3")}
 	}
-	recs := []engine.DebateRecord{{
+	recs := []debate.Record{{
 		Problem: data.Problem{Question: "How many?", Gold: "3"},
-		Turns: [][][]engine.AgentTurn{
+		Turns: [][][]debate.AgentTurn{
 			{{answer("3"), answer("three"), {}}, {answer("7"), answer("x = 3"), answer("(B)")}},
 			{{answer("three"), answer("3.0"), answer("11:21")}, {{}, {}, {}}},
 		},
@@ -172,9 +173,9 @@ func TestRecords(t *testing.T) {
 func TestRecordsUsesGrade(t *testing.T) {
 	v := open(t)
 	three := "three"
-	recs := []engine.DebateRecord{{
+	recs := []debate.Record{{
 		Problem: data.Problem{Question: "How many?", Gold: "3"},
-		Turns:   [][][]engine.AgentTurn{{{{Answer: &three, Grade: grade.Verdict{Robust: true}}}}},
+		Turns:   [][][]debate.AgentTurn{{{{Answer: &three, Grade: grade.Verdict{Robust: true}}}}},
 	}}
 	c, err := v.Records(context.Background(), recs, 0)
 	if err != nil {

@@ -38,6 +38,30 @@ func TestEngineAPIHasNoBindingTypes(t *testing.T) {
 	}
 }
 
+// The generator seam is open: every method of engine's Queue is exported, so a generator
+// (what debate.Generator's Serve consumes a queue with) may live outside engine, as the
+// debate protocol's fake generator in debate/ does. A method a generator needs left
+// unexported would close the seam again.
+func TestEngineQueueIsOpen(t *testing.T) {
+	path := filepath.Join(repoRoot(t), "engine", "queue.go")
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	methods := 0
+	for _, decl := range f.Decls {
+		if d, ok := decl.(*ast.FuncDecl); ok && d.Recv != nil && receiverName(d.Recv.List[0].Type) == "Queue" {
+			methods++
+			if !d.Name.IsExported() {
+				t.Errorf("engine/queue.go: Queue.%s is unexported: a generator outside engine cannot call it", d.Name.Name)
+			}
+		}
+	}
+	if methods == 0 {
+		t.Fatal("engine/queue.go declares no Queue methods: wrong file?")
+	}
+}
+
 // bindingName is the name a file imports cgo/llama under, "" when it does not.
 func bindingName(f *ast.File) string {
 	for _, imp := range f.Imports {

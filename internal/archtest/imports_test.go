@@ -62,8 +62,10 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case dep == "cgo/llama" && dir != "engine" && dir != "bench":
 				why = "only engine and bench reach llama.cpp"
-			case dir == "engine" && (dep == "uncertainty" || dep == "trainer" || dep == "cli"):
-				why = "engine sits below trainer and the CLI and beside uncertainty"
+			case (dir == "engine" || dir == "debate") && (dep == "uncertainty" || dep == "trainer" || dep == "cli"):
+				why = dir + " sits below trainer and the CLI and beside uncertainty"
+			case dir == "engine" && dep == "debate":
+				why = "engine generates for any caller; the debate protocol sits above it"
 			case strings.HasPrefix(dir, "cgo/") && dep != "internal/sysmem" && dep != "trainspec":
 				why = "cgo is the bottom layer; it shares only internal/sysmem's memory facts and trainspec's run settings"
 			case dir == "internal/sysmem":
@@ -73,7 +75,7 @@ func TestImportRules(t *testing.T) {
 			case dir == "model/arch":
 				why = "the architecture registry is a leaf that every layer reads"
 			case slices.Contains([]string{"sampler", "grade", "uncertainty", "model", "model/arch", "trainspec", "data", "chat", "trainlog", "rollouts", "memplan", "recipe", "experiment", "scorefile"}, dir) &&
-				(strings.HasPrefix(dep, "cgo/") || dep == "engine" || dep == "trainer" || dep == "cli"):
+				(strings.HasPrefix(dep, "cgo/") || dep == "engine" || dep == "debate" || dep == "trainer" || dep == "cli"):
 				why = dir + " is pure Go below the engine"
 			}
 			if why != "" {

@@ -1,4 +1,4 @@
-package engine
+package debate
 
 // Tests of the debate protocol against a deterministic fake generator: no model, so they
 // run in milliseconds. The end-to-end debate with llama.cpp is tested in cli.
@@ -16,6 +16,7 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/sampler"
 )
@@ -28,7 +29,7 @@ type fakeGen struct {
 	failOn string
 
 	mu        sync.Mutex
-	requests  []Request
+	requests  []engine.Request
 	tokenized map[string]int // calls of Tokenize per text
 }
 
@@ -40,23 +41,23 @@ func userMessage(prompt string) string {
 	return strings.TrimSuffix(s, "<|im_end|>\n<|im_start|>assistant\n")
 }
 
-func (f *fakeGen) Serve(ctx context.Context, q *Queue, emit func(Result)) error {
+func (f *fakeGen) Serve(ctx context.Context, q *engine.Queue, emit func(engine.Result)) error {
 	for {
-		if err := q.awaitStep(ctx); err != nil {
+		if err := q.AwaitStep(ctx); err != nil {
 			return err
 		}
-		for r, ok := q.pop(); ok; r, ok = q.pop() {
+		for r, ok := q.Pop(); ok; r, ok = q.Pop() {
 			emit(f.generate(r))
 		}
-		if q.drained() {
+		if q.Drained() {
 			return nil
 		}
-		if q.stepped() {
-			q.stepDone()
+		if q.Stepped() {
+			q.EndStep()
 			continue
 		}
 		select {
-		case <-q.ready():
+		case <-q.Ready():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -66,24 +67,24 @@ func (f *fakeGen) Serve(ctx context.Context, q *Queue, emit func(Result)) error 
 // generate answers a request. Its stream is [problem, agent, turn] for the samples of one
 // context (sample k is trajectory k, or probe k) and [problem, agent, turn, trajectory]
 // for a later turn's trajectory (trajectory K: the probe protocol's continuation).
-func (f *fakeGen) generate(r *Request) Result {
+func (f *fakeGen) generate(r *engine.Request) engine.Result {
 	f.mu.Lock()
 	f.requests = append(f.requests, *r)
 	f.mu.Unlock()
 	prompt, _ := f.Detokenize(r.Prompt)
 	agent, turn := int(r.Stream[1]), int(r.Stream[2])
-	res := Result{Request: r}
+	res := engine.Result{Request: r}
 	for k := range r.K {
 		traj := k
 		if len(r.Stream) > 3 {
 			traj = int(r.Stream[3])
 		}
 		toks := byteTokens(f.respond(userMessage(prompt), agent, turn, traj))
-		finish := FinishStop
+		finish := engine.FinishStop
 		if len(toks) > r.MaxTokens {
-			toks, finish = toks[:r.MaxTokens], FinishLength
+			toks, finish = toks[:r.MaxTokens], engine.FinishLength
 		}
-		s := Sample{Index: k, Tokens: toks, Finish: finish}
+		s := engine.Sample{Index: k, Tokens: toks, Finish: finish}
 		for range toks {
 			s.LogProbs = append(s.LogProbs, -0.25)
 			s.Entropies = append(s.Entropies, 0.5)
@@ -128,19 +129,19 @@ func (f *fakeGen) SeqContext() int { return 8192 }
 func (f *fakeGen) Slots() int      { return 4 }
 
 // served returns the requests the generator served, in a stable order.
-func (f *fakeGen) served() []Request {
+func (f *fakeGen) served() []engine.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	reqs := slices.Clone(f.requests)
-	slices.SortFunc(reqs, func(a, b Request) int { return slices.Compare(a.Stream, b.Stream) })
+	slices.SortFunc(reqs, func(a, b engine.Request) int { return slices.Compare(a.Stream, b.Stream) })
 	return reqs
 }
 
 // fakeConfig is a debate of len(gens) agents, agent a on gens[a].
-func fakeConfig(turns, k int, gens ...*fakeGen) DebateConfig {
-	cfg := DebateConfig{Turns: turns, K: k}
+func fakeConfig(turns, k int, gens ...*fakeGen) Config {
+	cfg := Config{Turns: turns, K: k}
 	for a, g := range gens {
-		cfg.Agents = append(cfg.Agents, DebateAgent{Name: fmt.Sprintf("agent %d", a), Generator: g, Format: fakeFormat,
+		cfg.Agents = append(cfg.Agents, Agent{Name: fmt.Sprintf("agent %d", a), Generator: g, Format: fakeFormat,
 			Params: sampler.Params{Temperature: 1, TopP: 1}, MaxTokens: 1000, Seed: 7})
 	}
 	return cfg
@@ -155,10 +156,10 @@ func fakeProblems(n int) []data.Problem {
 }
 
 // runFake debates problems and returns the records by problem index.
-func runFake(t *testing.T, cfg DebateConfig, problems []data.Problem, skip func(int) bool) (map[int]DebateRecord, DebateStats, error) {
+func runFake(t *testing.T, cfg Config, problems []data.Problem, skip func(int) bool) (map[int]Record, Stats, error) {
 	t.Helper()
-	recs := map[int]DebateRecord{}
-	stats, err := Debate(context.Background(), cfg, problems, skip, func(r DebateRecord) error {
+	recs := map[int]Record{}
+	stats, err := Run(context.Background(), cfg, problems, skip, func(r Record) error {
 		if _, dup := recs[r.Index]; dup {
 			t.Errorf("problem %d finished twice", r.Index)
 		}
@@ -222,7 +223,7 @@ func TestDebateProtocol(t *testing.T) {
 					if at.Prompt != want || !slices.Equal(at.PromptTokens, rendered(t, want)) {
 						t.Errorf("%s: prompt %q, want %q", where, at.Prompt, want)
 					}
-					if text := respond("", a, tt, k); at.Text != text || len(at.Tokens) != len(text) || at.Finish != FinishStop {
+					if text := respond("", a, tt, k); at.Text != text || len(at.Tokens) != len(text) || at.Finish != engine.FinishStop {
 						t.Errorf("%s: text %q (%d tokens, %s), want %q", where, at.Text, len(at.Tokens), at.Finish, text)
 					}
 					answer := fmt.Sprint(5 + a)
@@ -525,8 +526,8 @@ func testDebateResume(t *testing.T, protocol Protocol) {
 	}
 
 	cut := errors.New("cut")
-	first := map[int]DebateRecord{}
-	_, err = Debate(context.Background(), cfg, problems, nil, func(r DebateRecord) error {
+	first := map[int]Record{}
+	_, err = Run(context.Background(), cfg, problems, nil, func(r Record) error {
 		first[r.Index] = r
 		if len(first) == 2 {
 			return cut
@@ -587,14 +588,14 @@ func TestDebateErrors(t *testing.T) {
 // stoppedGen returns from Serve at once, as a generator that lost its device would.
 type stoppedGen struct{ fakeGen }
 
-func (*stoppedGen) Serve(context.Context, *Queue, func(Result)) error { return nil }
+func (*stoppedGen) Serve(context.Context, *engine.Queue, func(engine.Result)) error { return nil }
 
 // The rollout files' JSON of a turn, grade object included, is a file format: its keys
 // and their order must not change.
 func TestAgentTurnJSON(t *testing.T) {
 	ans := "5"
 	at := AgentTurn{Prompt: "q", PromptTokens: []int32{1}, Text: `\boxed{5}`, Tokens: []int32{2, 3},
-		LogProbs: []float32{-0.5, -1}, Entropies: []float32{1, 0.5}, Finish: FinishLength, Answer: &ans,
+		LogProbs: []float32{-0.5, -1}, Entropies: []float32{1, 0.5}, Finish: engine.FinishLength, Answer: &ans,
 		Grade: grade.Verdict{Key: "5", Strict: true, Robust: true, Tokens: 2, Truncated: true, Boxed: true,
 			MeanEntropy: 0.75, MeanNLL: 0.75}}
 	want := `{"prompt":"q","prompt_tokens":[1],"text":"\\boxed{5}","tokens":[2,3],"logprobs":[-0.5,-1],` +
@@ -616,7 +617,7 @@ func TestSteppedDebate(t *testing.T) {
 	respond := func(msg string, agent, turn, traj int) string {
 		return fmt.Sprintf(`agent %d turn %d trajectory %d: \boxed{%d}`, agent, turn, traj, 5+agent+turn%2)
 	}
-	var runs []map[int]DebateRecord
+	var runs []map[int]Record
 	for _, det := range []bool{false, true} {
 		g := &fakeGen{respond: respond}
 		cfg := fakeConfig(3, 2, g, &fakeGen{respond: respond}, g)
@@ -650,7 +651,7 @@ func TestDebateProbe(t *testing.T) {
 		// Depends on the prompt, so a turn depends on the continuations before it.
 		return fmt.Sprintf(`agent %d turn %d sample %d saw %d bytes: \boxed{%d}`, agent, turn, sample, len(msg), 5+(agent+sample)%2)
 	}
-	var runs []map[int]DebateRecord
+	var runs []map[int]Record
 	for _, det := range []bool{false, true} {
 		gens := []*fakeGen{{respond: respond}, {respond: respond}}
 		cfg := fakeConfig(3, K, gens...)

@@ -1,4 +1,4 @@
-package engine
+package debate
 
 // The debate's scheduler: which problems are in flight, each turn's requests to the
 // agents' generators, and what their results advance.
@@ -10,18 +10,18 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/grade"
 )
 
 // errUntokenizable is a prompt longer than llama.cpp tokenizes: its problem is skipped as
 // one whose prompt exceeds the prompt limit, not the end of the debate.
-var errUntokenizable = fmt.Errorf("the prompt is longer than the %d bytes umad tokenizes", llama.MaxTokenizeBytes)
+var errUntokenizable = fmt.Errorf("the prompt is longer than the %d bytes umad tokenizes", engine.MaxTokenizeBytes)
 
 // debate is one problem in flight.
-type debate struct {
-	rec     DebateRecord
+type flight struct {
+	rec     Record
 	key     uint64
 	turn    int
 	pending int    // requests of this turn not yet back
@@ -31,7 +31,7 @@ type debate struct {
 
 // pendingReq is a request to submit or in flight, and what it is for.
 type pendingReq struct {
-	d     *debate
+	d     *flight
 	agent int
 	traj  []int // trajectory (under Probe, probe) of each sample
 	turn  int
@@ -46,43 +46,43 @@ type pendingReq struct {
 // and records their results, and advances a problem whose turn is complete to its next
 // turn or to done. Only the calling goroutine touches it; generators run beside it.
 type scheduler struct {
-	cfg      *DebateConfig
+	cfg      *Config
 	problems []data.Problem
 	skip     func(int) bool
-	done     func(DebateRecord) error
+	done     func(Record) error
 	inFlight int
 	next     int // the next problem to admit
 	active   int // problems in flight
-	stats    DebateStats
+	stats    Stats
 
-	queues  map[Generator]*Queue // one per distinct generator
-	gens    []Generator          // the distinct generators in agent order
-	results chan Result
+	queues  map[Generator]*engine.Queue // one per distinct generator
+	gens    []Generator                 // the distinct generators in agent order
+	results chan engine.Result
 	// stepped holds each generator's results of the current step of a deterministic
 	// debate, received once every generator has stepped, in generator order.
-	stepped [][]Result // per generator, in gens' order
-	stopped chan error // a generator's Serve returned
-	running int        // generators serving
+	stepped [][]engine.Result // per generator, in gens' order
+	stopped chan error        // a generator's Serve returned
+	running int               // generators serving
 	pending map[uint64]*pendingReq
 	lastID  uint64
 }
 
-func newScheduler(cfg *DebateConfig, problems []data.Problem, skip func(int) bool, done func(DebateRecord) error) *scheduler {
+func newScheduler(cfg *Config, problems []data.Problem, skip func(int) bool, done func(Record) error) *scheduler {
 	s := &scheduler{cfg: cfg, problems: problems, skip: skip, done: done, inFlight: cfg.InFlight,
-		queues: map[Generator]*Queue{}, results: make(chan Result, 64), pending: map[uint64]*pendingReq{}}
+		queues: map[Generator]*engine.Queue{}, results: make(chan engine.Result, 64), pending: map[uint64]*pendingReq{}}
 	slots := 0
 	for _, a := range cfg.Agents {
 		if s.queues[a.Generator] == nil {
-			s.queues[a.Generator] = NewQueue()
+			s.queues[a.Generator] = engine.NewQueue()
 			if cfg.Deterministic {
-				s.queues[a.Generator] = newSteppedQueue()
+				s.queues[a.Generator] = engine.NewSteppedQueue()
 			}
 			s.gens = append(s.gens, a.Generator)
 			slots = max(slots, a.Generator.Slots())
 		}
 	}
 	if cfg.Deterministic {
-		s.stepped = make([][]Result, len(s.gens))
+		s.stepped = make([][]engine.Result, len(s.gens))
 	}
 	if s.inFlight == 0 {
 		s.inFlight = 2*((slots+cfg.K-1)/cfg.K) + 1
@@ -93,7 +93,7 @@ func newScheduler(cfg *DebateConfig, problems []data.Problem, skip func(int) boo
 // serve starts one serving goroutine per generator.
 func (s *scheduler) serve(ctx context.Context) {
 	s.stopped = make(chan error, len(s.queues))
-	emit := func(r Result) {
+	emit := func(r engine.Result) {
 		select {
 		case s.results <- r:
 		case <-ctx.Done():
@@ -101,8 +101,8 @@ func (s *scheduler) serve(ctx context.Context) {
 	}
 	for i, g := range s.gens {
 		q, emit := s.queues[g], emit
-		if q.stepped() { // only g's goroutine appends, and only between tick and tock
-			emit = func(r Result) { s.stepped[i] = append(s.stepped[i], r) }
+		if q.Stepped() { // only g's goroutine appends, and only between tick and tock
+			emit = func(r engine.Result) { s.stepped[i] = append(s.stepped[i], r) }
 		}
 		go func() { s.stopped <- g.Serve(ctx, q, emit) }()
 	}
@@ -149,11 +149,11 @@ func (s *scheduler) generatorStopped(err error) error {
 func (s *scheduler) runStepped(ctx context.Context) error {
 	for s.active > 0 {
 		for _, g := range s.gens {
-			s.queues[g].step.tick <- struct{}{}
+			s.queues[g].Tick()
 		}
 		for _, g := range s.gens {
 			select {
-			case <-s.queues[g].step.tock:
+			case <-s.queues[g].Tock():
 			case err := <-s.stopped:
 				return s.generatorStopped(err)
 			case <-ctx.Done():
@@ -202,7 +202,7 @@ func (s *scheduler) admit() error {
 		if s.cfg.Protocol == Probe {
 			threads = 1
 		}
-		d := &debate{rec: DebateRecord{Index: i, Problem: p, Turns: make([][][]AgentTurn, s.cfg.Turns)},
+		d := &flight{rec: Record{Index: i, Problem: p, Turns: make([][][]AgentTurn, s.cfg.Turns)},
 			key: ProblemKey(p), stopped: make([]bool, threads), agree: make([]int, threads)}
 		if s.cfg.Protocol == Probe {
 			d.rec.Continuations = make([][]AgentTurn, s.cfg.Turns)
@@ -244,13 +244,13 @@ func (s *scheduler) submit(p *pendingReq) {
 	}
 	s.pending[s.lastID] = p
 	p.d.pending++
-	s.queues[a.Generator].Push(Request{ID: s.lastID, Prompt: p.ids, K: len(p.traj), MaxTokens: a.MaxTokens,
+	s.queues[a.Generator].Push(engine.Request{ID: s.lastID, Prompt: p.ids, K: len(p.traj), MaxTokens: a.MaxTokens,
 		Params: params, Seed: a.Seed, Stream: stream})
 }
 
 // receive records a result; when it completes its problem's turn, the problem advances
 // to the next turn's requests or, with none, is done and makes room for the next one.
-func (s *scheduler) receive(r Result) error {
+func (s *scheduler) receive(r engine.Result) error {
 	if r.Err != nil {
 		return r.Err
 	}
@@ -294,7 +294,7 @@ func (s *scheduler) render(agent int, msg string, memo tokenMemo) ([]int32, erro
 		if ids, ok := memo[k]; ok {
 			return ids, nil
 		}
-		if len(text) > llama.MaxTokenizeBytes {
+		if len(text) > engine.MaxTokenizeBytes {
 			return nil, errUntokenizable
 		}
 		ids, err := a.Generator.Tokenize(text)
@@ -315,7 +315,7 @@ type tokenKey struct {
 }
 
 // turn0 builds each agent's turn-0 request, or nil if the prompt is too long.
-func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
+func (s *scheduler) turn0(d *flight) ([]*pendingReq, error) {
 	msg := Turn0Message(d.rec.Problem.Question)
 	var out []*pendingReq
 	memo := tokenMemo{}
@@ -338,7 +338,7 @@ func (s *scheduler) turn0(d *debate) ([]*pendingReq, error) {
 }
 
 // makeTurn allocates turn t of d's record.
-func (s *scheduler) makeTurn(d *debate, t int) {
+func (s *scheduler) makeTurn(d *flight, t int) {
 	d.rec.Turns[t] = make([][]AgentTurn, len(s.cfg.Agents))
 	for a := range d.rec.Turns[t] {
 		d.rec.Turns[t][a] = make([]AgentTurn, s.cfg.K)
@@ -360,7 +360,7 @@ func (s *scheduler) withContinuation(p *pendingReq) []*pendingReq {
 }
 
 // record stores a request's samples in the debate record, graded.
-func (s *scheduler) record(p *pendingReq, samples []Sample) error {
+func (s *scheduler) record(p *pendingReq, samples []engine.Sample) error {
 	d := p.d
 	g := s.cfg.Agents[p.agent].Generator
 	for i, smp := range samples {
@@ -375,7 +375,7 @@ func (s *scheduler) record(p *pendingReq, samples []Sample) error {
 			at.Answer = &ans
 		}
 		v.Tokens = len(smp.Tokens)
-		v.Truncated = smp.Finish == FinishLength
+		v.Truncated = smp.Finish == engine.FinishLength
 		var ent, nll float64
 		for j := range smp.Tokens {
 			ent += float64(smp.Entropies[j])
@@ -398,7 +398,7 @@ func (s *scheduler) record(p *pendingReq, samples []Sample) error {
 
 // advance applies adaptive stopping after the debate's current turn and builds the next
 // turn's requests; none means the debate is over (all later turns carried forward).
-func (s *scheduler) advance(d *debate) ([]*pendingReq, error) {
+func (s *scheduler) advance(d *flight) ([]*pendingReq, error) {
 	for {
 		if err := s.applyStops(d); err != nil {
 			return nil, err
@@ -415,7 +415,7 @@ func (s *scheduler) advance(d *debate) ([]*pendingReq, error) {
 }
 
 // applyStops marks the trajectories that the stopping rules end after the current turn.
-func (s *scheduler) applyStops(d *debate) error {
+func (s *scheduler) applyStops(d *flight) error {
 	cur := d.rec.Turns[d.turn]
 	if s.cfg.StopAgree > 0 {
 		threads := cur
@@ -453,7 +453,7 @@ func (s *scheduler) applyStops(d *debate) error {
 // nextTurn starts the next turn: stopped trajectories carry their responses forward, the
 // others get one request per agent (under Probe, the debate's one thread gets each agent
 // K probes and a continuation).
-func (s *scheduler) nextTurn(d *debate) ([]*pendingReq, error) {
+func (s *scheduler) nextTurn(d *flight) ([]*pendingReq, error) {
 	cur := d.rec.Turns[d.turn]
 	d.turn++
 	s.makeTurn(d, d.turn)
@@ -502,7 +502,7 @@ func (s *scheduler) carry(c AgentTurn) AgentTurn {
 }
 
 // message builds agent a's request for trajectory k's current turn from its rounds.
-func (s *scheduler) message(d *debate, a, k int, rounds [][]string, memo tokenMemo) (*pendingReq, error) {
+func (s *scheduler) message(d *flight, a, k int, rounds [][]string, memo tokenMemo) (*pendingReq, error) {
 	// The reference recovers the question from the turn-0 message (remove_template).
 	question := RemoveTemplate(Turn0Message(d.rec.Problem.Question))
 	count := func(msg string) (int, error) {
@@ -526,7 +526,7 @@ func (s *scheduler) message(d *debate, a, k int, rounds [][]string, memo tokenMe
 
 // rounds are trajectory k's responses so far, rounds[t][a], as the next prompt shows them
 // (under Probe, the continuations).
-func (d *debate) rounds(k int) [][]string {
+func (d *flight) rounds(k int) [][]string {
 	var out [][]string
 	for t := 0; t <= d.turn-1; t++ {
 		var r []string

@@ -1,9 +1,10 @@
-package cli
+package run
 
 // umad debate --check-determinism: the debate twice, then where its outputs first differ.
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,51 +15,44 @@ import (
 	"sort"
 	"strings"
 
-	ucli "github.com/urfave/cli/v2"
-
 	"github.com/umad-dev/umad/rollouts"
 )
 
-// checkDeterminism runs the debate twice, in OUT/check-1/run and OUT/check-2/run (the same
-// base name, which the reports show), and fails with the first difference between them.
-func checkDeterminism(c *ucli.Context) error {
-	if c.Int("nproc") > 1 {
+// CheckDebateDeterminism runs the debate d twice, in d.Out/check-1/run and
+// d.Out/check-2/run (the same base name, which the reports show), and fails with the
+// first difference between them.
+func CheckDebateDeterminism(ctx context.Context, d Debate) error {
+	if d.NProc > 1 {
 		return errors.New("--check-determinism runs the debate in one process; leave out --nproc")
 	}
-	noteCommand(c) // the runs record the command as given, before the changes below
-	out := c.String("out")
 	var dirs [2]string
 	for i := range dirs {
-		dirs[i] = filepath.Join(out, fmt.Sprintf("check-%d", i+1), "run")
+		dirs[i] = filepath.Join(d.Out, fmt.Sprintf("check-%d", i+1), "run")
 		if _, err := os.Stat(dirs[i]); err == nil {
 			return fmt.Errorf("--check-determinism: %s exists (a second run would resume it); remove it or give another --out", dirs[i])
 		}
 	}
 	for i, dir := range dirs {
-		if err := c.Set("out", dir); err != nil {
-			return err
-		}
-		if err := c.Set("check-determinism", "false"); err != nil {
-			return err
-		}
-		if err := debateCmd(c); err != nil {
+		one := d
+		one.Out = dir
+		if err := one.Run(ctx); err != nil {
 			return fmt.Errorf("run %d: %w", i+1, err)
 		}
 	}
-	where, err := firstDifference(dirs[0], dirs[1])
+	where, err := FirstDifference(dirs[0], dirs[1])
 	if err != nil {
 		return err
 	}
 	if where != "" {
 		return fmt.Errorf("the two runs differ: %s", where)
 	}
-	fmt.Fprintf(c.App.Writer, "the two runs agree byte for byte: %s and %s\n", dirs[0], dirs[1])
+	fmt.Fprintf(d.Stdout, "the two runs agree byte for byte: %s and %s\n", dirs[0], dirs[1])
 	return nil
 }
 
-// firstDifference compares two run directories file by file (rollout files by their
+// FirstDifference compares two run directories file by file (rollout files by their
 // records) and says where they first differ: file, line and JSON field; "" if nowhere.
-func firstDifference(a, b string) (string, error) {
+func FirstDifference(a, b string) (string, error) {
 	files := map[string]bool{}
 	for _, dir := range []string{a, b} {
 		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

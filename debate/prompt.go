@@ -1,4 +1,4 @@
-package engine
+package debate
 
 // The debate prompt builder: the user messages of turn 0 and of every debate round
 // t >= 1, reproducing the reference protocol (spec/UMAD-reference.md section 1.4) byte
@@ -39,9 +39,9 @@ const (
 	HistoryFull
 )
 
-// DebatePrompt configures the messages of turns t >= 1. The zero value is the reference
+// Prompt configures the messages of turns t >= 1. The zero value is the reference
 // protocol: previous round only, last boxed answers masked, agents in fixed order.
-type DebatePrompt struct {
+type Prompt struct {
 	// KeepAnswers shows the responses unmasked (the paper's prompt figure); the
 	// reference masks every agent's last boxed answer with AnswerMask.
 	KeepAnswers bool
@@ -70,7 +70,7 @@ const anonymiseStream = 0x616e6f6e // "anon"
 
 // Labels returns, for each of n agents, the number it is called by in the message of
 // the given turn: its own index, or with Anonymise a seeded permutation of 0..n-1.
-func (p DebatePrompt) Labels(id TrajectoryID, turn, n int) []int {
+func (p Prompt) Labels(id TrajectoryID, turn, n int) []int {
 	labels := make([]int, n)
 	for i := range labels {
 		labels[i] = i
@@ -91,7 +91,7 @@ func (p DebatePrompt) Labels(id TrajectoryID, turn, n int) []int {
 // responses of the earlier turns: rounds[r][a] is agent a's response text at turn r,
 // decoded without special tokens (EOS stripped). The question is the bare question (see
 // RemoveTemplate).
-func (p DebatePrompt) Message(question string, rounds [][]string, id TrajectoryID) (string, error) {
+func (p Prompt) Message(question string, rounds [][]string, id TrajectoryID) (string, error) {
 	texts, err := p.shownTexts(rounds)
 	if err != nil {
 		return "", err
@@ -109,7 +109,7 @@ const trimMarker = "... "
 // and its mask stay) behind trimMarker, with the largest L that fits; the question, the
 // template and the instruction are never cut. trimmed reports that responses were cut.
 // It fails when even empty responses do not fit.
-func (p DebatePrompt) FitMessage(question string, rounds [][]string, id TrajectoryID, count func(string) (int, error), limit int) (msg string, trimmed bool, err error) {
+func (p Prompt) FitMessage(question string, rounds [][]string, id TrajectoryID, count func(string) (int, error), limit int) (msg string, trimmed bool, err error) {
 	texts, err := p.shownTexts(rounds)
 	if err != nil {
 		return "", false, err
@@ -159,7 +159,7 @@ func (p DebatePrompt) FitMessage(question string, rounds [][]string, id Trajecto
 
 // shownTexts validates rounds and returns the rounds the message shows, with their
 // responses as shown.
-func (p DebatePrompt) shownTexts(rounds [][]string) ([][]string, error) {
+func (p Prompt) shownTexts(rounds [][]string) ([][]string, error) {
 	if len(rounds) == 0 {
 		return nil, errors.New("debate prompt: no earlier round (turn 0 uses Turn0Message)")
 	}
@@ -210,7 +210,7 @@ func keepTails(texts [][]string, keep int) [][]string {
 
 // render fills the reference template (multi_turn_traj_grpo.py L185-218): the responses
 // of the shown rounds, each prefixed "agent {label} response is: ", joined by "\n".
-func (p DebatePrompt) render(question string, texts [][]string, labels []int) string {
+func (p Prompt) render(question string, texts [][]string, labels []int) string {
 	agents := len(labels)
 	byLabel := make([]int, agents) // byLabel[label] = agent
 	for a, l := range labels {

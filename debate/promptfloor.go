@@ -1,4 +1,4 @@
-package engine
+package debate
 
 import (
 	"cmp"
@@ -8,12 +8,13 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
 )
 
 // FloorAgent is one agent as CheckPromptFloor counts its prompts: a model with its
 // tokenizer (OpenVocab loads one without weights) and its chat format.
 type FloorAgent struct {
-	Model  *Model
+	Model  *engine.Model
 	Format chat.Format
 }
 
@@ -23,7 +24,7 @@ type FloorAgent struct {
 // would fail there after loading them. Each agent's tokenizer counts it; a question whose
 // turn-0 prompt is already over the limit is skipped, as the debate skips it. (A longer
 // question alone may still not fit at turn 1; the debate says so when it gets there.)
-func CheckPromptFloor(agents []FloorAgent, problems []data.Problem, p DebatePrompt, limit int) error {
+func CheckPromptFloor(agents []FloorAgent, problems []data.Problem, p Prompt, limit int) error {
 	problems = slices.Clone(problems)
 	slices.SortStableFunc(problems, func(a, b data.Problem) int { return cmp.Compare(len(a.Question), len(b.Question)) })
 	// Responses long enough to be cut: what is left of them at the floor is the marker of a

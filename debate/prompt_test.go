@@ -1,4 +1,4 @@
-package engine
+package debate
 
 import (
 	"errors"
@@ -90,7 +90,7 @@ func TestDebateMessage(t *testing.T) {
 	id := TrajectoryID{Problem: 7, Trajectory: 2}
 	tests := []struct {
 		name   string
-		prompt DebatePrompt
+		prompt Prompt
 		rounds [][]string
 		want   string
 	}{
@@ -110,7 +110,7 @@ func TestDebateMessage(t *testing.T) {
 		},
 		{
 			name:   "KeepAnswers shows the boxes",
-			prompt: DebatePrompt{KeepAnswers: true},
+			prompt: Prompt{KeepAnswers: true},
 			rounds: [][]string{round0},
 			want: "Given the following problem: What is 2+3? \n We have two answers: \n " +
 				`agent 0 response is: 2+3=5, so \boxed{5}.` + "\n" +
@@ -118,7 +118,7 @@ func TestDebateMessage(t *testing.T) {
 		},
 		{
 			name:   "HistoryFull shows every round oldest first under Round lines",
-			prompt: DebatePrompt{History: HistoryFull},
+			prompt: Prompt{History: HistoryFull},
 			rounds: [][]string{round0, round1},
 			want: "Given the following problem: What is 2+3? \n We have two answers: \n " +
 				"Round 1:\nagent 0 response is: 2+3=5, so <answer>.\n" +
@@ -158,7 +158,7 @@ func TestDebateMessageRejectsBadRounds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := (DebatePrompt{}).Message("q", tc.rounds, TrajectoryID{}); err == nil {
+			if _, err := (Prompt{}).Message("q", tc.rounds, TrajectoryID{}); err == nil {
 				t.Error("want an error")
 			}
 		})
@@ -166,7 +166,7 @@ func TestDebateMessageRejectsBadRounds(t *testing.T) {
 }
 
 func TestAnonymisedLabels(t *testing.T) {
-	p := DebatePrompt{Anonymise: true, Seed: 11}
+	p := Prompt{Anonymise: true, Seed: 11}
 	seenSwap, seenKeep := false, false
 	for problem := range uint64(64) {
 		id := TrajectoryID{Problem: problem, Trajectory: 3}
@@ -191,7 +191,7 @@ func TestAnonymisedLabels(t *testing.T) {
 	if !seenSwap || !seenKeep {
 		t.Errorf("over 64 problems two agents were always in one order (swapped %v, kept %v)", seenSwap, seenKeep)
 	}
-	if got := (DebatePrompt{Seed: 11}).Labels(TrajectoryID{Problem: 1}, 1, 3); !equalInts(got, []int{0, 1, 2}) {
+	if got := (Prompt{Seed: 11}).Labels(TrajectoryID{Problem: 1}, 1, 3); !equalInts(got, []int{0, 1, 2}) {
 		t.Errorf("without Anonymise labels are %v, want the identity", got)
 	}
 	// Labels depend on the turn and the seed: among 64 trajectories some must differ.
@@ -200,7 +200,7 @@ func TestAnonymisedLabels(t *testing.T) {
 		id := TrajectoryID{Problem: 5, Trajectory: k}
 		base := p.Labels(id, 1, 4)
 		differsByTurn = differsByTurn || !equalInts(base, p.Labels(id, 2, 4))
-		differsBySeed = differsBySeed || !equalInts(base, DebatePrompt{Anonymise: true, Seed: 12}.Labels(id, 1, 4))
+		differsBySeed = differsBySeed || !equalInts(base, Prompt{Anonymise: true, Seed: 12}.Labels(id, 1, 4))
 	}
 	if !differsByTurn || !differsBySeed {
 		t.Errorf("labels ignore the turn (%v) or the seed (%v)", !differsByTurn, !differsBySeed)
@@ -208,7 +208,7 @@ func TestAnonymisedLabels(t *testing.T) {
 }
 
 func TestAnonymisedMessageListsAgentsByLabel(t *testing.T) {
-	p := DebatePrompt{Anonymise: true, Seed: 3}
+	p := Prompt{Anonymise: true, Seed: 3}
 	// Find a trajectory whose three agents are not in the identity order.
 	var id TrajectoryID
 	var labels []int
@@ -253,13 +253,13 @@ func TestFitDebateMessage(t *testing.T) {
 	short := `I get \boxed{5}.`
 	rounds := [][]string{{long, short}}
 	id := TrajectoryID{}
-	full, err := DebatePrompt{}.Message("What is 2+3?", rounds, id)
+	full, err := Prompt{}.Message("What is 2+3?", rounds, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("a message that fits is not trimmed", func(t *testing.T) {
-		got, trimmed, err := DebatePrompt{}.FitMessage("What is 2+3?", rounds, id, bytesCount, len(full))
+		got, trimmed, err := Prompt{}.FitMessage("What is 2+3?", rounds, id, bytesCount, len(full))
 		if err != nil || trimmed || got != full {
 			t.Errorf("got trimmed=%v err=%v, message changed: %v", trimmed, err, got != full)
 		}
@@ -267,7 +267,7 @@ func TestFitDebateMessage(t *testing.T) {
 
 	t.Run("the long response loses its head, as little as possible", func(t *testing.T) {
 		limit := len(full) - 200
-		got, trimmed, err := DebatePrompt{}.FitMessage("What is 2+3?", rounds, id, bytesCount, limit)
+		got, trimmed, err := Prompt{}.FitMessage("What is 2+3?", rounds, id, bytesCount, limit)
 		if err != nil || !trimmed {
 			t.Fatalf("trimmed=%v err=%v", trimmed, err)
 		}
@@ -287,9 +287,9 @@ func TestFitDebateMessage(t *testing.T) {
 
 	t.Run("multi-byte responses are cut at rune boundaries", func(t *testing.T) {
 		wide := [][]string{{strings.Repeat("推理", 100) + `\boxed{5}`, strings.Repeat("步骤", 100)}}
-		fullWide, _ := DebatePrompt{}.Message("Q", wide, id)
+		fullWide, _ := Prompt{}.Message("Q", wide, id)
 		for cut := 1; cut <= 6; cut++ {
-			got, trimmed, err := DebatePrompt{}.FitMessage("Q", wide, id, bytesCount, len(fullWide)-cut*50)
+			got, trimmed, err := Prompt{}.FitMessage("Q", wide, id, bytesCount, len(fullWide)-cut*50)
 			if err != nil || !trimmed {
 				t.Fatalf("cut %d: trimmed=%v err=%v", cut, trimmed, err)
 			}
@@ -301,13 +301,13 @@ func TestFitDebateMessage(t *testing.T) {
 
 	t.Run("a count error is returned", func(t *testing.T) {
 		failing := func(string) (int, error) { return 0, errors.New("no tokenizer") }
-		if _, _, err := (DebatePrompt{}).FitMessage("What is 2+3?", rounds, id, failing, len(full)); err == nil || err.Error() != "no tokenizer" {
+		if _, _, err := (Prompt{}).FitMessage("What is 2+3?", rounds, id, failing, len(full)); err == nil || err.Error() != "no tokenizer" {
 			t.Errorf("err = %v, want the count's error", err)
 		}
 	})
 
 	t.Run("the template alone over the limit is an error", func(t *testing.T) {
-		if _, _, err := (DebatePrompt{}).FitMessage("What is 2+3?", rounds, id, bytesCount, 100); err == nil {
+		if _, _, err := (Prompt{}).FitMessage("What is 2+3?", rounds, id, bytesCount, 100); err == nil {
 			t.Error("want an error")
 		}
 	})

@@ -1,10 +1,11 @@
-package engine
+package debate
 
-// The debate runner: N agents, T turns, K trajectories per problem (or, under the probe
-// protocol, K samples per agent and turn from one context), with problems pipelined so
-// every agent's generator keeps its slots busy while other problems wait for their peers
-// (spec/UMAD-reference.md section 1). This file holds its configuration,
-// records and entry point; scheduler.go runs it, debateprompt.go builds its prompts.
+// Package debate is the debate protocol: N agents, T turns, K trajectories per problem
+// (or, under the probe protocol, K samples per agent and turn from one context), with
+// problems pipelined so every agent's generator keeps its slots busy while other problems
+// wait for their peers (spec/UMAD-reference.md section 1), each sample graded as it
+// returns. This file holds its configuration, records and entry point; scheduler.go runs
+// it, prompt.go builds its prompts, promptfloor.go checks a prompt limit before a run.
 
 import (
 	"context"
@@ -15,18 +16,20 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/sampler"
 )
 
-// Generator is what the debate needs of a model: *Engine (llama.cpp), or a deterministic
-// fake in the protocol's tests. Agents holding the same Generator value share it, so its
-// dynamic type must be comparable (a pointer).
+// Generator is what the debate needs of a model: *engine.Engine (llama.cpp), or a
+// deterministic fake in the protocol's tests. Agents holding the same Generator value
+// share it, so its dynamic type must be comparable (a pointer).
 type Generator interface {
 	// Serve generates the requests pushed to q, calling emit with each result, until q
-	// is closed and drained or ctx ends; requests may be pushed while it serves. Queue's
-	// consuming side is unexported, so generators live in this package.
-	Serve(ctx context.Context, q *Queue, emit func(Result)) error
+	// is closed and drained or ctx ends; requests may be pushed while it serves. A
+	// generator consumes q through its exported side (Pop, Ready, Drained, and on a
+	// stepped queue AwaitStep and EndStep), so it may live in any package.
+	Serve(ctx context.Context, q *engine.Queue, emit func(engine.Result)) error
 	// Tokenize turns a rendered chat prompt into ids, special tokens parsed, none added.
 	Tokenize(text string) ([]int32, error)
 	// Detokenize turns generated ids into text without special tokens.
@@ -35,8 +38,11 @@ type Generator interface {
 	Slots() int      // sequences generated at once
 }
 
-// DebateAgent is one debater. Agents may share a Generator (the same model).
-type DebateAgent struct {
+// The debate reaches llama.cpp through Generator.
+var _ Generator = (*engine.Engine)(nil)
+
+// Agent is one debater. Agents may share a Generator (the same model).
+type Agent struct {
 	Name      string
 	Generator Generator
 	Format    chat.Format
@@ -62,9 +68,9 @@ const (
 // Protocols are the debate protocols, the default first.
 var Protocols = []Protocol{Trajectories, Probe}
 
-// DebateConfig describes a debate evaluation.
-type DebateConfig struct {
-	Agents []DebateAgent
+// Config describes a debate evaluation.
+type Config struct {
+	Agents []Agent
 	Turns  int // T: turn 0 plus T-1 debate rounds
 	K      int // trajectories per problem; under Probe, samples per agent and turn
 	// Protocol is Trajectories when empty.
@@ -72,7 +78,7 @@ type DebateConfig struct {
 	// GreedyContinuation makes Probe's continuations greedy (temperature 0) instead of
 	// sampled with the agent's settings.
 	GreedyContinuation bool
-	Prompt             DebatePrompt
+	Prompt             Prompt
 	// PromptLimit is the most prompt tokens an agent gets (the reference's 5120); debate
 	// prompts over it are shortened by trimming the peers' reasoning from the left.
 	PromptLimit int
@@ -84,7 +90,7 @@ type DebateConfig struct {
 	StopEU float64
 	// EU computes the epistemic uncertainty of one turn's verdicts, byAgent[a][k]; StopEU
 	// needs it. The caller supplies uncertainty.TurnEU: the metrics package sits beside
-	// the engine, not below it.
+	// the debate, not below it.
 	EU func(byAgent [][]grade.Verdict) (float64, error)
 	// InFlight is the most problems debated at once (0 = enough to keep every slot busy).
 	InFlight int
@@ -106,10 +112,10 @@ type AgentTurn struct {
 	Tokens       []int32   `json:"tokens"`
 	LogProbs     []float32 `json:"logprobs"`
 	Entropies    []float32 `json:"entropies"`
-	// KeptMass is the sample's top-k/top-p kept mass per token (see Sample.KeptMass);
+	// KeptMass is the sample's top-k/top-p kept mass per token (see engine.Sample.KeptMass);
 	// absent when sampling cut nothing.
-	KeptMass []float32 `json:"kept_mass,omitempty"`
-	Finish   Finish    `json:"finish"`
+	KeptMass []float32     `json:"kept_mass,omitempty"`
+	Finish   engine.Finish `json:"finish"`
 	// Answer is the extracted final answer, nil for no answer.
 	Answer *string       `json:"answer"`
 	Grade  grade.Verdict `json:"grade"`
@@ -117,8 +123,8 @@ type AgentTurn struct {
 	Carried bool `json:"carried,omitempty"`
 }
 
-// DebateRecord is everything one problem's debate produced.
-type DebateRecord struct {
+// Record is everything one problem's debate produced.
+type Record struct {
 	Index   int          `json:"index"` // position in the problem list
 	Problem data.Problem `json:"problem"`
 	// Turns[t][a][k] is agent a's response in trajectory k at turn t; under the probe
@@ -130,9 +136,9 @@ type DebateRecord struct {
 }
 
 // Verdicts returns the record's verdicts agent by agent, [agent][turn][k]: the Answers
-// of an uncertainty.ProblemRecord, which callers build from it (the engine does not
+// of an uncertainty.ProblemRecord, which callers build from it (this package does not
 // import uncertainty).
-func (r DebateRecord) Verdicts() [][][]grade.Verdict {
+func (r Record) Verdicts() [][][]grade.Verdict {
 	if len(r.Turns) == 0 {
 		return nil
 	}
@@ -159,8 +165,8 @@ func verdicts(turn [][]AgentTurn) [][]grade.Verdict {
 	return out
 }
 
-// DebateStats count a run's work.
-type DebateStats struct {
+// Stats count a run's work.
+type Stats struct {
 	Problems        int // debated to the end
 	SkippedOverlong int // problems whose turn-0 prompt exceeds the prompt limit
 	Generations     int // agent responses generated
@@ -177,13 +183,13 @@ func ProblemKey(p data.Problem) uint64 {
 	return h.Sum64()
 }
 
-// Debate runs the debates of the problems not skipped (skip may be nil) and calls done
+// Run runs the debates of the problems not skipped (skip may be nil) and calls done
 // with each finished problem's record, from the calling goroutine; an error from done
 // stops the run. Problems finish in any order; the records are identical whatever the
 // order, since every sample draws from its own random stream.
-func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip func(i int) bool, done func(DebateRecord) error) (DebateStats, error) {
+func Run(ctx context.Context, cfg Config, problems []data.Problem, skip func(i int) bool, done func(Record) error) (Stats, error) {
 	if err := cfg.check(); err != nil {
-		return DebateStats{}, err
+		return Stats{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -196,7 +202,7 @@ func Debate(ctx context.Context, cfg DebateConfig, problems []data.Problem, skip
 	return s.stats, s.stop(ctx, err)
 }
 
-func (cfg *DebateConfig) check() error {
+func (cfg *Config) check() error {
 	if cfg.Protocol == "" {
 		cfg.Protocol = Trajectories
 	}

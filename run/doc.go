@@ -1,0 +1,6 @@
+// Package run holds umad's runs as typed values, outside the CLI: a debate evaluation
+// (Debate, in debate*.go) with its settings as fields, resolved, checked, planned, opened
+// and run by its methods, so that `umad debate`, `umad experiment`'s cells and the
+// determinism check build the same value instead of command lines. It also claims a run's
+// directory for its settings (rundir.go).
+package run
