@@ -38,6 +38,8 @@ func TestRender(t *testing.T) {
 			[]Message{{Role: "system", Content: " Be brief. "}, {Role: "user", Content: "\nHi \n"}}, Options{DateString: "01 Jan 2026"},
 			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 01 Jan 2026\n\nBe brief.<|eot_id|>" +
 				"<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"mistral opens the first [INST] with the system message", Format{Family: "mistral"}, withSystem, Options{},
+			"<s>[INST] Be brief.\n\nHi[/INST]"},
 	}
 	for _, c := range cases {
 		got, err := c.f.Render(c.msgs, c.opt)
@@ -61,7 +63,7 @@ func TestRenderRejects(t *testing.T) {
 			t.Errorf("%s: want an error", name)
 		}
 	}
-	if _, err := (Format{Family: "mistral"}).Render([]Message{{Role: "user"}}, Options{}); err == nil {
+	if _, err := (Format{Family: "phi3"}).Render([]Message{{Role: "user"}}, Options{}); err == nil {
 		t.Error("unknown family: want an error")
 	}
 }
@@ -81,7 +83,7 @@ func TestTemplatesDetectAsTheirFamily(t *testing.T) {
 }
 
 func TestDetectRejectsUnknown(t *testing.T) {
-	for _, tmpl := range []string{"", "  ", "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"} {
+	for _, tmpl := range []string{"", "  ", "{% for m in messages %}<|user|>\n{{ m.content }}<|end|>{% endfor %}"} {
 		if f, err := Detect(tmpl); err == nil {
 			t.Errorf("Detect(%q) = %v, want an error", tmpl, f)
 		} else if !strings.Contains(err.Error(), "--chat-format") {
@@ -151,7 +153,7 @@ func TestResolve(t *testing.T) {
 		{template: hybrid, override: "llama3", want: Format{Family: Llama3}},
 		{template: "", override: "qwen2.5", want: Format{Family: Qwen25}},
 		{template: "", fails: true},
-		{template: qwen3, override: "mistral", fails: true},
+		{template: qwen3, override: "phi3", fails: true},
 	} {
 		got, err := Resolve(c.template, c.override)
 		if (err != nil) != c.fails || (!c.fails && got != c.want) {

@@ -20,7 +20,6 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/internal/sysmem"
-	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
@@ -99,7 +98,7 @@ func benchTrain(c *ucli.Context) error {
 		return err
 	}
 	profile := c.String("profile")
-	rt, opts, err := openTorch(c)
+	rt, opts, err := openTorch(c, c.Int("torch-threads"))
 	if err == nil {
 		err = startProfile(profile, c.String("results"))
 	}
@@ -194,7 +193,7 @@ func benchTrainModel(dir, preset string, shape *model.Shape) (string, error) {
 func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 	var step bench.TrainStep
 	run := filepath.Join(dir, "run")
-	args := []string{"umad", "train", "--agent", filepath.Join(dir, "hf"), "--algo", "grpo", "--turns", "1",
+	args := []string{"train", "--agent", filepath.Join(dir, "hf"), "--algo", "grpo", "--turns", "1",
 		"--synthetic", fmt.Sprint(c.Int("steps") * c.Int("batch")), "--val-synthetic", "0", "--out", run}
 	for _, f := range benchTrainShape {
 		args = append(args, "--"+f, c.String(f))
@@ -204,24 +203,25 @@ func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 			args = append(args, "--"+f+"="+c.String(f))
 		}
 	}
-	app := App()
-	app.Writer, app.ErrWriter, app.Metadata = c.App.ErrWriter, c.App.ErrWriter, map[string]any{}
 	debug.FreeOSMemory() // the generated model's buffers are no part of the run's peak
 	if err := sysmem.ResetPeakRSS(); err != nil {
 		return step, fmt.Errorf("peak memory: %w", err)
 	}
-	if err := app.Run(args); err != nil {
+	err := resolveCommand(args, func(tc *ucli.Context) error {
+		tc.App.Writer, tc.App.ErrWriter = c.App.ErrWriter, c.App.ErrWriter
+		var err error
+		step.Plan, err = train(tc)
+		return err
+	})
+	if err != nil {
 		return step, fmt.Errorf("train: %w", err)
 	}
-	var err error
 	if step.PeakRSS, err = sysmem.PeakRSS(); err != nil {
 		return step, err
 	}
-	plan, ok := app.Metadata[memoryPlanKey].(*memplan.Plan)
-	if !ok || len(plan.Agents) != 1 {
+	if step.Plan == nil || len(step.Plan.Agents) != 1 {
 		return step, errors.New("train left no memory plan of one agent")
 	}
-	step.Plan = plan
 	train, _, err := trainlog.Read(filepath.Join(run, trainlog.File))
 	if err != nil {
 		return step, err

@@ -11,15 +11,16 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/hfhub"
 	"github.com/umad-dev/umad/internal/outpath"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 // convertTypes are the --type names of hf2gguf.
-var convertTypes = map[string]model.GGMLType{
-	"f32": model.TypeF32, "f16": model.TypeF16, "bf16": model.TypeBF16, "q8_0": model.TypeQ8_0,
+var convertTypes = map[string]gguf.GGMLType{
+	"f32": gguf.TypeF32, "f16": gguf.TypeF16, "bf16": gguf.TypeBF16, "q8_0": gguf.TypeQ8_0,
 }
 
 // hfDTypes are the --dtype names of gguf2hf ("" keeps the GGUF's type).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -96,7 +97,7 @@ func TestTrainBF16(t *testing.T) {
 	if _, stderr, err := runApp(t, trainArgs(t, out, "1", "--dtype", "bf16", "--val-synthetic", "0")...); err != nil {
 		t.Fatalf("train --dtype bf16: %v\n%s", err, stderr)
 	}
-	var rc trainRunConfig
+	var rc run.TrainSettings
 	if b, err := os.ReadFile(filepath.Join(out, "config.json")); err != nil || json.Unmarshal(b, &rc) != nil {
 		t.Fatalf("config.json: %v", err)
 	}

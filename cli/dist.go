@@ -5,15 +5,12 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
-	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // distFlags are the multi-process flags of train and debate.
@@ -45,7 +42,7 @@ func shardStage(c *ucli.Context, world int) (int, error) {
 		fmt.Fprintf(c.App.ErrWriter, "umad: warning: --shard %d with one process: nothing to shard; running as stage 0\n", s)
 		return 0, nil
 	}
-	return s, trainer.CheckShard(s, c.Int("lora-rank"), c.Bool("grad-checkpoint"))
+	return s, nil
 }
 
 // agentRanksFlag is train's --agent-ranks, one agent per group of ranks.
@@ -61,7 +58,7 @@ func agentRanks(c *ucli.Context, world, agents int) ([][]int, error) {
 	if world == 1 {
 		return nil, errors.New("--agent-ranks needs several processes (--nproc, --nnodes)")
 	}
-	return trainer.ParseAgentRanks(c.String("agent-ranks"), agents, world)
+	return trainspec.ParseAgentRanks(c.String("agent-ranks"), agents, world)
 }
 
 // offloadFlag is train's --offload.
@@ -69,30 +66,24 @@ func offloadFlag() ucli.Flag {
 	return &ucli.StringFlag{Name: "offload", Usage: "optimizer: keep the AdamW moments in host memory (pinned) and update them on the CPU, as ZeRO-Offload does: 8 bytes per trained parameter (1/N of them with --shard) leave the GPU, for a copy of each gradient to the host and of the weights back at every optimizer step, a chunk of 16M values at a time. On the CPU it changes nothing but adds those copies"}
 }
 
-// statePlacement is where train keeps the agents' training state over the ranks: --shard,
-// --agent-ranks and --offload. Not in the run's configuration: a run resumes under any.
-type statePlacement struct {
-	shard   int
-	groups  [][]int
-	offload bool
-}
-
-// readPlacement reads the placement of agents agents over a job of world ranks.
-func readPlacement(c *ucli.Context, world, agents int) (statePlacement, error) {
-	var p statePlacement
+// readPlacement reads where train keeps the training state of agents agents over a job of
+// world ranks: --shard, --agent-ranks, --offload and --grad-checkpoint (the device is
+// --train-device, which openTorch resolves).
+func readPlacement(c *ucli.Context, world, agents int) (trainspec.Placement, error) {
+	var p trainspec.Placement
 	var err error
-	if p.shard, err = shardStage(c, world); err != nil {
+	p.GradCheckpoint = c.Bool("grad-checkpoint")
+	if p.Shard, err = shardStage(c, world); err != nil {
 		return p, err
 	}
-	if p.groups, err = agentRanks(c, world, agents); err != nil {
+	if err := p.CheckShard(c.Int("lora-rank")); err != nil {
 		return p, err
 	}
-	p.offload, err = offloadOptimizer(c)
+	if p.AgentRanks, err = agentRanks(c, world, agents); err != nil {
+		return p, err
+	}
+	p.Offload, err = offloadOptimizer(c)
 	return p, err
-}
-
-func (p statePlacement) apply(cfg *trainer.Config) {
-	cfg.Shard, cfg.AgentRanks, cfg.OffloadOptimizer = p.shard, p.groups, p.offload
 }
 
 // offloadOptimizer is --offload: true for optimizer, false unset.
@@ -145,22 +136,4 @@ func launchRanks(c *ucli.Context, check func(world int) error) (d launch.Spec, d
 // rankOutput is where the ranks' output goes: the command's writers.
 func rankOutput(c *ucli.Context) launch.Output {
 	return launch.Output{Stdout: c.App.Writer, Stderr: c.App.ErrWriter}
-}
-
-// shareCores gives each of a machine's ranks its share of the cores for llama.cpp and,
-// with torch, libtorch, unless --threads or --torch-threads say otherwise; engines is the
-// number of rollout engines per rank, which decode concurrently.
-func shareCores(c *ucli.Context, d launch.Spec, engines int, torch bool) error {
-	if d.LocalWorld <= 1 {
-		return nil
-	}
-	if torch && !c.IsSet("torch-threads") {
-		if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/d.LocalWorld))); err != nil {
-			return err
-		}
-	}
-	if !c.IsSet("threads") {
-		return c.Set("threads", strconv.Itoa(engine.SharedThreads(engines*d.LocalWorld)))
-	}
-	return nil
 }

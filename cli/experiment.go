@@ -222,7 +222,7 @@ func (st *cellState) resolveTrain(c *ucli.Context) error {
 	if !st.exists {
 		return nil
 	}
-	if _, err := claimTrainRun(st.dir, rc); err != nil {
+	if _, err := run.ClaimTrainDir(st.dir, rc); err != nil {
 		return err
 	}
 	step, err := checkpointStep(st.dir)
@@ -458,7 +458,7 @@ func largestTrainPlan(c *ucli.Context, todo []*cellState) error {
 	if big.exists {
 		args = append(args, "--resume")
 	}
-	return runCommand(c, args)
+	return runTrainCell(c, args)
 }
 
 // runCommand runs a umad command line in this process, on this app's outputs. The app
@@ -490,6 +490,17 @@ func runDebateCell(c *ucli.Context, args []string) error {
 		}
 		d.Stdout, d.Stderr, d.RankCommand = c.App.Writer, c.App.ErrWriter, appArgs(c, args)
 		return d.Run(context.Background())
+	})
+}
+
+// runTrainCell runs a training cell: the run.Train its command line's flags give (train),
+// whose ranks (with --nproc) run that line.
+func runTrainCell(c *ucli.Context, args []string) error {
+	return resolveCommand(args, func(cc *ucli.Context) error {
+		cc.App.Writer, cc.App.ErrWriter = c.App.Writer, c.App.ErrWriter
+		cc.App.Metadata = map[string]any{commandLineKey: appArgs(c, args)}
+		_, err := train(cc)
+		return err
 	})
 }
 
@@ -532,7 +543,7 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 		if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil && st.Kind == "train" {
 			args = append(append([]string(nil), args...), "--resume")
 		}
-		runCell := runCommand
+		runCell := runTrainCell
 		if st.Kind == "debate" {
 			runCell = runDebateCell
 		}

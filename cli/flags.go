@@ -183,18 +183,19 @@ func torchFlags() []ucli.Flag {
 	}
 }
 
-// openTorch loads the plugin and resolves --train-device and --dtype into model options; a
-// GPU the plugin cannot use is refused here, before anything loads.
-func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
+// openTorch loads the plugin with threads libtorch threads (--torch-threads, or a share of
+// the cores) and resolves --train-device and --dtype into model options; a GPU the plugin
+// cannot use is refused here, before anything loads.
+func openTorch(c *ucli.Context, threads int) (*torch.Runtime, torch.ModelOptions, error) {
 	var opts torch.ModelOptions
-	if err := checkThreads("torch-threads", c.Int("torch-threads")); err != nil {
+	if err := checkThreads("torch-threads", threads); err != nil {
 		return nil, opts, err
 	}
 	prec, err := trainspec.ParsePrecision(c.String("dtype"))
 	if err != nil {
 		return nil, opts, fmt.Errorf("--dtype: %w", err)
 	}
-	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: c.Int("torch-threads")})
+	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: threads})
 	if err != nil {
 		return nil, opts, err
 	}
@@ -202,7 +203,8 @@ func openTorch(c *ucli.Context) (*torch.Runtime, torch.ModelOptions, error) {
 	if err != nil {
 		return nil, opts, fmt.Errorf("--train-device: %w", err)
 	}
-	return rt, torch.ModelOptions{Device: dev, Precision: prec, GradCheckpoint: c.Bool("grad-checkpoint")}, nil
+	opts.Device, opts.Precision, opts.GradCheckpoint = dev, prec, c.Bool("grad-checkpoint")
+	return rt, opts, nil
 }
 
 // syntheticFlags set the difficulty of the built-in problems.
@@ -384,8 +386,9 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 
 // loraSettings reads the LoRA flags; rank 0 gives full fine-tuning, and then no other LoRA
 // flag may be set, except --lora-dropout and --lora-bf16-base when fromAdapter: a run that
-// starts from a PEFT adapter takes its rank, alpha and targets from it (importAdapters) but
-// dropout and the base's type from the flags (the caller refuses them if no adapter comes).
+// starts from a PEFT adapter takes its rank, alpha and targets from it
+// (run.TrainSettings.Resolve) but dropout and the base's type from the flags (the caller
+// refuses them if no adapter comes).
 func loraSettings(c *ucli.Context, fromAdapter bool) (trainspec.LoRA, error) {
 	rank := c.Int("lora-rank")
 	if rank == 0 {

@@ -10,9 +10,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 func init() {
@@ -127,7 +127,7 @@ func removeTiny(dir string) error {
 func archChats() string {
 	out := make([]string, len(arch.All))
 	for i, d := range arch.All {
-		out[i] = d.Name + ": " + d.Chat
+		out[i] = d.Name + ": " + d.Chat.Family
 	}
 	return strings.Join(out, ", ")
 }

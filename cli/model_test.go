@@ -10,8 +10,8 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/sharedtest"
-	"github.com/umad-dev/umad/model"
 )
 
 // A tiny model can carry a real checkpoint's tokenizer and chat template end to end.
@@ -89,7 +89,7 @@ func TestModelTinyLayers(t *testing.T) {
 	if _, stderr, err := runApp(t, "model", "tiny", "--preset", "qwen2.5-0.5b", "--layers", "1", "--out", out); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	g, err := model.OpenGGUF(filepath.Join(out, "model.gguf"))
+	g, err := gguf.OpenGGUF(filepath.Join(out, "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}

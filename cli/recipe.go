@@ -112,22 +112,6 @@ func problemSets(c *ucli.Context) ([]string, error) {
 	return sets, nil
 }
 
-// scaleLoRALR multiplies the learning rate of a LoRA run whose --lr the recipe set (see
-// recipe.LoRALRScale), in the run and in the record. An --lr given explicitly, even with the
-// recipe's value, is never changed.
-func scaleLoRALR(run *recipe.Applied, rc *trainRunConfig) {
-	if run == nil || rc.Trainer.LoRA.Rank == 0 {
-		return
-	}
-	for i, s := range run.Set {
-		if s.Flag == "lr" && !s.Given {
-			rc.Trainer.Opt.LR = recipe.LoRALR(rc.Trainer.Opt.LR)
-			run.Set[i].Value = fmt.Sprint(rc.Trainer.Opt.LR)
-			run.Set[i].Source += fmt.Sprintf("; x%d for LoRA: %s", recipe.LoRALRScale, recipe.LoRAWhy)
-		}
-	}
-}
-
 // writeRecipe prints what the recipe set and every override, with the value c gives it: a
 // run's first lines.
 func writeRecipe(w io.Writer, run *recipe.Applied, c *ucli.Context) {

@@ -42,7 +42,7 @@ func resolveOnly[T any](t *testing.T, command string, resolve func(*ucli.Context
 // resolvedTrain is a resolved umad train, with the flags that resolveTrain leaves to the
 // run.
 type resolvedTrain struct {
-	trainRunConfig
+	run.TrainSettings
 	epochs, steps int
 	lines         string // the run's first lines
 }

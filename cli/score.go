@@ -77,7 +77,9 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--train-device: %w", err)
 		}
-		return hfmodel.Load(rt, dir, torch.ModelOptions{Device: dev})
+		var opts torch.ModelOptions
+		opts.Device = dev
+		return hfmodel.Load(rt, dir, opts)
 	}
 	return nil, fmt.Errorf("score: --model or --gguf is required")
 }

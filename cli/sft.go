@@ -93,7 +93,7 @@ func sftCmd(c *ucli.Context) (err error) {
 	lora.Seed = c.Uint64("seed")
 	// The plugin, --train-device and --dtype before any work: a GPU it cannot use is refused
 	// at once.
-	rt, opts, err := openTorch(c)
+	rt, opts, err := openTorch(c, c.Int("torch-threads"))
 	if err != nil {
 		return err
 	}

@@ -1,24 +1,16 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"runtime"
-	"strconv"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/cgo/torch"
-	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/internal/runlock"
-	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/memplan"
-	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
-	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 func init() {
@@ -97,206 +89,93 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 	"does (README \"Several processes\")."
 
 func trainCmd(c *ucli.Context) error {
-	rc, err := resolveTrain(c)
+	_, err := train(c)
+	return err
+}
+
+// train runs umad train from c's flags and returns the memory plan it planned (nil where
+// it stopped before planning, or started ranks that plan for themselves): `umad bench
+// train` compares the run's peak with it.
+func train(c *ucli.Context) (*memplan.Plan, error) {
+	settings, err := resolveTrain(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !launch.OwnRank() { // the launcher's ranks run the same command
-		writeRecipe(recipeWriter(c), rc.Recipe, c)
+		writeRecipe(recipeWriter(c), settings.Recipe, c)
 	}
 	job, _, err := resolveDist(c, true) // the job's shape, which a dry run plans for
 	if err != nil {
-		return err
+		return nil, err
 	}
-	place, err := readPlacement(c, job.World, len(rc.Agents))
+	place, err := readPlacement(c, job.World, len(settings.Agents))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d := launch.Spec{World: 1, LocalWorld: 1}
 	if !c.Bool("dry-run") { // a dry run starts no ranks
 		var launched bool
-		if d, launched, err = launchRanks(c, rc.Trainer.CheckWorld); launched || err != nil {
-			return err
+		if d, launched, err = launchRanks(c, settings.Trainer.CheckWorld); launched || err != nil {
+			return nil, err
 		}
 	}
-	cfg := rc.Trainer
-	place.apply(&cfg)
-	if err := trainProblems(c, &rc, &cfg); err != nil {
-		return err
-	}
-	if cfg.Out, err = outDir(c); err != nil {
-		return err
-	}
-	if err := cfg.Check(); err != nil {
-		return err
-	}
-	if err := trainEngines(c, rc, d, &cfg); err != nil {
-		return err
-	}
-	rt, topts, err := openTorch(c)
+	t, err := newTrain(c, settings, place, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cfg.Torch = topts
+	return startTrain(c, t, job, d)
+}
+
+// newTrain maps the rest of train's flags onto a run of settings: the engines (their
+// threads shared among the ranks of d's machine), the memory check and the output.
+func newTrain(c *ucli.Context, s run.TrainSettings, place trainspec.Placement, d launch.Spec) (*run.Train, error) {
+	out, err := outDir(c)
+	if err != nil {
+		return nil, err
+	}
+	t := &run.Train{Settings: s, Epochs: c.Int("epochs"), Out: out, Resume: c.Bool("resume"), DryRun: c.Bool("dry-run"), Placement: place,
+		CtxGiven: c.IsSet("ctx"), PromptLimitGiven: c.IsSet("prompt-limit"), NoMemoryCheck: c.Bool("no-memory-check"),
+		TorchThreads: c.Int("torch-threads"), ThreadsGiven: c.IsSet("threads"), TorchThreadsGiven: c.IsSet("torch-threads"),
+		Command: notedCommand(c), Stdout: c.App.Writer, Stderr: c.App.ErrWriter}
+	if t.Rollout.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
+		return nil, err
+	}
+	t.ShareCores(d)
+	if t.Rollout.Placement, err = placement(c); err != nil {
+		return nil, err
+	}
+	if b := c.String("memory-budget"); b != "" {
+		if t.MemoryBudget, err = memplan.ParseSize(b); err != nil {
+			return nil, fmt.Errorf("--memory-budget: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// startTrain loads and checks the run, opens the plugin (--train-device, --dtype), plans
+// the memory of a rank of job and, unless a dry run, trains as rank d; it returns the plan.
+func startTrain(c *ucli.Context, t *run.Train, job, d launch.Spec) (*memplan.Plan, error) {
+	if err := t.Load(); err != nil {
+		return nil, err
+	}
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	rt, topts, err := openTorch(c, t.TorchThreads)
+	if err != nil {
+		return nil, err
+	}
+	t.Placement.Device = topts.Device
 	// The plan and the directory's checks come before the directory is touched: a dry run or
 	// a refusal leaves nothing behind.
-	if err := checkMemory(c, cfg, rt, job); err != nil {
-		return err
+	plan, err := t.Plan(rt, job)
+	if err != nil {
+		return plan, err
 	}
-	for _, a := range rc.Agents {
-		// What the first sync's GGUF conversion would refuse (an empty vocabulary, a
-		// pre-tokenizer llama.cpp lacks).
-		if _, err := model.LoadHFTokenizer(a.Model); err != nil {
-			return err
-		}
-	}
-	if c.Bool("dry-run") {
-		_, _, err := claimTrain(c, cfg.Out, rc) // what the run would say of --out and --resume
-		return err
-	}
-	return trainRun(c, rc, d, rt, cfg)
-}
-
-// trainProblems loads the training and validation problems into cfg and, without
-// --steps, sets the steps from --epochs (in rc's configuration too).
-func trainProblems(c *ucli.Context, rc *trainRunConfig, cfg *trainer.Config) error {
-	var err error
-	if rc.Data != "" {
-		if cfg.Problems, err = data.Load(rc.Data, data.Options{}); err != nil {
-			return err // also when no problem is usable
-		}
-	} else if cfg.Problems, err = data.SyntheticWith(rc.Synthetic, rc.SynthSeed, rc.SynthConfig); err != nil {
-		return err
-	}
-	if cfg.ValProblems, err = rc.valProblems(); err != nil {
-		return err
-	}
-	if cfg.Steps == 0 {
-		if cfg.BatchSize < 1 || len(cfg.Problems) < cfg.BatchSize {
-			return fmt.Errorf("%d problems are fewer than one batch of %d", len(cfg.Problems), cfg.BatchSize)
-		}
-		cfg.Steps = c.Int("epochs") * (len(cfg.Problems) / cfg.BatchSize)
-		rc.Trainer.Steps = cfg.Steps
-	}
-	return nil
-}
-
-// trainEngines sets the rollout engines' options, threads and placement in cfg, after
-// checking the lengths against each agent's model.
-func trainEngines(c *ucli.Context, rc trainRunConfig, d launch.Spec, cfg *trainer.Config) error {
-	if err := shareCores(c, d, len(rc.Agents), true); err != nil {
-		return err
-	}
-	if cfg.Overlap == 1 {
-		if err := splitCores(c, len(rc.Agents)); err != nil {
-			return err
-		}
-	}
-	var err error
-	if cfg.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
-		return err
-	}
-	cfg.Deterministic = rc.Deterministic
-	for _, a := range rc.Agents {
-		hc, err := model.LoadHFConfig(a.Model)
-		if err != nil {
-			continue // the trainer says what is wrong with the directory
-		}
-		if err := checkLengths(c, a.MaxTokens, hc.MaxPositionEmbeddings, a.Model); err != nil {
-			return err
-		}
-		if err := checkContext("--ctx", cfg.Engine.SeqContext, hc.MaxPositionEmbeddings, a.Model); c.IsSet("ctx") && err != nil {
-			return err
-		}
-	}
-	if !c.IsSet("ctx") {
-		cfg.Engine.SeqContext = 0 // room for the prompt limit plus the response
-	}
-	if cfg.Engine.Threads == 0 {
-		// Every agent has its own engine and they decode concurrently: share the cores.
-		cfg.Engine.Threads = engine.SharedThreads(len(cfg.Agents))
-	}
-	if cfg.Placement, err = placement(c); err != nil {
-		return err
-	}
-	cfg.Progress = c.App.Writer
-	return cfg.CheckPromptFloor() // with the tokenizers alone, before any model loads
-}
-
-// splitCores gives an overlapped run's rollout engines and libtorch half the cores each,
-// unless --threads or --torch-threads is given: the two phases run at the same time.
-func splitCores(c *ucli.Context, agents int) error {
-	if c.IsSet("threads") || c.IsSet("torch-threads") {
-		return nil
-	}
-	if err := c.Set("torch-threads", strconv.Itoa(max(1, runtime.NumCPU()/2))); err != nil {
-		return err
-	}
-	return c.Set("threads", strconv.Itoa(engine.SharedThreads(2*agents)))
-}
-
-// trainRun claims the run directory (rank 0), joins the ranks' group, trains and, on
-// rank 0, reports. A new run that fails before finishing removes what it wrote.
-func trainRun(c *ucli.Context, rc trainRunConfig, d launch.Spec, rt *torch.Runtime, cfg trainer.Config) error {
-	var err error
-	if cfg.Verifier != "" { // loaded before the run directory is touched; the agents' threads
-		if cfg.Checker, err = openVerifier(c, cfg.Verifier, cfg.Engine.Threads); err != nil {
-			return err
-		}
-		defer cfg.Checker.Close()
-	}
-	save, exists := func() error { return nil }, true
-	if d.Rank == 0 { // the run directory is rank 0's; other ranks write only RUN/ranks/R/
-		lock, err := runlock.Dir(cfg.Out)
-		if err != nil {
-			return err
-		}
-		defer lock.Release()
-		if exists, save, err = claimTrain(c, cfg.Out, rc); err != nil {
-			return err
-		}
-	}
-	if d.Multi() {
-		if cfg.Group, err = launch.Join(rt, d, rc); err != nil {
-			return err
-		}
-		defer cfg.Group.Close()
-	}
-	if err := save(); err != nil {
-		return err
+	if t.DryRun {
+		return plan, t.CheckDir() // what the run would say of --out and --resume
 	}
 	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
 	defer release()
-	cfg.Page = report.WriteTrainingPage // RUN/report/index.html, rewritten as each step lands
-	if err := trainer.Run(ctx, rt, cfg); err != nil {
-		if errors.Is(err, trainer.ErrInterrupted) {
-			return errors.Join(launch.ErrInterrupted, err)
-		}
-		if !exists {
-			abandonRun(cfg.Out)
-		}
-		return err
-	}
-	if d.Rank != 0 {
-		return nil
-	}
-	return trainReport(c, cfg)
-}
-
-// trainReport names the last checkpoint and writes the training report.
-func trainReport(c *ucli.Context, cfg trainer.Config) error {
-	latest, err := trainer.LatestCheckpoint(cfg.Out)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "trained %d steps; checkpoint: %s (agent-I/model.gguf for umad debate)\n", cfg.Steps, latest)
-	rep, err := report.WriteTraining(cfg.Out)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "report: %s\n", rep)
-	if peak, err := sysmem.PeakRSS(); err == nil { // against the plan's "peak host" line
-		fmt.Fprintf(c.App.ErrWriter, "peak host memory: %s (this process's resident high-water mark)\n", memplan.Size(peak))
-	}
-	return nil
+	return plan, t.Run(ctx, rt, d)
 }

@@ -7,33 +7,14 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 	"github.com/umad-dev/umad/verifier"
 )
-
-// trainRunConfig is the resolved configuration saved as config.json; a resume must match it.
-type trainRunConfig struct {
-	Agents      []agentSpec          `json:"agents"`
-	Data        string               `json:"data,omitempty"`
-	Synthetic   int                  `json:"synthetic,omitempty"`
-	SynthConfig data.SyntheticConfig `json:"synthetic_config"`
-	SynthSeed   uint64               `json:"synthetic_seed"`
-	ValProblems int                  `json:"val_problems"`
-	ValData     string               `json:"val_data,omitempty"`
-	ValLimit    int                  `json:"val_limit,omitempty"`
-	Trainer     trainer.Config       `json:"trainer"`
-	KVType      string               `json:"kv_type"`
-	FlashAttn   string               `json:"flash_attn"`
-	// VerifierPrompt is the verifier's --verifier-prompt template file, absolute.
-	VerifierPrompt string          `json:"verifier_prompt,omitempty"`
-	Deterministic  bool            `json:"deterministic,omitempty"`
-	Recipe         *recipe.Applied `json:"recipe,omitempty"`
-}
 
 // The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
 // weights: they agree to ~1e-6 (f32) but differ by bf16 rounding at --dtype bf16.
@@ -42,13 +23,10 @@ const (
 	probeTolBF16 = 5e-2
 )
 
-// valSeed keeps the validation problems apart from the training ones.
-const valSeed = 1_000_003
-
-func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
+func resolveTrain(c *ucli.Context) (run.TrainSettings, error) {
 	rec, err := applyRecipe(c, "train", c.String("algo"))
 	if err != nil {
-		return trainRunConfig{}, err
+		return run.TrainSettings{}, err
 	}
 	rc, err := trainData(c, rec)
 	if err != nil {
@@ -89,7 +67,7 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 	}
 	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
 	opt := trainspec.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
-	rc.Trainer = trainer.Config{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
+	rc.Trainer = trainer.Settings{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
 		PromptLimit: c.Int("prompt-limit"), Seed: c.Uint64("seed"),
@@ -98,17 +76,14 @@ func resolveTrain(c *ucli.Context) (trainRunConfig, error) {
 		KeepRollouts: c.Int("keep-rollouts"), DynamicSampling: c.Bool("dynamic-sampling"), MaxGenBatches: c.Int("max-gen-batches"),
 		OverlongFilter: c.Bool("overlong-filter"), TISCap: tisCap, Overlap: c.Int("overlap"),
 		Schedule: trainer.Schedule{Kind: c.String("lr-schedule"), WarmupSteps: c.Int("warmup-steps"), MinRatio: c.Float64("min-lr-ratio")}}
-	if err := trainAgents(c, &rc, lora); err != nil {
-		return rc, err
-	}
-	scaleLoRALR(rc.Recipe, &rc)
-	return rc, nil
+	err = trainAgents(c, &rc)
+	return rc, err
 }
 
 // trainData starts the run's configuration with its problems: --data, or the built-in
 // set, and the validation problems' source.
-func trainData(c *ucli.Context, rec *recipe.Applied) (trainRunConfig, error) {
-	rc := trainRunConfig{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
+func trainData(c *ucli.Context, rec *recipe.Applied) (run.TrainSettings, error) {
+	rc := run.TrainSettings{Recipe: rec, Data: c.String("data"), ValProblems: c.Int("val-synthetic"), KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"),
 		SynthConfig: syntheticSet(c), SynthSeed: c.Uint64("synthetic-seed"), Deterministic: c.Bool("deterministic")}
 	if rc.Data == "" {
 		if err := checkSynthetic(c); err != nil {
@@ -126,7 +101,7 @@ func trainData(c *ucli.Context, rec *recipe.Applied) (trainRunConfig, error) {
 
 // trainReward reads --reward (and --robust): the answer checker and the verifier model
 // with its prompt template (into rc), made absolute.
-func trainReward(c *ucli.Context, rc *trainRunConfig) (grade.Mode, string, error) {
+func trainReward(c *ucli.Context, rc *run.TrainSettings) (grade.Mode, string, error) {
 	mode, verifierPath, err := parseReward(c.String("reward"))
 	if err != nil {
 		return mode, "", err
@@ -156,18 +131,18 @@ func trainReward(c *ucli.Context, rc *trainRunConfig) (grade.Mode, string, error
 	return mode, verifierPath, nil
 }
 
-// trainAgents reads the agents into rc, those that start from a PEFT adapter with their
-// LoRA settings (lora: the flags'), and checks the LoRA rank against each model.
-func trainAgents(c *ucli.Context, rc *trainRunConfig, lora trainspec.LoRA) error {
-	var err error
+// trainAgents reads the agents into rc and resolves the settings (those that start from a
+// PEFT adapter take their LoRA settings from it), then checks the LoRA rank against each
+// model.
+func trainAgents(c *ucli.Context, rc *run.TrainSettings) error {
 	for i, spec := range c.StringSlice("agent") {
 		a, err := parseAgent(spec, i, c, false)
 		if err != nil {
 			return err
 		}
-		rc.Agents = append(rc.Agents, a)
+		rc.Agents = append(rc.Agents, run.TrainAgent(a)) // the same fields: what --agent says of a trained agent
 	}
-	if rc.Trainer.LoRA, err = importAdapters(rc.Agents, lora); err != nil {
+	if err := rc.Resolve(); err != nil {
 		return err
 	}
 	if rc.Trainer.LoRA.Rank == 0 {
@@ -176,11 +151,8 @@ func trainAgents(c *ucli.Context, rc *trainRunConfig, lora trainspec.LoRA) error
 				return fmt.Errorf("--%s needs --lora-rank or an agent that starts from a PEFT adapter (LoRA is off at rank 0)", f)
 			}
 		}
-		rc.Trainer.LoRA = trainspec.LoRA{}
 	}
 	for _, a := range rc.Agents {
-		rc.Trainer.Agents = append(rc.Trainer.Agents, trainer.Agent{Name: a.Name, Dir: a.Model, Adapter: a.Adapter, Params: a.Params, MaxTokens: a.MaxTokens,
-			SeedOffset: a.SeedOffset, ChatFormat: a.ChatFormat})
 		if hc, err := model.LoadHFConfig(a.Model); err == nil { // else the trainer says what is wrong
 			if err := checkLoRARank(rc.Trainer.LoRA, hc.HiddenSize, a.Model); err != nil {
 				return err
@@ -192,7 +164,7 @@ func trainAgents(c *ucli.Context, rc *trainRunConfig, lora trainspec.LoRA) error
 
 // resolveValidation takes the validation problems' source: --val-data's file, or the
 // built-in set's --val-synthetic problems.
-func resolveValidation(c *ucli.Context, rc *trainRunConfig) error {
+func resolveValidation(c *ucli.Context, rc *run.TrainSettings) error {
 	if !c.IsSet("val-data") {
 		if c.IsSet("val-limit") {
 			return errors.New("--val-limit chooses among the problems of --val-data; the built-in set's size is --val-synthetic N")
@@ -211,18 +183,6 @@ func resolveValidation(c *ucli.Context, rc *trainRunConfig) error {
 	}
 	rc.ValData, rc.ValLimit, rc.ValProblems = abs, c.Int("val-limit"), 0
 	return nil
-}
-
-// valProblems are the held-out validation problems.
-func (rc trainRunConfig) valProblems() ([]data.Problem, error) {
-	if rc.ValData == "" {
-		return data.SyntheticWith(rc.ValProblems, rc.SynthSeed+valSeed, rc.SynthConfig)
-	}
-	ps, err := data.Load(rc.ValData, data.Options{Limit: rc.ValLimit})
-	if err != nil {
-		return nil, fmt.Errorf("--val-data: %w", err) // also when no problem is usable
-	}
-	return ps, nil
 }
 
 // defaultTISCap is the truncated importance sampling cap a run gets when its rollout

@@ -128,3 +128,13 @@ func lossSettings(c *ucli.Context) (trainer.PolicyLoss, error) {
 	}
 	return r, nil
 }
+
+// memoryFlags are the memory plan's flags (run.Train.Plan prints the plan and refuses a
+// run that cannot fit).
+func memoryFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.BoolFlag{Name: "dry-run", Usage: "print the memory plan (per agent: trainer, reference, activations, llama.cpp weights and KV cache) against the memory available and check the settings and --out, then exit without loading or writing anything; it fails where the run would fail before loading (a plan that does not fit, unless --no-memory-check)"},
+		&ucli.BoolFlag{Name: "no-memory-check", Usage: "start even when the memory plan does not fit"},
+		&ucli.StringFlag{Name: "memory-budget", DefaultText: "MemAvailable", Usage: "host memory the run may use (e.g. 48GiB), instead of /proc/meminfo's MemAvailable (which ignores container limits)"},
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -58,7 +59,7 @@ func TestTrainLossSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rc trainRunConfig
+			var rc run.TrainSettings
 			if err := json.Unmarshal(b, &rc); err != nil {
 				t.Fatal(err)
 			}

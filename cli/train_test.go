@@ -5,14 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainer"
@@ -391,13 +389,13 @@ func TestTrainLoRARunAndResume(t *testing.T) {
 		t.Error("the LoRA checkpoint copied the base weights")
 	}
 	// The base llama.cpp holds follows the rollout dtype (issue 33).
-	base, err := model.OpenGGUF(filepath.Join(out, "sync", "agent-0", "model.gguf"))
+	base, err := gguf.OpenGGUF(filepath.Join(out, "sync", "agent-0", "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer base.Close()
 	for _, ti := range base.Tensors {
-		if len(ti.Dims) == 2 && ti.Type != model.TypeBF16 {
+		if len(ti.Dims) == 2 && ti.Type != gguf.TypeBF16 {
 			t.Errorf("the rollout base's matrix %s is %v, want the rollout dtype, bf16", ti.Name, ti.Type)
 			break
 		}
@@ -513,34 +511,6 @@ func TestRolloutSettings(t *testing.T) {
 			rollout, tol, tis, err := rolloutSettings(c, dtype, c.Int("overlap"))
 			if err != nil || rollout != tc.rollout || tol != tc.tol || tis != tc.tis {
 				t.Errorf("%v: rollout %s, probe tolerance %g, TIS cap %g (%v); want %s, %g, %g", tc.args, rollout, tol, tis, err, tc.rollout, tc.tol, tc.tis)
-			}
-			return nil
-		}}
-		if err := app.Run(append([]string{"umad", "--out", "x", "--agent", "a"}, tc.args...)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// An overlapped run's rollout engines and libtorch share the cores, unless a thread flag
-// is given.
-func TestOverlapSplitsCores(t *testing.T) {
-	flags := App().Command("train").Flags
-	half := strconv.Itoa(max(1, runtime.NumCPU()/2))
-	for _, tc := range []struct {
-		args           []string
-		threads, torch string
-	}{
-		{nil, strconv.Itoa(engine.SharedThreads(2)), half},
-		{[]string{"--threads", "3"}, "3", "0"},
-		{[]string{"--torch-threads", "2"}, "0", "2"},
-	} {
-		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
-			if err := splitCores(c, 1); err != nil {
-				return err
-			}
-			if th, to := strconv.Itoa(c.Int("threads")), strconv.Itoa(c.Int("torch-threads")); th != tc.threads || to != tc.torch {
-				t.Errorf("%v: --threads %s, --torch-threads %s; want %s, %s", tc.args, th, to, tc.threads, tc.torch)
 			}
 			return nil
 		}}

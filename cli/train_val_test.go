@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/report"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -66,7 +67,7 @@ func TestTrainValidatesOnDataFile(t *testing.T) {
 		t.Errorf("the turn-1 message does not show the rounds of --full-history:\n%s", p)
 	}
 
-	var cfg trainRunConfig
+	var cfg run.TrainSettings
 	b, err := os.ReadFile(filepath.Join(out, "config.json"))
 	if err != nil || json.Unmarshal(b, &cfg) != nil {
 		t.Fatalf("config.json: %v\n%s", err, b)

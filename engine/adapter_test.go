@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/sampler"
@@ -252,28 +253,28 @@ func mismatched(t *testing.T, arch string, s model.Shape) []struct{ why, path, w
 	}
 	// lora_a of rank 4, lora_b of rank 2.
 	rankFile := filepath.Join(t.TempDir(), "rank.gguf")
-	w, err := model.CreateGGUF(rankFile)
+	w, err := gguf.CreateGGUF(rankFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kv := range []model.KV{{Key: "general.architecture", Value: arch}, {Key: "general.type", Value: "adapter"},
+	for _, kv := range []gguf.KV{{Key: "general.architecture", Value: s.Arch.GGUF()}, {Key: "general.type", Value: "adapter"},
 		{Key: "adapter.type", Value: "lora"}, {Key: "adapter.lora.alpha", Value: float32(8)}} {
 		if err := w.AddKV(kv.Key, kv.Value); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h, q := int64(s.Hidden), int64(s.Heads*s.HeadDim)
-	if err := w.AddTensor("blk.0.attn_q.weight.lora_a", model.TypeF32, []int64{h, 4}, make([]byte, 4*h*4)); err != nil {
+	if err := w.AddTensor("blk.0.attn_q.weight.lora_a", gguf.TypeF32, []int64{h, 4}, make([]byte, 4*h*4)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.AddTensor("blk.0.attn_q.weight.lora_b", model.TypeF32, []int64{2, q}, make([]byte, 4*2*q)); err != nil {
+	if err := w.AddTensor("blk.0.attn_q.weight.lora_b", gguf.TypeF32, []int64{2, q}, make([]byte, 4*2*q)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return []struct{ why, path, want string }{
-		{"other architecture", adapterGGUF(t, randomAdapter(t, otherShape, 4), otherBase), "the adapter is for " + other + ", the model is " + arch},
+		{"other architecture", adapterGGUF(t, randomAdapter(t, otherShape, 4), otherBase), "the adapter is for " + other + ", the model is " + s.Arch.GGUF()},
 		{"wider ffn", wideFile, "blk.0.ffn_gate.weight: the adapter maps"},
 		{"ranks disagree", rankFile, "blk.0.attn_q.weight: lora_a has rank 4, lora_b 2"},
 		{"the base model", otherBase, `general.type is "", want "adapter"`},

@@ -5,12 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	archreg "github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
-	archreg "github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/sampler"
 )
 

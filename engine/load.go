@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/llama"
-	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/gguf"
 )
 
 // Architectures are the model architectures umad supports: the registry's.
@@ -17,7 +17,7 @@ var Architectures = arch.Names()
 // foreign file, or an unsupported architecture, gets a precise error instead of
 // llama.cpp's generic one), then loads it with llama.cpp.
 func LoadModel(path string, p ModelParams) (*Model, error) {
-	g, err := model.OpenGGUF(path)
+	g, err := gguf.OpenGGUF(path)
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

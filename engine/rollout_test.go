@@ -8,10 +8,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/sampler"
 )
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
@@ -108,7 +109,7 @@ func BenchmarkSync(b *testing.B) {
 		}
 		named := make([]model.NamedTensor, len(weights))
 		for i, v := range weights {
-			named[i] = model.NamedTensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Write: model.Bytes(v.Data)}
+			named[i] = model.NamedTensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Write: gguf.Bytes(v.Data)}
 		}
 		s := open(b, filepath.Join(dir, "model.gguf"))
 		b.SetBytes(total)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) UpdateWeights(weights []model.TensorView) error {
 
 func (s *Server) updateWeights(weights []model.TensorView) error {
 	if s.weights == nil {
-		g, err := model.OpenGGUF(s.Path())
+		g, err := gguf.OpenGGUF(s.Path())
 		if err != nil {
 			return err
 		}

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -48,7 +49,7 @@ func hfWeights(t testing.TB, dir string) []model.TensorView {
 }
 
 // convert writes a tiny model's GGUF with the file converter.
-func convert(t *testing.T, dir string, typ model.GGMLType) string {
+func convert(t *testing.T, dir string, typ gguf.GGMLType) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "model.gguf")
 	if err := model.HFToGGUF(filepath.Join(dir, "hf"), out, model.HFToGGUFOptions{Type: typ}); err != nil {
@@ -80,7 +81,7 @@ func bitEqual(a, b []float32) bool {
 // freshly loaded converted file.
 func TestUpdateWeightsMatchesConvertedFile(t *testing.T) {
 	for _, arch := range arch.Names() {
-		for _, typ := range []model.GGMLType{model.TypeF32, model.TypeF16, model.TypeBF16, model.TypeQ8_0} {
+		for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0} {
 			t.Run(arch+"/"+typ.String(), func(t *testing.T) {
 				next := testmodel.TinySeed(t, arch, 8)
 				s := openExact(t, convert(t, testmodel.Tiny(t, arch), typ))
@@ -97,7 +98,7 @@ func TestUpdateWeightsMatchesConvertedFile(t *testing.T) {
 				if bitEqual(got, before) {
 					t.Error("the update did not change the log-probs")
 				}
-				g, err := model.OpenGGUF(path)
+				g, err := gguf.OpenGGUF(path)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -218,7 +219,7 @@ func TestUpdateWeightsClearsKV(t *testing.T) {
 			t.Errorf("%s still holds positions up to %d (%v) after the update", name, pos, err)
 		}
 	}
-	got, want := gen(s), gen(openExact(t, convert(t, next, model.TypeF32)))
+	got, want := gen(s), gen(openExact(t, convert(t, next, gguf.TypeF32)))
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("generation after the update differs from a fresh server's:\n got %+v\nwant %+v", got, want)
 	}

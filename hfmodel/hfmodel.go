@@ -14,10 +14,10 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 // OptimizerFile is the side file of a checkpoint holding AdamW moments and counters.

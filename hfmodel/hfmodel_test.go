@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/trainspec"
 )
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
@@ -232,7 +233,7 @@ func TestExportBaseIsThePluginsBase(t *testing.T) {
 			want, g, mv := f32Tensor(t, orig, name), f32Tensor(t, got, name), f32Tensor(t, mg, name)
 			for i, w := range want {
 				if bf16 {
-					w = model.BF16ToF32(model.F32ToBF16(w))
+					w = gguf.BF16ToF32(gguf.F32ToBF16(w))
 				}
 				if g[i] != w {
 					t.Fatalf("bf16 base %v: %s[%d] is %g, want %g", bf16, name, i, g[i], w)

@@ -8,58 +8,36 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
+
+	"github.com/umad-dev/umad/trainspec"
 )
 
-// Placement is one way to hold the agents' training state over a run's ranks.
-type Placement struct {
-	Shard       int  // ZeRO stage: 1 shards the AdamW moments, 2 the gradients too, 3 the weights too
-	AgentGroups bool // one agent per group of world/agents ranks
-	Offload     bool // AdamW moments and their update in host memory
-}
-
-// Flags are the flags of `umad train` that ask for the placement of agents over world
-// ranks.
-func (p Placement) Flags(world, agents int) string {
-	s := fmt.Sprintf("--shard %d", p.Shard)
-	if p.AgentGroups {
-		per := world / agents
-		var groups []string
-		for g := range agents {
-			group := fmt.Sprint(g * per)
-			if per > 1 {
-				group += fmt.Sprintf("-%d", (g+1)*per-1)
-			}
-			groups = append(groups, group)
-		}
-		s += " --agent-ranks " + strings.Join(groups, ",")
-	}
-	if p.Offload {
-		s += " --offload optimizer"
-	}
-	return s
-}
-
 // Placements are the placements of agents over world ranks, cheapest first: stages 1 and 2
-// move an all-reduce's bytes (as ZeRO's reduce-scatter and all-gather), agent groups add a
-// weight broadcast between groups per sync, stage 3 moves 1.5 times an all-reduce every
-// step, and offload runs AdamW on the CPU. One process has only its offload.
-func Placements(world, agents int) []Placement {
+// move an all-reduce's bytes (as ZeRO's reduce-scatter and all-gather), agent groups (equal
+// ones, in agent order) add a weight broadcast between groups per sync, stage 3 moves 1.5
+// times an all-reduce every step, and offload runs AdamW on the CPU. One process has only
+// its offload. They vary the stage, the groups and the offload; the agents keep their
+// device and checkpointing.
+func Placements(world, agents int) []trainspec.Placement {
 	stages := []int{0}
 	if world > 1 {
 		stages = []int{0, 1, 2, 3}
 	}
-	groups := []bool{false}
-	if agents > 1 && world%agents == 0 {
-		groups = append(groups, true)
+	groups := [][][]int{nil}
+	if agents > 1 {
+		if g := trainspec.EqualGroups(world, agents); g != nil {
+			groups = append(groups, g)
+		}
 	}
-	var out []Placement
+	var out []trainspec.Placement
 	for _, offload := range []bool{false, true} {
 		for _, stage3 := range []bool{false, true} {
 			for _, g := range groups {
 				for _, s := range stages {
 					if (s == 3) == stage3 {
-						out = append(out, Placement{Shard: s, AgentGroups: g, Offload: offload})
+						p := trainspec.Placement{Shard: s, AgentRanks: g}
+						p.Offload = offload
+						out = append(out, p)
 					}
 				}
 			}
@@ -68,36 +46,45 @@ func Placements(world, agents int) []Placement {
 	return out
 }
 
-// Ranks are the plans of a rank of world under p, one per group of ranks with agent
-// groups (the rank trains its group's agent and serves every agent's rollouts), else one.
-func (p Placement) Ranks(agents []Agent, world int) ([]*Plan, error) {
+// flags are the flags of `umad train` that ask for placement p.
+func flags(p trainspec.Placement) string {
+	s := fmt.Sprintf("--shard %d", p.Shard)
+	if p.AgentRanks != nil {
+		s += " --agent-ranks " + trainspec.FormatAgentRanks(p.AgentRanks)
+	}
+	if p.Offload {
+		s += " --offload optimizer"
+	}
+	return s
+}
+
+// Place gives every agent p's stage and offload over all world ranks (agent groups are
+// Ranks' to apply).
+func Place(agents []Agent, p trainspec.Placement, world int) []Agent {
 	placed := slices.Clone(agents)
 	for i := range placed {
-		placed[i].Shard, placed[i].OffloadOptimizer, placed[i].ShardRanks = p.Shard, p.Offload, world
+		placed[i].Shard, placed[i].Offload, placed[i].ShardRanks = p.Shard, p.Offload, world
 	}
-	if !p.AgentGroups {
+	return placed
+}
+
+// Ranks are the plans of a rank of world under p's stage, groups and offload, one per
+// group of ranks with agent groups (the rank trains its group's agent and serves every
+// agent's rollouts), else one.
+func Ranks(agents []Agent, p trainspec.Placement, world int) ([]*Plan, error) {
+	placed := Place(agents, p, world)
+	if p.AgentRanks == nil {
 		pl, err := New(placed)
 		return []*Plan{pl}, err
 	}
-	sizes := make([]int, len(agents))
-	for i := range sizes {
-		sizes[i] = world / len(agents)
-	}
-	return GroupRanks(placed, sizes)
-}
-
-// GroupRanks are the plans of a rank of each agent's group when agent i trains on sizes[i]
-// ranks alone (its training state sharded over them as agents[i].Shard says) and every
-// rank serves every agent's rollouts.
-func GroupRanks(agents []Agent, sizes []int) ([]*Plan, error) {
-	if len(sizes) != len(agents) {
-		return nil, fmt.Errorf("%d groups of ranks for %d agents", len(sizes), len(agents))
+	if len(p.AgentRanks) != len(agents) {
+		return nil, fmt.Errorf("%d groups of ranks for %d agents", len(p.AgentRanks), len(agents))
 	}
 	var out []*Plan
 	for g := range agents {
-		placed := slices.Clone(agents)
+		placed := slices.Clone(placed)
 		for i := range placed {
-			placed[i].ShardRanks, placed[i].RolloutOnly = sizes[i], i != g
+			placed[i].ShardRanks, placed[i].RolloutOnly = len(p.AgentRanks[i]), i != g
 		}
 		pl, err := New(placed)
 		if err != nil {
@@ -108,9 +95,29 @@ func GroupRanks(agents []Agent, sizes []int) ([]*Plan, error) {
 	return out, nil
 }
 
+// RankPlan is the plan of a rank of world under p: with agent groups, a rank of the group
+// whose plan peaks highest (on the GPU, then on the host).
+func RankPlan(agents []Agent, p trainspec.Placement, world int) (*Plan, error) {
+	plans, err := Ranks(agents, p, world)
+	if err != nil {
+		return nil, err
+	}
+	busiest := plans[0]
+	for _, pl := range plans[1:] {
+		dev, _, _ := pl.Peak(true)
+		most, _, _ := busiest.Peak(true)
+		host, _, _ := pl.Peak(false)
+		mostHost, _, _ := busiest.Peak(false)
+		if dev > most || dev == most && host > mostHost {
+			busiest = pl
+		}
+	}
+	return busiest, nil
+}
+
 // RankPeaks are the host and device peaks of the busiest rank of world under p.
-func (p Placement) RankPeaks(agents []Agent, world int) (host, dev int64, err error) {
-	plans, err := p.Ranks(agents, world)
+func RankPeaks(agents []Agent, p trainspec.Placement, world int) (host, dev int64, err error) {
+	plans, err := Ranks(agents, p, world)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -129,9 +136,9 @@ func (b Budget) fits(host, dev int64) bool {
 
 // Cheapest is the first placement of Placements whose busiest rank fits the per-rank
 // budget b; ok is false when none does.
-func Cheapest(agents []Agent, world int, b Budget) (p Placement, ok bool, err error) {
+func Cheapest(agents []Agent, world int, b Budget) (p trainspec.Placement, ok bool, err error) {
 	for _, p := range Placements(world, len(agents)) {
-		host, dev, err := p.RankPeaks(agents, world)
+		host, dev, err := RankPeaks(agents, p, world)
 		if err != nil {
 			return p, false, err
 		}
@@ -139,7 +146,7 @@ func Cheapest(agents []Agent, world int, b Budget) (p Placement, ok bool, err er
 			return p, true, nil
 		}
 	}
-	return Placement{}, false, nil
+	return trainspec.Placement{}, false, nil
 }
 
 // WritePlacements prints the busiest rank's peaks under every placement of agents over
@@ -149,10 +156,10 @@ func WritePlacements(w io.Writer, agents []Agent, world int, b Budget) error {
 	rows := Placements(world, len(agents))
 	width := 0
 	for _, p := range rows {
-		width = max(width, len(p.Flags(world, len(agents))))
+		width = max(width, len(flags(p)))
 	}
 	for _, p := range rows {
-		host, dev, err := p.RankPeaks(agents, world)
+		host, dev, err := RankPeaks(agents, p, world)
 		if err != nil {
 			return err
 		}
@@ -160,7 +167,7 @@ func WritePlacements(w io.Writer, agents []Agent, world int, b Budget) error {
 		if !b.fits(host, dev) {
 			verdict = "does not fit"
 		}
-		fmt.Fprintf(w, "  %-*s  GPU %10s  host %10s  %s\n", width, p.Flags(world, len(agents)), Size(dev), Size(host), verdict)
+		fmt.Fprintf(w, "  %-*s  GPU %10s  host %10s  %s\n", width, flags(p), Size(dev), Size(host), verdict)
 	}
 	line, err := CheapestLine(agents, world, b)
 	if err != nil {
@@ -177,10 +184,10 @@ func CheapestLine(agents []Agent, world int, b Budget) (string, error) {
 	if err != nil || !ok {
 		return fmt.Sprintf("no placement fits %d ranks: a smaller model, more ranks or larger ones", world), err
 	}
-	host, dev, err := p.RankPeaks(agents, world)
+	host, dev, err := RankPeaks(agents, p, world)
 	if err != nil {
 		return "", err
 	}
-	s := fmt.Sprintf("cheapest placement that fits %d ranks: %s (busiest rank: GPU %s, host %s)", world, p.Flags(world, len(agents)), Size(dev), Size(host))
+	s := fmt.Sprintf("cheapest placement that fits %d ranks: %s (busiest rank: GPU %s, host %s)", world, flags(p), Size(dev), Size(host))
 	return s, nil
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // Each stage divides its part of the tiny shape's training state (P = 107,072 parameters,
@@ -14,11 +16,11 @@ import (
 func TestShardStagesByHand(t *testing.T) {
 	const P = 107_072
 	a := tinyAgent(t)
-	a.CUDA, a.ShardRanks = true, 4
+	a.Device.CUDA, a.ShardRanks = true, 4
 	plan := func(stage int, offload, rolloutOnly bool) *Plan {
 		t.Helper()
 		b := a
-		b.Shard, b.OffloadOptimizer, b.RolloutOnly = stage, offload, rolloutOnly
+		b.Shard, b.Offload, b.RolloutOnly = stage, offload, rolloutOnly
 		p, err := New([]Agent{b})
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +87,7 @@ func TestShardStagesByHand(t *testing.T) {
 func TestPlacementsOrderAndFlags(t *testing.T) {
 	var got []string
 	for _, p := range Placements(8, 2)[:8] {
-		got = append(got, p.Flags(8, 2))
+		got = append(got, flags(p))
 	}
 	want := []string{"--shard 0", "--shard 1", "--shard 2", "--shard 0 --agent-ranks 0-3,4-7", "--shard 1 --agent-ranks 0-3,4-7",
 		"--shard 2 --agent-ranks 0-3,4-7", "--shard 3", "--shard 3 --agent-ranks 0-3,4-7"}
@@ -96,15 +98,18 @@ func TestPlacementsOrderAndFlags(t *testing.T) {
 		t.Errorf("%d placements of 2 agents over 8 ranks, want 16 (4 stages x groups or not x offload or not)", n)
 	}
 	// One process: nothing to shard or group; 3 agents do not split 8 ranks evenly.
-	if ps := Placements(1, 2); len(ps) != 2 || ps[1].Flags(1, 2) != "--shard 0 --offload optimizer" {
+	if ps := Placements(1, 2); len(ps) != 2 || flags(ps[1]) != "--shard 0 --offload optimizer" {
 		t.Errorf("one process: %+v", ps)
 	}
 	for _, p := range Placements(8, 3) {
-		if p.AgentGroups {
-			t.Errorf("3 agents over 8 ranks get %s", p.Flags(8, 3))
+		if p.AgentRanks != nil {
+			t.Errorf("3 agents over 8 ranks get %s", flags(p))
 		}
 	}
 }
+
+// onGPU is the paper's trainer: on a GPU, with gradient checkpointing.
+var onGPU = trainspec.ModelPlacement{Device: trainspec.Device{CUDA: true}, GradCheckpoint: true}
 
 // paperAgents are the paper's setting: Qwen2.5-3B and Qwen3-4B fully fine-tuned in bf16
 // (f32 masters) on GPUs with gradient checkpointing, micro-batches of one GRPO group (g 5)
@@ -114,8 +119,8 @@ func TestPlacementsOrderAndFlags(t *testing.T) {
 func paperAgents() []Agent {
 	var agents []Agent
 	for _, name := range []string{"qwen2.5-3b", "qwen3-4b"} {
-		agents = append(agents, Agent{Name: name, Shape: model.Presets[name], DType: BF16, GradCheckpoint: true, CUDA: true,
-			FusedAttention: true, MicroBatchSeqs: 5, PromptTokens: 2048, ResponseTokens: 5120, RolloutType: model.TypeBF16,
+		agents = append(agents, Agent{Name: name, Shape: model.Presets[name], DType: BF16, ModelPlacement: onGPU,
+			FusedAttention: true, MicroBatchSeqs: 5, PromptTokens: 2048, ResponseTokens: 5120, RolloutType: gguf.TypeBF16,
 			Slots: 16, KVType: "f16", GPULayers: 99})
 	}
 	return agents
@@ -125,9 +130,9 @@ func TestPaperSettingPerRank(t *testing.T) {
 	agents := paperAgents()
 	const P = 3_085_938_688 + 4_022_468_096 // both agents' parameters
 	b := Budget{Device: 80e9}               // 80 GB per GPU
-	peak := func(p Placement) int64 {
+	peak := func(p trainspec.Placement) int64 {
 		t.Helper()
-		_, dev, err := p.RankPeaks(agents, 8)
+		_, dev, err := RankPeaks(agents, p, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +140,7 @@ func TestPaperSettingPerRank(t *testing.T) {
 	}
 	// Stage 1 keeps 1/8 of both agents' 8-byte moments: 7 bytes per parameter less, the
 	// peak still the larger agent's training.
-	if d := peak(Placement{}) - peak(Placement{Shard: 1}); d != 7*P {
+	if d := peak(trainspec.Placement{}) - peak(trainspec.Placement{Shard: 1}); d != 7*P {
 		t.Errorf("stage 1 saves %d bytes per rank, want 7 x %d", d, int64(P))
 	}
 	// Stage 2 adds 1/8 of the gradients: of the agent whose training is the peak (7/8 of
@@ -148,9 +153,9 @@ func TestPaperSettingPerRank(t *testing.T) {
 		t.Errorf("a stage 2 pass of Qwen3-4B holds %d bytes of whole gradients, want %d", got, inFlight)
 	}
 	// Compared while training: loading an agent whole before sharding it is stage 2's peak.
-	training := func(p Placement) int64 {
+	training := func(p trainspec.Placement) int64 {
 		t.Helper()
-		plans, err := p.Ranks(agents, 8)
+		plans, err := Ranks(agents, p, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,13 +165,13 @@ func TestPaperSettingPerRank(t *testing.T) {
 		}
 		return n + worst
 	}
-	if d := training(Placement{Shard: 1}) - training(Placement{Shard: 2}); d != 7*4*4_022_468_096/8-inFlight-BucketBytes {
+	if d := training(trainspec.Placement{Shard: 1}) - training(trainspec.Placement{Shard: 2}); d != 7*4*4_022_468_096/8-inFlight-trainspec.BucketBytes {
 		t.Errorf("stage 2 saves %d bytes per rank while training", d)
 	}
 	// Stage 3 trains in 71.28 GiB; its start, with Qwen3-4B's f32 weights and bf16
 	// reference whole before each rank keeps its part (the moments never are), is less.
-	if got := float64(training(Placement{Shard: 3})) / (1 << 30); math.Abs(got-71.28) > 0.005 || peak(Placement{Shard: 3}) != training(Placement{Shard: 3}) {
-		t.Errorf("stage 3 trains in %.2f GiB per rank (want 71.28) and peaks at %d bytes", got, peak(Placement{Shard: 3}))
+	if got := float64(training(trainspec.Placement{Shard: 3})) / (1 << 30); math.Abs(got-71.28) > 0.005 || peak(trainspec.Placement{Shard: 3}) != training(trainspec.Placement{Shard: 3}) {
+		t.Errorf("stage 3 trains in %.2f GiB per rank (want 71.28) and peaks at %d bytes", got, peak(trainspec.Placement{Shard: 3}))
 	}
 	line, err := CheapestLine(agents, 8, b)
 	if err != nil {

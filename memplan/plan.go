@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainspec"
@@ -50,10 +51,11 @@ type Agent struct {
 	Name  string
 	Shape model.Shape
 	// The trainer.
-	DType          DType
-	LoRA           LoRA
-	GradCheckpoint bool // per-layer activation checkpointing
-	CUDA           bool // the trainer on a GPU (--train-device cuda:N): device memory
+	DType DType
+	LoRA  LoRA
+	// ModelPlacement is the trainer's device (a GPU, --train-device cuda:N: device memory),
+	// per-layer activation checkpointing, and the AdamW moments in host memory.
+	trainspec.ModelPlacement
 	// FusedAttention is libtorch 2.x's scaled_dot_product_attention, which keeps no L x L
 	// scores; libtorch 1.x materialises them.
 	FusedAttention bool
@@ -63,7 +65,7 @@ type Agent struct {
 	PromptTokens   int
 	ResponseTokens int
 	// The rollout engine.
-	RolloutType model.GGMLType // GGUF matrices llama.cpp runs (the sync writes F32 today)
+	RolloutType gguf.GGMLType // GGUF matrices llama.cpp runs (the sync writes F32 today)
 	// FileSync is --sync file: each sync loads a new GGUF before the old model is closed.
 	// The default in-place sync writes into the loaded model and needs no second copy.
 	FileSync bool
@@ -73,14 +75,13 @@ type Agent struct {
 	SeqContext int
 	KVType     string // f16, f32 or q8_0
 	GPULayers  int    // > 0: llama.cpp's weights and KV cache in device memory
-	// Placement over the ranks of a multi-process run (parallel.go): the ranks that share
-	// this agent's training state, the ZeRO stage that shards it over them, the AdamW state
-	// in host memory, and a rank that only serves the agent's rollouts (its training state
-	// lives on another group of ranks). The zero values are one process holding everything.
-	ShardRanks       int
-	Shard            int
-	OffloadOptimizer bool
-	RolloutOnly      bool
+	// A rank of a multi-process run (parallel.go): the ranks that share this agent's
+	// training state, the ZeRO stage that shards it over them, and a rank that only serves
+	// the agent's rollouts (its training state lives on another group of ranks). The zero
+	// values are one process holding everything.
+	ShardRanks  int
+	Shard       int
+	RolloutOnly bool
 }
 
 // Budget is the memory a run may use: Host is MemAvailable, Device the GPU memory; 0 is

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/trainspec"
 )
 
 // tinyAgent is the tiny qwen2 shape with a 512-token vocabulary: 107,072 parameters
@@ -141,7 +143,7 @@ func TestSyncModes(t *testing.T) {
 func TestQwen25_3BByHand(t *testing.T) {
 	const P = 3_085_938_688 // the published count (model/preset_test.go)
 	a := Agent{Shape: model.Presets["qwen2.5-3b"], MicroBatchSeqs: 5, PromptTokens: 5120, ResponseTokens: 1024,
-		Slots: 16, SeqContext: 6144, KVType: "f16", RolloutType: model.TypeF32}
+		Slots: 16, SeqContext: 6144, KVType: "f16", RolloutType: gguf.TypeF32}
 	p, err := New([]Agent{a})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +216,7 @@ func TestPeakSharesTheMachine(t *testing.T) {
 
 func TestTableAndAdvice(t *testing.T) {
 	a := Agent{Shape: model.Presets["qwen2.5-3b"], MicroBatchSeqs: 5, PromptTokens: 512, ResponseTokens: 512,
-		Slots: 1024, SeqContext: 1024, KVType: "f16", GradCheckpoint: true, LoRA: LoRA{Rank: 16, BaseDType: BF16}}
+		Slots: 1024, SeqContext: 1024, KVType: "f16", ModelPlacement: trainspec.ModelPlacement{GradCheckpoint: true}, LoRA: LoRA{Rank: 16, BaseDType: BF16}}
 	p, err := New([]Agent{a, a})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +264,7 @@ func TestTableAndAdvice(t *testing.T) {
 // 0) it sizes the KV cache too (issue 28: the advice for --prompt-limit 1e9 never named it).
 func TestAdviceNamesThePromptLimit(t *testing.T) {
 	a := Agent{Shape: model.Presets["qwen2.5-3b"], MicroBatchSeqs: 5, PromptTokens: 100000, ResponseTokens: 1024,
-		Slots: 16, KVType: "f16", GradCheckpoint: true, LoRA: LoRA{Rank: 16, BaseDType: BF16}}
+		Slots: 16, KVType: "f16", ModelPlacement: trainspec.ModelPlacement{GradCheckpoint: true}, LoRA: LoRA{Rank: 16, BaseDType: BF16}}
 	p, err := New([]Agent{a})
 	if err != nil {
 		t.Fatal(err)

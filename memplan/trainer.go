@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/model/arch"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -45,10 +45,6 @@ func (a Agent) trainable() (n, largest int64) {
 	return n, largest
 }
 
-// BucketBytes is the size of the buckets the gradients and sharded weights travel in between
-// ranks (DDP's default; trainer.BucketBytes).
-const BucketBytes = 25 << 20
-
 // shards is what a ZeRO stage divides a part of the training state by: the ranks sharing it
 // when the agent's stage is at least from, else 1 (replicated).
 func (a Agent) shards(from int) int64 {
@@ -80,7 +76,7 @@ func (a Agent) trainerLines() []Line {
 	if a.RolloutOnly {
 		return lines
 	}
-	dev := a.CUDA
+	dev := a.Device.CUDA
 	// Stage 3 shards the weights, the reference's too, and gathers them layer by layer.
 	w := a.shards(3)
 	if a.lora() {
@@ -92,7 +88,7 @@ func (a Agent) trainerLines() []Line {
 		add(dev, 4*P/w, fmt.Sprintf("trainer weights (f32%s)", part(w)))
 	}
 	m := a.shards(1)
-	if a.OffloadOptimizer {
+	if a.Offload {
 		add(false, 8*n/m, fmt.Sprintf("AdamW moments (2 x f32%s, host)", part(m)))
 	} else {
 		add(dev, 8*n/m, fmt.Sprintf("AdamW moments (2 x f32%s)", part(m)))
@@ -125,7 +121,7 @@ func (a Agent) trainerLines() []Line {
 		if a.GradCheckpoint {
 			what = "two layers', the embedding's and head's"
 		}
-		add(dev, a.gradsInFlight()+BucketBytes, fmt.Sprintf("gradients on their way to the sum (%s, and a bucket)", what), PhaseTrain)
+		add(dev, a.gradsInFlight()+trainspec.BucketBytes, fmt.Sprintf("gradients on their way to the sum (%s, and a bucket)", what), PhaseTrain)
 	} else {
 		add(dev, 4*n, "gradients", PhaseTrain, PhaseStep)
 	}
@@ -136,7 +132,7 @@ func (a Agent) trainerLines() []Line {
 	add(dev, a.activations(), fmt.Sprintf("activations (%d seqs x %d tokens%s)", a.MicroBatchSeqs, a.PromptTokens+a.ResponseTokens, ckpt), PhaseTrain)
 	// AdamW's denominator of the largest tensor (a GPU takes it whole, the CPU in slices);
 	// the gradient norm needs only one value per 1,024.
-	if a.OffloadOptimizer {
+	if a.Offload {
 		// The host's AdamW takes a chunk of a parameter's weights and gradient at a time.
 		add(false, 2*4*min(trainspec.OffloadChunk, largest), "optimizer step (weights and gradient through the host, a chunk)", PhaseStep)
 	} else {
@@ -145,7 +141,7 @@ func (a Agent) trainerLines() []Line {
 	if m > 1 && w == 1 {
 		// The updated parameters' all-gather: this rank's bucket out, every rank's back (stage
 		// 3 has none: its passes gather the parts).
-		add(dev, 2*BucketBytes, "parameter all-gather (buckets)", PhaseStep)
+		add(dev, 2*trainspec.BucketBytes, "parameter all-gather (buckets)", PhaseStep)
 	}
 	ck := 12 * n
 	if m > 1 {

@@ -48,21 +48,6 @@ type specialToken struct {
 	typ  int32
 }
 
-// tinySpecials are the ChatML (Qwen) and Llama 3 tokens, so one vocabulary serves every
-// family's chat template.
-var tinySpecials = []specialToken{
-	{"<|endoftext|>", tokenControl},
-	{"<|im_start|>", tokenControl},
-	{"<|im_end|>", tokenControl},
-	{"<think>", tokenUserDefined},
-	{"</think>", tokenUserDefined},
-	{"<|begin_of_text|>", tokenControl},
-	{"<|end_of_text|>", tokenControl},
-	{"<|start_header_id|>", tokenControl},
-	{"<|end_header_id|>", tokenControl},
-	{"<|eot_id|>", tokenControl},
-}
-
 // vocab is a byte-level BPE vocabulary: ids 0-255 are the bytes, then learned merges, then
 // the special tokens, then padding.
 type vocab struct {

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,21 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 )
-
-// llama_ftype values for general.file_type: what most of the file's matrices are.
-var fileTypeOf = map[GGMLType]uint32{TypeF32: 0, TypeF16: 1, TypeQ8_0: 7, TypeBF16: 32}
-
-// ropeScalingKey keeps config.json's rope_scaling block in a converted GGUF. llama.cpp
-// applies Llama 3 scaling through the rope_freqs tensor, from which the block's parameters
-// cannot be recovered exactly; llama.cpp ignores keys outside its namespaces.
-const ropeScalingKey = "umad.hf.rope_scaling"
-
-// queryScalarKey keeps Gemma 3's query_pre_attn_scalar where it is not head_dim: llama.cpp
-// has no key for it, and the GGUF folds it into the q-norm weights (Shape.queryNormScale),
-// from which the reader takes it back out.
-const queryScalarKey = "umad.hf.query_pre_attn_scalar"
 
 // convertChunkBytes is how much of a tensor is converted at a time: large enough for disk
 // speed, small enough that memory does not grow with the model.
@@ -35,7 +22,7 @@ const convertChunkBytes = 4 << 20
 type HFToGGUFOptions struct {
 	// Type is the type of the weight matrices: TypeF32 (the zero value), TypeF16, TypeBF16 or
 	// TypeQ8_0. Vectors (norms, biases) stay F32, as llama.cpp expects.
-	Type GGMLType
+	Type gguf.GGMLType
 	// Progress, if set, is called before each tensor is written.
 	Progress func(done, total int, name string)
 	// Name is general.name; "" takes the directory's base name (a hub snapshot's is its
@@ -90,7 +77,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err := checkHFTensors(st, wm, s); err != nil {
 		return err
 	}
-	w, err := CreateGGUF(out)
+	w, err := gguf.CreateGGUF(out)
 	if err != nil {
 		return err
 	}
@@ -98,14 +85,12 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if name == "" {
 		name = filepath.Base(filepath.Clean(dir))
 	}
-	kvs, err := ggufKVs(s, tok, opt.Type, name)
+	kvs, err := ggufMetadata(s, tok, opt.Type, name)
 	if err != nil {
 		return err
 	}
-	for _, kv := range kvs {
-		if err := w.AddKV(kv.Key, kv.Value); err != nil {
-			return err
-		}
+	if err := addKVs(w, kvs); err != nil {
+		return err
 	}
 	for i, name := range wm.HFNames() {
 		e := st.entries[name]
@@ -188,90 +173,32 @@ func checkHFTensors(st *Safetensors, wm *WeightMap, s Shape) error {
 	return nil
 }
 
-func ggmlTypeOfDType(d DType) (GGMLType, error) {
+func ggmlTypeOfDType(d DType) (gguf.GGMLType, error) {
 	switch d {
 	case F32:
-		return TypeF32, nil
+		return gguf.TypeF32, nil
 	case F16:
-		return TypeF16, nil
+		return gguf.TypeF16, nil
 	case BF16:
-		return TypeBF16, nil
+		return gguf.TypeBF16, nil
 	}
 	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
 }
 
 // matrixType is the GGUF type of a tensor: vectors stay F32; a Q8_0 matrix whose rows are
 // not whole 32-value blocks falls back to F16.
-func matrixType(want GGMLType, shape []int64) GGMLType {
+func matrixType(want gguf.GGMLType, shape []int64) gguf.GGMLType {
 	if len(shape) < 2 {
-		return TypeF32
+		return gguf.TypeF32
 	}
-	if want == TypeQ8_0 && shape[len(shape)-1]%q8BlockSize != 0 {
-		return TypeF16
+	if want == gguf.TypeQ8_0 && shape[len(shape)-1]%gguf.Q8BlockSize != 0 {
+		return gguf.TypeF16
 	}
 	return want
 }
 
-// ggufKVs is the metadata llama.cpp reads for the architecture and the tokenizer.
-func ggufKVs(s Shape, tok *HFTokenizer, typ GGMLType, name string) ([]KV, error) {
-	a := string(s.Arch)
-	kvs := []KV{
-		{"general.architecture", a},
-		{"general.name", name},
-		{"general.file_type", fileTypeOf[typ]},
-		{"general.quantization_version", uint32(2)},
-		{a + ".vocab_size", uint32(s.Vocab)},
-		{a + ".context_length", uint32(s.Context)},
-		{a + ".embedding_length", uint32(s.Hidden)},
-		{a + ".block_count", uint32(s.Layers)},
-		{a + ".feed_forward_length", uint32(s.FFN)},
-		{a + ".attention.head_count", uint32(s.Heads)},
-		{a + ".attention.head_count_kv", uint32(s.KVHeads)},
-		{a + ".rope.freq_base", float32(s.RopeTheta)},
-		{a + ".attention.layer_norm_rms_epsilon", float32(s.RMSEps)},
-	}
-	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
-		kvs = append(kvs, KV{a + ".attention.key_length", uint32(s.HeadDim)}, KV{a + ".attention.value_length", uint32(s.HeadDim)})
-	}
-	if s.SlidingWindow > 0 {
-		kvs = append(kvs, KV{a + ".attention.sliding_window", uint32(s.SlidingWindow)})
-	}
-	if d, _ := s.Arch.desc(); d.GGUFRopeDims {
-		kvs = append(kvs, KV{a + ".rope.dimension_count", uint32(s.HeadDim)})
-	}
-	if s.RopeScaling != nil {
-		b, err := json.Marshal(s.RopeScaling)
-		if err != nil {
-			return nil, err
-		}
-		kvs = append(kvs, KV{ropeScalingKey, string(b)})
-	}
-	if s.QueryScalar != 0 {
-		kvs = append(kvs, KV{queryScalarKey, s.QueryScalar})
-	}
-	kvs = append(kvs, vocabKVs(tok.voc, tok.fam)...)
-	for _, id := range []struct {
-		key string
-		id  int
-	}{
-		{"tokenizer.ggml.bos_token_id", tok.BOS},
-		{"tokenizer.ggml.eos_token_id", tok.EOS},
-		{"tokenizer.ggml.eot_token_id", tok.EOT},
-		{"tokenizer.ggml.padding_token_id", tok.PAD},
-	} {
-		if id.id >= 0 {
-			kvs = append(kvs, KV{id.key, uint32(id.id)})
-		}
-	}
-	kvs = append(kvs, KV{"tokenizer.ggml.add_bos_token", tok.AddBOS}, KV{"tokenizer.ggml.add_eos_token", false})
-	if tok.ChatTemplate != "" {
-		kvs = append(kvs, KV{"tokenizer.chat_template", tok.ChatTemplate})
-	}
-	return kvs, nil
-}
-
 // hfTensorWriter streams one safetensors tensor into the GGUF through the weight map.
-func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) WriteFunc {
+func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		e := st.entries[name]
 		src, err := ggmlTypeOfDType(e.dtype)
@@ -283,7 +210,7 @@ func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) WriteFunc {
 }
 
 // reporting calls progress, if set, before write.
-func reporting(progress func(done, total int, name string), i, n int, name string, write WriteFunc) WriteFunc {
+func reporting(progress func(done, total int, name string), i, n int, name string, write gguf.WriteFunc) gguf.WriteFunc {
 	if progress == nil {
 		return write
 	}
@@ -296,7 +223,7 @@ func reporting(progress func(done, total int, name string), i, n int, name strin
 // convertRows copies a row-major tensor of the given PyTorch shape from r (type src) to w
 // (type dst), a block of rows at a time. With heads > 0 every block is one head's rows,
 // reordered by permute.
-func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, heads int, permute func(dst, src []byte, rows, rowBytes int64)) error {
+func convertRows(w io.Writer, r io.Reader, src, dst gguf.GGMLType, shape []int64, heads int, permute func(dst, src []byte, rows, rowBytes int64)) error {
 	rows, cols := int64(1), int64(1)
 	if len(shape) > 0 {
 		rows = shape[0]
@@ -304,7 +231,7 @@ func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, hea
 			cols *= d
 		}
 	}
-	srcElem := ggmlLayouts[src].blockBytes // F32/F16/BF16: one element per block
+	srcElem, _ := gguf.TensorBytes(src, []int64{1}) // F32, F16 or BF16: one element per block
 	rowBytes := cols * srcElem
 	block := max(1, convertChunkBytes/rowBytes)
 	if heads > 0 {
@@ -342,7 +269,7 @@ func convertRows(w io.Writer, r io.Reader, src, dst GGMLType, shape []int64, hea
 
 // convertParallel converts whole rows of raw from src to dst on every core: type
 // conversion, not the disk, is what limits F16 and Q8_0 output.
-func convertParallel(src, dst GGMLType, raw []byte, rowBytes int64) ([]byte, error) {
+func convertParallel(src, dst gguf.GGMLType, raw []byte, rowBytes int64) ([]byte, error) {
 	rows := int64(len(raw)) / rowBytes
 	workers := min(int64(runtime.GOMAXPROCS(0)), rows)
 	parts := make([][]byte, workers)
@@ -353,9 +280,9 @@ func convertParallel(src, dst GGMLType, raw []byte, rowBytes int64) ([]byte, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			vals, err := dequantize(src, raw[lo:hi])
+			vals, err := gguf.Dequantize(src, raw[lo:hi])
 			if err == nil {
-				parts[w], err = EncodeTensor(dst, vals)
+				parts[w], err = gguf.EncodeTensor(dst, vals)
 			}
 			errs[w] = err
 		}()

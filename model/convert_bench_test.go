@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 // BenchmarkConvert3B converts a random-weight checkpoint with Qwen2.5-3B's real shapes
@@ -60,7 +62,7 @@ func BenchmarkConvert3B(b *testing.B) {
 	b.Run("hf2gguf-bf16", func(b *testing.B) {
 		b.SetBytes(total)
 		for range b.N {
-			if err := HFToGGUF(dir, filepath.Join(b.TempDir(), "m.gguf"), HFToGGUFOptions{Type: TypeBF16}); err != nil {
+			if err := HFToGGUF(dir, filepath.Join(b.TempDir(), "m.gguf"), HFToGGUFOptions{Type: gguf.TypeBF16}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -69,7 +71,7 @@ func BenchmarkConvert3B(b *testing.B) {
 	b.Run("hf2gguf-f16", func(b *testing.B) { // converts every value through float32
 		b.SetBytes(total)
 		for range b.N {
-			if err := HFToGGUF(dir, filepath.Join(b.TempDir(), "m.gguf"), HFToGGUFOptions{Type: TypeF16}); err != nil {
+			if err := HFToGGUF(dir, filepath.Join(b.TempDir(), "m.gguf"), HFToGGUFOptions{Type: gguf.TypeF16}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -78,7 +80,7 @@ func BenchmarkConvert3B(b *testing.B) {
 
 // randomBF16 writes n bytes of small BF16 values from a xorshift stream: fast enough that
 // making 6 GB does not dominate the benchmark's set-up.
-func randomBF16(n int64, seed uint64) WriteFunc {
+func randomBF16(n int64, seed uint64) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		x := seed | 1
 		buf := make([]byte, 1<<20)

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 )
 
 // DefaultShardBytes is the size above which GGUFToHF shards the weights, as transformers'
@@ -39,7 +42,7 @@ func GGUFToHF(path, dir string, opt GGUFToHFOptions) error {
 }
 
 func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
-	g, err := OpenGGUF(path)
+	g, err := gguf.OpenGGUF(path)
 	if err != nil {
 		return err
 	}
@@ -90,15 +93,21 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 }
 
 // ggufShape reads the architecture's hyperparameters under llama.cpp's key names.
-func ggufShape(g *GGUF) (Shape, error) {
-	arch, err := g.String("general.architecture")
+func ggufShape(g *gguf.GGUF) (Shape, error) {
+	name, err := g.String("general.architecture")
 	if err != nil {
 		return Shape{}, err
 	}
-	if _, ok := Arch(arch).desc(); !ok {
-		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", arch, strings.Join(SupportedArchitectures(), ", "))
+	d, ok := arch.OfGGUF(name)
+	if !ok {
+		return Shape{}, fmt.Errorf("architecture %q is not supported; supported: %s", name, strings.Join(SupportedArchitectures(), ", "))
 	}
-	s := Shape{Arch: Arch(arch), RopeTheta: 10000} // llama.cpp's default base
+	if mt, err := g.String(modelTypeKey); err == nil {
+		if d, ok = arch.OfModelType(mt); !ok || d.GGUFArch() != name {
+			return Shape{}, fmt.Errorf("%s %q is not an architecture llama.cpp runs as %s", modelTypeKey, mt, name)
+		}
+	}
+	s := Shape{Arch: Arch(d.Name), RopeTheta: 10000} // llama.cpp's default base
 	tokens, err := g.Strings("tokenizer.ggml.tokens")
 	if err != nil {
 		return Shape{}, err
@@ -118,7 +127,7 @@ func ggufShape(g *GGUF) (Shape, error) {
 		{"attention.key_length", &s.HeadDim, true},
 		{"attention.sliding_window", &s.SlidingWindow, true},
 	} {
-		key := arch + "." + f.key
+		key := name + "." + f.key
 		if _, ok := g.Lookup(key); !ok && f.optional {
 			continue
 		}
@@ -137,11 +146,11 @@ func ggufShape(g *GGUF) (Shape, error) {
 	if s.HeadDim == 0 && s.Heads > 0 {
 		s.HeadDim = s.Hidden / s.Heads
 	}
-	if s.RMSEps, err = g.Float(arch + ".attention.layer_norm_rms_epsilon"); err != nil {
+	if s.RMSEps, err = g.Float(name + ".attention.layer_norm_rms_epsilon"); err != nil {
 		return Shape{}, err
 	}
-	if _, ok := g.Lookup(arch + ".rope.freq_base"); ok {
-		if s.RopeTheta, err = g.Float(arch + ".rope.freq_base"); err != nil {
+	if _, ok := g.Lookup(name + ".rope.freq_base"); ok {
+		if s.RopeTheta, err = g.Float(name + ".rope.freq_base"); err != nil {
 			return Shape{}, err
 		}
 	}
@@ -176,7 +185,7 @@ func shortestF32(x float64) float64 {
 // ggufRopeScaling recovers config.json's rope_scaling: from the block HFToGGUF stores, else
 // (a file made by another converter) Llama 3's published parameters, accepted only if they
 // reproduce the file's rope_freqs exactly.
-func ggufRopeScaling(g *GGUF, s Shape) (*RopeScaling, error) {
+func ggufRopeScaling(g *gguf.GGUF, s Shape) (*RopeScaling, error) {
 	if _, ok := g.Tensor("rope_freqs.weight"); !ok {
 		return nil, nil
 	}
@@ -203,12 +212,12 @@ func ggufRopeScaling(g *GGUF, s Shape) (*RopeScaling, error) {
 }
 
 // hfDType picks the output dtype and checks that every tensor converts to it.
-func hfDType(g *GGUF, layout []tinyTensor, want DType) (DType, error) {
+func hfDType(g *gguf.GGUF, layout []tinyTensor, want DType) (DType, error) {
 	if len(g.Tensors) == 0 {
 		return "", errors.New("the file has no tensors (a vocabulary-only GGUF?)")
 	}
 	for _, t := range g.Tensors {
-		if t.Type != TypeF32 && t.Type != TypeF16 && t.Type != TypeBF16 {
+		if t.Type != gguf.TypeF32 && t.Type != gguf.TypeF16 && t.Type != gguf.TypeBF16 {
 			return "", fmt.Errorf("tensor %q is %v: only F32, F16 and BF16 files convert back (quantised weights cannot be restored)", t.Name, t.Type)
 		}
 	}
@@ -222,10 +231,10 @@ func hfDType(g *GGUF, layout []tinyTensor, want DType) (DType, error) {
 	if !ok {
 		return "", fmt.Errorf("tensor %q is missing", layout[0].ggufName)
 	}
-	return map[GGMLType]DType{TypeF32: F32, TypeF16: F16, TypeBF16: BF16}[emb.Type], nil
+	return map[gguf.GGMLType]DType{gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16}[emb.Type], nil
 }
 
-func checkGGUFTensors(g *GGUF, layout []tinyTensor, s Shape) error {
+func checkGGUFTensors(g *gguf.GGUF, layout []tinyTensor, s Shape) error {
 	want := map[string]bool{"rope_freqs.weight": s.RopeScaling != nil}
 	for _, t := range layout {
 		want[t.ggufName] = true
@@ -245,14 +254,14 @@ func checkGGUFTensors(g *GGUF, layout []tinyTensor, s Shape) error {
 	return nil
 }
 
-func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType) WriteFunc {
+func ggufTensorWriter(g *gguf.GGUF, t tinyTensor, dtype DType) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		info, _ := g.Tensor(t.ggufName) // checked by checkGGUFTensors
 		dst, err := ggmlTypeOfDType(dtype)
 		if err != nil {
 			return err
 		}
-		r := io.NewSectionReader(g.r, g.DataOffset+info.Offset, info.Size)
+		r := g.TensorData(info)
 		if t.offset != 0 || t.scale != 0 {
 			return shiftVector(w, r, info.Type, dst, t, false)
 		}
@@ -261,7 +270,7 @@ func ggufTensorWriter(g *GGUF, t tinyTensor, dtype DType) WriteFunc {
 }
 
 // ggufTokenizer reads the tokenizer keys back into an HFTokenizer.
-func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
+func ggufTokenizer(g *gguf.GGUF) (*HFTokenizer, error) {
 	tm, err := g.String("tokenizer.ggml.model")
 	if err != nil || (tm != "gpt2" && tm != "llama") {
 		return nil, fmt.Errorf("tokenizer.ggml.model is %q (%v): only byte-level BPE (gpt2) and SentencePiece (llama) tokenizers convert", tm, err)
@@ -272,20 +281,22 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	}
 	var fam family
 	var names []string
-	for _, f := range families {
-		if f.pre == pre && f.spm == (tm == "llama") {
+	for _, f := range families() {
+		if f.Pre == pre && f.SPM == (tm == "llama") {
 			fam = f
 		}
-		names = append(names, f.pre)
+		if !slices.Contains(names, f.Pre) {
+			names = append(names, f.Pre)
+		}
 	}
-	if fam.pre == "" {
+	if fam.Pre == "" {
 		return nil, fmt.Errorf("pre-tokenizer %q is not supported; supported: %s", pre, strings.Join(names, ", "))
 	}
 	v := &vocab{}
 	if v.tokens, err = g.Strings("tokenizer.ggml.tokens"); err != nil {
 		return nil, err
 	}
-	if !fam.spm {
+	if !fam.SPM {
 		if v.merges, err = g.Strings("tokenizer.ggml.merges"); err != nil {
 			return nil, err
 		}
@@ -297,7 +308,7 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	if v.types, ok = kv.Value.([]int32); !ok || len(v.types) != len(v.tokens) {
 		return nil, fmt.Errorf("tokenizer.ggml.token_type is %T of %d, want int32 per token (%d)", kv.Value, len(v.types), len(v.tokens))
 	}
-	if fam.spm {
+	if fam.SPM {
 		if err := ggufSPM(g, v, &fam); err != nil {
 			return nil, err
 		}
@@ -308,10 +319,10 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 		id   *int
 		text *string
 	}{
-		{"tokenizer.ggml.bos_token_id", &t.BOS, &t.fam.bos},
-		{"tokenizer.ggml.eos_token_id", &t.EOS, &t.fam.eos},
+		{"tokenizer.ggml.bos_token_id", &t.BOS, &t.fam.BOS},
+		{"tokenizer.ggml.eos_token_id", &t.EOS, &t.fam.EOS},
 		{"tokenizer.ggml.eot_token_id", &t.EOT, nil},
-		{"tokenizer.ggml.padding_token_id", &t.PAD, &t.fam.pad},
+		{"tokenizer.ggml.padding_token_id", &t.PAD, &t.fam.PAD},
 	} {
 		*f.id = -1
 		if f.text != nil {
@@ -340,7 +351,7 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 	if t.AddBOS && t.BOS < 0 {
 		return nil, errors.New("tokenizer.ggml.add_bos_token is set but there is no bos_token_id")
 	}
-	t.fam.addBOS = t.AddBOS
+	t.fam.AddBOS = t.AddBOS
 	if _, ok := g.Lookup("tokenizer.chat_template"); ok {
 		if t.ChatTemplate, err = g.String("tokenizer.chat_template"); err != nil {
 			return nil, err
@@ -351,7 +362,7 @@ func ggufTokenizer(g *GGUF) (*HFTokenizer, error) {
 
 // ggufSPM reads what a SentencePiece vocabulary adds: its merges, derived from the scores
 // as transformers derives them, and the unknown token.
-func ggufSPM(g *GGUF, v *vocab, fam *family) error {
+func ggufSPM(g *gguf.GGUF, v *vocab, fam *family) error {
 	kv, ok := g.Lookup("tokenizer.ggml.scores")
 	if !ok {
 		return errors.New("a SentencePiece tokenizer without tokenizer.ggml.scores")
@@ -361,7 +372,7 @@ func ggufSPM(g *GGUF, v *vocab, fam *family) error {
 		return fmt.Errorf("tokenizer.ggml.scores is %T, want a float32 per token (%d)", kv.Value, len(v.tokens))
 	}
 	v.merges = spmMerges(v, scores)
-	fam.unk = ""
+	fam.Unk = ""
 	if _, ok := g.Lookup("tokenizer.ggml.unknown_token_id"); ok {
 		u, err := g.Uint("tokenizer.ggml.unknown_token_id")
 		if err != nil {
@@ -370,7 +381,7 @@ func ggufSPM(g *GGUF, v *vocab, fam *family) error {
 		if u >= uint64(len(v.tokens)) {
 			return fmt.Errorf("tokenizer.ggml.unknown_token_id = %d is outside the vocabulary of %d", u, len(v.tokens))
 		}
-		fam.unk = v.tokens[u]
+		fam.Unk = v.tokens[u]
 	}
 	return nil
 }

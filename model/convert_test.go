@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 )
 
 func writeTinyForTest(t *testing.T, arch string) string {
@@ -58,12 +59,12 @@ func TestRoundTripF32(t *testing.T) {
 			if err := HFToGGUF(filepath.Join(dir, "hf"), out, HFToGGUFOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			ref, err := OpenGGUF(filepath.Join(dir, "model.gguf"))
+			ref, err := gguf.OpenGGUF(filepath.Join(dir, "model.gguf"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ref.Close()
-			got, err := OpenGGUF(out)
+			got, err := gguf.OpenGGUF(out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,6 +78,9 @@ func TestRoundTripF32(t *testing.T) {
 				if err != nil || gi.Type != ti.Type || !slices.Equal(gi.Dims, ti.Dims) || !bytes.Equal(have, want) {
 					t.Errorf("tensor %s: %v %v %v vs generator %v %v (bytes equal %v)", ti.Name, err, gi.Type, gi.Dims, ti.Type, ti.Dims, bytes.Equal(have, want))
 				}
+			}
+			if len(got.KV) != len(ref.KV) { // one metadata writer: the same keys
+				t.Errorf("%d metadata keys, the generator wrote %d", len(got.KV), len(ref.KV))
 			}
 			for _, kv := range ref.KV {
 				if kv.Key == "general.name" {
@@ -155,8 +159,8 @@ func toBF16Dir(t *testing.T, src string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, _ := EncodeTensor(TypeBF16, vals)
-		named = append(named, NamedTensor{Name: name, DType: BF16, Shape: tv.Shape, Write: Bytes(raw)})
+		raw, _ := gguf.EncodeTensor(gguf.TypeBF16, vals)
+		named = append(named, NamedTensor{Name: name, DType: BF16, Shape: tv.Shape, Write: gguf.Bytes(raw)})
 	}
 	if err := WriteSafetensors(filepath.Join(dst, "model.safetensors"), named, nil); err != nil {
 		t.Fatal(err)
@@ -169,17 +173,17 @@ func TestRoundTripBF16(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			hf := toBF16Dir(t, filepath.Join(writeTinyForTest(t, arch), "hf"))
 			out := filepath.Join(t.TempDir(), "m.gguf")
-			if err := HFToGGUF(hf, out, HFToGGUFOptions{Type: TypeBF16}); err != nil {
+			if err := HFToGGUF(hf, out, HFToGGUFOptions{Type: gguf.TypeBF16}); err != nil {
 				t.Fatal(err)
 			}
-			g, err := OpenGGUF(out)
+			g, err := gguf.OpenGGUF(out)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, ti := range g.Tensors {
-				want := TypeBF16
+				want := gguf.TypeBF16
 				if len(ti.Dims) == 1 {
-					want = TypeF32 // llama.cpp keeps norms and biases in F32
+					want = gguf.TypeF32 // llama.cpp keeps norms and biases in F32
 				}
 				if ti.Type != want {
 					t.Errorf("%s is %v, want %v", ti.Name, ti.Type, want)
@@ -234,31 +238,31 @@ func TestGGUFToHFSharded(t *testing.T) {
 func TestHFToGGUFQ8(t *testing.T) {
 	dir := writeTinyForTest(t, "qwen3")
 	out := filepath.Join(t.TempDir(), "q8.gguf")
-	if err := HFToGGUF(filepath.Join(dir, "hf"), out, HFToGGUFOptions{Type: TypeQ8_0}); err != nil {
+	if err := HFToGGUF(filepath.Join(dir, "hf"), out, HFToGGUFOptions{Type: gguf.TypeQ8_0}); err != nil {
 		t.Fatal(err)
 	}
-	g, err := OpenGGUF(out)
+	g, err := gguf.OpenGGUF(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	ref, _ := OpenGGUF(filepath.Join(dir, "model.gguf"))
+	ref, _ := gguf.OpenGGUF(filepath.Join(dir, "model.gguf"))
 	defer ref.Close()
 	q, _ := g.Tensor("blk.0.ffn_up.weight")
-	if q.Type != TypeQ8_0 {
+	if q.Type != gguf.TypeQ8_0 {
 		t.Fatalf("ffn_up is %v, want Q8_0", q.Type)
 	}
 	got, _ := g.ReadTensorF32("blk.0.ffn_up.weight")
 	want, _ := ref.ReadTensorF32("blk.0.ffn_up.weight")
-	for b := 0; b < len(want); b += q8BlockSize {
+	for b := 0; b < len(want); b += gguf.Q8BlockSize {
 		amax := 0.0
-		for _, v := range want[b : b+q8BlockSize] {
+		for _, v := range want[b : b+gguf.Q8BlockSize] {
 			amax = max(amax, math.Abs(float64(v)))
 		}
 		// Half a step of rounding, plus the F16 rounding of the scale times the largest code.
 		step := amax / 127
-		tol := step/2 + 127*math.Abs(step-float64(F16ToF32(F32ToF16(float32(step))))) + 1e-9
-		for i := b; i < b+q8BlockSize; i++ {
+		tol := step/2 + 127*math.Abs(step-float64(gguf.F16ToF32(gguf.F32ToF16(float32(step))))) + 1e-9
+		for i := b; i < b+gguf.Q8BlockSize; i++ {
 			if d := math.Abs(float64(got[i] - want[i])); d > tol {
 				t.Fatalf("value %d: %g vs %g, more than %g apart (step %g)", i, got[i], want[i], tol, step)
 			}
@@ -296,7 +300,7 @@ func TestHFToGGUFBadInput(t *testing.T) {
 	}{
 		{"unsupported architecture names it and the supported list", func(t *testing.T, hf string) {
 			editJSON(t, filepath.Join(hf, "config.json"), func(m map[string]any) { m["model_type"] = "gemma2" })
-		}, HFToGGUFOptions{}, []string{`"gemma2"`, "llama, qwen2, qwen3"}},
+		}, HFToGGUFOptions{}, []string{`"gemma2"`, strings.Join(SupportedArchitectures(), ", ")}},
 		{"missing tokenizer.json", func(t *testing.T, hf string) {
 			os.Remove(filepath.Join(hf, "tokenizer.json"))
 		}, HFToGGUFOptions{}, []string{"tokenizer.json"}},
@@ -315,7 +319,7 @@ func TestHFToGGUFBadInput(t *testing.T) {
 		{"unknown extra tensor", func(t *testing.T, hf string) {
 			addTensor(t, hf, "model.layers.0.mlp.experts.weight")
 		}, HFToGGUFOptions{}, []string{"model.layers.0.mlp.experts.weight", "not part of"}},
-		{"output type that is not supported", func(t *testing.T, hf string) {}, HFToGGUFOptions{Type: TypeQ4_K}, []string{"Q4_K"}},
+		{"output type that is not supported", func(t *testing.T, hf string) {}, HFToGGUFOptions{Type: gguf.TypeQ4_K}, []string{"Q4_K"}},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {
@@ -355,7 +359,7 @@ func rewriteTensor(t *testing.T, hf, name string, dtype DType) {
 func addTensor(t *testing.T, hf, name string) {
 	t.Helper()
 	mutateSafetensors(t, hf, func(ts []NamedTensor, _ map[string]TensorView) []NamedTensor {
-		return append(ts, NamedTensor{Name: name, DType: F32, Shape: []int64{2}, Write: Bytes(make([]byte, 8))})
+		return append(ts, NamedTensor{Name: name, DType: F32, Shape: []int64{2}, Write: gguf.Bytes(make([]byte, 8))})
 	})
 }
 
@@ -370,7 +374,7 @@ func mutateSafetensors(t *testing.T, hf string, edit func([]NamedTensor, map[str
 	for _, name := range st.Names() {
 		v, _ := st.Tensor(name)
 		views[name] = v
-		ts = append(ts, NamedTensor{Name: name, DType: v.DType, Shape: v.Shape, Write: Bytes(v.Data)})
+		ts = append(ts, NamedTensor{Name: name, DType: v.DType, Shape: v.Shape, Write: gguf.Bytes(v.Data)})
 	}
 	st.Close()
 	if err := WriteSafetensors(filepath.Join(hf, stSingleName), edit(ts, views), nil); err != nil {
@@ -380,16 +384,16 @@ func mutateSafetensors(t *testing.T, hf string, edit func([]NamedTensor, map[str
 
 func TestGGUFToHFBadInput(t *testing.T) {
 	dir := writeTinyForTest(t, "qwen2")
-	rewrite := func(t *testing.T, edit func(k *KV) bool) string {
-		ref, err := OpenGGUF(filepath.Join(dir, "model.gguf"))
+	rewrite := func(t *testing.T, edit func(k *gguf.KV) bool) string {
+		ref, err := gguf.OpenGGUF(filepath.Join(dir, "model.gguf"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ref.Close()
 		p := filepath.Join(t.TempDir(), "bad.gguf")
-		w, _ := CreateGGUF(p)
+		w, _ := gguf.CreateGGUF(p)
 		for _, kv := range ref.KV {
-			if kv.Key == ggufAlignmentKey || !edit(&kv) {
+			if kv.Key == "general.alignment" || !edit(&kv) {
 				continue
 			}
 			if err := w.AddKV(kv.Key, kv.Value); err != nil {
@@ -407,23 +411,23 @@ func TestGGUFToHFBadInput(t *testing.T) {
 	}
 	cases := []struct {
 		why  string
-		edit func(k *KV) bool
+		edit func(k *gguf.KV) bool
 		want []string
 	}{
-		{"unsupported architecture", func(k *KV) bool {
+		{"unsupported architecture", func(k *gguf.KV) bool {
 			if k.Key == "general.architecture" {
 				k.Value = "mamba"
 			}
 			return true
-		}, []string{`"mamba"`, "llama, qwen2, qwen3"}},
-		{"unknown pre-tokenizer", func(k *KV) bool {
+		}, []string{`"mamba"`, strings.Join(SupportedArchitectures(), ", ")}},
+		{"unknown pre-tokenizer", func(k *gguf.KV) bool {
 			if k.Key == "tokenizer.ggml.pre" {
 				k.Value = "gpt-4o"
 			}
 			return true
 		}, []string{`"gpt-4o"`, "qwen2, llama-bpe"}},
-		{"missing head count", func(k *KV) bool { return k.Key != "qwen2.attention.head_count" }, []string{"qwen2.attention.head_count"}},
-		{"eos id outside the vocabulary", func(k *KV) bool {
+		{"missing head count", func(k *gguf.KV) bool { return k.Key != "qwen2.attention.head_count" }, []string{"qwen2.attention.head_count"}},
+		{"eos id outside the vocabulary", func(k *gguf.KV) bool {
 			if k.Key == "tokenizer.ggml.eos_token_id" {
 				k.Value = uint32(1 << 30)
 			}
@@ -462,13 +466,13 @@ func TestRopeScalingRecovery(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "r.gguf")
-			w, _ := CreateGGUF(p)
-			raw, _ := EncodeTensor(TypeF32, c.factors)
-			w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(len(c.factors))}, raw)
+			w, _ := gguf.CreateGGUF(p)
+			raw, _ := gguf.EncodeTensor(gguf.TypeF32, c.factors)
+			w.AddTensor("rope_freqs.weight", gguf.TypeF32, []int64{int64(len(c.factors))}, raw)
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			g, err := OpenGGUF(p)
+			g, err := gguf.OpenGGUF(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -526,7 +530,7 @@ func realTokenizerHF(t *testing.T, name string, arch Arch, vocabSize int) string
 	var named []NamedTensor
 	for _, tt := range tinyTensors(s, 0) {
 		n, _ := shapeBytes(tt.shape, 4)
-		named = append(named, NamedTensor{Name: tt.hfName, DType: F32, Shape: tt.shape, Write: Bytes(make([]byte, n))})
+		named = append(named, NamedTensor{Name: tt.hfName, DType: F32, Shape: tt.shape, Write: gguf.Bytes(make([]byte, n))})
 	}
 	if err := WriteSafetensors(filepath.Join(dir, stSingleName), named, nil); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 // HFConfig is the part of a Hugging Face config.json that Qwen2, Qwen3 and Llama models use.

@@ -34,7 +34,7 @@ type HFTokenizer struct {
 func (t *HFTokenizer) Len() int { return len(t.voc.tokens) }
 
 // Pre is llama.cpp's name for the pre-tokenizer (tokenizer.ggml.pre).
-func (t *HFTokenizer) Pre() string { return t.fam.pre }
+func (t *HFTokenizer) Pre() string { return t.fam.Pre }
 
 // Token returns the vocabulary entry of id as GGUF stores it.
 func (t *HFTokenizer) Token(id int) string { return t.voc.tokens[id] }
@@ -53,6 +53,7 @@ type hfTokenizerFile struct {
 		Content string `json:"content"`
 		Special bool   `json:"special"`
 	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Model         struct {
@@ -118,9 +119,9 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fam.spm {
+	if fam.SPM {
 		markByteTokens(voc)
-		if id := voc.id(fam.unk); id >= 0 {
+		if id := voc.id(fam.Unk); id >= 0 {
 			voc.types[id] = tokenUnknown
 		}
 	}
@@ -131,9 +132,9 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 		id   *int
 		text *string
 	}{
-		{"bos_token", tc.BOSToken, &t.BOS, &t.fam.bos},
-		{"eos_token", tc.EOSToken, &t.EOS, &t.fam.eos},
-		{"pad_token", tc.PadToken, &t.PAD, &t.fam.pad},
+		{"bos_token", tc.BOSToken, &t.BOS, &t.fam.BOS},
+		{"eos_token", tc.EOSToken, &t.EOS, &t.fam.EOS},
+		{"pad_token", tc.PadToken, &t.PAD, &t.fam.PAD},
 	} {
 		text, err := tokenText(f.raw)
 		if err != nil {
@@ -149,15 +150,15 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 	}
 	// The family's chat end-of-turn token (its generated models' EOS), on which llama.cpp
 	// also stops generating.
-	if id := voc.id(fam.eos); id >= 0 && voc.types[id] == tokenControl {
+	if id := voc.id(fam.EOS); id >= 0 && voc.types[id] == tokenControl {
 		t.EOT = id
 	}
 	if tc.AddBOSToken != nil {
 		t.AddBOS = *tc.AddBOSToken
 	} else {
-		t.AddBOS = postProcessorAddsBOS(tj.PostProcessor, t.fam.bos)
+		t.AddBOS = postProcessorAddsBOS(tj.PostProcessor, t.fam.BOS)
 	}
-	t.fam.addBOS = t.AddBOS
+	t.fam.AddBOS = t.AddBOS
 	if t.ChatTemplate, err = chatTemplate(tc.ChatTemplate, dir); err != nil {
 		return nil, err
 	}
@@ -193,11 +194,14 @@ func preTokenizerFamily(raw json.RawMessage) (family, error) {
 		}
 	}
 	var names []string
-	for _, f := range families {
-		if byteLevel && regex == f.splitRegex {
+	for _, f := range families() {
+		if f.SPM {
+			continue
+		}
+		if byteLevel && regex == f.Split {
 			return f, nil
 		}
-		names = append(names, f.pre)
+		names = append(names, f.Pre)
 	}
 	return family{}, fmt.Errorf("unsupported pre-tokenizer (type %q, split regex %q): supported are the byte-level ones llama.cpp calls %s",
 		pre.Type, regex, strings.Join(names, ", "))

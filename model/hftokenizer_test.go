@@ -98,7 +98,7 @@ func writeTokenizerDir(t *testing.T, tokenizerJSON, configJSON string) string {
 
 // okPre is Qwen's pre-tokenizer as tokenizer.json spells it.
 var okPre = func() string {
-	re, _ := json.Marshal(qwenSplit)
+	re, _ := json.Marshal(familyOf(ArchQwen2).Split)
 	return `{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":` + string(re) + `}},{"type":"ByteLevel"}]}`
 }()
 
@@ -137,6 +137,9 @@ func TestLoadHFTokenizerErrors(t *testing.T) {
 		{"huge sparse id", `{"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{"a":900000000},"merges":[]}}`, `{}`, "far beyond"},
 		{"only added tokens", `{"added_tokens":[{"id":0,"content":"<|im_end|>","special":true}],"pre_tokenizer":` + okPre + `,"model":{"type":"BPE","vocab":{},"merges":[]}}`, `{}`, "empty vocabulary (model.vocab)"},
 		{"corrupt json", `{"model":`, `{}`, "parse tokenizer.json"},
+		{"sentencepiece with a space prefix", `{"normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},` +
+			`{"type":"Replace","pattern":{"String":" "},"content":"▁"}]},"pre_tokenizer":null,"model":{"type":"BPE","byte_fallback":true,"vocab":{"a":0},"merges":[]}}`,
+			`{}`, "prepends a space"},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {

@@ -5,6 +5,8 @@ package model
 import (
 	"errors"
 	"slices"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 // TensorSpec is one weight of a checkpoint: its Hugging Face name and its shape (PyTorch
@@ -43,10 +45,10 @@ func (s Shape) Params() int64 {
 
 // GGUFBytes is the tensor data HFToGGUF writes for the shape with matrices of type typ
 // (vectors stay F32; Llama 3 scaling adds rope_freqs), which is what llama.cpp loads.
-func (s Shape) GGUFBytes(typ GGMLType) (int64, error) {
+func (s Shape) GGUFBytes(typ gguf.GGMLType) (int64, error) {
 	var n int64
 	for _, t := range s.Tensors() {
-		b, err := ggmlTensorBytes(matrixType(typ, t.Shape), ggmlDims(t.Shape))
+		b, err := gguf.TensorBytes(matrixType(typ, t.Shape), ggmlDims(t.Shape))
 		if err != nil {
 			return 0, err
 		}
@@ -94,11 +96,11 @@ func (s Shape) MatmulShapes() [][2]int64 {
 
 // DecodeBytes is what llama.cpp reads of the weights per decode step with matrices of
 // type typ: GGUFBytes less an untied embedding table.
-func (s Shape) DecodeBytes(typ GGMLType) (int64, error) {
+func (s Shape) DecodeBytes(typ gguf.GGMLType) (int64, error) {
 	n, err := s.GGUFBytes(typ)
 	for _, t := range s.Tensors() {
 		if s.looked(t) {
-			b, terr := ggmlTensorBytes(matrixType(typ, t.Shape), ggmlDims(t.Shape))
+			b, terr := gguf.TensorBytes(matrixType(typ, t.Shape), ggmlDims(t.Shape))
 			n, err = n-b, errors.Join(err, terr)
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 )
 
 // GGUFBytes is what the converter writes: the tensor data of real GGUF files of each
@@ -37,12 +38,12 @@ func TestGGUFBytesMatchConvertedFiles(t *testing.T) {
 		if elems != s.Params() {
 			t.Errorf("%s: Params %d, the checkpoint holds %d", arch, s.Params(), elems)
 		}
-		for _, typ := range []GGMLType{TypeF32, TypeQ8_0} {
+		for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeQ8_0} {
 			out := filepath.Join(t.TempDir(), "m.gguf")
 			if err := HFToGGUF(hf, out, HFToGGUFOptions{Type: typ}); err != nil {
 				t.Fatal(err)
 			}
-			g, err := OpenGGUF(out)
+			g, err := gguf.OpenGGUF(out)
 			if err != nil {
 				t.Fatal(err)
 			}

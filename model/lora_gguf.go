@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 // llama.cpp's LoRA GGUF (src/llama-adapter.cpp): general.type "adapter", adapter.type "lora",
@@ -64,7 +66,7 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 	if err := a.CheckBase(s); err != nil {
 		return err
 	}
-	w, err := CreateGGUF(path)
+	w, err := gguf.CreateGGUF(path)
 	if err != nil {
 		return err
 	}
@@ -76,12 +78,12 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 	if !fitsFloat32(alpha) {
 		return fmt.Errorf("lora: rsLoRA's alpha %g x sqrt(rank %d) is outside float32's range", a.Alpha, a.Rank)
 	}
-	for _, kv := range []KV{
-		{generalArch, string(s.Arch)},
-		{generalType, loraGGUFType},
-		{adapterTypeKV, loraGGUFKind},
-		{loraAlphaKey, float32(alpha)},
-		{"general.name", a.BaseModel},
+	for _, kv := range []gguf.KV{
+		{Key: generalArch, Value: s.Arch.GGUF()},
+		{Key: generalType, Value: loraGGUFType},
+		{Key: adapterTypeKV, Value: loraGGUFKind},
+		{Key: loraAlphaKey, Value: float32(alpha)},
+		{Key: "general.name", Value: a.BaseModel},
 	} {
 		if err := w.AddKV(kv.Key, kv.Value); err != nil {
 			return err
@@ -94,14 +96,14 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 	r := int64(a.Rank)
 	for _, k := range a.Keys() {
 		p, t := a.Pairs[k], byKey[k]
-		if err := w.AddTensorFunc(t.ggufName+loraSuffixA, TypeF32, []int64{int64(p.In), r}, f32Writer(p.A)); err != nil {
+		if err := w.AddTensorFunc(t.ggufName+loraSuffixA, gguf.TypeF32, []int64{int64(p.In), r}, f32Writer(p.A)); err != nil {
 			return err
 		}
 		b := f32Writer(p.B)
 		if t.permuteHeads > 0 {
 			b = permutedRows(p.B, []int64{int64(p.Out), r}, t.permuteHeads)
 		}
-		if err := w.AddTensorFunc(t.ggufName+loraSuffixB, TypeF32, []int64{r, int64(p.Out)}, b); err != nil {
+		if err := w.AddTensorFunc(t.ggufName+loraSuffixB, gguf.TypeF32, []int64{r, int64(p.Out)}, b); err != nil {
 			return err
 		}
 	}
@@ -110,19 +112,19 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 
 // permutedRows writes an F32 matrix with each head's rows in llama.cpp's rotary order, as the
 // converter writes Llama's q/k weights.
-func permutedRows(v []float32, shape []int64, heads int) WriteFunc {
+func permutedRows(v []float32, shape []int64, heads int) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		var raw bytes.Buffer
 		if err := f32Writer(v)(&raw); err != nil {
 			return err
 		}
-		return convertRows(w, &raw, TypeF32, TypeF32, shape, heads, interleaveRows)
+		return convertRows(w, &raw, gguf.TypeF32, gguf.TypeF32, shape, heads, interleaveRows)
 	}
 }
 
 // ReadGGUFShape reads the shape of a GGUF model from its metadata.
 func ReadGGUFShape(path string) (Shape, error) {
-	g, err := OpenGGUF(path)
+	g, err := gguf.OpenGGUF(path)
 	if err != nil {
 		return Shape{}, err
 	}
@@ -163,7 +165,7 @@ func CheckLoRAGGUF(path string, s Shape) error {
 }
 
 func checkLoRAGGUF(path string, s Shape) error {
-	g, err := OpenGGUF(path)
+	g, err := gguf.OpenGGUF(path)
 	if err != nil {
 		return err
 	}
@@ -177,8 +179,8 @@ func checkLoRAGGUF(path string, s Shape) error {
 	if err != nil {
 		return err
 	}
-	if arch != string(s.Arch) {
-		return fmt.Errorf("the adapter is for %s, the model is %s", arch, s.Arch)
+	if arch != s.Arch.GGUF() {
+		return fmt.Errorf("the adapter is for %s, the model is %s", arch, s.Arch.GGUF())
 	}
 	if kv, ok := g.Lookup(loraAlphaKey); ok {
 		alpha, isF32 := kv.Value.(float32)

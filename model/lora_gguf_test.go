@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 func TestLoRAGGUF(t *testing.T) {
@@ -21,7 +23,7 @@ func TestLoRAGGUF(t *testing.T) {
 		if err := CheckLoRAGGUF(path, s); err != nil {
 			t.Fatal(err)
 		}
-		g, err := OpenGGUF(path)
+		g, err := gguf.OpenGGUF(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +60,7 @@ func TestLoRAGGUF(t *testing.T) {
 			}},
 		} {
 			info, ok := g.Tensor(c.name)
-			if !ok || info.Type != TypeF32 || !slices.Equal(info.Dims, c.dims) {
+			if !ok || info.Type != gguf.TypeF32 || !slices.Equal(info.Dims, c.dims) {
 				t.Fatalf("%s: %s: %+v (present %v), want F32 dims %v", arch, c.name, info, ok, c.dims)
 			}
 			got, err := g.ReadTensorF32(c.name)
@@ -80,10 +82,10 @@ func TestLoRAGGUF(t *testing.T) {
 }
 
 // writeGGUFFile writes a GGUF of the given metadata and F32 zero tensors.
-func writeGGUFFile(t *testing.T, kvs []KV, tensors map[string][]int64) string {
+func writeGGUFFile(t *testing.T, kvs []gguf.KV, tensors map[string][]int64) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "x.gguf")
-	w, err := CreateGGUF(path)
+	w, err := gguf.CreateGGUF(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func writeGGUFFile(t *testing.T, kvs []KV, tensors map[string][]int64) string {
 	}
 	for _, name := range slices.Sorted(maps.Keys(tensors)) {
 		dims := tensors[name]
-		if err := w.AddTensor(name, TypeF32, dims, make([]byte, 4*dims[0]*dims[1])); err != nil {
+		if err := w.AddTensor(name, gguf.TypeF32, dims, make([]byte, 4*dims[0]*dims[1])); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,8 +117,8 @@ func TestCheckLoRAGGUFRefuses(t *testing.T) {
 	wide.FFN = 256
 	deep := s
 	deep.Layers = 1
-	head := []KV{{generalArch, "qwen2"}, {generalType, "adapter"}, {adapterTypeKV, "lora"}, {loraAlphaKey, float32(8)}}
-	hand := func(kvs []KV, tensors map[string][]int64) string { return writeGGUFFile(t, kvs, tensors) }
+	head := []gguf.KV{{Key: generalArch, Value: "qwen2"}, {Key: generalType, Value: "adapter"}, {Key: adapterTypeKV, Value: "lora"}, {Key: loraAlphaKey, Value: float32(8)}}
+	hand := func(kvs []gguf.KV, tensors map[string][]int64) string { return writeGGUFFile(t, kvs, tensors) }
 	cases := []struct {
 		name string
 		path string
@@ -126,12 +128,12 @@ func TestCheckLoRAGGUFRefuses(t *testing.T) {
 		{"other arch", good, q3, "the adapter is for qwen2, the model is qwen3"},
 		{"wider ffn", good, wide, "blk.0.ffn_gate.weight: the adapter maps 64 to 128 features, the model's weight 64 to 256"},
 		{"fewer layers", good, deep, "adapts blk.1."},
-		{"not an adapter", hand([]KV{{generalArch, "qwen2"}}, map[string][]int64{"blk.0.attn_q.weight": {64, 64}}), s, `general.type is "", want "adapter"`},
+		{"not an adapter", hand([]gguf.KV{{Key: generalArch, Value: "qwen2"}}, map[string][]int64{"blk.0.attn_q.weight": {64, 64}}), s, `general.type is "", want "adapter"`},
 		{"rank mismatch", hand(head, map[string][]int64{"blk.0.attn_q.weight.lora_a": {64, 4}, "blk.0.attn_q.weight.lora_b": {8, 64}}), s, "blk.0.attn_q.weight: lora_a has rank 4, lora_b 8"},
 		{"half a pair", hand(head, map[string][]int64{"blk.0.attn_q.weight.lora_a": {64, 4}}), s, "blk.0.attn_q.weight has only one of lora_a and lora_b"},
 		{"foreign tensor", hand(head, map[string][]int64{"blk.0.attn_q.weight": {64, 64}}), s, `tensor "blk.0.attn_q.weight" is neither a lora_a nor a lora_b`},
 		{"embedding", hand(head, map[string][]int64{"token_embd.weight.lora_a": {64, 4}}), s, "which a qwen2 model of 2 layers has no LoRA target for"},
-		{"non-finite alpha", hand([]KV{{generalArch, "qwen2"}, {generalType, "adapter"}, {adapterTypeKV, "lora"}, {loraAlphaKey, float32(math.NaN())}},
+		{"non-finite alpha", hand([]gguf.KV{{Key: generalArch, Value: "qwen2"}, {Key: generalType, Value: "adapter"}, {Key: adapterTypeKV, Value: "lora"}, {Key: loraAlphaKey, Value: float32(math.NaN())}},
 			map[string][]int64{"blk.0.attn_q.weight.lora_a": {64, 4}}), s, "adapter.lora.alpha = NaN"},
 	}
 	for _, c := range cases {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -515,9 +516,9 @@ func (a *LoRAAdapter) peftConfig() map[string]any {
 }
 
 // f32Writer writes values as little-endian F32.
-func f32Writer(v []float32) WriteFunc {
+func f32Writer(v []float32) gguf.WriteFunc {
 	return func(w io.Writer) error {
-		b, err := EncodeTensor(TypeF32, v)
+		b, err := gguf.EncodeTensor(gguf.TypeF32, v)
 		if err == nil {
 			_, err = w.Write(b)
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
@@ -40,7 +41,7 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 		return err
 	}
 	defer st.Close()
-	wm, err := NewWeightMap(s, TypeF32) // any type: only the layout is checked
+	wm, err := NewWeightMap(s, gguf.TypeF32) // any type: only the layout is checked
 	if err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 			if err != nil {
 				return err
 			}
-			b, err := EncodeTensor(typ, v)
+			b, err := gguf.EncodeTensor(typ, v)
 			if err == nil {
 				_, err = w.Write(b)
 			}

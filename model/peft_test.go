@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -135,7 +136,7 @@ func zeros(name string, dtype DType, shape ...int64) NamedTensor {
 	for _, d := range shape {
 		n *= d
 	}
-	return NamedTensor{Name: name, DType: dtype, Shape: shape, Write: Bytes(make([]byte, n))}
+	return NamedTensor{Name: name, DType: dtype, Shape: shape, Write: gguf.Bytes(make([]byte, n))}
 }
 
 // qv is a valid q_proj/v_proj adapter of a one-layer model with hidden 8 and kv width 4.

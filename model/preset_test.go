@@ -1,6 +1,10 @@
 package model
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/umad-dev/umad/gguf"
+)
 
 // The presets must be the real checkpoints' shapes: their parameter counts are the ones the
 // model cards publish (tied embeddings counted once).
@@ -37,16 +41,16 @@ func TestMatmulParamsAndDecodeBytes(t *testing.T) {
 	if n := s.MatmulParams(); n != 24*layer+lmHead {
 		t.Errorf("tied: %d matrix weights, want %d", n, 24*layer+lmHead)
 	}
-	all, err := s.GGUFBytes(TypeBF16)
-	if b, derr := s.DecodeBytes(TypeBF16); err != nil || derr != nil || b != all {
+	all, err := s.GGUFBytes(gguf.TypeBF16)
+	if b, derr := s.DecodeBytes(gguf.TypeBF16); err != nil || derr != nil || b != all {
 		t.Errorf("tied: decode reads %d bytes (%v), want the whole GGUF's %d (%v)", b, derr, all, err)
 	}
 	s.TiedEmbeddings = false // an lm_head of its own
 	if n := s.MatmulParams(); n != 24*layer+lmHead {
 		t.Errorf("untied: %d matrix weights, want %d", n, 24*layer+lmHead)
 	}
-	all, err = s.GGUFBytes(TypeF32)
-	if b, derr := s.DecodeBytes(TypeF32); err != nil || derr != nil || b != all-4*lmHead {
+	all, err = s.GGUFBytes(gguf.TypeF32)
+	if b, derr := s.DecodeBytes(gguf.TypeF32); err != nil || derr != nil || b != all-4*lmHead {
 		t.Errorf("untied: decode reads %d bytes (%v), want the GGUF's %d less the table's %d", b, derr, all, 4*lmHead)
 	}
 }

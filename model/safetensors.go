@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
@@ -52,7 +53,7 @@ type NamedTensor struct {
 	Name  string
 	DType DType
 	Shape []int64
-	Write WriteFunc
+	Write gguf.WriteFunc
 }
 
 // TensorView is a tensor read from a safetensors file.
@@ -65,18 +66,18 @@ type TensorView struct {
 
 // F32 converts F32, F16 or BF16 data to float32.
 func (t TensorView) F32() ([]float32, error) {
-	var gt GGMLType
+	var gt gguf.GGMLType
 	switch t.DType {
 	case F32:
-		gt = TypeF32
+		gt = gguf.TypeF32
 	case F16:
-		gt = TypeF16
+		gt = gguf.TypeF16
 	case BF16:
-		gt = TypeBF16
+		gt = gguf.TypeBF16
 	default:
 		return nil, fmt.Errorf("tensor %q: cannot convert %s to F32", t.Name, t.DType)
 	}
-	return dequantize(gt, t.Data)
+	return gguf.Dequantize(gt, t.Data)
 }
 
 // stEntry locates one tensor inside one file.
@@ -379,13 +380,13 @@ func WriteSafetensors(path string, tensors []NamedTensor, metadata map[string]st
 		if _, err := bw.Write(hdr); err != nil {
 			return err
 		}
-		cw := &countingWriter{w: bw}
+		cw := &gguf.CountingWriter{W: bw}
 		for i, t := range tensors {
-			before := cw.n
+			before := cw.N
 			if err := t.Write(cw); err != nil {
 				return fmt.Errorf("tensor %q: %w", t.Name, err)
 			}
-			if got := cw.n - before; got != sizes[i] {
+			if got := cw.N - before; got != sizes[i] {
 				return fmt.Errorf("tensor %q: wrote %d bytes, its dtype and shape need %d", t.Name, got, sizes[i])
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 // stTestTensors has one tensor per writable dtype, with values exact in every format.
@@ -21,16 +23,16 @@ func stTestTensors(t testing.TB) ([]NamedTensor, map[string][]float32) {
 	}
 	types := map[string]struct {
 		st DType
-		gg GGMLType
-	}{"a.f32": {F32, TypeF32}, "b.f16": {F16, TypeF16}, "c.bf16": {BF16, TypeBF16}}
+		gg gguf.GGMLType
+	}{"a.f32": {F32, gguf.TypeF32}, "b.f16": {F16, gguf.TypeF16}, "c.bf16": {BF16, gguf.TypeBF16}}
 	shapes := map[string][]int64{"a.f32": {2, 3}, "b.f16": {4}, "c.bf16": {2, 2, 2}}
 	var out []NamedTensor
 	for _, name := range []string{"a.f32", "b.f16", "c.bf16"} {
-		raw, err := EncodeTensor(types[name].gg, vals[name])
+		raw, err := gguf.EncodeTensor(types[name].gg, vals[name])
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, NamedTensor{Name: name, DType: types[name].st, Shape: shapes[name], Write: Bytes(raw)})
+		out = append(out, NamedTensor{Name: name, DType: types[name].st, Shape: shapes[name], Write: gguf.Bytes(raw)})
 	}
 	return out, vals
 }
@@ -202,10 +204,10 @@ func TestWriteSafetensorsRejects(t *testing.T) {
 		tensors []NamedTensor
 		wantErr string
 	}{
-		{"duplicate name", []NamedTensor{{Name: "a", DType: F32, Shape: []int64{1}, Write: Bytes(make([]byte, 4))}, {Name: "a", DType: F32, Shape: []int64{1}, Write: Bytes(make([]byte, 4))}}, "twice"},
-		{"reserved name", []NamedTensor{{Name: "__metadata__", DType: F32, Write: Bytes(make([]byte, 4))}}, "invalid tensor name"},
-		{"unknown dtype", []NamedTensor{{Name: "a", DType: "Q4", Shape: []int64{1}, Write: Bytes(nil)}}, "unknown dtype"},
-		{"short data", []NamedTensor{{Name: "a", DType: F32, Shape: []int64{2}, Write: Bytes(make([]byte, 4))}}, "wrote 4 bytes"},
+		{"duplicate name", []NamedTensor{{Name: "a", DType: F32, Shape: []int64{1}, Write: gguf.Bytes(make([]byte, 4))}, {Name: "a", DType: F32, Shape: []int64{1}, Write: gguf.Bytes(make([]byte, 4))}}, "twice"},
+		{"reserved name", []NamedTensor{{Name: "__metadata__", DType: F32, Write: gguf.Bytes(make([]byte, 4))}}, "invalid tensor name"},
+		{"unknown dtype", []NamedTensor{{Name: "a", DType: "Q4", Shape: []int64{1}, Write: gguf.Bytes(nil)}}, "unknown dtype"},
+		{"short data", []NamedTensor{{Name: "a", DType: F32, Shape: []int64{2}, Write: gguf.Bytes(make([]byte, 4))}}, "wrote 4 bytes"},
 	}
 	for _, tc := range tests {
 		path := filepath.Join(dir, "x.safetensors")
@@ -221,8 +223,8 @@ func TestWriteSafetensorsRejects(t *testing.T) {
 // Hugging Face writes a scalar's shape as [], and readers must accept it.
 func TestSafetensorsScalar(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.safetensors")
-	raw, _ := EncodeTensor(TypeF32, []float32{7})
-	if err := WriteSafetensors(path, []NamedTensor{{Name: "step", DType: F32, Write: Bytes(raw)}}, nil); err != nil {
+	raw, _ := gguf.EncodeTensor(gguf.TypeF32, []float32{7})
+	if err := WriteSafetensors(path, []NamedTensor{{Name: "step", DType: F32, Write: gguf.Bytes(raw)}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s, err := OpenSafetensors(path)

@@ -5,11 +5,11 @@ import (
 	"math"
 	"strings"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
-// Arch is a supported model architecture, named as llama.cpp's general.architecture; its
-// descriptor in model/arch says what sets it apart.
+// Arch is a supported model architecture, by its registry name (--arch); its descriptor in
+// arch/ says what sets it apart, and its GGUF name.
 type Arch string
 
 // The architectures tests and callers name; arch.All is the list.
@@ -18,6 +18,12 @@ const (
 	ArchQwen3 Arch = arch.Qwen3
 	ArchLlama Arch = arch.Llama
 )
+
+// GGUF is the architecture's name in a GGUF (general.architecture and its keys' prefix).
+func (a Arch) GGUF() string {
+	d, _ := a.desc()
+	return d.GGUFArch()
+}
 
 // desc is the architecture's descriptor; ok is false for an unsupported one.
 func (a Arch) desc() (arch.Desc, bool) {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,16 +23,6 @@ const (
 
 // spmSpace stands for a space inside pieces.
 const spmSpace = "▁"
-
-// gemmaSpecials are Gemma's special tokens, ids 0-3 as in its tokenizer.
-var gemmaSpecials = []specialToken{
-	{"<pad>", tokenControl},
-	{"<eos>", tokenControl},
-	{"<bos>", tokenControl},
-	{"<unk>", tokenUnknown},
-	{"<start_of_turn>", tokenControl},
-	{"<end_of_turn>", tokenControl},
-}
 
 // spmByteToken is the fallback token of byte b.
 func spmByteToken(b byte) string { return fmt.Sprintf("<0x%02X>", b) }
@@ -172,20 +163,41 @@ func spmTokenizerJSON(v *vocab, ids specialIDs, unk string) map[string]any {
 }
 
 // spmFamily is the family of a tokenizer.json whose BPE falls back to bytes: SentencePiece
-// style, which needs no pre-tokenizer (spaces are "▁" in the pieces).
+// style, which needs no pre-tokenizer (spaces are "▁" in the pieces). Of the SentencePiece
+// families it is the first whose end of turn is an added token, else the first.
 func spmFamily(tj *hfTokenizerFile) (family, error) {
 	if len(tj.PreTokenizer) > 0 && string(tj.PreTokenizer) != "null" {
 		return family{}, errors.New("tokenizer.json: a byte-fallback BPE with a pre-tokenizer is not supported")
 	}
-	for _, f := range families {
-		if f.spm {
-			if tj.Model.UnkToken != nil {
-				f.unk = *tj.Model.UnkToken
-			}
-			return f, nil
+	// Mistral's and Llama 2's prepend a space to the text (llama.cpp's add_space_prefix),
+	// which the GGUFs and tokenizer.json files umad writes do not state.
+	if bytes.Contains(tj.Normalizer, []byte(`"Prepend"`)) {
+		return family{}, errors.New("tokenizer.json: a SentencePiece tokenizer that prepends a space is not supported")
+	}
+	var spm []family
+	for _, f := range families() {
+		if f.SPM {
+			spm = append(spm, f)
 		}
 	}
-	return family{}, errors.New("no SentencePiece family")
+	if len(spm) == 0 {
+		return family{}, errors.New("no SentencePiece family")
+	}
+	added := map[string]bool{}
+	for _, a := range tj.AddedTokens {
+		added[a.Content] = true
+	}
+	f := spm[0]
+	for _, g := range spm {
+		if added[g.EOS] {
+			f = g
+			break
+		}
+	}
+	if tj.Model.UnkToken != nil {
+		f.Unk = *tj.Model.UnkToken
+	}
+	return f, nil
 }
 
 // markByteTokens gives the <0xXX> pieces llama.cpp's BYTE type, by which it falls back to them.

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
 )
 
@@ -74,9 +76,9 @@ func writeTiny(dir string, opt TinyOptions) error {
 		}
 	} else {
 		voc = trainBPE(tinyCorpus(), tinyMerges)
-		specials := tinySpecials
-		if fam.spm {
-			voc, specials = spmFromBPE(voc, fam.specials), nil
+		specials := fam.specials()
+		if fam.SPM {
+			voc, specials = spmFromBPE(voc, specials), nil
 		}
 		size := opt.VocabSize
 		if size == 0 {
@@ -112,7 +114,10 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err := os.MkdirAll(hfDir, 0o755); err != nil {
 		return err
 	}
-	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, voc, fam, ids, opt.ChatTemplate, tensors); err != nil {
+	// The end of turn is pinned to EOS so that llama.cpp need not guess it from the texts.
+	tok := &HFTokenizer{voc: voc, fam: fam, BOS: ids.bos, EOS: ids.eos, EOT: ids.eos, PAD: ids.pad,
+		AddBOS: fam.AddBOS, ChatTemplate: opt.ChatTemplate}
+	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, tok, tensors); err != nil {
 		return err
 	}
 	named := make([]NamedTensor, len(tensors))
@@ -153,48 +158,38 @@ func tinyShape(opt TinyOptions) (Shape, error) {
 	return s, nil
 }
 
-// family is what differs between the Qwen and Llama 3 tokenizers built on the same vocabulary.
-type family struct {
-	pre          string // tokenizer.ggml.pre, as llama-vocab.cpp names the pre-tokenizer
-	splitRegex   string // the same pre-tokenizer as a Hugging Face Split pattern
-	addBOS       bool
-	ignoreMerges bool // llama-bpe: a word that is itself a token skips the merges
-	cleanSpaces  bool
-	bos          string
-	eos          string
-	pad          string
-	// spm: a SentencePiece-style vocabulary (spm.go) with its specials and unknown token.
-	spm      bool
-	specials []specialToken
-	unk      string
-}
+// family is a tokenizer of the registry (arch.Tokenizer) in hand: a loaded checkpoint's
+// takes its special tokens' texts, BOS rule and unknown token from its own files.
+type family struct{ arch.Tokenizer }
 
-const (
-	qwenSplit  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	llamaSplit = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-)
-
-// families are the tokenizers of generated models, by pre-tokenizer; an architecture's
-// descriptor names its own (arch.Desc.Tokenizer).
-var families = []family{
-	{pre: "qwen2", splitRegex: qwenSplit, bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>"},
-	{pre: "llama-bpe", splitRegex: llamaSplit, addBOS: true, ignoreMerges: true, cleanSpaces: true,
-		bos: "<|begin_of_text|>", eos: "<|eot_id|>", pad: "<|end_of_text|>"},
-	// Gemma: its chat's end of turn is the generated models' EOS.
-	{pre: "default", spm: true, addBOS: true, specials: gemmaSpecials,
-		bos: "<bos>", eos: "<end_of_turn>", pad: "<pad>", unk: "<unk>"},
+// families are the registry's tokenizers, in registry order.
+func families() []family {
+	var out []family
+	for _, t := range arch.Tokenizers() {
+		out = append(out, family{t})
+	}
+	return out
 }
 
 // familyOf is the tokenizer family of architecture a (a supported one: the shape was
 // validated).
 func familyOf(a Arch) family {
 	d, _ := a.desc()
-	for _, f := range families {
-		if f.pre == d.Tokenizer {
-			return f
+	return family{d.Tokenizer}
+}
+
+// specials are the family's special tokens: a SentencePiece one's own, and for byte-level
+// BPE those of every BPE family, so that one vocabulary serves each family's chat template.
+func (f family) specials() []specialToken {
+	var out []specialToken
+	for _, t := range families() {
+		if t.SPM == f.SPM && (!f.SPM || t.Name == f.Name) {
+			for _, sp := range t.Specials {
+				out = append(out, specialToken{sp.Text, int32(sp.Type)})
+			}
 		}
 	}
-	return families[0]
+	return out
 }
 
 type specialIDs struct{ bos, eos, pad int }
@@ -204,7 +199,7 @@ func (f family) ids(v *vocab) (specialIDs, error) {
 	for _, x := range []struct {
 		text string
 		id   *int
-	}{{f.bos, &ids.bos}, {f.eos, &ids.eos}, {f.pad, &ids.pad}} {
+	}{{f.BOS, &ids.bos}, {f.EOS, &ids.eos}, {f.PAD, &ids.pad}} {
 		if *x.id = v.id(x.text); *x.id < 0 {
 			return ids, fmt.Errorf("special token %q is not in the vocabulary", x.text)
 		}
@@ -300,7 +295,7 @@ func ggmlDims(shape []int64) []int64 {
 
 // writer streams the tensor as little-endian F32, as HF holds it or, with gguf, as the GGUF
 // does: each head's rows in llama.cpp's order, norms with their offset.
-func (t tinyTensor) writer(gguf bool) WriteFunc {
+func (t tinyTensor) writer(gguf bool) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		rng := rand.New(rand.NewPCG(t.seed, t.seed>>1|1))
 		rows := t.shape[0]
@@ -360,54 +355,20 @@ func interleaveHead(head []float32, d, cols int64) []float32 {
 	return out
 }
 
-func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs, tmpl string, tensors []tinyTensor) error {
-	w, err := CreateGGUF(path)
+func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor) error {
+	w, err := gguf.CreateGGUF(path)
 	if err != nil {
 		return err
 	}
-	arch := string(s.Arch)
-	kvs := []KV{
-		{"general.architecture", arch},
-		{"general.name", "umad-tiny-" + arch},
-		{"general.alignment", uint32(ggufDefaultAlignment)},
-		{"general.file_type", uint32(0)}, // all F32
-		{arch + ".context_length", uint32(s.Context)},
-		{arch + ".embedding_length", uint32(s.Hidden)},
-		{arch + ".block_count", uint32(s.Layers)},
-		{arch + ".feed_forward_length", uint32(s.FFN)},
-		{arch + ".attention.head_count", uint32(s.Heads)},
-		{arch + ".attention.head_count_kv", uint32(s.KVHeads)},
-		{arch + ".rope.freq_base", float32(s.RopeTheta)},
-		{arch + ".attention.layer_norm_rms_epsilon", float32(s.RMSEps)},
+	kvs, err := ggufMetadata(s, tok, gguf.TypeF32, "umad-tiny-"+string(s.Arch))
+	if err != nil {
+		return err
 	}
-	if s.HeadDim*s.Heads != s.Hidden { // llama.cpp assumes hidden/heads otherwise
-		kvs = append(kvs, KV{arch + ".attention.key_length", uint32(s.HeadDim)}, KV{arch + ".attention.value_length", uint32(s.HeadDim)})
-	}
-	if s.SlidingWindow > 0 {
-		kvs = append(kvs, KV{arch + ".attention.sliding_window", uint32(s.SlidingWindow)})
-	}
-	if d, _ := s.Arch.desc(); d.GGUFRopeDims {
-		kvs = append(kvs, KV{arch + ".vocab_size", uint32(s.Vocab)}, KV{arch + ".rope.dimension_count", uint32(s.HeadDim)})
-	}
-	kvs = append(kvs, vocabKVs(voc, fam)...)
-	kvs = append(kvs,
-		KV{"tokenizer.ggml.bos_token_id", uint32(ids.bos)},
-		KV{"tokenizer.ggml.eos_token_id", uint32(ids.eos)},
-		// Pinned so llama.cpp need not guess the end-of-turn token from the token texts.
-		KV{"tokenizer.ggml.eot_token_id", uint32(ids.eos)},
-		KV{"tokenizer.ggml.padding_token_id", uint32(ids.pad)},
-		KV{"tokenizer.ggml.add_bos_token", fam.addBOS},
-	)
-	if tmpl != "" {
-		kvs = append(kvs, KV{"tokenizer.chat_template", tmpl})
-	}
-	for _, kv := range kvs {
-		if err := w.AddKV(kv.Key, kv.Value); err != nil {
-			return err
-		}
+	if err := addKVs(w, kvs); err != nil {
+		return err
 	}
 	for i, t := range tensors {
-		if err := w.AddTensorFunc(t.ggufName, TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
+		if err := w.AddTensorFunc(t.ggufName, gguf.TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
 			return err
 		}
 		if i == 0 {
@@ -421,15 +382,15 @@ func writeTinyGGUF(path string, s Shape, voc *vocab, fam family, ids specialIDs,
 
 // addRopeFreqs adds the rope_freqs tensor of a shape with Llama 3 rope scaling: llama.cpp
 // applies that scaling through this tensor, not through keys.
-func addRopeFreqs(w *GGUFWriter, s Shape) error {
+func addRopeFreqs(w *gguf.GGUFWriter, s Shape) error {
 	if s.RopeScaling == nil {
 		return nil
 	}
-	factors, err := EncodeTensor(TypeF32, s.llama3RopeFactors())
+	factors, err := gguf.EncodeTensor(gguf.TypeF32, s.llama3RopeFactors())
 	if err != nil {
 		return err
 	}
-	return w.AddTensor("rope_freqs.weight", TypeF32, []int64{int64(s.HeadDim / 2)}, factors)
+	return w.AddTensor("rope_freqs.weight", gguf.TypeF32, []int64{int64(s.HeadDim / 2)}, factors)
 }
 
 func hfConfigOf(s Shape, ids specialIDs) HFConfig {
@@ -495,20 +456,6 @@ func byteLevelStep(addPrefixSpace, trimOffsets, useRegex bool) map[string]any {
 	return map[string]any{"type": "ByteLevel", "add_prefix_space": addPrefixSpace, "trim_offsets": trimOffsets, "use_regex": useRegex}
 }
 
-// vocabKVs are the GGUF keys of a vocabulary: byte-level BPE with its merges, or
-// SentencePiece with its scores and unknown token.
-func vocabKVs(v *vocab, fam family) []KV {
-	kvs := []KV{{"tokenizer.ggml.pre", fam.pre}, {"tokenizer.ggml.tokens", v.tokens}, {"tokenizer.ggml.token_type", v.types}}
-	if !fam.spm {
-		return append([]KV{{"tokenizer.ggml.model", "gpt2"}}, append(kvs, KV{"tokenizer.ggml.merges", v.merges})...)
-	}
-	kvs = append([]KV{{"tokenizer.ggml.model", "llama"}}, append(kvs, KV{"tokenizer.ggml.scores", spmScores(v)})...)
-	if id := v.id(fam.unk); id >= 0 {
-		kvs = append(kvs, KV{"tokenizer.ggml.unknown_token_id", uint32(id)})
-	}
-	return append(kvs, KV{"tokenizer.ggml.add_space_prefix", false})
-}
-
 // bosTemplate is the post-processor step that prepends BOS.
 func bosTemplate(bos string, id int) map[string]any {
 	return map[string]any{
@@ -537,10 +484,10 @@ func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
 		}
 	}
 	var post any = byteLevelStep(false, false, false)
-	if fam.spm {
-		return spmTokenizerJSON(v, ids, fam.unk)
+	if fam.SPM {
+		return spmTokenizerJSON(v, ids, fam.Unk)
 	}
-	if fam.addBOS {
+	if fam.AddBOS {
 		post = map[string]any{"type": "Sequence", "processors": []any{
 			byteLevelStep(true, false, true),
 			bosTemplate(v.tokens[ids.bos], ids.bos),
@@ -553,7 +500,7 @@ func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
 		"added_tokens": addedTokens(v),
 		"normalizer":   nil, // none, so that any text round-trips byte for byte
 		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": fam.splitRegex}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": fam.Split}, "behavior": "Isolated", "invert": false},
 			byteLevelStep(false, false, false),
 		}},
 		"post_processor": post,
@@ -561,7 +508,7 @@ func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
 		"model": map[string]any{
 			"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
 			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
-			"ignore_merges": fam.ignoreMerges, "vocab": vocabMap, "merges": v.merges,
+			"ignore_merges": fam.IgnoreMerges, "vocab": vocabMap, "merges": v.merges,
 		},
 	}
 }
@@ -574,27 +521,27 @@ func hfTokenizerConfig(v *vocab, fam family, s Shape, tmpl string) map[string]an
 			"content": t.Content, "lstrip": false, "normalized": false, "rstrip": false,
 			"single_word": false, "special": t.Special,
 		}
-		if t.Special && t.Content != fam.bos && t.Content != fam.eos && t.Content != fam.pad {
+		if t.Special && t.Content != fam.BOS && t.Content != fam.EOS && t.Content != fam.PAD {
 			extra = append(extra, t.Content)
 		}
 	}
 	var bos, unk any // Qwen has no BOS token to add; only SentencePiece has an unknown token
-	if fam.addBOS {
-		bos = fam.bos
+	if fam.AddBOS {
+		bos = fam.BOS
 	}
-	if fam.unk != "" {
-		unk = fam.unk
+	if fam.Unk != "" {
+		unk = fam.Unk
 	}
 	c := map[string]any{
-		"add_bos_token":                fam.addBOS,
+		"add_bos_token":                fam.AddBOS,
 		"add_eos_token":                false,
 		"added_tokens_decoder":         decoder,
 		"additional_special_tokens":    extra,
 		"bos_token":                    bos,
-		"eos_token":                    fam.eos,
-		"pad_token":                    fam.pad,
+		"eos_token":                    fam.EOS,
+		"pad_token":                    fam.PAD,
 		"unk_token":                    unk,
-		"clean_up_tokenization_spaces": fam.cleanSpaces,
+		"clean_up_tokenization_spaces": fam.CleanSpaces,
 		"errors":                       "replace",
 		"model_max_length":             s.Context,
 		"split_special_tokens":         false,

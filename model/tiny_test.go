@@ -12,7 +12,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
+	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
 const testTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -27,9 +29,9 @@ func writeTestTiny(t *testing.T, arch string, opt TinyOptions) string {
 	return dir
 }
 
-func openTinyPair(t *testing.T, dir string) (*GGUF, *Safetensors) {
+func openTinyPair(t *testing.T, dir string) (*gguf.GGUF, *Safetensors) {
 	t.Helper()
-	g, err := OpenGGUF(filepath.Join(dir, "model.gguf"))
+	g, err := gguf.OpenGGUF(filepath.Join(dir, "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +89,11 @@ func TestTinyWeightsIdentical(t *testing.T) {
 			dir := writeTestTiny(t, arch, TinyOptions{Seed: 7, ChatTemplate: testTemplate})
 			g, s := openTinyPair(t, dir)
 			shape, _ := DefaultShape(Arch(arch))
+			d, _ := Arch(arch).desc()
 			var ggufNames []string
 			for _, ti := range g.Tensors {
 				ggufNames = append(ggufNames, ti.Name)
-				if ti.Type != TypeF32 {
+				if ti.Type != gguf.TypeF32 {
 					t.Errorf("%s is %v, want F32", ti.Name, ti.Type)
 				}
 			}
@@ -122,7 +125,7 @@ func TestTinyWeightsIdentical(t *testing.T) {
 				}
 				isQ := strings.Contains(name, "q_proj.weight")
 				isK := strings.Contains(name, "k_proj.weight")
-				if arch == "llama" && (isQ || isK) {
+				if d.PermuteQK && (isQ || isK) {
 					heads := shape.Heads
 					if isK {
 						heads = shape.KVHeads
@@ -133,9 +136,9 @@ func TestTinyWeightsIdentical(t *testing.T) {
 					gVals = unpermuteRows(gVals, heads, shape.HeadDim, shape.Hidden)
 				}
 				isNorm := strings.HasSuffix(name, "norm.weight") || strings.HasSuffix(name, "layernorm.weight")
-				if arch == "gemma3" && isNorm { // HF holds the scale - 1, GGUF the scale
+				if d.NormOffset != 0 && isNorm { // HF holds the scale - 1, GGUF the scale
 					for i := range hfVals {
-						hfVals[i]++
+						hfVals[i] += float32(d.NormOffset)
 					}
 				}
 				if !reflect.DeepEqual(gVals, hfVals) {
@@ -150,7 +153,7 @@ func TestTinyWeightsIdentical(t *testing.T) {
 				}
 			}
 			// GGUF holds exactly the HF tensors, plus Llama 3's rope frequency factors.
-			if arch == "llama" {
+			if shape.RopeScaling != nil {
 				mapped = append(mapped, "rope_freqs.weight")
 			}
 			slices.Sort(mapped)
@@ -192,25 +195,26 @@ func TestTinyConfigMatchesGGUF(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := g.String("general.architecture"); got != arch || string(s.Arch) != arch {
-				t.Fatalf("architecture %q / %q, want %q", got, s.Arch, arch)
+			ga := Arch(arch).GGUF()
+			if got, _ := g.String("general.architecture"); got != ga || string(s.Arch) != arch {
+				t.Fatalf("architecture %q / %q, want %q / %q", got, s.Arch, ga, arch)
 			}
 			u := func(key string) int {
-				v, err := g.Uint(arch + "." + key)
+				v, err := g.Uint(ga + "." + key)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return int(v)
 			}
 			f := func(key string) float64 {
-				v, err := g.Float(arch + "." + key)
+				v, err := g.Float(ga + "." + key)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return v
 			}
 			headDim := s.Hidden / s.Heads // llama.cpp's default when the key is absent
-			if _, ok := g.Lookup(arch + ".attention.key_length"); ok {
+			if _, ok := g.Lookup(ga + ".attention.key_length"); ok {
 				headDim = u("attention.key_length")
 			}
 			toks, _ := g.Strings("tokenizer.ggml.tokens")
@@ -233,7 +237,7 @@ func TestTinyConfigMatchesGGUF(t *testing.T) {
 				{"vocab (embedding rows)", int(embd.Dims[1]), s.Vocab},
 				{"untied output", hasOutput, !s.TiedEmbeddings},
 			}
-			if arch == "llama" {
+			if _, ok := g.Lookup(ga + ".vocab_size"); ok {
 				checks = append(checks, struct {
 					name      string
 					gguf, cfg any
@@ -573,7 +577,7 @@ func TestLoadRealHFConfigs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(filepath.Base(tc.dir), func(t *testing.T) {
-			cfg, err := LoadHFConfig(sharedFile(t, tc.dir))
+			cfg, err := LoadHFConfig(sharedtest.Path(t, tc.dir))
 			if err != nil {
 				t.Fatal(err)
 			}

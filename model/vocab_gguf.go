@@ -2,6 +2,8 @@ package model
 
 import (
 	"path/filepath"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 // WriteVocabGGUF writes a GGUF of the Hugging Face checkpoint in dir with its metadata and
@@ -16,18 +18,16 @@ func WriteVocabGGUF(dir, out string) error {
 	if err != nil {
 		return err
 	}
-	kvs, err := ggufKVs(s, tok, TypeF32, filepath.Base(filepath.Clean(dir)))
+	kvs, err := ggufMetadata(s, tok, gguf.TypeF32, filepath.Base(filepath.Clean(dir)))
 	if err != nil {
 		return err
 	}
-	w, err := CreateGGUF(out)
+	w, err := gguf.CreateGGUF(out)
 	if err != nil {
 		return err
 	}
-	for _, kv := range kvs {
-		if err := w.AddKV(kv.Key, kv.Value); err != nil {
-			return err
-		}
+	if err := addKVs(w, kvs); err != nil {
+		return err
 	}
 	return w.Close()
 }

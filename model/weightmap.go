@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/umad-dev/umad/gguf"
 )
 
 // WeightMap maps the Hugging Face tensors of one model to the tensors of its GGUF: name,
@@ -15,21 +17,21 @@ import (
 type WeightMap struct {
 	layout []tinyTensor
 	byHF   map[string]int
-	typ    GGMLType
+	typ    gguf.GGMLType
 	tied   bool
 }
 
 // GGUFWeight is where one Hugging Face tensor goes in a GGUF.
 type GGUFWeight struct {
 	Name  string
-	Type  GGMLType
+	Type  gguf.GGMLType
 	Dims  []int64 // ggml order, innermost first
 	Bytes int64
 }
 
 // NewWeightMap maps the tensors of a model of shape s to a GGUF whose matrices are typ
 // (F32, F16, BF16 or Q8_0; vectors stay F32).
-func NewWeightMap(s Shape, typ GGMLType) (*WeightMap, error) {
+func NewWeightMap(s Shape, typ gguf.GGMLType) (*WeightMap, error) {
 	if _, ok := fileTypeOf[typ]; !ok {
 		return nil, fmt.Errorf("output type %v is not supported (want F32, F16, BF16 or Q8_0)", typ)
 	}
@@ -42,7 +44,7 @@ func NewWeightMap(s Shape, typ GGMLType) (*WeightMap, error) {
 
 // WeightMapOf is the map of a GGUF file's model: its shape from the metadata, its matrix
 // type from general.file_type.
-func WeightMapOf(g *GGUF) (*WeightMap, error) {
+func WeightMapOf(g *gguf.GGUF) (*WeightMap, error) {
 	s, err := ggufShape(g)
 	if err != nil {
 		return nil, err
@@ -85,7 +87,7 @@ func (m *WeightMap) Target(hfName string, shape []int64) (GGUFWeight, error) {
 		return GGUFWeight{}, fmt.Errorf("tensor %q has shape %v, the model's is %v", hfName, shape, t.shape)
 	}
 	w := GGUFWeight{Name: t.ggufName, Type: matrixType(m.typ, t.shape), Dims: ggmlDims(t.shape)}
-	n, err := ggmlTensorBytes(w.Type, w.Dims)
+	n, err := gguf.TensorBytes(w.Type, w.Dims)
 	if err != nil {
 		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", hfName, err)
 	}
@@ -95,17 +97,17 @@ func (m *WeightMap) Target(hfName string, shape []int64) (GGUFWeight, error) {
 
 // Convert writes the GGUF bytes of a Hugging Face tensor whose data, of type src (F32,
 // F16 or BF16), r streams in PyTorch row order.
-func (m *WeightMap) Convert(w io.Writer, hfName string, src GGMLType, r io.Reader) error {
+func (m *WeightMap) Convert(w io.Writer, hfName string, src gguf.GGMLType, r io.Reader) error {
 	i, ok := m.byHF[hfName]
 	if !ok {
 		return fmt.Errorf("tensor %q is not part of this model", hfName)
 	}
-	if src != TypeF32 && src != TypeF16 && src != TypeBF16 {
+	if src != gguf.TypeF32 && src != gguf.TypeF16 && src != gguf.TypeBF16 {
 		return fmt.Errorf("tensor %q is %v; only F32, F16 and BF16 convert", hfName, src)
 	}
 	t := m.layout[i]
 	if t.offset != 0 || t.scale != 0 {
-		return shiftVector(w, r, src, TypeF32, t, true)
+		return shiftVector(w, r, src, gguf.TypeF32, t, true)
 	}
 	return convertRows(w, r, src, matrixType(m.typ, t.shape), t.shape, t.permuteHeads, interleaveRows)
 }
@@ -114,12 +116,12 @@ func (m *WeightMap) Convert(w io.Writer, hfName string, src GGMLType, r io.Reade
 // offset added and then its scale applied, or back: Gemma's norms hold the scale minus 1 in
 // HF, the scale in GGUF, and a q-norm may carry the query scalar (Shape.queryNormScale).
 // Vectors are small, so it is done in one piece.
-func shiftVector(w io.Writer, r io.Reader, src, dst GGMLType, t tinyTensor, toGGUF bool) error {
+func shiftVector(w io.Writer, r io.Reader, src, dst gguf.GGMLType, t tinyTensor, toGGUF bool) error {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return err
 	}
-	vals, err := dequantize(src, raw)
+	vals, err := gguf.Dequantize(src, raw)
 	if err != nil {
 		return err
 	}
@@ -134,7 +136,7 @@ func shiftVector(w io.Writer, r io.Reader, src, dst GGMLType, t tinyTensor, toGG
 			vals[i] = vals[i]/scale - t.offset
 		}
 	}
-	out, err := EncodeTensor(dst, vals)
+	out, err := gguf.EncodeTensor(dst, vals)
 	if err != nil {
 		return err
 	}
@@ -152,7 +154,7 @@ func (m *WeightMap) Check(v TensorView) (GGUFWeight, error) {
 	if err != nil {
 		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", v.Name, err)
 	}
-	n, err := ggmlTensorBytes(src, w.Dims)
+	n, err := gguf.TensorBytes(src, w.Dims)
 	if err != nil {
 		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", v.Name, err)
 	}

@@ -96,21 +96,21 @@ func TestUnloadableAgent(t *testing.T) {
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			cfg := demoConfig(t, "grpo", []string{tc.dir}, 1)
-			checkStopped(t, cfg.Out, Run(context.Background(), rt, cfg), "", tc.want...)
+			checkStopped(t, cfg.Out, Run(context.Background(), cfg, Live{Torch: rt}), "", tc.want...)
 		})
 	}
 
 	t.Run("damaged checkpoint", func(t *testing.T) {
 		cfg := demoConfig(t, "grpo", []string{good}, 1)
 		cfg.ValProblems = nil
-		if err := Run(context.Background(), rt, cfg); err != nil {
+		if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 			t.Fatal(err)
 		}
 		ck, _ := LatestCheckpoint(cfg.Out)
 		weights := filepath.Join(AgentCheckpointDir(ck, 0), "model.safetensors")
 		truncate(t, weights)
 		cfg.Steps = 2
-		checkStopped(t, cfg.Out, Run(context.Background(), rt, cfg), "step-000001", "agent 0 (a0)", AgentCheckpointDir(ck, 0), "truncated")
+		checkStopped(t, cfg.Out, Run(context.Background(), cfg, Live{Torch: rt}), "step-000001", "agent 0 (a0)", AgentCheckpointDir(ck, 0), "truncated")
 	})
 }
 
@@ -128,7 +128,7 @@ func TestNoUsableProblems(t *testing.T) {
 	} {
 		cfg := demoConfig(t, "grpo", []string{good}, 1)
 		cfg.Problems = cfg.Problems[:tc.n]
-		checkStopped(t, cfg.Out, Run(context.Background(), rt, cfg), "", tc.want)
+		checkStopped(t, cfg.Out, Run(context.Background(), cfg, Live{Torch: rt}), "", tc.want)
 	}
 }
 
@@ -147,7 +147,7 @@ func TestDivergenceKeepsLastGoodCheckpoint(t *testing.T) {
 	start := warmStart(t, rt, "qwen2") // a fresh model has no advantages, so no gradient
 	cfg := demoConfig(t, "grpo", []string{start}, 1)
 	cfg.ValProblems, cfg.SaveEvery = nil, 1
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	sane := cfg.Opt.LR
@@ -160,10 +160,10 @@ func TestDivergenceKeepsLastGoodCheckpoint(t *testing.T) {
 		{1e8, 0, []string{"step 2", "log-probs are NaN", "weights diverged", "lower the learning rate"}},
 	} {
 		cfg.Steps, cfg.Opt.LR, cfg.ProbeTol = 3, tc.lr, tc.probeTol
-		checkStopped(t, cfg.Out, Run(context.Background(), rt, cfg), "step-000001", tc.want...)
+		checkStopped(t, cfg.Out, Run(context.Background(), cfg, Live{Torch: rt}), "step-000001", tc.want...)
 	}
 	cfg.Steps, cfg.Opt.LR, cfg.ProbeTol = 2, sane, 1e-4
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatalf("resume with a sane learning rate: %v", err)
 	}
 	train, _ := readMetrics(t, cfg.Out)
@@ -192,7 +192,7 @@ func TestDiskFullDuringCheckpoint(t *testing.T) {
 
 	cfg := demoConfig(t, "grpo", []string{filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")}, 1)
 	cfg.ValProblems, cfg.SaveEvery, cfg.Out = nil, 1, filepath.Join(mnt, "run")
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	// Leave room for half a checkpoint: the step's weight sync still fits (it replaces a
@@ -203,7 +203,7 @@ func TestDiskFullDuringCheckpoint(t *testing.T) {
 	fill(t, ballast, mnt, dirSize(t, ck)/2)
 
 	cfg.Steps = 2
-	err := Run(context.Background(), rt, cfg)
+	err := Run(context.Background(), cfg, Live{Torch: rt})
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("error %v, want ENOSPC", err)
 	}
@@ -212,7 +212,7 @@ func TestDiskFullDuringCheckpoint(t *testing.T) {
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatalf("resume after freeing space: %v", err)
 	}
 	if ck, _ := LatestCheckpoint(cfg.Out); filepath.Base(ck) != "step-000002" {
@@ -271,7 +271,7 @@ func TestSkippedStepsAreLogged(t *testing.T) {
 	cfg.ValProblems = nil
 	cfg.LoRA = trainspec.LoRA{Rank: 4, Alpha: 1e30, Targets: trainspec.LoRATargets}
 	cfg.Opt.LR = 1e-31 // lr x alpha/rank is small: only the gradients overflow
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	train, _ := readMetrics(t, cfg.Out)

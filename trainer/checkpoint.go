@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/model"
 )
@@ -121,7 +122,7 @@ func (t *Trainer) checkpoint() (err error) {
 		if err = t.firstError(err); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
-		parts, err := t.cfg.Group.AllGather([]byte(tmp))
+		parts, err := t.live.Group.AllGather([]byte(tmp))
 		if err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
@@ -169,14 +170,14 @@ func (t *Trainer) saveAgent(i int, tmp string) error {
 	if err := errors.Join(a.actor.Save(dir), t.releaseOptimizer(i), release()); err != nil {
 		return err
 	}
-	gguf := filepath.Join(dir, "model.gguf")
+	out := filepath.Join(dir, "model.gguf")
 	if t.cfg.LoRA.Rank == 0 {
-		return model.HFToGGUF(dir, gguf, model.HFToGGUFOptions{})
+		return model.HFToGGUF(dir, out, model.HFToGGUFOptions{})
 	}
 	// A LoRA checkpoint names its base and holds the adapters; llama.cpp gets the merged
 	// weights, converted from a staging directory.
 	staging := filepath.Join(tmp, fmt.Sprintf(".merged-%d", i))
-	if err := writeGGUF(a.actor, staging, gguf, false, model.TypeF32); err != nil {
+	if err := writeGGUF(a.actor, staging, out, false, gguf.TypeF32); err != nil {
 		return err
 	}
 	return os.RemoveAll(staging)

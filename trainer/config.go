@@ -34,18 +34,58 @@ type Agent struct {
 	ChatFormat string `json:"-"`
 }
 
-// Config is a training run. Everything random derives from Seed and the step number, so
-// a resumed run continues exactly as an uninterrupted one would.
+// Config is a training run in four parts: its settings (what config.json records), its
+// problems, where its rollouts and its training state run, and its output directory. The
+// handles it works with come apart, in Live. Everything random derives from Seed and the
+// step number, so a resumed run continues exactly as an uninterrupted one would.
 type Config struct {
-	Agents []Agent `json:"agents"`
-	Algo   Algo    `json:"algo"`
-	// Problems are the training set, ValProblems the held-out validation set.
-	Problems    []data.Problem `json:"-"`
-	ValProblems []data.Problem `json:"-"`
-	Steps       int            `json:"steps"`      // optimisation steps in all
-	BatchSize   int            `json:"batch_size"` // problems per step
-	Turns       int            `json:"turns"`      // T_train
-	G           int            `json:"g"`          // trajectories per problem
+	Settings
+	Data
+	Rollout   Rollout
+	Placement trainspec.Placement // of the training state: not recorded, a run resumes under any
+	Out       string              // the run directory
+	hooks     *testHooks          // nil outside tests
+}
+
+// Data are a run's problems: the training set and the held-out validation set.
+type Data struct {
+	Problems    []data.Problem
+	ValProblems []data.Problem
+}
+
+// Rollout is how the agents' rollout engines run: llama.cpp's options (SeqContext 0 gives
+// each sequence room for the prompt limit plus the agent's response), where the rollout
+// models live, and whether the agents step on one clock (debate.Config).
+type Rollout struct {
+	Engine        engine.Options
+	Placement     engine.Placement
+	Deterministic bool
+}
+
+// Live are the handles a run works with and reports to, none of them a setting.
+type Live struct {
+	Torch *torch.Runtime
+	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
+	Group *torch.Group
+	// Checker is the verifier model of a robust+verifier run (Settings.Verifier), loaded.
+	Checker *verifier.Verifier
+	// Progress receives one human-readable line per step; nil is silent.
+	Progress io.Writer
+	// Page, when set, is called with the run directory on rank 0 after each step's and each
+	// validation's metrics lines are logged (live) and once as the run ends (not live): the
+	// CLI keeps the training page (report.WriteTrainingPage) current with it.
+	Page func(out string, live bool) error
+}
+
+// Settings are what a run does, as config.json records them (its "trainer"); a resume
+// must match them.
+type Settings struct {
+	Agents    []Agent `json:"agents"`
+	Algo      Algo    `json:"algo"`
+	Steps     int     `json:"steps"`      // optimisation steps in all
+	BatchSize int     `json:"batch_size"` // problems per step
+	Turns     int     `json:"turns"`      // T_train
+	G         int     `json:"g"`          // trajectories per problem
 	// MiniBatch is the number of groups (problems) per optimizer step; the loss is the
 	// mean over groups of each group's token-mean (reference section 4.3).
 	MiniBatch int               `json:"mini_batch"`
@@ -76,10 +116,9 @@ type Config struct {
 	FullHistory bool `json:"full_history"`
 	Anonymise   bool `json:"anonymise"`
 	// Verifier is the GGUF verifier model of a robust+verifier run, and VerifierBudget the
-	// most time it may take per rollout batch (0: no limit). Checker is it loaded.
-	Verifier       string             `json:"verifier,omitempty"`
-	VerifierBudget time.Duration      `json:"verifier_budget,omitempty"`
-	Checker        *verifier.Verifier `json:"-"`
+	// most time it may take per rollout batch (0: no limit).
+	Verifier       string        `json:"verifier,omitempty"`
+	VerifierBudget time.Duration `json:"verifier_budget,omitempty"`
 	// DType is the trainer's precision: f32, or bf16 compute over f32 master weights. A
 	// config.json written before it existed reads as f32.
 	DType trainspec.Precision `json:"dtype"`
@@ -114,33 +153,6 @@ type Config struct {
 	// trains (one step off-policy; overlap.go); 0 runs the phases in turn. A config.json
 	// written before it existed reads as 0.
 	Overlap int `json:"overlap"`
-	// Engine is the rollout engines' settings; SeqContext 0 gives each sequence room for
-	// the prompt limit plus the agent's response.
-	Engine engine.Options `json:"-"`
-	// Deterministic steps the agents' engines on one clock (debate.Config).
-	Deterministic bool               `json:"-"`
-	Placement     engine.Placement   `json:"-"` // of the rollout models
-	Torch         torch.ModelOptions `json:"-"` // device and checkpointing; DType sets the precision
-	Out           string             `json:"-"`
-	// Progress receives one human-readable line per step; nil is silent.
-	Progress io.Writer `json:"-"`
-	// Page, when set, is called with Out on rank 0 after each step's and each validation's
-	// metrics lines are logged (live) and once as the run ends (not live): the CLI keeps
-	// the training page (report.WriteTrainingPage) current with it.
-	Page func(out string, live bool) error `json:"-"`
-	// Group, when set, makes this process one rank of a data-parallel run (dist.go).
-	Group *torch.Group `json:"-"`
-	// Shard is the ZeRO stage over the Group's ranks (dist.go): 0 replicates the training
-	// state, 1 shards the AdamW moments, 2 the summed gradients too. Not recorded: a run
-	// resumes under any stage.
-	Shard int `json:"-"`
-	// AgentRanks, when set, trains agent i on the Group's ranks AgentRanks[i] alone
-	// (groups.go); every rank still serves every agent's rollouts. Not recorded either.
-	AgentRanks [][]int `json:"-"`
-	// OffloadOptimizer keeps the actors' AdamW moments in host memory and updates them on
-	// the CPU (torch.ModelOptions.OffloadOptimizer). Not recorded either.
-	OffloadOptimizer bool       `json:"-"`
-	hooks            *testHooks // nil outside tests
 }
 
 // testHooks let a test see what a step computed.
@@ -155,8 +167,8 @@ type testHooks struct {
 // default), before the dtype had one (then f32), before the policy loss had one (then
 // ppo), or before validation had its own temperature (then the agents' one, when they
 // share it), so runs from then still resume.
-func (c *Config) UnmarshalJSON(b []byte) error {
-	type plain Config
+func (c *Settings) UnmarshalJSON(b []byte) error {
+	type plain Settings
 	old := struct {
 		*plain
 		Robust *bool `json:"robust"`
@@ -190,7 +202,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 }
 
 // sharedTemperature reports whether every agent samples at the same temperature.
-func (c *Config) sharedTemperature() bool {
+func (c *Settings) sharedTemperature() bool {
 	for _, a := range c.Agents {
 		if a.Params.Temperature != c.Agents[0].Params.Temperature {
 			return false
@@ -199,8 +211,8 @@ func (c *Config) sharedTemperature() bool {
 	return true
 }
 
-// Check validates a configuration. Run calls it; the CLI calls it before it claims the
-// run directory, so that a mistake leaves nothing behind.
+// Check validates a configuration. Run calls it, and run.Train.Check before the run claims
+// its directory, so that a mistake leaves nothing behind.
 func (c *Config) Check() error {
 	switch {
 	case len(c.Agents) == 0:
@@ -274,9 +286,6 @@ func (c *Config) Check() error {
 		if a.MaxTokens < 1 {
 			return fmt.Errorf("train: agent %d: max tokens must be at least 1", i)
 		}
-	}
-	if err := c.checkDist(); err != nil {
-		return err
 	}
 	return c.Algo.Check(len(c.Agents), c.Turns)
 }

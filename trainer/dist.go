@@ -1,19 +1,19 @@
 package trainer
 
-// Data parallelism over several processes (Config.Group, a c10d process group). Every rank
-// holds every agent's whole model and optimizer state (replicated), or with Config.Shard 1
-// the AdamW moments of its part of the parameters only (ZeRO stage 1), with Shard 2 also
-// only its part of the summed gradients (stage 2), with Shard 3 only its part of the
-// weights too, gathered while a pass uses them (stage 3); and its own rollout engines. A
-// step's problems are split into contiguous shares, so whole GRPO groups stay on one rank
-// and advantages need nothing from the others; each rank rolls out, scores and
-// back-propagates its share, and the gradients are summed over the ranks before every
+// Data parallelism over several processes (Live.Group, a c10d process group). Every rank
+// holds every agent's whole model and optimizer state (replicated), or with
+// Config.Placement.Shard 1 the AdamW moments of its part of the parameters only (ZeRO stage
+// 1), with Shard 2 also only its part of the summed gradients (stage 2), with Shard 3 only
+// its part of the weights too, gathered while a pass uses them (stage 3); and its own
+// rollout engines. A step's problems are split into contiguous shares, so whole GRPO groups
+// stay on one rank and advantages need nothing from the others; each rank rolls out, scores
+// and back-propagates its share, and the gradients are summed over the ranks before every
 // optimizer step (inside the passes at stages 2-3). The loss of a mini-batch is already a
 // mean over its groups (each group's loss counts 1/groups), so the sum over ranks is the
-// one-process gradient. What the metrics are computed from is gathered in rank order,
-// which is the one-process order, so rank 0 logs what one process would. Rank 0 writes
-// the run directory (metrics, kept rollouts, checkpoints); rank r > 0 writes only its own
-// GGUFs under RUN/ranks/r/.
+// one-process gradient. What the metrics are computed from is gathered in rank order, which
+// is the one-process order, so rank 0 logs what one process would. Rank 0 writes the run
+// directory (metrics, kept rollouts, checkpoints); rank r > 0 writes only its own GGUFs
+// under RUN/ranks/r/.
 
 import (
 	"bytes"
@@ -31,30 +31,26 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfmodel"
-	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
+	"github.com/umad-dev/umad/trainspec"
 )
-
-// BucketBytes is the size of the gradient all-reduce's buckets (DDP's default), which the
-// memory plan counts.
-const BucketBytes = memplan.BucketBytes
 
 // RanksDir holds what ranks other than 0 write in a run directory.
 const RanksDir = "ranks"
 
 func (t *Trainer) rank() int {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return 0
 	}
-	return t.cfg.Group.Rank()
+	return t.live.Group.Rank()
 }
 
 func (t *Trainer) world() int {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return 1
 	}
-	return t.cfg.Group.World()
+	return t.live.Group.World()
 }
 
 // lead reports whether this process writes the run directory (rank 0, or the only one).
@@ -73,40 +69,25 @@ func share(n, rank, world int) (lo, hi int) {
 	return n * rank / world, n * (rank + 1) / world
 }
 
-// checkDist refuses what a multi-process run cannot do.
-func (c *Config) checkDist() error {
-	if c.Group == nil { // a dry run plans agent groups without one; Run refuses them
+// checkDist refuses what a multi-process run over g cannot do.
+func (c *Config) checkDist(g *torch.Group) error {
+	if g == nil { // a dry run plans agent groups without one; Run refuses them
 		return nil
 	}
-	if err := CheckShard(c.Shard, c.LoRA.Rank, c.Torch.GradCheckpoint); err != nil {
+	if err := c.Placement.CheckShard(c.LoRA.Rank); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
-	if c.AgentRanks != nil {
-		if err := checkAgentRanks(c.AgentRanks, len(c.Agents), c.Group.World()); err != nil {
+	if c.Placement.AgentRanks != nil {
+		if err := trainspec.CheckAgentRanks(c.Placement.AgentRanks, len(c.Agents), g.World()); err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
 	}
-	return c.CheckWorld(c.Group.World())
-}
-
-// CheckShard refuses a ZeRO stage that cannot run with these settings: stage 3 shards a
-// fully fine-tuned model's weights and gathers a layer again for its backward, which only
-// a recomputing (checkpointed) backward does.
-func CheckShard(stage, loraRank int, gradCheckpoint bool) error {
-	switch {
-	case stage < 3:
-		return nil
-	case loraRank > 0:
-		return errors.New("--shard 3 shards the weights of full fine-tuning; a LoRA run's training state is its adapters (use --shard 2)")
-	case !gradCheckpoint:
-		return errors.New("--shard 3 needs --grad-checkpoint: a layer's weights are gathered again for its backward, which recomputes the layer")
-	}
-	return nil
+	return c.CheckWorld(g.World())
 }
 
 // CheckWorld refuses what a run over w processes cannot do (a launcher checks before it
 // starts them).
-func (c *Config) CheckWorld(w int) error {
+func (c *Settings) CheckWorld(w int) error {
 	switch {
 	case c.DynamicSampling:
 		return errors.New("train: --dynamic-sampling is not supported with several processes yet (the refills pick problems across the whole batch)")
@@ -119,7 +100,7 @@ func (c *Config) CheckWorld(w int) error {
 }
 
 // reduce combines v over the ranks in place (nothing to do in one process).
-func (t *Trainer) reduce(v []float64, op torch.ReduceOp) error { return reduceOn(t.cfg.Group, v, op) }
+func (t *Trainer) reduce(v []float64, op torch.ReduceOp) error { return reduceOn(t.live.Group, v, op) }
 
 // reduceOn combines v over g's ranks in place (nothing to do without a group).
 func reduceOn(g *torch.Group, v []float64, op torch.ReduceOp) error {
@@ -146,7 +127,7 @@ func (t *Trainer) stopRequested(ctx context.Context) (bool, error) {
 // cut short on one rank alone (the others would wait in a collective), so it runs to its
 // end and stopRequested stops the run after it.
 func (t *Trainer) stepContext(ctx context.Context) context.Context {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return ctx
 	}
 	return context.WithoutCancel(ctx)
@@ -236,16 +217,16 @@ func (t *Trainer) placeAgent(i int, ck *checkpointInfo) error {
 		return fmt.Errorf("agent %d: %w", i, err)
 	}
 	if t.stage2(i) {
-		if err := g.ShardGradients(a.actor.Model, BucketBytes); err != nil {
+		if err := g.ShardGradients(a.actor.Model, trainspec.BucketBytes); err != nil {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
 	}
 	if t.stage3(i) {
-		if err := g.ShardWeights(a.actor.Model, BucketBytes); err != nil {
+		if err := g.ShardWeights(a.actor.Model, trainspec.BucketBytes); err != nil {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
 		if a.ref != nil {
-			if err := g.ShardWeights(a.ref.Model, BucketBytes); err != nil {
+			if err := g.ShardWeights(a.ref.Model, trainspec.BucketBytes); err != nil {
 				return fmt.Errorf("agent %d reference: %w", i, err)
 			}
 		}
@@ -330,16 +311,16 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 }
 
 // sharded reports whether agent i's AdamW moments are sharded over its ranks (ZeRO stage 1
-// and up, Config.Shard).
-func (t *Trainer) sharded(i int) bool { return t.group(i) != nil && t.cfg.Shard > 0 }
+// and up, Config.Placement.Shard).
+func (t *Trainer) sharded(i int) bool { return t.group(i) != nil && t.cfg.Placement.Shard > 0 }
 
 // stage2 reports whether agent i's gradients are sharded too: summed over its ranks inside
 // the training passes, each rank keeping its part (ZeRO stage 2).
-func (t *Trainer) stage2(i int) bool { return t.group(i) != nil && t.cfg.Shard >= 2 }
+func (t *Trainer) stage2(i int) bool { return t.group(i) != nil && t.cfg.Placement.Shard >= 2 }
 
 // stage3 reports whether its weights are sharded too, the actor's and the reference's:
 // gathered a layer at a time while a pass uses them (ZeRO stage 3).
-func (t *Trainer) stage3(i int) bool { return t.group(i) != nil && t.cfg.Shard >= 3 }
+func (t *Trainer) stage3(i int) bool { return t.group(i) != nil && t.cfg.Placement.Shard >= 3 }
 
 // holdWeights gathers agent i's actor whole on every rank for reads (a sync, a
 // checkpoint) at stage 3; release ends it. Elsewhere both do nothing.
@@ -390,13 +371,13 @@ func (t *Trainer) emptyPasses(i, local int) (extra int, skip bool, err error) {
 // checkPlacement checks that every rank runs the same --shard and --agent-ranks, which
 // are not part of the configuration the ranks compare (a run resumes under any placement).
 func (t *Trainer) checkPlacement() error {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return nil
 	}
-	if err := t.cfg.Group.Agree("--shard", []byte{byte(t.cfg.Shard)}); err != nil {
+	if err := t.live.Group.Agree("--shard", []byte{byte(t.cfg.Placement.Shard)}); err != nil {
 		return err
 	}
-	return t.cfg.Group.Agree("--agent-ranks", fmt.Append(nil, t.cfg.AgentRanks))
+	return t.live.Group.Agree("--agent-ranks", fmt.Append(nil, t.cfg.Placement.AgentRanks))
 }
 
 // gatherParams completes a sharded optimizer step, in which each rank updated its part of
@@ -406,7 +387,7 @@ func (t *Trainer) gatherParams(i int, m *torch.Model, skipped bool) error {
 	if !t.sharded(i) || t.stage3(i) || skipped { // stage 3 gathers the parts when it uses them
 		return nil
 	}
-	return t.group(i).AllGatherParams(m, BucketBytes)
+	return t.group(i).AllGatherParams(m, trainspec.BucketBytes)
 }
 
 // gatherOptimizer brings agent i's sharded moments whole to its first rank, which writes
@@ -431,7 +412,7 @@ func (t *Trainer) releaseOptimizer(i int) error {
 // reduceRolloutStats makes a step's rollout statistics the whole job's: counts summed, the
 // time the slowest rank's.
 func (t *Trainer) reduceRolloutStats(g *gathered) error {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return nil
 	}
 	s := &g.stats
@@ -468,7 +449,7 @@ func (t *Trainer) reduceGrads(i int, m *torch.Model, local int) (int, error) {
 	if n[0] == 0 {
 		return 0, nil
 	}
-	return int(n[0]), g.AllReduceGrads(m, BucketBytes)
+	return int(n[0]), g.AllReduceGrads(m, trainspec.BucketBytes)
 }
 
 // lossRow is one group's loss statistics; MiniBatch is the first group of its mini-batch.

@@ -71,7 +71,7 @@ func distConfig(t *testing.T, start string, tc distCase) Config {
 	cfg := demoConfig(t, algo, starts, tc.Steps)
 	cfg.BatchSize, cfg.MiniBatch, cfg.KeepRollouts = 6, tc.MiniBatch, 6
 	cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:6], 0
-	cfg.Torch.GradCheckpoint = tc.Checkpoint
+	cfg.Placement.GradCheckpoint = tc.Checkpoint
 	if tc.BF16 { // the probe compares bf16 compute with llama.cpp's f32 (bf16_test.go)
 		cfg.DType, cfg.ProbeTol = trainspec.PrecisionBF16, 5e-2
 	}
@@ -200,7 +200,7 @@ func TestShardedResume(t *testing.T) {
 	start := warmStart(t, rt, "qwen2")
 	tc := distCase{World: 2, Steps: 3, MiniBatch: 2, Shard: 3, Checkpoint: true} // exact()
 	whole := distConfig(t, start, tc)
-	if err := Run(context.Background(), rt, whole); err != nil {
+	if err := Run(context.Background(), whole, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	two := tc
@@ -209,7 +209,7 @@ func TestShardedResume(t *testing.T) {
 	runRanks(t, start, sharded, "", two)
 	one := distConfig(t, start, tc)
 	one.Out = sharded
-	if err := Run(context.Background(), rt, one); err != nil {
+	if err := Run(context.Background(), one, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	if d := sameCheckpoint(t, whole.Out, sharded, 3); len(d) > 0 {
@@ -217,7 +217,7 @@ func TestShardedResume(t *testing.T) {
 	}
 
 	first := distConfig(t, start, two)
-	if err := Run(context.Background(), rt, first); err != nil {
+	if err := Run(context.Background(), first, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	stage1 := tc
@@ -237,13 +237,13 @@ func TestAgentGroupsResume(t *testing.T) {
 	start := warmStart(t, rt, "qwen2")
 	tc := distCase{World: 3, Steps: 3, MiniBatch: 2, Shard: 1, AgentRanks: [][]int{{0}, {1, 2}}} // exact()
 	whole := distConfig(t, start, tc)
-	if err := Run(context.Background(), rt, whole); err != nil {
+	if err := Run(context.Background(), whole, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	two := tc
 	two.Steps = 2
 	first := distConfig(t, start, two)
-	if err := Run(context.Background(), rt, first); err != nil {
+	if err := Run(context.Background(), first, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	runRanks(t, start, first.Out, "", tc)
@@ -254,7 +254,7 @@ func TestAgentGroupsResume(t *testing.T) {
 	runRanks(t, start, grouped, "", two)
 	one := distConfig(t, start, tc)
 	one.Out = grouped
-	if err := Run(context.Background(), rt, one); err != nil {
+	if err := Run(context.Background(), one, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	if d := sameCheckpoint(t, whole.Out, grouped, 3); len(d) > 0 {
@@ -290,7 +290,7 @@ func matchOneProcess(t *testing.T, rt *torch.Runtime, start string, tc distCase)
 	one := distConfig(t, start, tc)
 	var want observed
 	observe(t, &one, &want)
-	if err := Run(context.Background(), rt, one); err != nil {
+	if err := Run(context.Background(), one, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	out, dump := t.TempDir(), filepath.Join(t.TempDir(), "observed.json")
@@ -501,7 +501,7 @@ func TestDataParallelRank(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := distConfig(t, os.Getenv("UMAD_TEST_START"), tc)
-	cfg.Out, cfg.Group, cfg.Shard, cfg.AgentRanks = os.Getenv("UMAD_TEST_OUT"), g, tc.Shard, tc.AgentRanks
+	cfg.Out, cfg.Placement.Shard, cfg.Placement.AgentRanks = os.Getenv("UMAD_TEST_OUT"), tc.Shard, tc.AgentRanks
 	if os.Getenv("UMAD_TEST_OUT_PER_RANK") != "" { // as if each rank's machine had its own disk
 		cfg.Out = filepath.Join(cfg.Out, fmt.Sprint("rank-", rank))
 	}
@@ -510,7 +510,7 @@ func TestDataParallelRank(t *testing.T) {
 	if !tc.observesGrads() {
 		cfg.hooks.grads = nil
 	}
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt, Group: g}); err != nil {
 		t.Fatal(err)
 	}
 	if rank == 0 && os.Getenv("UMAD_TEST_DUMP") != "" {

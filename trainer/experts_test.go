@@ -125,11 +125,11 @@ func TestExpertsLearnToRead(t *testing.T) {
 	cfg.Problems, _ = data.SyntheticWith(64, 1, task)
 	cfg.ValProblems, _ = data.SyntheticWith(32, 1+1_000_003, task)
 	cfg.Opt.LR = expertsLR
-	cfg.Deterministic = true // batches a function of the debate, not of the machine's load
+	cfg.Rollout.Deterministic = true // batches a function of the debate, not of the machine's load
 	for i := range cfg.Agents {
 		cfg.Agents[i].MaxTokens = 32
 	}
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	_, val := readMetrics(t, cfg.Out)

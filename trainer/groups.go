@@ -1,6 +1,6 @@
 package trainer
 
-// One agent per group of ranks (Config.AgentRanks): agent i's training state (actor,
+// One agent per group of ranks (Config.Placement.AgentRanks): agent i's training state (actor,
 // reference, AdamW moments) lives only on the ranks of its group, which split the whole
 // step's batch among them and sum their gradients over their own process group, sharded
 // or not (--shard applies inside the group). Every rank still rolls out its share of the
@@ -21,8 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/debate"
@@ -30,75 +28,19 @@ import (
 	"github.com/umad-dev/umad/trainlog"
 )
 
-// ParseAgentRanks reads --agent-ranks: one group of ranks per agent, in agent order,
-// separated by commas; a group is a rank (3) or a range of ranks (0-3). The groups must
-// not overlap and must leave no rank of the world without an agent.
-func ParseAgentRanks(s string, agents, world int) ([][]int, error) {
-	var groups [][]int
-	for _, g := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(g), "-")
-		a, err := strconv.Atoi(lo)
-		b := a
-		if err == nil && isRange {
-			b, err = strconv.Atoi(hi)
-		}
-		if err != nil || a < 0 || b < a {
-			return nil, fmt.Errorf("--agent-ranks %q: %q is not a rank (3) or a range of ranks (0-3)", s, g)
-		}
-		if b >= world {
-			return nil, fmt.Errorf("--agent-ranks %q: rank %d is outside the job's %d ranks (0-%d)", s, b, world, world-1)
-		}
-		var ranks []int
-		for r := a; r <= b; r++ {
-			ranks = append(ranks, r)
-		}
-		groups = append(groups, ranks)
-	}
-	return groups, checkAgentRanks(groups, agents, world)
-}
-
-// checkAgentRanks checks that groups give each of agents a group of increasing ranks, each
-// of world's ranks in exactly one.
-func checkAgentRanks(groups [][]int, agents, world int) error {
-	if len(groups) != agents {
-		return fmt.Errorf("--agent-ranks: %d groups of ranks for %d agents (one group per agent, in agent order)", len(groups), agents)
-	}
-	owner := make([]int, world)
-	for r := range owner {
-		owner[r] = -1
-	}
-	for i, g := range groups {
-		for j, r := range g {
-			switch {
-			case r < 0 || r >= world:
-				return fmt.Errorf("--agent-ranks: rank %d is outside the job's %d ranks", r, world)
-			case j > 0 && r <= g[j-1]:
-				return fmt.Errorf("--agent-ranks: agent %d's ranks %v are not increasing", i, g)
-			case owner[r] >= 0:
-				return fmt.Errorf("--agent-ranks: rank %d is in the groups of agents %d and %d (the groups must not overlap)", r, owner[r], i)
-			}
-			owner[r] = i
-		}
-	}
-	if r := slices.Index(owner, -1); r >= 0 {
-		return fmt.Errorf("--agent-ranks: rank %d trains no agent (each of the %d ranks must be in one group)", r, world)
-	}
-	return nil
-}
-
 // grouped reports whether the agents train on groups of ranks.
-func (t *Trainer) grouped() bool { return t.cfg.AgentRanks != nil }
+func (t *Trainer) grouped() bool { return t.cfg.Placement.AgentRanks != nil }
 
 // trains reports whether this rank holds agent i's training state.
 func (t *Trainer) trains(i int) bool {
-	return !t.grouped() || slices.Contains(t.cfg.AgentRanks[i], t.rank())
+	return !t.grouped() || slices.Contains(t.cfg.Placement.AgentRanks[i], t.rank())
 }
 
 // group is the process group that agent i's training state is spread over: the job's, or
 // with agent groups its group's; nil when that is this process alone.
 func (t *Trainer) group(i int) *torch.Group {
 	if !t.grouped() {
-		return t.cfg.Group
+		return t.live.Group
 	}
 	return t.agents[i].group
 }
@@ -115,7 +57,7 @@ func (t *Trainer) groupRank(i int) (rank, world int) {
 // loads its checkpoint, writes its part of the next and sends its weights outside the group.
 func (t *Trainer) leads(i int) bool {
 	if t.grouped() {
-		return t.cfg.AgentRanks[i][0] == t.rank()
+		return t.cfg.Placement.AgentRanks[i][0] == t.rank()
 	}
 	return t.lead()
 }
@@ -128,10 +70,10 @@ func (t *Trainer) joinAgentGroups() error {
 	if !t.grouped() {
 		return nil
 	}
-	for i, ranks := range t.cfg.AgentRanks {
+	for i, ranks := range t.cfg.Placement.AgentRanks {
 		st := t.agents[i]
 		if t.trains(i) && len(ranks) > 1 {
-			g, err := t.cfg.Group.Sub(fmt.Sprintf("agent-%d", i), ranks)
+			g, err := t.live.Group.Sub(fmt.Sprintf("agent-%d", i), ranks)
 			if err != nil {
 				return fmt.Errorf("agent %d: %w", i, err)
 			}
@@ -148,7 +90,7 @@ func (t *Trainer) joinAgentGroups() error {
 			continue
 		}
 		slices.Sort(served)
-		g, err := t.cfg.Group.Sub(fmt.Sprintf("agent-%d-engines", i), served)
+		g, err := t.live.Group.Sub(fmt.Sprintf("agent-%d-engines", i), served)
 		if err != nil {
 			return fmt.Errorf("agent %d: %w", i, err)
 		}
@@ -167,14 +109,14 @@ func (st *agentState) closeGroups() {
 // firstError returns, on every rank, the first rank's error (in rank order) of those that
 // failed, so that all stop together; nil when none did.
 func (t *Trainer) firstError(err error) error {
-	if t.cfg.Group == nil {
+	if t.live.Group == nil {
 		return err
 	}
 	var mine []byte
 	if err != nil {
 		mine = []byte(err.Error())
 	}
-	parts, gerr := t.cfg.Group.AllGather(mine)
+	parts, gerr := t.live.Group.AllGather(mine)
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
@@ -216,12 +158,12 @@ func (t *Trainer) shareRunDir(ck *checkpointInfo) (*checkpointInfo, error) {
 	if err = t.firstError(err); err != nil {
 		return nil, err
 	}
-	parts, err := t.cfg.Group.AllGather(mine)
+	parts, err := t.live.Group.AllGather(mine)
 	if err != nil {
 		return nil, err
 	}
 	nonce, dir, _ := bytes.Cut(parts[0], []byte("\n"))
-	for i := range t.cfg.AgentRanks {
+	for i := range t.cfg.Placement.AgentRanks {
 		if err != nil || t.lead() || !t.leads(i) {
 			continue
 		}
@@ -241,11 +183,11 @@ func (t *Trainer) groupRecords(local []debate.Record) ([]debate.Record, error) {
 	if !t.grouped() {
 		return local, nil
 	}
-	all, err := gatherJSON(t.cfg.Group, local)
+	all, err := gatherJSON(t.live.Group, local)
 	if err != nil {
 		return nil, fmt.Errorf("gather the debates: %w", err)
 	}
-	for i := range t.cfg.AgentRanks {
+	for i := range t.cfg.Placement.AgentRanks {
 		if t.trains(i) {
 			r, n := t.groupRank(i)
 			lo, hi := share(len(all), r, n)
@@ -267,7 +209,7 @@ func (t *Trainer) groupLines(lines []trainlog.StepMetrics) ([]trainlog.StepMetri
 			mine = append(mine, l)
 		}
 	}
-	all, err := gatherJSON(t.cfg.Group, mine)
+	all, err := gatherJSON(t.live.Group, mine)
 	if err != nil {
 		return nil, fmt.Errorf("gather the metrics: %w", err)
 	}

@@ -34,10 +34,10 @@ func (cfg Config) MemoryPlan(torchVersion string) ([]memplan.Agent, error) {
 			return nil, fmt.Errorf("agent %d (%s): %w", i, a.Name, err)
 		}
 		agents = append(agents, memplan.Agent{Name: a.Name, Shape: s, LoRA: lora,
-			DType: cfg.DType, GradCheckpoint: cfg.Torch.GradCheckpoint, CUDA: cfg.Torch.Device.CUDA, FusedAttention: fused >= 2,
+			DType: cfg.DType, ModelPlacement: cfg.Placement.ModelPlacement, FusedAttention: fused >= 2,
 			MicroBatchSeqs: cfg.G, PromptTokens: cfg.PromptLimit, ResponseTokens: a.MaxTokens,
-			RolloutType: cfg.RolloutDType.GGUFType(), FileSync: cfg.Sync == SyncFile, Slots: cfg.Engine.Slots, SeqContext: cfg.Engine.SeqContext,
-			KVType: string(cfg.Engine.KVType), GPULayers: cfg.Placement.GPULayers})
+			RolloutType: cfg.RolloutDType.GGUFType(), FileSync: cfg.Sync == SyncFile, Slots: cfg.Rollout.Engine.Slots, SeqContext: cfg.Rollout.Engine.SeqContext,
+			KVType: string(cfg.Rollout.Engine.KVType), GPULayers: cfg.Rollout.Placement.GPULayers})
 	}
 	return agents, nil
 }

@@ -54,7 +54,7 @@ func TestTrainingOptions(t *testing.T) {
 	cfg.OverlongFilter, cfg.TISCap = true, 2
 	cfg.KeepRollouts = cfg.BatchSize
 	cfg.Agents[0].MaxTokens = 12 // some responses run out of tokens
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	train, val := readMetrics(t, cfg.Out)
@@ -110,7 +110,7 @@ func TestTrainingOptions(t *testing.T) {
 	// MaxGenBatches batches looking for signal, and no update is made.
 	cfg = demoConfig(t, "grpo", []string{filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")}, 1)
 	cfg.DynamicSampling, cfg.MaxGenBatches, cfg.ValProblems = true, 2, nil
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	train, _ = readMetrics(t, cfg.Out)

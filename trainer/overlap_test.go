@@ -37,7 +37,7 @@ func TestOverlapImportanceWeights(t *testing.T) {
 					batches = append(batches, b)
 				}
 			}}
-			if err := Run(context.Background(), rt, cfg); err != nil {
+			if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 				t.Fatal(err)
 			}
 			if len(batches) != 1 {
@@ -97,7 +97,7 @@ func TestOverlapResumeIsExact(t *testing.T) {
 	config := func(steps int) Config {
 		cfg := demoConfig(t, "grpo", []string{start}, steps)
 		cfg.ValProblems, cfg.ValEvery = cfg.ValProblems[:8], 0
-		cfg.Overlap, cfg.TISCap, cfg.Deterministic = 1, 2, true
+		cfg.Overlap, cfg.TISCap, cfg.Rollout.Deterministic = 1, 2, true
 		return cfg
 	}
 	whole, stopped := wholeAndStopped(t, rt, config)
@@ -106,8 +106,8 @@ func TestOverlapResumeIsExact(t *testing.T) {
 	cancelled := config(4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cancelled.Progress = cancelAt{prefix: []byte("step 2/4:"), cancel: cancel}
-	if err := Run(ctx, rt, cancelled); !errors.Is(err, ErrInterrupted) {
+	stop := cancelAt{prefix: []byte("step 2/4:"), cancel: cancel}
+	if err := Run(ctx, cancelled, Live{Torch: rt, Progress: stop}); !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("run cancelled after step 2: %v, want ErrInterrupted", err)
 	}
 	ck, _ := LatestCheckpoint(cancelled.Out)
@@ -117,8 +117,7 @@ func TestOverlapResumeIsExact(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ck, NextRolloutFile)); err != nil {
 		t.Fatalf("the step-2 checkpoint holds no step-3 rollout: %v", err)
 	}
-	cancelled.Progress = nil
-	if err := Run(context.Background(), rt, cancelled); err != nil {
+	if err := Run(context.Background(), cancelled, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -131,20 +130,20 @@ func TestOverlapResumeIsExact(t *testing.T) {
 			cancel()
 		}
 	}}
-	if err := Run(ctx, rt, midStep); !errors.Is(err, ErrInterrupted) {
+	if err := Run(ctx, midStep, Live{Torch: rt}); !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("run cancelled in step 2: %v, want ErrInterrupted", err)
 	}
 	if ck, _ := LatestCheckpoint(midStep.Out); filepath.Base(ck) != "step-000002" {
 		t.Fatalf("the run cancelled in step 2 checkpointed %q, want step-000002", ck)
 	}
 	midStep.hooks = nil
-	if err := Run(context.Background(), rt, midStep); err != nil {
+	if err := Run(context.Background(), midStep, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Control: the stopped run's step-2 checkpoint without step 3's rollout.
 	regen := config(2)
-	if err := Run(context.Background(), rt, regen); err != nil {
+	if err := Run(context.Background(), regen, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	ck, _ = LatestCheckpoint(regen.Out)
@@ -152,7 +151,7 @@ func TestOverlapResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	regen.Steps = 4
-	if err := Run(context.Background(), rt, regen); err != nil {
+	if err := Run(context.Background(), regen, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 

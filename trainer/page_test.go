@@ -15,7 +15,7 @@ import (
 	"github.com/umad-dev/umad/trainlog"
 )
 
-// A run calls Config.Page once its metrics lines are on disk: after the first validation,
+// A run calls Live.Page once its metrics lines are on disk: after the first validation,
 // each step and the last validation (live), and as it ends (not live). Its page, written
 // by the report's writer and kept as it stood after step 1 of 2, opens in headless
 // chromium as a live page of step 1.
@@ -30,7 +30,7 @@ func TestPageFollowsTheLog(t *testing.T) {
 	}
 	var calls []call
 	mid := filepath.Join(t.TempDir(), "mid-run.html")
-	cfg.Page = func(out string, live bool) error {
+	page := func(out string, live bool) error {
 		train, val, err := trainlog.Read(filepath.Join(out, trainlog.File))
 		if err != nil {
 			return err
@@ -49,7 +49,7 @@ func TestPageFollowsTheLog(t *testing.T) {
 		}
 		return nil
 	}
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt, Page: page}); err != nil {
 		t.Fatal(err)
 	}
 	want := []call{{true, 0, 1}, {true, 1, 1}, {true, 2, 1}, {true, 2, 2}, {false, 2, 2}}

@@ -30,11 +30,11 @@ func TestResumeAndInterrupt(t *testing.T) {
 	dir := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	cfg := demoConfig(t, "grpo", []string{dir}, 2)
 	cfg.ValProblems, cfg.SaveEvery, cfg.KeepLast = nil, 1, 1
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Steps = 3
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	train, _ := readMetrics(t, cfg.Out)
@@ -58,7 +58,7 @@ func TestResumeAndInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	cfg.Steps = 5
-	if err := Run(ctx, rt, cfg); !errors.Is(err, ErrInterrupted) {
+	if err := Run(ctx, cfg, Live{Torch: rt}); !errors.Is(err, ErrInterrupted) {
 		t.Errorf("cancelled run: %v, want ErrInterrupted", err)
 	}
 	if ck, _ := LatestCheckpoint(cfg.Out); filepath.Base(ck) != "step-000003" {
@@ -125,15 +125,14 @@ func TestResumeIsExact(t *testing.T) {
 	cancelled := config(4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cancelled.Progress = cancelAt{prefix: []byte("step 2/4:"), cancel: cancel}
-	if err := Run(ctx, rt, cancelled); !errors.Is(err, ErrInterrupted) {
+	stop := cancelAt{prefix: []byte("step 2/4:"), cancel: cancel}
+	if err := Run(ctx, cancelled, Live{Torch: rt, Progress: stop}); !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("run cancelled after step 2: %v, want ErrInterrupted", err)
 	}
 	if ck, _ := LatestCheckpoint(cancelled.Out); filepath.Base(ck) != "step-000002" {
 		t.Fatalf("the interrupted run checkpointed %q, want step-000002", ck)
 	}
-	cancelled.Progress = nil
-	if err := Run(context.Background(), rt, cancelled); err != nil {
+	if err := Run(context.Background(), cancelled, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -183,7 +182,7 @@ func TestResumeIsExact(t *testing.T) {
 	// checkpoint; a missing file is refused outright) must show up in the comparison.
 	lost := config(2)
 	lost.SaveEvery = 1
-	if err := Run(context.Background(), rt, lost); err != nil {
+	if err := Run(context.Background(), lost, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	ck, _ := LatestCheckpoint(lost.Out)
@@ -195,7 +194,7 @@ func TestResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost.Steps = 4
-	if err := Run(context.Background(), rt, lost); err != nil {
+	if err := Run(context.Background(), lost, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := readMetrics(t, lost.Out)
@@ -338,8 +337,8 @@ func TestInterruptWithFailedCheckpoint(t *testing.T) {
 	cfg.ValProblems, cfg.SaveEvery = nil, 0
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg.Progress = blockCheckpoints{cancelAt{[]byte("step 1/"), cancel}, filepath.Join(cfg.Out, CheckpointsDir)}
-	err := Run(ctx, rt, cfg)
+	progress := blockCheckpoints{cancelAt{[]byte("step 1/"), cancel}, filepath.Join(cfg.Out, CheckpointsDir)}
+	err := Run(ctx, cfg, Live{Torch: rt, Progress: progress})
 	if err == nil || errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "step 1 was not saved") ||
 		!strings.Contains(err.Error(), "continues after step 0") {
 		t.Fatalf("interrupt with a failing checkpoint: %v; want an error naming the unsaved step", err)
@@ -354,7 +353,7 @@ func TestResumeWithMissingState(t *testing.T) {
 	dir := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
 	cfg := demoConfig(t, "grpo", []string{dir}, 2)
 	cfg.ValProblems, cfg.SaveEvery, cfg.KeepLast = nil, 1, 2
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Join(cfg.Out, CheckpointsDir)
@@ -363,8 +362,7 @@ func TestResumeWithMissingState(t *testing.T) {
 	}
 	cfg.Steps = 3
 	var progress bytes.Buffer
-	cfg.Progress = &progress
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt, Progress: &progress}); err != nil {
 		t.Fatal(err)
 	}
 	if p := progress.String(); strings.Contains(p, "step 1/") || !strings.Contains(p, "step 3/3") {
@@ -379,7 +377,7 @@ func TestResumeWithMissingState(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Steps = 4
-	if err := Run(context.Background(), rt, cfg); err == nil || !strings.Contains(err.Error(), "no optimizer state") {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err == nil || !strings.Contains(err.Error(), "no optimizer state") {
 		t.Errorf("resume without optimizer state: %v, want an error naming it", err)
 	}
 }
@@ -451,9 +449,9 @@ func wholeAndStopped(t *testing.T, rt *torch.Runtime, config func(steps int) Con
 	t.Helper()
 	whole, stopped = config(4), config(2)
 	for _, run := range []func() error{
-		func() error { return Run(context.Background(), rt, whole) },
-		func() error { return Run(context.Background(), rt, stopped) },
-		func() error { stopped.Steps = 4; return Run(context.Background(), rt, stopped) },
+		func() error { return Run(context.Background(), whole, Live{Torch: rt}) },
+		func() error { return Run(context.Background(), stopped, Live{Torch: rt}) },
+		func() error { stopped.Steps = 4; return Run(context.Background(), stopped, Live{Torch: rt}) },
 	} {
 		if err := run(); err != nil {
 			t.Fatal(err)

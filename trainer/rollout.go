@@ -82,7 +82,7 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 	if err := t.reduceRolloutStats(&g); err != nil {
 		return g, fmt.Errorf("step %d: %w", step, err)
 	}
-	kept, err := gatherJSON(t.cfg.Group, recs[:min(t.cfg.KeepRollouts, len(recs))])
+	kept, err := gatherJSON(t.live.Group, recs[:min(t.cfg.KeepRollouts, len(recs))])
 	if err != nil {
 		return g, fmt.Errorf("step %d: keeping rollouts: %w", step, err)
 	}
@@ -100,7 +100,7 @@ func (t *Trainer) gather(ctx context.Context, step int) (gathered, error) {
 
 // debateConfig is the debate's view of the agents for one rollout or validation.
 func (t *Trainer) debateConfig(turns, k int, seed func(agent int) uint64) debate.Config {
-	dc := debate.Config{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Deterministic,
+	dc := debate.Config{Turns: turns, K: k, PromptLimit: t.cfg.PromptLimit, Deterministic: t.cfg.Rollout.Deterministic,
 		Prompt: t.cfg.debatePrompt(seed(0))}
 	for i, a := range t.cfg.Agents {
 		st := t.agents[i]

@@ -17,6 +17,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
 )
@@ -34,7 +35,7 @@ const (
 	RolloutF16  RolloutDType = "f16"
 )
 
-var rolloutTypes = map[RolloutDType]model.GGMLType{RolloutF32: model.TypeF32, RolloutBF16: model.TypeBF16, RolloutF16: model.TypeF16}
+var rolloutTypes = map[RolloutDType]gguf.GGMLType{RolloutF32: gguf.TypeF32, RolloutBF16: gguf.TypeBF16, RolloutF16: gguf.TypeF16}
 
 // ParseRolloutDType parses f32, bf16 or f16.
 func ParseRolloutDType(s string) (RolloutDType, error) {
@@ -46,7 +47,7 @@ func ParseRolloutDType(s string) (RolloutDType, error) {
 }
 
 // GGUFType is the dtype's GGML matrix type.
-func (d RolloutDType) GGUFType() model.GGMLType { return rolloutTypes[d] }
+func (d RolloutDType) GGUFType() gguf.GGMLType { return rolloutTypes[d] }
 
 // SyncMode is how the trainer's weights reach llama.cpp after an update.
 type SyncMode string
@@ -75,7 +76,7 @@ func ParseSyncMode(s string) (SyncMode, error) {
 // alone when base is set) as a GGUF file for llama.cpp, its matrices of type typ: the weights and the model's config
 // and tokenizer files go to an HF directory (staging, reused between calls), which is then
 // converted. The GGUF is replaced atomically.
-func writeGGUF(m *hfmodel.Model, staging, out string, base bool, typ model.GGMLType) error {
+func writeGGUF(m *hfmodel.Model, staging, out string, base bool, typ gguf.GGMLType) error {
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -291,11 +292,11 @@ func (t *Trainer) reload(i int, base bool) error {
 // openServer replaces agent i's server with one on its GGUF.
 func (t *Trainer) openServer(i int) error {
 	a, st := t.cfg.Agents[i], t.agents[i]
-	opt := t.cfg.Engine
+	opt := t.cfg.Rollout.Engine
 	if opt.SeqContext == 0 {
 		opt.SeqContext = t.cfg.PromptLimit + a.MaxTokens
 	}
-	srv, err := engine.OpenServer(st.gguf, t.cfg.Placement, opt)
+	srv, err := engine.OpenServer(st.gguf, t.cfg.Rollout.Placement, opt)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}

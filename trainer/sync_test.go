@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/torch"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/torchtest"
-	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -51,7 +51,7 @@ func syncRun(t *testing.T, rt *torch.Runtime, start string, mode SyncMode, l tra
 	if l.Rank > 0 {
 		cfg.Opt.LR = 5e-3
 	}
-	if err := Run(context.Background(), rt, cfg); err != nil {
+	if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 		t.Fatalf("sync %s, lora %+v: %v", mode, l, err)
 	}
 	return cfg
@@ -110,7 +110,7 @@ func TestBF16Rollouts(t *testing.T) {
 		cfg := demoConfig(t, "grpo", []string{start}, 2)
 		cfg.ValProblems, cfg.Sync = cfg.ValProblems[:8], mode
 		cfg.RolloutDType, cfg.ProbeTol, cfg.TISCap = RolloutBF16, 5e-2, 2
-		if err := Run(context.Background(), rt, cfg); err != nil {
+		if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 			t.Fatalf("sync %s: %v", mode, err)
 		}
 		return cfg
@@ -133,11 +133,11 @@ func TestBF16Rollouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]model.GGMLType{
-		filepath.Join(inplace.Out, "sync", "agent-0", "model.gguf"): model.TypeBF16,
-		filepath.Join(AgentCheckpointDir(ck, 0), "model.gguf"):      model.TypeF32,
+	for path, want := range map[string]gguf.GGMLType{
+		filepath.Join(inplace.Out, "sync", "agent-0", "model.gguf"): gguf.TypeBF16,
+		filepath.Join(AgentCheckpointDir(ck, 0), "model.gguf"):      gguf.TypeF32,
 	} {
-		g, err := model.OpenGGUF(path)
+		g, err := gguf.OpenGGUF(path)
 		if err != nil {
 			t.Fatal(err)
 		}

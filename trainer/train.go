@@ -44,7 +44,7 @@ type agentState struct {
 // Trainer is a run in progress.
 type Trainer struct {
 	cfg     Config
-	rt      *torch.Runtime
+	live    Live
 	agents  []*agentState
 	step    int // last completed step
 	metrics *trainlog.Log
@@ -57,21 +57,25 @@ type Trainer struct {
 // checkpointed first.
 var ErrInterrupted = errors.New("training interrupted")
 
-// Run trains until cfg.Steps, resuming from the newest complete checkpoint in cfg.Out. When
-// ctx is cancelled it finishes the step being learned (a half-applied step cannot be
-// resumed), checkpoints and returns ErrInterrupted; if that checkpoint fails, the error
-// says which step was not saved instead.
-func Run(ctx context.Context, rt *torch.Runtime, cfg Config) (err error) {
+// Run trains until cfg.Steps with live's handles, resuming from the newest complete
+// checkpoint in cfg.Out. When ctx is cancelled it finishes the step being learned (a
+// half-applied step cannot be resumed), checkpoints and returns ErrInterrupted; if that
+// checkpoint fails, the error says which step was not saved instead.
+func Run(ctx context.Context, cfg Config, live Live) (err error) {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	if cfg.AgentRanks != nil && cfg.Group == nil {
+	if err := cfg.checkDist(live.Group); err != nil {
+		return err
+	}
+	if cfg.Placement.AgentRanks != nil && live.Group == nil {
 		return errors.New("train: --agent-ranks needs several processes")
 	}
-	if cfg.Verifier != "" && cfg.Checker == nil {
+	if cfg.Verifier != "" && live.Checker == nil {
 		return fmt.Errorf("train: the verifier %s is not loaded", cfg.Verifier)
 	}
-	t := &Trainer{cfg: cfg, rt: rt}
+	rt := live.Torch
+	t := &Trainer{cfg: cfg, live: live}
 	defer t.close()
 	var ck *checkpointInfo
 	if t.lead() { // other ranks get rank 0's state by broadcast (dist.go)
@@ -221,11 +225,11 @@ func (t *Trainer) open(rt *torch.Runtime, ck *checkpointInfo) error {
 // load loads agent i (open).
 func (t *Trainer) load(rt *torch.Runtime, ck *checkpointInfo, i int) error {
 	a := t.cfg.Agents[i]
-	base := t.cfg.Torch
-	base.Precision = t.cfg.DType
+	base := torch.ModelOptions{Precision: t.cfg.DType}
+	base.Device, base.GradCheckpoint = t.cfg.Placement.Device, t.cfg.Placement.GradCheckpoint
 	actorOpts := base
 	actorOpts.Trainable = true
-	actorOpts.OffloadOptimizer = t.cfg.OffloadOptimizer
+	actorOpts.Offload = t.cfg.Placement.Offload
 	if t.sharded(i) { // each rank holds (and reads from a checkpoint) its part of the moments alone
 		actorOpts.MomentShard.Rank, actorOpts.MomentShard.World = t.groupRank(i)
 	}
@@ -325,7 +329,7 @@ func (t *Trainer) finishStep(step int, g gathered, lines []trainlog.StepMetrics,
 	t.step = step
 	// The training peak goes back to the GPU's driver, or on the CPU to the system, before
 	// the sync and the next rollout (llama.cpp may share the device).
-	t.rt.ReleaseCache()
+	t.live.Torch.ReleaseCache()
 	var syncTime float64
 	for a := range t.agents {
 		took, gap, err := t.sync(a)
@@ -351,26 +355,26 @@ func (t *Trainer) finishStep(step int, g gathered, lines []trainlog.StepMetrics,
 		}
 	}
 	t.page(true)
-	if t.cfg.Progress != nil {
+	if t.live.Progress != nil {
 		var acc, reward float64
 		for _, l := range lines {
 			acc += l.Accuracy / float64(len(lines))
 			reward += l.Team / float64(len(lines))
 		}
-		fmt.Fprintf(t.cfg.Progress, "step %d/%d: accuracy %.3f, team reward %.3f, %d tokens, %.1fs (rollout %.1fs, sync %.2fs)\n",
+		fmt.Fprintf(t.live.Progress, "step %d/%d: accuracy %.3f, team reward %.3f, %d tokens, %.1fs (rollout %.1fs, sync %.2fs)\n",
 			step, t.cfg.Steps, acc, reward, g.stats.GeneratedTokens, total, g.took.Seconds(), syncTime)
 	}
 	return nil
 }
 
-// page rewrites the run's page (Config.Page) on the lead rank, now that the metrics log
+// page rewrites the run's page (Live.Page) on the lead rank, now that the metrics log
 // has grown or the run ends. A page that cannot be written is logged, not fatal: it is a
 // view of the log, which is safe.
 func (t *Trainer) page(live bool) {
-	if t.cfg.Page == nil || !t.lead() {
+	if t.live.Page == nil || !t.lead() {
 		return
 	}
-	if err := t.cfg.Page(t.cfg.Out, live); err != nil {
+	if err := t.live.Page(t.cfg.Out, live); err != nil {
 		slog.Warn("training page not written", "err", err)
 	}
 }

@@ -92,10 +92,10 @@ func demoConfig(t *testing.T, algo string, dirs []string, steps int) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Algo: a, Problems: train, ValProblems: val, Steps: steps, BatchSize: 16, Turns: 1, G: 8, MiniBatch: 4,
+	cfg := Config{Settings: Settings{Algo: a, Steps: steps, BatchSize: 16, Turns: 1, G: 8, MiniBatch: 4,
 		Opt:     trainspec.AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1},
-		ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, PromptLimit: 512, Seed: 1, ValEvery: steps, ValK: 4, ProbeTol: 1e-4,
-		Engine: eng, Out: t.TempDir()}
+		ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, PromptLimit: 512, Seed: 1, ValEvery: steps, ValK: 4, ProbeTol: 1e-4},
+		Data: Data{Problems: train, ValProblems: val}, Rollout: Rollout{Engine: eng}, Out: t.TempDir()}
 	if a.Debate {
 		cfg.Turns, cfg.BatchSize = 2, 8
 	}
@@ -183,7 +183,7 @@ func TestDemoLearns(t *testing.T) {
 			if tc.lora > 0 {
 				cfg.LoRA = trainspec.LoRA{Rank: tc.lora, Alpha: 2 * float64(tc.lora), Targets: trainspec.LoRATargets}
 			}
-			if err := Run(context.Background(), rt, cfg); err != nil {
+			if err := Run(context.Background(), cfg, Live{Torch: rt}); err != nil {
 				t.Fatal(err)
 			}
 			train, val := readMetrics(t, cfg.Out)
@@ -230,7 +230,7 @@ func TestDemoLearns(t *testing.T) {
 }
 
 func TestBatchOrder(t *testing.T) {
-	cfg := Config{Problems: make([]data.Problem, 10), BatchSize: 3, Seed: 5}
+	cfg := Config{Data: Data{Problems: make([]data.Problem, 10)}, Settings: Settings{BatchSize: 3, Seed: 5}}
 	seen := map[int]bool{}
 	for step := 1; step <= 3; step++ { // one epoch: 3 whole batches, one problem dropped
 		for _, i := range cfg.batch(step) {
@@ -243,11 +243,11 @@ func TestBatchOrder(t *testing.T) {
 	if len(seen) != 9 {
 		t.Errorf("an epoch covered %d problems, want 9", len(seen))
 	}
-	again := Config{Problems: make([]data.Problem, 10), BatchSize: 3, Seed: 5}
+	again := Config{Data: Data{Problems: make([]data.Problem, 10)}, Settings: Settings{BatchSize: 3, Seed: 5}}
 	if a, b := cfg.batch(4), again.batch(4); a[0] != b[0] || a[1] != b[1] {
 		t.Error("the same (seed, step) must give the same batch (resume depends on it)")
 	}
-	other := Config{Problems: make([]data.Problem, 10), BatchSize: 3, Seed: 6}
+	other := Config{Data: Data{Problems: make([]data.Problem, 10)}, Settings: Settings{BatchSize: 3, Seed: 6}}
 	same := true
 	for s := 1; s <= 3; s++ {
 		a, b := cfg.batch(s), other.batch(s)

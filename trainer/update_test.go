@@ -10,7 +10,7 @@ import (
 // Truncated importance weights: exp(trainer - rollout log-prob) times the mass top-k/top-p
 // kept (the rollout drew from the renormalised distribution), capped.
 func TestImportanceWeights(t *testing.T) {
-	tr := &Trainer{cfg: Config{TISCap: 2}}
+	tr := &Trainer{cfg: Config{Settings: Settings{TISCap: 2}}}
 	b := turnBatch{
 		refs:        []sampleRef{{0, 0}, {0, 1}},
 		responses:   [][]int32{{1, 2}, {3}},

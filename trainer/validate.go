@@ -35,7 +35,7 @@ func (t *Trainer) validate(ctx context.Context) error {
 				Problem: uncertainty.ProblemRecord{Dataset: r.Problem.Dataset, ID: r.Problem.ID, Answers: r.Verdicts()}})
 		}
 	}
-	recs, err := gatherJSON(t.cfg.Group, mine)
+	recs, err := gatherJSON(t.live.Group, mine)
 	if err != nil || !t.lead() {
 		return err
 	}
@@ -70,8 +70,8 @@ func (t *Trainer) validate(ctx context.Context) error {
 	}
 	line := trainlog.ValMetrics{Kind: trainlog.KindVal, Step: t.step, Problems: len(recs), Accuracy: acc, Summary: &sum,
 		Seconds: time.Since(start).Seconds()}
-	if t.cfg.Progress != nil {
-		fmt.Fprintf(t.cfg.Progress, "step %d validation: accuracy per agent and turn %v (%d problems)\n", t.step, roundAll(acc), len(recs))
+	if t.live.Progress != nil {
+		fmt.Fprintf(t.live.Progress, "step %d validation: accuracy per agent and turn %v (%d problems)\n", t.step, roundAll(acc), len(recs))
 	}
 	if err := t.metrics.Append(line); err != nil {
 		return err

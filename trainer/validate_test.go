@@ -13,10 +13,10 @@ import (
 // sampling settings, for ValTurns turns (Turns when 0); training keeps the agents' own.
 func TestValidationSampling(t *testing.T) {
 	temp := 0.6
-	cfg := Config{Turns: 2, ValTemperature: &temp, Agents: []Agent{
+	cfg := Config{Settings: Settings{Turns: 2, ValTemperature: &temp, Agents: []Agent{
 		{Params: sampler.Params{Temperature: 0.8, TopP: 0.95, TopK: 20}},
 		{Params: sampler.Params{Temperature: 1.0, TopP: 0.9, MinP: 0.05}},
-	}}
+	}}}
 	for a, ag := range cfg.Agents {
 		want := ag.Params
 		want.Temperature = 0.6
@@ -45,7 +45,7 @@ func TestDebatePromptSettings(t *testing.T) {
 	if got := (&Config{}).debatePrompt(7); got != (debate.Prompt{Seed: 7}) {
 		t.Errorf("defaults give %+v, want the reference protocol", got)
 	}
-	cfg := Config{NoMask: true, FullHistory: true, Anonymise: true}
+	cfg := Config{Settings: Settings{NoMask: true, FullHistory: true, Anonymise: true}}
 	want := debate.Prompt{KeepAnswers: true, History: debate.HistoryFull, Anonymise: true, Seed: 9}
 	if got := cfg.debatePrompt(9); got != want {
 		t.Errorf("got %+v, want %+v", got, want)

@@ -16,10 +16,10 @@ import (
 // verify asks the verifier about the records' answers robust did not decide, within the
 // run's budget per rollout batch; without a verifier it does nothing.
 func (t *Trainer) verify(ctx context.Context, recs []debate.Record) error {
-	if t.cfg.Checker == nil {
+	if t.live.Checker == nil {
 		return nil
 	}
-	if _, err := t.cfg.Checker.Records(ctx, recs, t.cfg.VerifierBudget); err != nil {
+	if _, err := t.live.Checker.Records(ctx, recs, t.cfg.VerifierBudget); err != nil {
 		return fmt.Errorf("verifier: %w", err)
 	}
 	return nil
@@ -28,7 +28,7 @@ func (t *Trainer) verify(ctx context.Context, recs []debate.Record) error {
 // verifierMetrics sets each line's verifier counts (its agent and turn), summed over the
 // ranks; without a verifier the lines have none.
 func (t *Trainer) verifierMetrics(recs []debate.Record, lines []trainlog.StepMetrics) error {
-	if t.cfg.Checker == nil {
+	if t.live.Checker == nil {
 		return nil
 	}
 	tally := verifier.Tally(recs, t.cfg.Turns, len(t.cfg.Agents))

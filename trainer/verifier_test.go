@@ -29,7 +29,7 @@ func TestVerifierMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	tr := &Trainer{cfg: Config{Turns: 1, Agents: make([]Agent, 2), Reward: grade.Verified, Checker: v}}
+	tr := &Trainer{cfg: Config{Settings: Settings{Turns: 1, Agents: make([]Agent, 2), Reward: grade.Verified}}, live: Live{Checker: v}}
 	answer := func(s string) debate.AgentTurn {
 		return debate.AgentTurn{Answer: &s, Grade: grade.GradeAnswer(s, "3")}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/chat"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/model"
 )
@@ -113,7 +114,7 @@ func tinyHF(t *testing.T, c fidelityCase) string {
 		for i := range n {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(0.02*rng.NormFloat64())))
 		}
-		tensors = append(tensors, model.NamedTensor{Name: name, DType: model.F32, Shape: shape, Write: model.Bytes(b)})
+		tensors = append(tensors, model.NamedTensor{Name: name, DType: model.F32, Shape: shape, Write: gguf.Bytes(b)})
 	}
 	add("model.embed_tokens.weight", int64(c.vocab), hidden)
 	p := "model.layers.0."
@@ -230,7 +231,7 @@ func TestFidelityTokenizers(t *testing.T) {
 func TestFidelityWeightsLoad(t *testing.T) {
 	for _, c := range fidelityCases {
 		t.Run(c.dir, func(t *testing.T) {
-			for _, typ := range []model.GGMLType{model.TypeF32, model.TypeBF16} {
+			for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeBF16} {
 				out := filepath.Join(t.TempDir(), fmt.Sprintf("m-%v.gguf", typ))
 				if err := model.HFToGGUF(tinyHF(t, c), out, model.HFToGGUFOptions{Type: typ}); err != nil {
 					t.Fatal(err)

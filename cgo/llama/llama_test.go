@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/model/arch"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
@@ -87,7 +87,8 @@ func TestLifetimes(t *testing.T) {
 }
 
 func TestTokenizeRoundTrip(t *testing.T) {
-	for _, arch := range arch.Names() {
+	for _, d := range arch.All {
+		arch := d.Name
 		m := load(t, arch)
 		for _, text := range []string{"What is 12 + 7? \\boxed{19}", "héllo wörld ✓ 数学", "  spaces\n\tand tabs", ""} {
 			toks, err := m.Tokenize(text, false, false)
@@ -102,11 +103,9 @@ func TestTokenizeRoundTrip(t *testing.T) {
 				t.Errorf("%s: %q -> %v -> %q", arch, text, toks, back)
 			}
 		}
-		// Special tokens are single ids when parsed, and plain text when not.
-		start, end := "<|im_start|>", "<|im_end|>"
-		if arch == "gemma3" { // Gemma's vocabulary has its own turn tokens
-			start, end = "<start_of_turn>", "<end_of_turn>"
-		}
+		// Special tokens are single ids when parsed, and plain text when not: the chat's
+		// first marker, and the end of turn.
+		start, end := d.Chat.Markers[0], d.Tokenizer.EOS
 		toks, err := m.Tokenize(start+"user", false, true)
 		if err != nil {
 			t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/cgo/llama"
+	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/model"
 )
 
 // The model refuses writes that do not fit the tensor it holds, and a model whose
@@ -23,7 +23,7 @@ func TestSetWeightsChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Type != uint32(model.TypeF32) || !slices.Equal(w.Dims, []int64{64, 64}) || w.Bytes != 64*64*4 {
+	if w.Type != uint32(gguf.TypeF32) || !slices.Equal(w.Dims, []int64{64, 64}) || w.Bytes != 64*64*4 {
 		t.Fatalf("weight %+v, want F32 [64 64] of %d bytes", w, 64*64*4)
 	}
 	called := false
@@ -33,7 +33,7 @@ func TestSetWeightsChecks(t *testing.T) {
 		want string
 	}{
 		{llama.Weight{Name: "blk.0.attn_q.wait", Type: w.Type, Dims: w.Dims, Bytes: w.Bytes}, "no such tensor"},
-		{llama.Weight{Name: w.Name, Type: uint32(model.TypeF16), Dims: w.Dims, Bytes: w.Bytes / 2}, "is f32, dims [64 64], 16384 bytes in the model; the new data is f16"},
+		{llama.Weight{Name: w.Name, Type: uint32(gguf.TypeF16), Dims: w.Dims, Bytes: w.Bytes / 2}, "is f32, dims [64 64], 16384 bytes in the model; the new data is f16"},
 		{llama.Weight{Name: w.Name, Type: w.Type, Dims: []int64{32, 128}, Bytes: w.Bytes}, "dims [32 128]"},
 	} {
 		if err := m.SetWeights([]llama.Weight{c.w}, data); err == nil || !strings.Contains(err.Error(), c.want) {

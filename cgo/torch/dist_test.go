@@ -351,7 +351,7 @@ func TestShardedOptimizerRank(t *testing.T) {
 	cfg.VocabSize = 20000
 	stage, _ := strconv.Atoi(os.Getenv("UMAD_TEST_STAGE"))
 	stage2 := stage >= 2
-	opts := ModelOptions{Trainable: true, GradCheckpoint: stage2}
+	opts := ModelOptions{Trainable: true, ModelPlacement: trainspec.ModelPlacement{GradCheckpoint: stage2}}
 	m, want := randomModel(t, rt, cfg, opts, 10), randomModel(t, rt, cfg, opts, 10)
 	if err := g.ShardOptimizer(m); err != nil {
 		t.Fatal(err)

@@ -164,7 +164,7 @@ func TestLoRAInitIsSeededKaimingUniform(t *testing.T) {
 // The gradients of the adapters (checkpointed layers, chunked lm_head, frozen base) match
 // central finite differences in float64; the frozen base has none.
 func TestLoRAGradientFiniteDifference(t *testing.T) {
-	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2, LoRA: allTargets(3, 0)})
+	f := newLossFixture(t, ModelOptions{Trainable: true, ModelPlacement: checkpointed, LogitChunk: 2, LoRA: allTargets(3, 0)})
 	batch := PolicyBatch{Prompts: f.prompts, Responses: f.responses, OldLogp: f.withRatios([][]float64{{1.05, 0.7, 1.5}, {4, 0.95, 1.2}}),
 		Advantages: [][]float32{{0.8, 0.8, -1.3}, {-0.5, 1.1, 1.1}}}
 	cfg := trainspec.LossConfig{Temperature: 0.6, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3, EntropyCoef: 0.05}
@@ -330,8 +330,8 @@ func TestLoRABF16BaseMatchesFP32(t *testing.T) {
 	cfg := tinyConfigs[2].cfg
 	l := allTargets(4, 0)
 	l.BaseBF16 = true
-	half := randomModel(t, rt, cfg, ModelOptions{Trainable: true, GradCheckpoint: true, LoRA: l}, 6)
-	full := randomModel(t, rt, cfg, ModelOptions{Trainable: true, GradCheckpoint: true, LoRA: allTargets(4, 0)}, 6)
+	half := randomModel(t, rt, cfg, ModelOptions{Trainable: true, ModelPlacement: checkpointed, LoRA: l}, 6)
+	full := randomModel(t, rt, cfg, ModelOptions{Trainable: true, ModelPlacement: checkpointed, LoRA: allTargets(4, 0)}, 6)
 	copyTensors(t, full, half)
 	infos, _ := half.Tensors()
 	for _, ti := range infos {

@@ -158,10 +158,10 @@ func TestPolicyLossKLAndEntropyTerms(t *testing.T) {
 // finite differences in float64.
 func TestPolicyLossGradientFiniteDifference(t *testing.T) {
 	t.Run("recomputed", func(t *testing.T) {
-		policyLossFD(t, newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2}))
+		policyLossFD(t, newLossFixture(t, ModelOptions{Trainable: true, ModelPlacement: checkpointed, LogitChunk: 2}))
 	})
 	t.Run("kept", func(t *testing.T) {
-		policyLossFD(t, newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true}))
+		policyLossFD(t, newLossFixture(t, ModelOptions{Trainable: true, ModelPlacement: checkpointed}))
 	})
 }
 
@@ -281,7 +281,7 @@ func TestGradCheckpointAndChunkingKeepGradients(t *testing.T) {
 	rt := openForTest(t)
 	cfg := tinyConfigs[1].cfg // qwen3: q/k norms inside the recomputed layer
 	plain := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true, LogitChunk: -1}, 4)
-	ckpt := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true, GradCheckpoint: true, LogitChunk: 2}, 4)
+	ckpt := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true, ModelPlacement: checkpointed, LogitChunk: 2}, 4)
 	kept := randomModel(t, rt, cfg, ModelOptions{DType: Float64, Trainable: true}, 4)
 	prompts, responses := randomSeqs(rand.New(rand.NewPCG(5, 5)), cfg.VocabSize, 4)
 	for _, m := range []*Model{plain, ckpt, kept} {

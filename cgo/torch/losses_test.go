@@ -69,7 +69,7 @@ var fdProbe = []struct {
 // every aggregation, the KL and entropy terms and importance weights that vary within a
 // sequence (under which GSPO's straight-through per-token form would differ).
 func TestGSPOGradientFiniteDifference(t *testing.T) {
-	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2})
+	f := newLossFixture(t, ModelOptions{Trainable: true, ModelPlacement: checkpointed, LogitChunk: 2})
 	b := lossBatch(f)
 	for _, tc := range []struct {
 		agg trainspec.AggMode
@@ -234,7 +234,7 @@ func allGrads(t *testing.T, m *Model) map[string][]float64 {
 // over those whose weight is clipped, CISPO's own -A w log pi (w constant there). With an
 // aggregation that is linear in the mask, the KL and entropy terms split the same way.
 func TestCISPOGradientFiniteDifference(t *testing.T) {
-	f := newLossFixture(t, ModelOptions{Trainable: true, GradCheckpoint: true, LogitChunk: 2})
+	f := newLossFixture(t, ModelOptions{Trainable: true, ModelPlacement: checkpointed, LogitChunk: 2})
 	b := lossBatch(f)
 	for _, agg := range []trainspec.AggMode{trainspec.SeqMeanTokenSumNorm, trainspec.SeqMeanTokenSum} {
 		t.Run(string(agg), func(t *testing.T) {

@@ -107,12 +107,12 @@ type ModelOptions struct {
 	// Precision is the compute type: the parameter dtype ("" or PrecisionF32), or
 	// PrecisionBF16 over Float32 parameters (f32 masters, bf16 compute), on any device.
 	Precision trainspec.Precision
-	// Device holds every tensor of the model (the zero value is the CPU).
-	Device trainspec.Device
+	// ModelPlacement is the model's device (the zero value is the CPU), whether it
+	// recomputes each layer in the backward pass instead of storing it, and whether a
+	// trainable model keeps its AdamW moments in host memory (ZeRO-Offload's pattern).
+	trainspec.ModelPlacement
 	// Trainable models keep gradients and AdamW state.
 	Trainable bool
-	// GradCheckpoint recomputes each layer in the backward pass instead of storing it.
-	GradCheckpoint bool
 	// LogitChunk is the number of rows per lm_head chunk. 0 picks one that holds about 16M
 	// logits and lets a training pass keep up to 64M for its backward; a positive value
 	// makes the backward recompute one chunk at a time; a negative value materialises all
@@ -124,10 +124,6 @@ type ModelOptions struct {
 	// the start (Group.ShardOptimizer's cut), so they are never whole: an optimizer state
 	// loaded from a checkpoint keeps this part. World 0 or 1: whole.
 	MomentShard struct{ Rank, World int }
-	// OffloadOptimizer keeps a trainable model's AdamW moments in host memory and updates
-	// them on the CPU, the gradient brought to them and the weights sent back a chunk at a
-	// time (ZeRO-Offload's pattern). On the CPU it changes nothing.
-	OffloadOptimizer bool
 }
 
 // Model is a transformer inside the plugin. Its methods are safe for concurrent use; they
@@ -205,7 +201,7 @@ func (r *Runtime) NewModel(cfg Config, opts ModelOptions) (*Model, error) {
 		query_pre_attn_scalar:  C.double(cfg.QueryScalar),
 		shard_rank:             C.int32_t(opts.MomentShard.Rank),
 		shard_world:            C.int32_t(opts.MomentShard.World),
-		offload_optimizer:      b2i(opts.OffloadOptimizer),
+		offload_optimizer:      b2i(opts.Offload),
 	}
 	cc.device, cc.device_index = deviceCodes(opts.Device)
 	if s := cfg.RopeScaling; s != nil {

@@ -24,7 +24,7 @@ func TestBF16LogProbsNearF32(t *testing.T) {
 	for _, tc := range tinyConfigs {
 		t.Run(tc.name, func(t *testing.T) {
 			f32 := randomModel(t, rt, tc.cfg, ModelOptions{}, 21)
-			b16 := randomModel(t, rt, tc.cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Device: trainspec.CPU}, 21)
+			b16 := randomModel(t, rt, tc.cfg, ModelOptions{Precision: trainspec.PrecisionBF16}, 21)
 			prompts, responses := randomSeqs(rand.New(rand.NewPCG(5, 6)), tc.cfg.VocabSize, 6)
 			want, wantEnt, err := f32.LogProbs(prompts, responses, 0.7)
 			if err != nil {
@@ -232,7 +232,7 @@ func TestDevices(t *testing.T) {
 	case built && gpus == 0 && !strings.Contains(err.Error(), "sees no GPU"):
 		t.Errorf("%v on a CUDA build without GPUs: %q", beyond, err)
 	}
-	if _, err2 := rt.NewModel(cfg, ModelOptions{Device: beyond}); err2 == nil || !strings.Contains(err2.Error(), err.Error()) {
+	if _, err2 := rt.NewModel(cfg, ModelOptions{ModelPlacement: trainspec.ModelPlacement{Device: beyond}}); err2 == nil || !strings.Contains(err2.Error(), err.Error()) {
 		t.Errorf("new model on %v: %v, want %v", beyond, err2, err)
 	}
 	if _, err := rt.ResolveDevice(fmt.Sprint(beyond)); err == nil {
@@ -249,7 +249,7 @@ func TestBF16CheckpointAndLoRA(t *testing.T) {
 	prompts, responses := randomSeqs(rand.New(rand.NewPCG(3, 3)), cfg.VocabSize, 5)
 	const name = "model.layers.1.self_attn.o_proj.weight"
 	grad := func(ckpt bool) []float32 {
-		m := randomModel(t, rt, cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true, GradCheckpoint: ckpt}, 8)
+		m := randomModel(t, rt, cfg, ModelOptions{Precision: trainspec.PrecisionBF16, Trainable: true, ModelPlacement: trainspec.ModelPlacement{GradCheckpoint: ckpt}}, 8)
 		if _, err := m.SFTLoss(prompts, responses, true, 1); err != nil {
 			t.Fatal(err)
 		}

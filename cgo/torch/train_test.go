@@ -11,12 +11,15 @@ import (
 	"github.com/umad-dev/umad/trainspec"
 )
 
+// checkpointed is a model on the CPU that recomputes each layer in its backward.
+var checkpointed = trainspec.ModelPlacement{GradCheckpoint: true}
+
 // A few hundred seeded SFT steps on a fixed set must drive the loss far down: the
 // response is a deterministic function of the prompt, so it is learnable.
 func TestSFTLearnsFixedSet(t *testing.T) {
 	rt := openForTest(t)
 	cfg := tinyConfigs[0].cfg
-	m := randomModel(t, rt, cfg, ModelOptions{Trainable: true, GradCheckpoint: true}, 3)
+	m := randomModel(t, rt, cfg, ModelOptions{Trainable: true, ModelPlacement: checkpointed}, 3)
 	rng := rand.New(rand.NewPCG(42, 0))
 	var prompts, responses [][]int32
 	for i := 0; i < 8; i++ {
@@ -201,7 +204,7 @@ func TestOffloadedOptimizerMatchesInPlace(t *testing.T) {
 	opt := trainspec.AdamW{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}
 	for _, shard := range []struct{ Rank, World int }{{0, 1}, {1, 2}} {
 		train := func(offload bool) *Model {
-			opts := ModelOptions{Trainable: true, OffloadOptimizer: offload}
+			opts := ModelOptions{Trainable: true, ModelPlacement: trainspec.ModelPlacement{Offload: offload}}
 			opts.MomentShard = shard
 			m := randomModel(t, rt, cfg, opts, 11)
 			for range 3 {

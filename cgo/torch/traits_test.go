@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/model/arch"
+	"github.com/umad-dev/umad/arch"
 )
 
 // registryConfig is cfg with the traits of the registry's descriptor d, as hfmodel sets them.

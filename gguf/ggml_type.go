@@ -1,4 +1,4 @@
-package model
+package gguf
 
 import (
 	"encoding/binary"
@@ -34,8 +34,8 @@ const (
 	TypeBF16 GGMLType = 30
 )
 
-// q8BlockSize is ggml's QK8_0: Q8_0 stores 32 int8 values with one F16 scale.
-const q8BlockSize = 32
+// Q8BlockSize is ggml's QK8_0: Q8_0 stores 32 int8 values with one F16 scale.
+const Q8BlockSize = 32
 
 type ggmlLayout struct {
 	name       string
@@ -50,7 +50,7 @@ var ggmlLayouts = map[GGMLType]ggmlLayout{
 	TypeQ4_1: {"Q4_1", 32, 20},
 	TypeQ5_0: {"Q5_0", 32, 22},
 	TypeQ5_1: {"Q5_1", 32, 24},
-	TypeQ8_0: {"Q8_0", q8BlockSize, 2 + q8BlockSize},
+	TypeQ8_0: {"Q8_0", Q8BlockSize, 2 + Q8BlockSize},
 	TypeQ8_1: {"Q8_1", 32, 36},
 	TypeQ2_K: {"Q2_K", 256, 84},
 	TypeQ3_K: {"Q3_K", 256, 110},
@@ -73,10 +73,10 @@ func (t GGMLType) String() string {
 	return fmt.Sprintf("ggml_type(%d)", uint32(t))
 }
 
-// ggmlTensorBytes returns the byte size of a tensor with dims ne (ggml order, innermost first),
+// TensorBytes returns the byte size of a tensor with dims ne (ggml order, innermost first),
 // or an error if the type is unknown, the row is not a whole number of blocks, or the size
 // does not fit in an int64.
-func ggmlTensorBytes(t GGMLType, ne []int64) (int64, error) {
+func TensorBytes(t GGMLType, ne []int64) (int64, error) {
 	l, ok := ggmlLayouts[t]
 	if !ok {
 		return 0, fmt.Errorf("unsupported tensor type %v", t)
@@ -105,8 +105,8 @@ func ggmlTensorBytes(t GGMLType, ne []int64) (int64, error) {
 	return size, nil
 }
 
-// dequantize converts raw tensor bytes of type t to float32.
-func dequantize(t GGMLType, raw []byte) ([]float32, error) {
+// Dequantize converts raw tensor bytes of type t to float32.
+func Dequantize(t GGMLType, raw []byte) ([]float32, error) {
 	switch t {
 	case TypeF32:
 		out := make([]float32, len(raw)/4)
@@ -125,8 +125,8 @@ func dequantize(t GGMLType, raw []byte) ([]float32, error) {
 		}
 		return out, nil
 	case TypeQ8_0:
-		const blockBytes = 2 + q8BlockSize
-		out := make([]float32, 0, len(raw)/blockBytes*q8BlockSize)
+		const blockBytes = 2 + Q8BlockSize
+		out := make([]float32, 0, len(raw)/blockBytes*Q8BlockSize)
 		for b := 0; b+blockBytes <= len(raw); b += blockBytes {
 			scale := F16ToF32(binary.LittleEndian.Uint16(raw[b:]))
 			for _, q := range raw[b+2 : b+blockBytes] {
@@ -161,12 +161,12 @@ func EncodeTensor(t GGMLType, values []float32) ([]byte, error) {
 		}
 		return out, nil
 	case TypeQ8_0:
-		if len(values)%q8BlockSize != 0 {
-			return nil, fmt.Errorf("Q8_0 needs a multiple of %d values, got %d", q8BlockSize, len(values))
+		if len(values)%Q8BlockSize != 0 {
+			return nil, fmt.Errorf("Q8_0 needs a multiple of %d values, got %d", Q8BlockSize, len(values))
 		}
-		out := make([]byte, 0, len(values)/q8BlockSize*(2+q8BlockSize))
-		for b := 0; b < len(values); b += q8BlockSize {
-			out = appendQ8Block(out, values[b:b+q8BlockSize])
+		out := make([]byte, 0, len(values)/Q8BlockSize*(2+Q8BlockSize))
+		for b := 0; b < len(values); b += Q8BlockSize {
+			out = appendQ8Block(out, values[b:b+Q8BlockSize])
 		}
 		return out, nil
 	default:

@@ -1,4 +1,4 @@
-package model
+package gguf
 
 import (
 	"encoding/binary"
@@ -142,7 +142,7 @@ func (w *GGUFWriter) AddTensorFunc(name string, t GGMLType, dims []int64, write 
 	if len(dims) > ggufMaxDims {
 		return fmt.Errorf("gguf tensor %q: %d dims, at most %d", name, len(dims), ggufMaxDims)
 	}
-	size, err := ggmlTensorBytes(t, dims)
+	size, err := TensorBytes(t, dims)
 	if err != nil {
 		return fmt.Errorf("gguf tensor %q: %w", name, err)
 	}
@@ -173,7 +173,7 @@ func (w *GGUFWriter) Close() error {
 		off = alignUp(off+w.tensors[i].info.Size, align)
 	}
 	return atomicfile.Write(w.path, func(bw io.Writer) error {
-		cw := &countingWriter{w: bw}
+		cw := &CountingWriter{W: bw}
 		enc := &ggufEncoder{w: cw}
 		enc.raw([]byte(ggufMagic))
 		enc.u32(ggufVersion)
@@ -195,16 +195,16 @@ func (w *GGUFWriter) Close() error {
 		if enc.err != nil {
 			return enc.err
 		}
-		dataStart := alignUp(cw.n, align)
+		dataStart := alignUp(cw.N, align)
 		if err := pad(cw, dataStart); err != nil {
 			return err
 		}
 		for _, t := range w.tensors {
-			before := cw.n
+			before := cw.N
 			if err := t.write(cw); err != nil {
 				return fmt.Errorf("tensor %q: %w", t.info.Name, err)
 			}
-			if got := cw.n - before; got != t.info.Size {
+			if got := cw.N - before; got != t.info.Size {
 				return fmt.Errorf("tensor %q: wrote %d bytes, its type and dims need %d", t.info.Name, got, t.info.Size)
 			}
 			if err := pad(cw, dataStart+alignUp(t.info.Offset+t.info.Size, align)); err != nil {
@@ -215,19 +215,20 @@ func (w *GGUFWriter) Close() error {
 	})
 }
 
-type countingWriter struct {
-	w io.Writer
-	n int64
+// CountingWriter counts the bytes written through it to W.
+type CountingWriter struct {
+	W io.Writer
+	N int64
 }
 
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
+func (c *CountingWriter) Write(p []byte) (int, error) {
+	n, err := c.W.Write(p)
+	c.N += int64(n)
 	return n, err
 }
 
-func pad(cw *countingWriter, to int64) error {
-	_, err := cw.Write(make([]byte, to-cw.n))
+func pad(cw *CountingWriter, to int64) error {
+	_, err := cw.Write(make([]byte, to-cw.N))
 	return err
 }
 

@@ -1,8 +1,10 @@
 // Package arch is the registry of the model architectures umad supports: one descriptor per
 // architecture, from which the converter, the engine, the chat formats, the plugin's
 // configuration, `umad model tiny` and the memory plan take what differs between them.
-// Adding an architecture is a descriptor here plus what is truly new about it (its tensors in
-// model/; in kernels/, only a trait the plugin's forward lacks). It imports nothing of umad.
+// Each architecture is one file of this package: its descriptor, with its chat format and
+// tokenizer as data, registered from the file's init. A new architecture is a new file,
+// plus what is truly new about it (tensors in model/; in kernels/, only a trait the
+// plugin's forward lacks). It imports nothing of umad.
 package arch
 
 import (
@@ -13,18 +15,24 @@ import (
 
 // Desc describes one architecture.
 type Desc struct {
-	// Name is llama.cpp's general.architecture, config.json's model_type and --arch.
+	// Name is --arch, and config.json's model_type and llama.cpp's general.architecture
+	// unless ModelType or GGUF is set.
 	Name string
 	// ModelType is config.json's model_type (Name where empty).
 	ModelType string
+	// GGUF is llama.cpp's general.architecture where llama.cpp runs the architecture as
+	// another (Name where empty). A GGUF of that name reads back as the first architecture
+	// registered under it.
+	GGUF string
 	// HFClass is config.json's architectures entry.
 	HFClass string
-	// Chat is the chat family (chat.Family) of the models umad generates, whose template
-	// they carry.
-	Chat string
-	// Tokenizer is the tokenizer.ggml.pre of generated models' tokenizer: byte-level BPE,
-	// or SentencePiece for "default" (Gemma).
-	Tokenizer string
+	// Chat is the chat format of the models umad generates, whose template they carry.
+	Chat Chat
+	// Tokenizer is the tokenizer of the models umad generates.
+	Tokenizer Tokenizer
+	// Order is the architecture's place in lists (help texts, and which of those that share
+	// a GGUF name a GGUF reads back as): the next number for an architecture added later.
+	Order int
 
 	// QKNorm: an RMS norm over each head of q and k (q_norm, k_norm).
 	QKNorm bool
@@ -100,6 +108,16 @@ const (
 	Gemma3 = "gemma3"
 )
 
+// All lists the architectures by Order; each file of this package registers its own
+// (register).
+var All []Desc
+
+// register adds an architecture to All, kept in Order.
+func register(d Desc) {
+	All = append(All, d)
+	slices.SortStableFunc(All, func(a, b Desc) int { return a.Order - b.Order })
+}
+
 // tinyBase is what the tiny shapes share.
 var tinyBase = Dims{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 128,
 	RopeTheta: 1e6, RMSEps: 1e-6, Context: 4096, TiedEmbeddings: true}
@@ -110,63 +128,29 @@ func (d Dims) with(f func(*Dims)) Dims {
 	return d
 }
 
-// All lists the architectures.
-var All = []Desc{
-	{
-		// Qwen2 and Qwen2.5: q/k/v biases and tied embeddings.
-		Name: Qwen2, HFClass: "Qwen2ForCausalLM", Chat: "qwen2.5", Tokenizer: "qwen2",
-		QKVBias: true, HeadsSpanHidden: true, Activation: "silu",
-		Tiny: tinyBase.with(func(d *Dims) { d.QKVBias = true }),
-		Presets: map[string]Dims{
-			"qwen2.5-0.5b": {Vocab: 151936, Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64,
-				FFN: 4864, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
-			"qwen2.5-3b": {Vocab: 151936, Hidden: 2048, Layers: 36, Heads: 16, KVHeads: 2, HeadDim: 128,
-				FFN: 11008, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, QKVBias: true},
-		},
-	},
-	{
-		// Qwen3: QK-norm, no biases, head dim independent of hidden/heads.
-		Name: Qwen3, HFClass: "Qwen3ForCausalLM", Chat: "qwen3", Tokenizer: "qwen2",
-		QKNorm: true, ConfigHeadDim: true, Activation: "silu",
-		Tiny: tinyBase.with(func(d *Dims) { d.HeadDim = 32 }),
-		Presets: map[string]Dims{
-			// Qwen3-4B: heads x head dim (4096) wider than hidden.
-			"qwen3-4b": {Vocab: 151936, Hidden: 2560, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128,
-				FFN: 9728, RopeTheta: 1e6, RMSEps: 1e-6, Context: 40960, TiedEmbeddings: true},
-		},
-	},
-	{
-		// Llama 3: untied output, Llama 3 rope scaling, q/k rows permuted in the GGUF.
-		Name: Llama, HFClass: "LlamaForCausalLM", Chat: "llama3", Tokenizer: "llama-bpe",
-		PermuteQK: true, ConfigHeadDim: true, GGUFRopeDims: true, RopeScaling: "llama3", Activation: "silu",
-		Tiny: tinyBase.with(func(d *Dims) {
-			d.RopeTheta, d.RMSEps, d.TiedEmbeddings = 500000, 1e-5, false
-			d.RopeScaling = &RopeScaling{RopeType: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4,
-				OriginalMaxPositionEmbeddings: 8192}
-		}),
-	},
-	{
-		// Gemma 3 (text): sandwich norms with the +1 offset, GeLU-tanh, embeddings scaled
-		// by sqrt(hidden), QK-norm, five sliding-window layers to one global, each kind with
-		// its rope base, and a SentencePiece tokenizer. The tiny shape has six layers so that
-		// both kinds run, and a window shorter than test prompts.
-		Name: Gemma3, ModelType: "gemma3_text", HFClass: "Gemma3ForCausalLM", Chat: "gemma3", Tokenizer: "default",
-		QKNorm: true, ConfigHeadDim: true, TiedByDefault: true, Activation: "gelu_pytorch_tanh", NormOffset: 1,
-		SandwichNorm: true, EmbedScale: true, SlidingWindowPattern: 6, LocalRopeTheta: 10000, QueryPreAttnDefault: 256,
-		Tiny: tinyBase.with(func(d *Dims) { d.Layers, d.KVHeads, d.HeadDim, d.SlidingWindow = 6, 1, 32, 8 }),
-		Presets: map[string]Dims{
-			"gemma-3-1b": {Vocab: 262144, Hidden: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256,
-				FFN: 6912, RopeTheta: 1e6, RMSEps: 1e-6, Context: 32768, TiedEmbeddings: true, SlidingWindow: 512},
-		},
-	},
-}
-
 // HFModelType is config.json's model_type of the architecture.
 func (d Desc) HFModelType() string {
 	if d.ModelType != "" {
 		return d.ModelType
 	}
 	return d.Name
+}
+
+// GGUFArch is llama.cpp's general.architecture of the architecture.
+func (d Desc) GGUFArch() string {
+	if d.GGUF != "" {
+		return d.GGUF
+	}
+	return d.Name
+}
+
+// OfGGUF returns the first descriptor whose GGUF general.architecture is name.
+func OfGGUF(name string) (Desc, bool) {
+	i := slices.IndexFunc(All, func(d Desc) bool { return d.GGUFArch() == name })
+	if i < 0 {
+		return Desc{}, false
+	}
+	return All[i], true
 }
 
 // OfModelType returns the descriptor whose config.json model_type is t.

@@ -1,4 +1,8 @@
-package model
+// Package gguf reads and writes llama.cpp's GGUF files (metadata, tensor infos, aligned
+// tensor data) and converts between ggml's tensor types (F32, F16, BF16, Q8_0 and the
+// half-precision floats). The reader treats every file as untrusted: each count, length and
+// offset is checked against the file size before anything is allocated.
+package gguf
 
 import (
 	"bufio"
@@ -421,7 +425,7 @@ func (g *GGUF) readTensorInfos(r *ggufReader, n int64) error {
 		if off > math.MaxInt64 {
 			return fmt.Errorf("tensor %q: offset %d out of range", name, off)
 		}
-		sz, err := ggmlTensorBytes(GGMLType(t), dims)
+		sz, err := TensorBytes(GGMLType(t), dims)
 		if err != nil {
 			return fmt.Errorf("tensor %q: %w", name, err)
 		}
@@ -568,6 +572,11 @@ func (g *GGUF) Tensor(name string) (TensorInfo, bool) {
 	return g.Tensors[i], true
 }
 
+// TensorData streams a tensor's raw bytes, a part of the file at a time.
+func (g *GGUF) TensorData(info TensorInfo) *io.SectionReader {
+	return io.NewSectionReader(g.r, g.DataOffset+info.Offset, info.Size)
+}
+
 // ReadTensor returns the raw bytes of the named tensor.
 func (g *GGUF) ReadTensor(name string) (TensorInfo, []byte, error) {
 	t, ok := g.Tensor(name)
@@ -591,7 +600,7 @@ func (g *GGUF) ReadTensorF32(name string) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := dequantize(t.Type, raw)
+	v, err := Dequantize(t.Type, raw)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}

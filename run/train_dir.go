@@ -1,4 +1,7 @@
-package cli
+package run
+
+// A training run's directory: claimed for its settings, with --steps free to grow on a
+// resume, and emptied again when a new run fails before its first step.
 
 import (
 	"encoding/json"
@@ -7,33 +10,30 @@ import (
 	"os"
 	"path/filepath"
 
-	ucli "github.com/urfave/cli/v2"
-
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/runlock"
-	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
 )
 
-// claimTrain checks --out against --resume and the settings (claimTrainRun) and returns
-// whether it holds a run and what saves the config of a new one.
-func claimTrain(c *ucli.Context, out string, rc trainRunConfig) (exists bool, save func() error, err error) {
-	_, statErr := os.Stat(filepath.Join(out, "config.json"))
+// claim checks Out against Resume and the settings (ClaimTrainDir) and returns whether it
+// holds a run and what saves the config of a new one, with the command that made it.
+func (t *Train) claim() (exists bool, save func() error, err error) {
+	_, statErr := os.Stat(filepath.Join(t.Out, "config.json"))
 	exists = statErr == nil
 	switch {
-	case exists && !c.Bool("resume"):
-		return exists, nil, fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", out)
-	case !exists && c.Bool("resume"):
-		return exists, nil, fmt.Errorf("--resume: %s holds no training run", out)
+	case exists && !t.Resume:
+		return exists, nil, fmt.Errorf("%s holds a training run; pass --resume to continue it, or choose another --out", t.Out)
+	case !exists && t.Resume:
+		return exists, nil, fmt.Errorf("--resume: %s holds no training run", t.Out)
 	}
-	save, err = claimTrainRun(out, rc)
-	return exists, recordCommand(c, out, save), err
+	save, err = ClaimTrainDir(t.Out, t.Settings)
+	return exists, RecordCommand(t.Out, t.Command, save), err
 }
 
 // abandonRun empties the directory of a new run that failed before it logged a step (an
 // adapter whose weights are not usable, a model llama.cpp refuses), so that the
-// corrected command can use it. run.ClaimDir found the directory empty, so all in it is
+// corrected command can use it. ClaimDir found the directory empty, so all in it is
 // this start's; config.json goes last, so that an interrupted clean-up leaves a run that
 // --resume takes. A run with a logged step or a checkpoint stays, to be resumed.
 func abandonRun(dir string) {
@@ -52,27 +52,27 @@ func abandonRun(dir string) {
 	os.Remove(filepath.Join(dir, "config.json"))
 }
 
-// claimTrainRun is run.ClaimDir, except that --steps may change between runs of one
+// ClaimTrainDir is ClaimDir, except that --steps may change between runs of one
 // directory: a resume then trains on to the new count. A cosine schedule depends on the
 // count, so there it must stay. At the same trainer dtype, the rollout dtype is named before
 // any other difference, as its default depends on the machine (a GPU's run resumed on the
 // CPU needs the flag).
-func claimTrainRun(dir string, rc trainRunConfig) (save func() error, err error) {
+func ClaimTrainDir(dir string, rc TrainSettings) (save func() error, err error) {
 	path := filepath.Join(dir, "config.json")
-	var old trainRunConfig
+	var old TrainSettings
 	b, err := os.ReadFile(path)
 	if err != nil || json.Unmarshal(b, &old) != nil {
-		return run.ClaimDir(dir, rc) // it reports unreadable files
+		return ClaimDir(dir, rc) // it reports unreadable files
 	}
 	if r := old.Trainer.RolloutDType; r != rc.Trainer.RolloutDType && old.Trainer.DType == rc.Trainer.DType {
 		return nil, fmt.Errorf("%s holds a run with %s rollout weights, not %s (the default: bf16 with llama.cpp on a GPU or --dtype bf16, else f32); resume it with --rollout-dtype %s", dir, r, rc.Trainer.RolloutDType, r)
 	}
 	if old.Trainer.Steps == rc.Trainer.Steps {
-		return run.ClaimDir(dir, rc)
+		return ClaimDir(dir, rc)
 	}
 	same := rc
 	same.Trainer.Steps = old.Trainer.Steps
-	if _, err := run.ClaimDir(dir, same); err != nil {
+	if _, err := ClaimDir(dir, same); err != nil {
 		return nil, err
 	}
 	if rc.Trainer.Schedule.Kind == trainer.ScheduleCosine {
