@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/hfhub"
+	"github.com/umad-dev/umad/internal/outpath"
 	"github.com/umad-dev/umad/model"
 )
 
@@ -201,54 +201,13 @@ func twoArgs(c *ucli.Context, usage string) (string, string, error) {
 	return args[0], args[1], nil
 }
 
-// checkOutput refuses an output path that is, contains or lies inside one of the inputs:
-// --force would remove the input's files, or the output replace them. Symlinks are resolved
-// before the paths are compared.
+// checkOutput refuses an output path that is, contains or lies inside one of the inputs
+// (outpath.Check), naming the command.
 func checkOutput(c *ucli.Context, out string, inputs ...string) error {
-	o, err := realPath(out)
-	if err != nil {
-		return err
-	}
-	for _, in := range inputs {
-		i, err := realPath(in)
-		if err != nil {
-			return err
-		}
-		how := ""
-		switch {
-		case o == i:
-			how = "is"
-		case within(o, i):
-			how = "lies inside"
-		case within(i, o):
-			how = "contains"
-		default:
-			continue
-		}
-		return fmt.Errorf("%s: the output %s %s the input %s; write the output elsewhere", c.Command.Name, out, how, in)
+	if err := outpath.Check(out, inputs...); err != nil {
+		return fmt.Errorf("%s: %w", c.Command.Name, err)
 	}
 	return nil
-}
-
-// realPath is path made absolute with its symlinks resolved, as far as it exists.
-func realPath(path string) (string, error) {
-	p, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	rest := ""
-	for {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(r, rest), nil
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = filepath.Dir(p) // ends at "/", which resolves
-	}
-}
-
-// within reports whether path lies inside directory dir (both clean and absolute).
-func within(path, dir string) bool {
-	return strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // progress reports the tensor being written on one rewritten stderr line.

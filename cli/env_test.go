@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/envreport"
 )
 
 // umad env reports what a bug report needs; on this machine (no GPU) that is the CPU device,
@@ -19,7 +20,7 @@ func TestEnvReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r envReport
+	var r envreport.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("umad env --json: %v\n%s", err, out)
 	}

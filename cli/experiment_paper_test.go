@@ -343,7 +343,7 @@ func TestExperimentNprocCell(t *testing.T) {
 }
 
 // The paper's experiment files plan on stand-ins for the paper's models (as
-// TestReadmePaperRecipes runs its commands): Table 1 trains once per method and agent set
+// TestReadmePaperCommands runs its commands): Table 1 trains once per method and agent set
 // (Single-GRPO once per agent), Table 2 adds its two ablations' trainings in one directory.
 func TestPaperExperimentPlans(t *testing.T) {
 	torchtest.Open(t)

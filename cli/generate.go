@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
 )
@@ -35,17 +33,6 @@ func init() {
 		}, samplingFlags()...), llamaFlags()...),
 		Action: generate,
 	})
-}
-
-// sampleLine is one line of generate's output.
-type sampleLine struct {
-	Index     int       `json:"index"`
-	Text      string    `json:"text"`
-	Tokens    []int32   `json:"tokens"`
-	LogProbs  []float32 `json:"logprobs"`
-	Entropies []float32 `json:"entropies"`
-	KeptMass  []float32 `json:"kept_mass,omitempty"` // top-k/top-p kept mass per token; absent when nothing was cut
-	Finish    string    `json:"finish"`
 }
 
 func generate(c *ucli.Context) error {
@@ -77,7 +64,7 @@ func generate(c *ucli.Context) error {
 	}
 	defer m.Close()
 
-	prompt, err := generatePrompt(c, m)
+	prompt, err := m.ChatPrompt(c.String("prompt"), c.String("system"), c.String("chat-format"), c.Bool("raw"))
 	if err != nil {
 		return err
 	}
@@ -106,41 +93,5 @@ func generate(c *ucli.Context) error {
 	if res.Err != nil {
 		return res.Err
 	}
-	return writeOutput(c, c.String("out"), func(w io.Writer) error { return writeSamples(w, m, res.Samples) })
-}
-
-// generatePrompt is --prompt's tokens: rendered with the model's chat format (and
-// --system) unless --raw.
-func generatePrompt(c *ucli.Context, m *engine.Model) ([]int32, error) {
-	text := c.String("prompt")
-	if !c.Bool("raw") {
-		f, err := m.Format(c.String("chat-format"))
-		if err != nil {
-			return nil, err
-		}
-		var msgs []chat.Message
-		if s := c.String("system"); s != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: s})
-		}
-		if text, err = f.Render(append(msgs, chat.Message{Role: "user", Content: text}), chat.Options{}); err != nil {
-			return nil, err
-		}
-	}
-	return m.Tokenize(text, c.Bool("raw"), !c.Bool("raw"))
-}
-
-// writeSamples writes one JSON line per sample.
-func writeSamples(w io.Writer, m *engine.Model, samples []engine.Sample) error {
-	enc := json.NewEncoder(w)
-	for _, s := range samples {
-		text, err := m.Detokenize(s.Tokens, false)
-		if err != nil {
-			return err
-		}
-		line := sampleLine{Index: s.Index, Text: text, Tokens: s.Tokens, LogProbs: s.LogProbs, Entropies: s.Entropies, KeptMass: s.KeptMass, Finish: string(s.Finish)}
-		if err := enc.Encode(line); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeOutput(c, c.String("out"), func(w io.Writer) error { return m.WriteSamples(w, res.Samples) })
 }

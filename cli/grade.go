@@ -1,22 +1,15 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/data"
+	"github.com/umad-dev/umad/grade"
+	"github.com/umad-dev/umad/gradefile"
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/internal/jsonline"
-	"github.com/umad-dev/umad/reward"
-	"github.com/umad-dev/umad/verifier"
 )
 
 func init() {
@@ -67,42 +60,17 @@ func init() {
 	})
 }
 
-// gradeConfig is what grading one line needs from the flags.
-type gradeConfig struct {
-	responseField, predField, goldField string
-	extract                             reward.ExtractOptions
-	// check, when set, asks the verifier model about the pairs robust does not decide.
-	check         *verifier.Session
-	questionField string
-}
-
-// gradeStats counts the verdicts of one run.
-type gradeStats struct {
-	graded, skipped, strict, robust, strictOnly, robustOnly, noAnswer int
-	verified                                                          int // correct in robust+verifier mode
-	withVerifier                                                      bool
-	// disagree holds the lines where the modes differ, for --compare.
-	disagree []disagreement
-}
-
-// disagreement is a line that strict and robust grade differently.
-type disagreement struct {
-	line           int
-	answer, gold   string
-	strict, robust bool
-	rule           string // robust's rule; "no answer" where robust extracted none, "unread" where it could not parse a side
-}
-
 func runGrade(c *ucli.Context) error {
-	cfg := gradeConfig{
-		responseField: c.String("response-field"),
-		predField:     c.String("pred-field"),
-		goldField:     c.String("gold-field"),
-		extract: reward.ExtractOptions{
+	opt := gradefile.Options{
+		ResponseField: c.String("response-field"),
+		PredField:     c.String("pred-field"),
+		GoldField:     c.String("gold-field"),
+		QuestionField: c.String("question-field"),
+		Extract: grade.ExtractOptions{
 			GSM8KHash: c.Bool("gsm8k-hash"), AnswerPhrase: c.Bool("answer-phrase"), LastMath: c.Bool("last-math"),
 			LastNumberFallback: c.Bool("last-number"),
 		},
-		questionField: c.String("question-field"),
+		StrictInput: c.Bool("strict-input"),
 	}
 	check, err := openRunVerifier(c, c.Int("threads"))
 	if err != nil {
@@ -112,7 +80,7 @@ func runGrade(c *ucli.Context) error {
 		defer check.Close()
 		ctx, release := interruptContext("")
 		defer release()
-		check.Ctx, cfg.check = ctx, check
+		check.Ctx, opt.Verifier = ctx, check
 	}
 	inPath := c.String("in")
 	in := c.App.Reader
@@ -124,270 +92,19 @@ func runGrade(c *ucli.Context) error {
 		defer f.Close()
 		in = f
 	}
-	stats := gradeStats{withVerifier: cfg.check != nil}
-	grade := func(w io.Writer) error {
-		return gradeLines(in, w, c.App.ErrWriter, cfg, c.Bool("strict-input"), &stats)
+	var stats *gradefile.Stats
+	gradeAll := func(w io.Writer) (err error) {
+		stats, err = gradefile.Lines(in, w, c.App.ErrWriter, opt)
+		return err
 	}
-	if err := writeOutput(c, c.String("out"), grade); err != nil {
+	if err := writeOutput(c, c.String("out"), gradeAll); err != nil {
 		return fmt.Errorf("grade %s: %w", inPath, err)
 	}
-	stats.print(c.App.ErrWriter, cfg.check)
+	stats.Print(c.App.ErrWriter)
 	if path := c.String("compare"); path != "" {
-		if err := atomicfile.Write(path, stats.writeComparison); err != nil {
+		if err := atomicfile.Write(path, stats.WriteComparison); err != nil {
 			return fmt.Errorf("grade --compare %s: %w", path, err)
 		}
 	}
 	return nil
-}
-
-// gradeLines grades every line of in onto out; malformed lines are reported on errs and
-// skipped, or returned as the error when strictInput is set. With a verifier, lines are
-// held in chunks, so that the model is asked about a chunk's pairs at once.
-func gradeLines(in io.Reader, out, errs io.Writer, cfg gradeConfig, strictInput bool, stats *gradeStats) error {
-	chunk := 1
-	if cfg.check != nil {
-		chunk = verifierChunk
-	}
-	var held []*gradedLine
-	flush := func() error {
-		if err := decide(cfg.check, held); err != nil {
-			return err
-		}
-		for _, g := range held {
-			b, err := g.finish(stats)
-			if err != nil {
-				return err
-			}
-			if _, err := out.Write(b); err != nil {
-				return err
-			}
-		}
-		held = held[:0]
-		return nil
-	}
-	err := data.ReadLines(in, func(lineNo int, line []byte) error {
-		g, err := cfg.gradeLine(lineNo, line)
-		if err != nil {
-			if strictInput {
-				return fmt.Errorf("line %d: %w", lineNo, err)
-			}
-			fmt.Fprintf(errs, "umad grade: line %d skipped: %v\n", lineNo, err)
-			stats.skipped++
-			return nil
-		}
-		if held = append(held, g); len(held) == chunk {
-			return flush()
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return flush()
-}
-
-// gradedLine is a line graded by the rules, waiting for the verifier's verdict.
-type gradedLine struct {
-	obj             *jsonline.Object
-	lineNo          int
-	v               reward.Verdict
-	extracted, gold string
-	question        string
-	ask             bool // a pair robust does not decide, for the verifier
-}
-
-// gradeLine parses and grades one line.
-func (cfg gradeConfig) gradeLine(lineNo int, line []byte) (*gradedLine, error) {
-	obj, err := jsonline.Parse(line)
-	if err != nil {
-		return nil, err
-	}
-	goldValue, ok := obj.Get(cfg.goldField)
-	if !ok {
-		return nil, fmt.Errorf("no %q field; fields found: %s", cfg.goldField, obj.Keys())
-	}
-	gold, err := answerText(goldValue)
-	if err != nil {
-		return nil, fmt.Errorf("field %q: %w", cfg.goldField, err)
-	}
-	if strings.TrimSpace(gold) == "" {
-		return nil, fmt.Errorf("field %q is empty", cfg.goldField)
-	}
-
-	var v reward.Verdict
-	var extracted string
-	if raw, ok := obj.Get(cfg.responseField); ok {
-		var response string // null reads as "", which has no answer
-		if err := json.Unmarshal(raw, &response); err != nil {
-			return nil, fmt.Errorf("field %q is not a string", cfg.responseField)
-		}
-		v, extracted = reward.Grade(response, gold, cfg.extract)
-	} else if raw, ok := obj.Get(cfg.predField); ok {
-		if extracted, err = answerText(raw); err != nil {
-			return nil, fmt.Errorf("field %q: %w", cfg.predField, err)
-		}
-		v = reward.GradeAnswer(extracted, gold)
-	} else {
-		return nil, fmt.Errorf("neither %q nor %q field; fields found: %s", cfg.responseField, cfg.predField, obj.Keys())
-	}
-	g := &gradedLine{obj: obj, lineNo: lineNo, v: v, extracted: extracted, gold: gold}
-	if cfg.check != nil && !v.NoAnswer && !v.Decided(extracted, gold) {
-		g.ask = true
-		if raw, ok := obj.Get(cfg.questionField); ok {
-			if g.question, err = answerText(raw); err != nil {
-				return nil, fmt.Errorf("field %q: %w", cfg.questionField, err)
-			}
-		}
-	}
-	return g, nil
-}
-
-// finish returns the line with the verdict fields set, and counts them. The verifier
-// field is there only when a verifier was given (withVerifier).
-func (g *gradedLine) finish(stats *gradeStats) ([]byte, error) {
-	v, extracted, gold := g.v, g.extracted, g.gold
-	var extractedJSON, keyJSON, ruleJSON any // null without an answer
-	ruleName := "no answer"
-	if !v.NoAnswer {
-		_, rule := reward.RobustEquivRule(extracted, gold)
-		extractedJSON, keyJSON, ruleJSON = extracted, v.Key, rule
-		ruleName = string(rule)
-	}
-	fields := []struct {
-		name  string
-		value any
-	}{{"extracted", extractedJSON}, {"key", keyJSON}, {"strict", v.Strict}, {"robust", v.Robust}, {"rule", ruleJSON}}
-	if stats.withVerifier {
-		var check any // null: not asked
-		if v.Verifier != "" {
-			check = v.Verifier
-		}
-		if v.Verifier == reward.CheckEqual || v.Verifier == reward.CheckNotEqual {
-			fields[4].value, ruleName = "verifier", "verifier"
-		}
-		fields = append(fields, struct {
-			name  string
-			value any
-		}{"verifier", check})
-	}
-	for _, f := range fields {
-		if err := g.obj.Set(f.name, f.value); err != nil {
-			return nil, err
-		}
-	}
-	stats.count(v)
-	if v.Strict != v.Robust {
-		if ruleName == string(reward.RuleNone) && (!reward.Readable(extracted) || !reward.Readable(gold)) {
-			ruleName = "unread" // robust compared the spelling of text it could not parse
-		}
-		stats.disagree = append(stats.disagree, disagreement{g.lineNo, extracted, gold, v.Strict, v.Robust, ruleName})
-	}
-	return g.obj.Marshal(), nil
-}
-
-// answerText reads an answer value: a string, a number (27.0 reads "27"), or null for none.
-func answerText(raw json.RawMessage) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	switch v.(type) {
-	case nil:
-		return "", nil
-	case string, json.Number:
-		return data.AnswerText(v), nil
-	}
-	return "", fmt.Errorf("want a string or a number, got %s", raw)
-}
-
-func (s *gradeStats) count(v reward.Verdict) {
-	strict, robust := v.Correct(reward.Strict), v.Correct(reward.Robust)
-	s.graded++
-	if v.NoAnswer {
-		s.noAnswer++
-	}
-	if strict {
-		s.strict++
-	}
-	if robust {
-		s.robust++
-	}
-	if v.Correct(reward.Verified) {
-		s.verified++
-	}
-	if strict && !robust {
-		s.strictOnly++
-	}
-	if robust && !strict {
-		s.robustOnly++
-	}
-}
-
-// print writes the counts, and the verifier's where one was given.
-func (s gradeStats) print(w io.Writer, check *verifier.Session) {
-	percent := func(n int) string {
-		if s.graded == 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(s.graded))
-	}
-	fmt.Fprintf(w, "graded %d lines, skipped %d malformed\n", s.graded, s.skipped)
-	fmt.Fprintf(w, "strict accuracy  %s (%d/%d)\n", percent(s.strict), s.strict, s.graded)
-	fmt.Fprintf(w, "robust accuracy  %s (%d/%d)\n", percent(s.robust), s.robust, s.graded)
-	fmt.Fprintf(w, "modes disagree   %d (robust only %d, strict only %d)\n", s.strictOnly+s.robustOnly, s.robustOnly, s.strictOnly)
-	fmt.Fprintf(w, "no answer        %d\n", s.noAnswer)
-	if check != nil {
-		fmt.Fprintf(w, "robust+verifier  %s (%d/%d)\n", percent(s.verified), s.verified, s.graded)
-		fmt.Fprintf(w, "verifier         %s\n", check.Done)
-	}
-}
-
-// writeComparison writes the --compare report: per rule, how often each mode alone
-// called a line correct, then every such line.
-func (s gradeStats) writeComparison(w io.Writer) error {
-	var rules []string
-	byRule := map[string][]disagreement{}
-	for _, d := range s.disagree {
-		if byRule[d.rule] == nil {
-			rules = append(rules, d.rule)
-		}
-		byRule[d.rule] = append(byRule[d.rule], d)
-	}
-	slices.Sort(rules)
-	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "# Strict and robust disagreements\n\n%d lines graded; the modes disagree on %d (robust only %d, strict only %d).\n",
-		s.graded, len(s.disagree), s.robustOnly, s.strictOnly)
-	fmt.Fprintf(b, "The rule is robust's: the comparison that found a line correct, none where it\nfound it wrong, unread where it found it wrong by the spelling of a side it could\nnot parse, no answer where robust's extraction found none.\n\n")
-	fmt.Fprintf(b, "| rule | robust only | strict only |\n|---|---|---|\n")
-	for _, r := range rules {
-		robustOnly := 0
-		for _, d := range byRule[r] {
-			if d.robust {
-				robustOnly++
-			}
-		}
-		fmt.Fprintf(b, "| %s | %d | %d |\n", r, robustOnly, len(byRule[r])-robustOnly)
-	}
-	for _, r := range rules {
-		fmt.Fprintf(b, "\n## %s\n\n| line | answer | gold | strict | robust |\n|---|---|---|---|---|\n", r)
-		for _, d := range byRule[r] {
-			fmt.Fprintf(b, "| %d | %s | %s | %v | %v |\n", d.line, markdownCell(d.answer), markdownCell(d.gold), d.strict, d.robust)
-		}
-	}
-	return b.Flush()
-}
-
-// maxCell bounds an answer shown in the report; a whole solution as gold would
-// drown the table.
-const maxCell = 200
-
-// markdownCell shows an answer in a table cell: one line, pipes escaped, bounded.
-func markdownCell(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > maxCell {
-		s = string(r[:maxCell]) + "..."
-	}
-	return "`` " + strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "`", "'") + " ``"
 }

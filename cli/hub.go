@@ -5,9 +5,7 @@ package cli
 // downloaded into it when the user allows.
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -24,41 +22,20 @@ var hubDownloadFlag = &ucli.BoolFlag{Name: "hf-download", EnvVars: []string{"UMA
 		"(or the token file that huggingface_hub's login writes), its configuration, tokenizer and safetensors only, a cut transfer resumed, each file " +
 		"checked against the hub's checksum; HF_HUB_OFFLINE=1 refuses. Without it an id must be in the cache"}
 
-// hfDir resolves an HF directory argument. A path that exists is that path, whatever it
-// looks like (so runs/x stays a directory); else ORG/NAME[@REVISION] is a hub id, found in
-// the cache or, with --hf-download, downloaded; anything else is returned as given, for
-// the command to say it is missing. snap is the resolved id, nil for a path.
+// hfDir resolves an HF directory argument (hfhub.Resolve), downloading a hub id that is
+// not in the cache with --hf-download. snap is the resolved id, nil for a path.
 func hfDir(c *ucli.Context, arg string) (dir string, snap *hfhub.Snapshot, err error) {
-	if _, err := os.Stat(arg); err == nil {
-		return arg, nil, nil
+	var download func(string, hfhub.Ref) (hfhub.Snapshot, error)
+	if c.Bool(hubDownloadFlag.Name) {
+		download = func(cache string, ref hfhub.Ref) (hfhub.Snapshot, error) {
+			ctx, stop := interruptContext("")
+			defer stop()
+			hub := hfhub.FromEnv()
+			hub.Progress = downloadBar(c)
+			return hub.Download(ctx, cache, ref)
+		}
 	}
-	ref, ok := hfhub.ParseID(arg)
-	if !ok {
-		return arg, nil, nil
-	}
-	cache, err := hfhub.CacheDir()
-	if err != nil {
-		return "", nil, err
-	}
-	s, err := hfhub.Cached(cache, ref)
-	if err == nil {
-		return s.Dir, &s, nil
-	}
-	if !errors.Is(err, hfhub.ErrNotCached) {
-		return "", nil, err
-	}
-	if !c.Bool(hubDownloadFlag.Name) {
-		return "", nil, fmt.Errorf("%s: no such file or directory, nor a model in the Hugging Face cache %s (%v); download it with umad --hf-download (or UMAD_HF_DOWNLOAD=1)",
-			arg, cache, err)
-	}
-	ctx, stop := interruptContext("")
-	defer stop()
-	hub := hfhub.FromEnv()
-	hub.Progress = downloadBar(c)
-	if s, err = hub.Download(ctx, cache, ref); err != nil {
-		return "", nil, err
-	}
-	return s.Dir, &s, nil
+	return hfhub.Resolve(arg, download)
 }
 
 // hfDirArg resolves an HF directory argument of a command that records nothing of it.

@@ -128,24 +128,24 @@ func paperWorkdir(t *testing.T, more map[string]string) {
 	t.Chdir(work)
 }
 
-// Every command of the README's recipes for the paper's tables runs as written, in
-// order, for one step on tiny models standing in for the paper's: a recipe that names a
+// Every command of the README's section on the paper's tables runs as written, in
+// order, for one step on tiny models standing in for the paper's: a command that names a
 // flag, value or file that does not exist fails here, not in a user's first hour.
-func TestReadmePaperRecipes(t *testing.T) {
-	cmds := readmeCommands(t, "paper-recipes")
+func TestReadmePaperCommands(t *testing.T) {
+	cmds := readmeCommands(t, "paper-commands")
 	if len(cmds) < 10 {
-		t.Fatalf("the recipes section has %d commands; want every row of Tables 1 and 2", len(cmds))
+		t.Fatalf("the paper section has %d commands; want every row of Tables 1 and 2", len(cmds))
 	}
 	torchtest.Open(t) // the plugin is there (or the test skips, or fails in CI)
 	paperWorkdir(t, nil)
 	for _, c := range cmds {
 		shrink, ok := oneStep(c)
 		if !ok {
-			t.Fatalf("README recipe %q: the test has no one-step form of umad %s", strings.Join(c, " "), c[0])
+			t.Fatalf("README command %q: the test has no one-step form of umad %s", strings.Join(c, " "), c[0])
 		}
 		args := append(append([]string(nil), c...), shrink...)
 		if _, stderr, err := runApp(t, args...); err != nil {
-			t.Fatalf("README recipe\n  ./umad %s\nfailed: %v\n%s", strings.Join(c, " "), err, stderr)
+			t.Fatalf("README command\n  ./umad %s\nfailed: %v\n%s", strings.Join(c, " "), err, stderr)
 		}
 	}
 }

@@ -11,9 +11,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/recipe"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
@@ -126,7 +126,7 @@ func TestRecipePaperValues(t *testing.T) {
 		{"2 epochs", epochs, 2},
 		{"T_train 2", turns, 2},
 		{"G 5", func(r resolvedTrain) any { return r.Trainer.G }, 5},
-		{"strict equivalence", func(r resolvedTrain) any { return r.Trainer.Reward }, reward.Strict},
+		{"strict equivalence", func(r resolvedTrain) any { return r.Trainer.Reward }, grade.Strict},
 		{"team reward sum", func(r resolvedTrain) any { return r.Trainer.Algo.Team }, trainer.TeamSum},
 		{"validation at the inference temperature 0.6", valTemperature, 0.6},
 		{"the debate prompt shows the answers (L995-997)", func(r resolvedTrain) any { return r.Trainer.NoMask }, true},

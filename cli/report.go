@@ -78,8 +78,8 @@ func reportCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	var t table
-	args, err := expandExperiments(c, c.Args().Slice(), &t)
+	var t report.Lineup
+	args, spread, err := expandExperiments(c, c.Args().Slice(), &t)
 	if err != nil {
 		return err
 	}
@@ -95,18 +95,18 @@ func reportCmd(c *ucli.Context) error {
 		}
 		fmt.Fprintf(c.App.Writer, "comparison: %s\n", filepath.Join(c.String("out"), report.CompareFile))
 	}
-	if len(runs) > 1 || len(runs) == 1 && len(t.order) > 1 { // a comparison, or Table 1 whose cells link to it
-		if err := t.browse(c.String("out")); err != nil {
+	if len(runs) > 1 || len(runs) == 1 && t.Methods() > 1 { // a comparison, or Table 1 whose cells link to it
+		if err := t.WriteBrowser(c.String("out")); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.App.Writer, "browser: %s\n", filepath.Join(c.String("out"), report.PageFile))
 	}
-	return t.write(c, turns)
+	return t.WriteTable1(c.App.Writer, c.String("out"), report.TableOptions{Baseline: c.String("baseline"), Turns: turns, Spread: spread})
 }
 
 // reportRun rebuilds one run's report (a training run's or a debate run's) and adds the
 // run to the comparison and to Table 1 under its label.
-func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *table) error {
+func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *report.Lineup) error {
 	label, dir, err := labelledRun(arg)
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *table) error 
 			return err
 		}
 		fmt.Fprintf(c.App.Writer, "report: %s\n", path)
-		if err := t.addTraining(label, dir); err != nil {
+		if err := t.AddTraining(label, dir); err != nil {
 			return err
 		}
 		return nil
@@ -128,7 +128,7 @@ func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *table) error 
 		return err
 	}
 	*runs = append(*runs, dr)
-	if err := t.addDebate(label, dr); err != nil {
+	if err := t.AddDebate(label, dr); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(dir, "report", report.ReportFile))
@@ -141,8 +141,8 @@ func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *table) error 
 // expandExperiments replaces an experiment file among the arguments by its debate cells
 // that are done, each labelled by its method (and agent set, where the file has several):
 // its untrained methods first, so each agent set's default baseline is its zero-shot debate.
-// It tells t each label's agent set and what the seeds span.
-func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, error) {
+// It tells t each label's agent set, and returns what the seeds span.
+func expandExperiments(c *ucli.Context, args []string, t *report.Lineup) (_ []string, spread string, err error) {
 	var out []string
 	for _, arg := range args {
 		if info, err := os.Stat(arg); err != nil || !info.Mode().IsRegular() || filepath.Ext(arg) != ".toml" {
@@ -151,13 +151,13 @@ func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, erro
 		}
 		f, err := experiment.Load(arg)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		cells, err := f.Cells()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		t.spread = f.Variability()
+		spread = f.Variability()
 		for _, trained := range []bool{false, true} {
 			for _, cell := range cells {
 				if cell.Kind != "debate" || cell.Trained != trained {
@@ -167,13 +167,13 @@ func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, erro
 				if len(f.Agents) > 1 {
 					label += "/" + cell.AgentSet
 				}
-				if t.settings == nil {
-					t.settings = map[string]string{}
+				if t.Settings == nil {
+					t.Settings = map[string]string{}
 				}
-				t.settings[label] = cell.AgentSet
+				t.Settings[label] = cell.AgentSet
 				done, err := experimentCellDone(c, f, arg, cell)
 				if err != nil {
-					return nil, err
+					return nil, "", err
 				}
 				if done {
 					out = append(out, label+"="+cell.Dir(f))
@@ -181,7 +181,7 @@ func expandExperiments(c *ucli.Context, args []string, t *table) ([]string, erro
 			}
 		}
 	}
-	return out, nil
+	return out, spread, nil
 }
 
 // experimentCellDone says whether a debate cell has finished every problem of every seed,
@@ -242,127 +242,4 @@ func tableTurns(c *ucli.Context) ([]int, error) {
 		turns = append(turns, T)
 	}
 	return turns, nil
-}
-
-// table gathers the methods of Table 1 and the figures in the order they are given.
-type table struct {
-	settings map[string]string // a label's agent set, from an experiment file
-	spread   string            // what the seeds span, from an experiment file
-	order    []string
-	debates  map[string][]report.Run
-	training map[string]report.Method
-	pairs    []report.Pair
-	skipped  []string // training runs without a summarised validation
-}
-
-func (t *table) claim(label string, training bool) error {
-	_, isDebate := t.debates[label]
-	_, isTraining := t.training[label]
-	if (training && isDebate) || isTraining {
-		return fmt.Errorf("report: label %s names a training run and another run; give each training run its own label", label)
-	}
-	if !isDebate {
-		t.order = append(t.order, label)
-	}
-	return nil
-}
-
-func (t *table) addDebate(label string, run report.Run) error {
-	if err := t.claim(label, false); err != nil {
-		return err
-	}
-	if t.debates == nil {
-		t.debates = map[string][]report.Run{}
-	}
-	t.debates[label] = append(t.debates[label], run)
-	return nil
-}
-
-func (t *table) addTraining(label, dir string) error {
-	m, pair, ok, err := report.TrainingMethod(dir, label)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		t.skipped = append(t.skipped, dir)
-		return nil
-	}
-	if err := t.claim(label, true); err != nil {
-		return err
-	}
-	if t.training == nil {
-		t.training = map[string]report.Method{}
-	}
-	t.training[label] = m
-	if pair != nil {
-		t.pairs = append(t.pairs, *pair)
-	}
-	return nil
-}
-
-// browse writes the debate browser of the debate runs into out, a method per label (as
-// Table 1's rows, whose cells link to it).
-func (t *table) browse(out string) error {
-	var methods []report.Method
-	for _, label := range t.order {
-		if runs, ok := t.debates[label]; ok {
-			m, err := report.NewMethod(label, runs)
-			if err != nil {
-				return fmt.Errorf("report: %w", err)
-			}
-			methods = append(methods, m)
-		}
-	}
-	return report.WriteBrowser(out, methods)
-}
-
-// write writes Table 1 and the figures when there are two methods or more.
-func (t *table) write(c *ucli.Context, turns []int) error {
-	if len(t.order) < 2 {
-		return nil
-	}
-	for _, dir := range t.skipped {
-		fmt.Fprintf(c.App.Writer, "table: %s has no validation with a summary; not a method of Table 1\n", dir)
-	}
-	var methods []report.Method
-	var series []report.Series
-	for _, label := range t.order {
-		m, ok := t.training[label]
-		if !ok {
-			var err error
-			if m, err = report.NewMethod(label, t.debates[label]); err != nil {
-				return fmt.Errorf("report: %w", err)
-			}
-		}
-		m.Setting = t.settings[label]
-		methods = append(methods, m)
-		series = append(series, report.Series{Name: m.Name, Summary: m.Summary.Mean})
-	}
-	out := c.String("out")
-	if err := report.WriteTable1(out, methods, report.TableOptions{Baseline: c.String("baseline"), Turns: turns, Spread: t.spread}); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	fmt.Fprintf(c.App.Writer, "table: %s\n", filepath.Join(out, report.Table1File))
-	// Fig. 3 also sets each debate method against its baseline's debate.
-	pairs := t.pairs
-	bases, err := report.Baselines(methods, c.String("baseline"))
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	for i, m := range methods {
-		if _, isDebate := t.debates[m.Name]; isDebate && bases[i] != i {
-			base := methods[bases[i]]
-			pairs = append(pairs, report.Pair{Name: base.Name + " → " + m.Name, Base: base.Summary.Mean, Trained: m.Summary.Mean})
-		}
-	}
-	layouts, err := report.WriteRunFigures(out, series, pairs)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	var names []string
-	for _, l := range layouts {
-		names = append(names, filepath.Join(out, l.Name+".png"))
-	}
-	fmt.Fprintf(c.App.Writer, "figures: %s\n", strings.Join(names, ", "))
-	return nil
 }

@@ -7,9 +7,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
@@ -101,14 +101,14 @@ func trainData(c *ucli.Context, rec *recipe.Applied) (run.TrainSettings, error) 
 
 // trainReward reads --reward (and --robust): the answer checker and the verifier model
 // with its prompt template (into rc), made absolute.
-func trainReward(c *ucli.Context, rc *run.TrainSettings) (reward.Mode, string, error) {
+func trainReward(c *ucli.Context, rc *run.TrainSettings) (grade.Mode, string, error) {
 	mode, verifierPath, err := parseReward(c.String("reward"))
 	if err != nil {
 		return mode, "", err
 	}
 	if verifierPath != "" {
 		if c.String("verifier-prompt") == "" {
-			return mode, "", fmt.Errorf("--reward %s needs --verifier-prompt FILE: the model's prompt template, as its authors publish it (README, \"Verifier model\")", reward.Verified)
+			return mode, "", fmt.Errorf("--reward %s needs --verifier-prompt FILE: the model's prompt template, as its authors publish it (README, \"Verifier model\")", grade.Verified)
 		}
 		if verifierPath, err = filepath.Abs(verifierPath); err != nil {
 			return mode, "", err
@@ -120,13 +120,13 @@ func trainReward(c *ucli.Context, rc *run.TrainSettings) (reward.Mode, string, e
 			return mode, "", err
 		}
 	} else if c.IsSet("verifier-budget") || c.IsSet("verifier-prompt") {
-		return mode, "", fmt.Errorf("--verifier-budget and --verifier-prompt need --reward %s=MODEL.gguf", reward.Verified)
+		return mode, "", fmt.Errorf("--verifier-budget and --verifier-prompt need --reward %s=MODEL.gguf", grade.Verified)
 	}
 	if c.Bool("robust") {
-		if c.IsSet("reward") && mode != reward.Robust {
+		if c.IsSet("reward") && mode != grade.Robust {
 			return mode, "", fmt.Errorf("--robust and --reward %s disagree", mode)
 		}
-		mode = reward.Robust
+		mode = grade.Robust
 	}
 	return mode, verifierPath, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -48,10 +48,10 @@ func trainStepFlags() []ucli.Flag {
 		&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW weight decay"},
 		&ucli.Float64Flag{Name: "grad-clip", Value: 1.0, Usage: "global gradient-norm clip (0 = off)"},
 		&ucli.StringFlag{Name: "loss", Value: string(trainspec.LossPPO), Usage: "policy loss: " + strings.Join(trainer.LossNames(), ", ")},
-		&ucli.Float64Flag{Name: "clip-low", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipLow }), Usage: "the loss's ratio clip below 1 (cispo: its weight's; 1 = no lower bound)"},
-		&ucli.Float64Flag{Name: "clip-high", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipHigh }), Usage: "the loss's ratio clip above 1"},
-		&ucli.Float64Flag{Name: "clip-c", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.ClipC }), Usage: "PPO's dual clip for negative advantages (0 = off)"},
-		&ucli.StringFlag{Name: "loss-agg", DefaultText: lossDefault(func(r trainer.LossRecipe) any { return r.Agg }), Usage: "loss aggregation within a group: token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"},
+		&ucli.Float64Flag{Name: "clip-low", DefaultText: lossDefault(func(r trainer.PolicyLoss) any { return r.ClipLow }), Usage: "the loss's ratio clip below 1 (cispo: its weight's; 1 = no lower bound)"},
+		&ucli.Float64Flag{Name: "clip-high", DefaultText: lossDefault(func(r trainer.PolicyLoss) any { return r.ClipHigh }), Usage: "the loss's ratio clip above 1"},
+		&ucli.Float64Flag{Name: "clip-c", DefaultText: lossDefault(func(r trainer.PolicyLoss) any { return r.ClipC }), Usage: "PPO's dual clip for negative advantages (0 = off)"},
+		&ucli.StringFlag{Name: "loss-agg", DefaultText: lossDefault(func(r trainer.PolicyLoss) any { return r.Agg }), Usage: "loss aggregation within a group: token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"},
 	}
 }
 
@@ -78,7 +78,7 @@ func trainRewardFlags() []ucli.Flag {
 // trainRunFlags are train's flags of grading, validation, checkpoints, the weight sync and the run directory.
 func trainRunFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.StringFlag{Name: "reward", Value: string(reward.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper), robust (equivalent forms: fractions, sets, intervals, symbolic) or robust+verifier=MODEL.gguf (robust, and a verifier model, asked with --verifier-prompt, for the pairs robust's rules do not decide)"},
+		&ucli.StringFlag{Name: "reward", Value: string(grade.Strict), Usage: "answer checker of the 0/1 rewards: strict (the MATH benchmark's is_equiv, as the paper), robust (equivalent forms: fractions, sets, intervals, symbolic) or robust+verifier=MODEL.gguf (robust, and a verifier model, asked with --verifier-prompt, for the pairs robust's rules do not decide)"},
 		verifierPromptFlag(),
 		&ucli.DurationFlag{Name: "verifier-budget", Usage: "with robust+verifier, most time the verifier model may take per rollout batch (0 = no limit); the pairs left are counted as skipped in the metrics"},
 		&ucli.BoolFlag{Name: "robust", Usage: "the same as --reward robust"},
@@ -100,9 +100,9 @@ func trainRunFlags() []ucli.Flag {
 }
 
 // lossDefault lists each policy loss's default of one setting, for a flag's help.
-func lossDefault(of func(trainer.LossRecipe) any) string {
+func lossDefault(of func(trainer.PolicyLoss) any) string {
 	var parts []string
-	for _, r := range trainer.LossRecipes() {
+	for _, r := range trainer.PolicyLosses() {
 		parts = append(parts, fmt.Sprintf("%s %v", r.Loss, of(r)))
 	}
 	return strings.Join(parts, ", ")
@@ -110,7 +110,7 @@ func lossDefault(of func(trainer.LossRecipe) any) string {
 
 // lossSettings are the policy loss --loss names with its clip range and aggregation: the
 // loss's defaults, except where a flag is given.
-func lossSettings(c *ucli.Context) (trainer.LossRecipe, error) {
+func lossSettings(c *ucli.Context) (trainer.PolicyLoss, error) {
 	r, err := trainer.LookupLoss(trainspec.Loss(c.String("loss")))
 	if err != nil {
 		return r, fmt.Errorf("--loss: %w", err)

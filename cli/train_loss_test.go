@@ -44,11 +44,11 @@ func TestTrainUnknownLoss(t *testing.T) {
 func TestTrainLossSettings(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		want trainer.LossRecipe
+		want trainer.PolicyLoss
 	}{
-		{[]string{"--loss", "gspo"}, trainer.LossRecipe{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 4e-4, Agg: "seq-mean-token-mean"}},
-		{[]string{"--loss", "gspo", "--clip-high", "0.001", "--loss-agg", "token-mean"}, trainer.LossRecipe{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 0.001, Agg: "token-mean"}},
-		{[]string{"--loss", "cispo"}, trainer.LossRecipe{Loss: "cispo", ClipLow: 1, ClipHigh: 0.28, Agg: "token-mean"}},
+		{[]string{"--loss", "gspo"}, trainer.PolicyLoss{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 4e-4, Agg: "seq-mean-token-mean"}},
+		{[]string{"--loss", "gspo", "--clip-high", "0.001", "--loss-agg", "token-mean"}, trainer.PolicyLoss{Loss: "gspo", ClipLow: 3e-4, ClipHigh: 0.001, Agg: "token-mean"}},
+		{[]string{"--loss", "cispo"}, trainer.PolicyLoss{Loss: "cispo", ClipLow: 1, ClipHigh: 0.28, Agg: "token-mean"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
@@ -64,7 +64,7 @@ func TestTrainLossSettings(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := rc.Trainer
-			if got := (trainer.LossRecipe{Loss: c.Loss, ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, ClipC: c.ClipC, Agg: c.Agg}); got != tc.want {
+			if got := (trainer.PolicyLoss{Loss: c.Loss, ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, ClipC: c.ClipC, Agg: c.Agg}); got != tc.want {
 				t.Errorf("run with %+v, want %+v", got, tc.want)
 			}
 		})

@@ -12,12 +12,9 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/verifier"
 )
-
-// verifierChunk is how many lines grade holds to ask the verifier about their pairs at once.
-const verifierChunk = 64
 
 // verifierLlamaFlags are the llama.cpp flags grade's verifier model runs with: those of
 // llamaFlags but --ctx, which the verifier sets itself.
@@ -55,16 +52,16 @@ func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier
 
 // parseReward reads --reward: strict, robust, or robust+verifier=MODEL.gguf, which also
 // names the verifier model.
-func parseReward(s string) (reward.Mode, string, error) {
+func parseReward(s string) (grade.Mode, string, error) {
 	name, path, withPath := strings.Cut(s, "=")
-	mode, err := reward.ParseMode(name)
+	mode, err := grade.ParseMode(name)
 	switch {
 	case err != nil:
 		return "", "", fmt.Errorf("--reward: %w", err)
-	case mode == reward.Verified && (!withPath || path == ""):
-		return "", "", fmt.Errorf("--reward %s needs its model: %s=MODEL.gguf", s, reward.Verified)
-	case mode != reward.Verified && withPath:
-		return "", "", fmt.Errorf("--reward %s: only %s takes a model", s, reward.Verified)
+	case mode == grade.Verified && (!withPath || path == ""):
+		return "", "", fmt.Errorf("--reward %s needs its model: %s=MODEL.gguf", s, grade.Verified)
+	case mode != grade.Verified && withPath:
+		return "", "", fmt.Errorf("--reward %s: only %s takes a model", s, grade.Verified)
 	}
 	return mode, path, nil
 }
@@ -108,31 +105,4 @@ func openRunVerifier(c *ucli.Context, threads int) (*verifier.Session, error) {
 		return nil, err
 	}
 	return &verifier.Session{Verifier: v, Budget: c.Duration("verifier-budget")}, nil
-}
-
-// decide asks the verifier about the held lines' pairs and puts its verdicts in them; a
-// nil verifier does nothing.
-func decide(s *verifier.Session, lines []*gradedLine) error {
-	if s == nil {
-		return nil
-	}
-	var pairs []verifier.Pair
-	var asked []*gradedLine
-	for _, g := range lines {
-		if g.ask {
-			pairs = append(pairs, verifier.Pair{Question: g.question, Gold: g.gold, Answer: g.extracted})
-			asked = append(asked, g)
-		}
-	}
-	if len(pairs) == 0 {
-		return nil
-	}
-	checks, err := s.Pairs(pairs)
-	if err != nil {
-		return err
-	}
-	for i, g := range asked {
-		g.v.Verifier = checks[i]
-	}
-	return nil
 }

@@ -8,9 +8,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainlog"
-	"github.com/umad-dev/umad/verifier"
 )
 
 // verifierLines are grade input: a pair robust decides, a pair it does not (twice, so the
@@ -180,35 +178,6 @@ func TestTrainVerifierErrors(t *testing.T) {
 		}
 		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
 			t.Errorf("%v: the refused run left %s", args, out)
-		}
-	}
-}
-
-// A line the verifier decided says so: rule verifier, its verdict, and robust+verifier's
-// count; robust's own field is unchanged.
-func TestGradeVerifierFields(t *testing.T) {
-	cfg := gradeConfig{responseField: "response", predField: "pred", goldField: "gold", questionField: "question", check: &verifier.Session{}}
-	for _, c := range []struct {
-		check    reward.Check
-		rule     string
-		verified int
-	}{{reward.CheckEqual, "verifier", 1}, {reward.CheckNotEqual, "verifier", 0}, {reward.CheckUndecided, "none", 0}, {reward.CheckSkipped, "none", 0}} {
-		g, err := cfg.gradeLine(1, []byte(`{"question": "How many?", "pred": "three", "gold": "3"}`))
-		if err != nil || !g.ask || g.question != "How many?" {
-			t.Fatalf("gradeLine: %+v, %v", g, err)
-		}
-		g.v.Verifier = c.check
-		stats := gradeStats{withVerifier: true}
-		b, err := g.finish(&stats)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		if m["rule"] != c.rule || m["verifier"] != string(c.check) || m["robust"] != false || stats.verified != c.verified {
-			t.Errorf("%s: %v, %d verified", c.check, m, stats.verified)
 		}
 	}
 }

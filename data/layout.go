@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // layout is one known row shape: how to recognise it and how to turn a row into a Problem.
@@ -231,11 +231,11 @@ func stripInstruction(content string) string {
 
 // boxedAnswer is the reference's remove_boxed(last_boxed_only_string(solution)).
 func boxedAnswer(solution string) (string, error) {
-	boxed, ok := reward.LastBoxedOnlyString(solution)
+	boxed, ok := grade.LastBoxedOnlyString(solution)
 	if !ok {
 		return "", errors.New(`no \boxed{} answer`)
 	}
-	answer, ok := reward.RemoveBoxed(boxed)
+	answer, ok := grade.RemoveBoxed(boxed)
 	if !ok {
 		return "", fmt.Errorf("cannot unbox %q", boxed)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -91,10 +91,10 @@ type Config struct {
 	// EU computes the epistemic uncertainty of one turn's verdicts, byAgent[a][k]; StopEU
 	// needs it. The caller supplies uncertainty.TurnEU: the metrics package sits beside
 	// the debate, not below it.
-	EU func(byAgent [][]reward.Verdict) (float64, error)
+	EU func(byAgent [][]grade.Verdict) (float64, error)
 	// InFlight is the most problems debated at once (0 = enough to keep every slot busy).
 	InFlight int
-	Extract  reward.ExtractOptions
+	Extract  grade.ExtractOptions
 	// Deterministic runs the generators on a step clock (scheduler.runStepped), so the
 	// same seed gives the same bytes whatever the timing: llama.cpp's logits move in their
 	// last bits with the batch a sequence is decoded in (bench/RESULTS.md, determinism).
@@ -117,8 +117,8 @@ type AgentTurn struct {
 	KeptMass []float32     `json:"kept_mass,omitempty"`
 	Finish   engine.Finish `json:"finish"`
 	// Answer is the extracted final answer, nil for no answer.
-	Answer *string        `json:"answer"`
-	Grade  reward.Verdict `json:"grade"`
+	Answer *string       `json:"answer"`
+	Grade  grade.Verdict `json:"grade"`
 	// Carried marks a turn not generated: adaptive stopping carried the previous one.
 	Carried bool `json:"carried,omitempty"`
 }
@@ -138,13 +138,13 @@ type Record struct {
 // Verdicts returns the record's verdicts agent by agent, [agent][turn][k]: the Answers
 // of an uncertainty.ProblemRecord, which callers build from it (this package does not
 // import uncertainty).
-func (r Record) Verdicts() [][][]reward.Verdict {
+func (r Record) Verdicts() [][][]grade.Verdict {
 	if len(r.Turns) == 0 {
 		return nil
 	}
-	out := make([][][]reward.Verdict, len(r.Turns[0]))
+	out := make([][][]grade.Verdict, len(r.Turns[0]))
 	for a := range out {
-		out[a] = make([][]reward.Verdict, len(r.Turns))
+		out[a] = make([][]grade.Verdict, len(r.Turns))
 	}
 	for t, turn := range r.Turns {
 		for a, v := range verdicts(turn) {
@@ -155,8 +155,8 @@ func (r Record) Verdicts() [][][]reward.Verdict {
 }
 
 // verdicts are one turn's verdicts, [agent][k].
-func verdicts(turn [][]AgentTurn) [][]reward.Verdict {
-	out := make([][]reward.Verdict, len(turn))
+func verdicts(turn [][]AgentTurn) [][]grade.Verdict {
+	out := make([][]grade.Verdict, len(turn))
 	for a, byTraj := range turn {
 		for _, at := range byTraj {
 			out[a] = append(out[a], at.Grade)

@@ -17,7 +17,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -227,7 +227,7 @@ func TestDebateProtocol(t *testing.T) {
 						t.Errorf("%s: text %q (%d tokens, %s), want %q", where, at.Text, len(at.Tokens), at.Finish, text)
 					}
 					answer := fmt.Sprint(5 + a)
-					wantGrade := reward.Verdict{Key: reward.Key(answer), Strict: a == i, Robust: a == i, Boxed: true,
+					wantGrade := grade.Verdict{Key: grade.Key(answer), Strict: a == i, Robust: a == i, Boxed: true,
 						Tokens: len(at.Text), MeanEntropy: 0.5, MeanNLL: 0.25}
 					if at.Answer == nil || *at.Answer != answer || at.Grade != wantGrade || at.Carried || at.Trimmed {
 						t.Errorf("%s: answer %v, grade %+v, want %q and %+v", where, at.Answer, at.Grade, answer, wantGrade)
@@ -369,7 +369,7 @@ func TestDebateStopAgree(t *testing.T) {
 func TestDebateStopEU(t *testing.T) {
 	// The stub EU is 0 when every verdict has the same answer key and 1 otherwise.
 	var calls int
-	eu := func(byAgent [][]reward.Verdict) (float64, error) {
+	eu := func(byAgent [][]grade.Verdict) (float64, error) {
 		calls++
 		keys := map[string]bool{}
 		for _, vs := range byAgent {
@@ -427,7 +427,7 @@ func TestDebateStopEU(t *testing.T) {
 		g := &fakeGen{respond: agreeAt(0)}
 		cfg := fakeConfig(2, 2, g, g)
 		bad := errors.New("no support")
-		cfg.StopEU, cfg.EU = 0.5, func([][]reward.Verdict) (float64, error) { return 0, bad }
+		cfg.StopEU, cfg.EU = 0.5, func([][]grade.Verdict) (float64, error) { return 0, bad }
 		if _, _, err := runFake(t, cfg, fakeProblems(1), nil); !errors.Is(err, bad) {
 			t.Errorf("err = %v, want the EU's error", err)
 		}
@@ -596,7 +596,7 @@ func TestAgentTurnJSON(t *testing.T) {
 	ans := "5"
 	at := AgentTurn{Prompt: "q", PromptTokens: []int32{1}, Text: `\boxed{5}`, Tokens: []int32{2, 3},
 		LogProbs: []float32{-0.5, -1}, Entropies: []float32{1, 0.5}, Finish: engine.FinishLength, Answer: &ans,
-		Grade: reward.Verdict{Key: "5", Strict: true, Robust: true, Tokens: 2, Truncated: true, Boxed: true,
+		Grade: grade.Verdict{Key: "5", Strict: true, Robust: true, Tokens: 2, Truncated: true, Boxed: true,
 			MeanEntropy: 0.75, MeanNLL: 0.75}}
 	want := `{"prompt":"q","prompt_tokens":[1],"text":"\\boxed{5}","tokens":[2,3],"logprobs":[-0.5,-1],` +
 		`"entropies":[1,0.5],"finish":"length","answer":"5","grade":{"key":"5","strict":true,"robust":true,` +
@@ -605,7 +605,7 @@ func TestAgentTurnJSON(t *testing.T) {
 	if err != nil || string(got) != want {
 		t.Errorf("AgentTurn JSON:\n got %s (%v)\nwant %s", got, err, want)
 	}
-	none, _ := json.Marshal(reward.Verdict{NoAnswer: true})
+	none, _ := json.Marshal(grade.Verdict{NoAnswer: true})
 	if want := `{"no_answer":true,"strict":false,"robust":false,"tokens":0,"mean_entropy":0,"mean_nll":0}`; string(none) != want {
 		t.Errorf("no-answer grade JSON:\n got %s\nwant %s", none, want)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/data"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -278,7 +278,7 @@ func numberWord(n int) string {
 //   - all occurrences of the answer text are replaced, so earlier identical boxes are
 //     masked while earlier different ones stay.
 func MaskFinalAnswer(s string) string {
-	idx := reward.LastBoxStart(s)
+	idx := grade.LastBoxStart(s)
 	if idx < 0 {
 		return s
 	}
@@ -289,7 +289,7 @@ func MaskFinalAnswer(s string) string {
 		}
 		return strings.ReplaceAll(s, `\boxed `+tail, AnswerMask)
 	}
-	if end, ok := reward.BoxEnd(s, idx); ok {
+	if end, ok := grade.BoxEnd(s, idx); ok {
 		return strings.ReplaceAll(s, s[idx:end], AnswerMask)
 	}
 	return s

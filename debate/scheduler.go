@@ -12,7 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // errUntokenizable is a prompt longer than llama.cpp tokenizes: its problem is skipped as
@@ -370,7 +370,7 @@ func (s *scheduler) record(p *pendingReq, samples []engine.Sample) error {
 		}
 		at := AgentTurn{Prompt: p.msg, PromptTokens: p.ids, Trimmed: p.trim, Text: text, Tokens: smp.Tokens,
 			LogProbs: smp.LogProbs, Entropies: smp.Entropies, KeptMass: smp.KeptMass, Finish: smp.Finish}
-		v, ans := reward.Grade(text, d.rec.Problem.Gold, s.cfg.Extract)
+		v, ans := grade.Grade(text, d.rec.Problem.Gold, s.cfg.Extract)
 		if !v.NoAnswer {
 			at.Answer = &ans
 		}

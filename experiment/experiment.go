@@ -1,5 +1,5 @@
 // Package experiment reads an experiment file (TOML: agent sets, training and evaluation
-// recipes, methods and seeds) and expands it into its grid of cells, each one ordinary
+// setups, methods and seeds) and expands it into its grid of cells, each one ordinary
 // `umad train` or `umad debate` command line with its own run directory.
 package experiment
 
@@ -82,7 +82,7 @@ func (p Prepare) Done() bool {
 	return true
 }
 
-// Train is a training recipe.
+// Train is a training setup ([train.NAME]); Recipe is its --recipe.
 type Train struct {
 	Algo   string         `toml:"algo"`
 	Recipe string         `toml:"recipe"`
@@ -90,7 +90,7 @@ type Train struct {
 	Flags  map[string]any `toml:"flags"`
 }
 
-// Eval is an evaluation recipe: a debate.
+// Eval is an evaluation setup ([eval.NAME]): a debate; Recipe is its --recipe.
 type Eval struct {
 	Recipe      string         `toml:"recipe"`
 	Data        string         `toml:"data"`
@@ -101,7 +101,8 @@ type Eval struct {
 	Flags       map[string]any `toml:"flags"`
 }
 
-// Method is a row of the grid: agent sets, trained by a recipe or not, evaluated by recipes.
+// Method is a row of the grid: agent sets, trained by a training setup or not, evaluated by
+// evaluation setups.
 type Method struct {
 	Train  string   `toml:"train"`
 	Agents []string `toml:"agents"`
@@ -389,7 +390,7 @@ func (f *File) trainCells(mname string, m Method, aname string, seed uint64) ([]
 	return cells, nil
 }
 
-// debateCells are the debates of one method and agent set under its evaluation recipes
+// debateCells are the debates of one method and agent set under its evaluation setups
 // and seeds: of the GGUFs, or of the training with seed tseed (trained, its --agent values).
 func (f *File) debateCells(mname string, m Method, aname string, tseed uint64, needs, trained []string) ([]Cell, error) {
 	set := f.Agents[aname]
@@ -450,7 +451,7 @@ func (f *File) debateArgs(ev Eval, agents []string, seed uint64, out string) (ar
 
 // gridFlags are set by the grid itself, or make no run of the cell (help, a dry run, a
 // determinism check in other directories); evalFlags are a debate cell's, set by an
-// evaluation recipe's own keys. A flags table may not give them.
+// evaluation setup's own keys. A flags table may not give them.
 var (
 	gridFlags = []string{"agent", "out", "seed", "seeds", "resume", "algo", "recipe", "dry-run", "help", "check-determinism"}
 	evalFlags = []string{"data", "turns", "k", "max-tokens", "prompt-limit"}
@@ -465,7 +466,7 @@ func GridFlag(kind, name string) bool {
 var flagNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // flagArgs turns flags tables into arguments (--name=value, a list repeating the flag),
-// by name; a recipe's table overrides the common one. keys are the names given.
+// by name; a setup's table overrides the common one. keys are the names given.
 func flagArgs(kind string, common, own map[string]any) (args, names []string, err error) {
 	all := map[string]any{}
 	for k, v := range common {

@@ -47,7 +47,7 @@ func write(t *testing.T, text string) string {
 }
 
 // The grid expands into one training per method and agent set (the first seed's), debated
-// under every evaluation and seed, each an ordinary command line; an alone recipe trains each
+// under every evaluation and seed, each an ordinary command line; an alone training setup trains each
 // agent by itself and debates agent 0 of each run.
 func TestCells(t *testing.T) {
 	f, err := Load(write(t, grid))

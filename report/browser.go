@@ -11,8 +11,8 @@ import (
 
 	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/evalrun"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
@@ -193,12 +193,12 @@ func debateOf(r debate.Record, run int, seed string) (browserDebate, error) {
 }
 
 func responseOf(at debate.AgentTurn) browserResponse {
-	return browserResponse{Text: at.Text, Answer: at.Answer, Strict: at.Grade.Strict, Robust: at.Grade.Correct(reward.Verified),
+	return browserResponse{Text: at.Text, Answer: at.Answer, Strict: at.Grade.Strict, Robust: at.Grade.Correct(grade.Verified),
 		Truncated: at.Grade.Truncated, Carried: at.Carried}
 }
 
 // outcomes tags each trajectory k of verdicts[agent][turn][k] with the outcomes it shows.
-func outcomes(verdicts [][][]reward.Verdict) [][]string {
+func outcomes(verdicts [][][]grade.Verdict) [][]string {
 	agents := len(verdicts)
 	if agents == 0 || len(verdicts[0]) == 0 {
 		return nil

@@ -12,8 +12,8 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/evalrun"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/browsertest"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/rollouts"
 	"github.com/umad-dev/umad/uncertainty"
 )
@@ -28,7 +28,7 @@ const (
 // turn is one agent's response: its answer, correct when it is the gold.
 func turn(text, answer, gold string) debate.AgentTurn {
 	a := answer
-	v := reward.Verdict{Key: answer, Strict: answer == gold, Robust: answer == gold, Tokens: 10}
+	v := grade.Verdict{Key: answer, Strict: answer == gold, Robust: answer == gold, Tokens: 10}
 	return debate.AgentTurn{Text: text, Answer: &a, Grade: v}
 }
 
@@ -83,20 +83,20 @@ func browserRun(t *testing.T, dir, name string) Method {
 }
 
 func TestOutcomes(t *testing.T) {
-	v := func(key, gold string) reward.Verdict { return reward.Verdict{Key: key, Strict: key == gold} }
-	none := reward.Verdict{NoAnswer: true}
+	v := func(key, gold string) grade.Verdict { return grade.Verdict{Key: key, Strict: key == gold} }
+	none := grade.Verdict{NoAnswer: true}
 	// verdicts[agent][turn][k], two agents and two turns; gold "1".
 	for _, c := range []struct {
 		name     string
-		verdicts [][][]reward.Verdict
+		verdicts [][][]grade.Verdict
 		want     [][]string
 	}{
-		{"right to wrong, then disagreeing", [][][]reward.Verdict{{{v("1", "1")}, {v("2", "1")}}, {{v("1", "1")}, {v("1", "1")}}}, [][]string{{RightToWrong, Disagreement}}},
-		{"wrong to right, agreeing", [][][]reward.Verdict{{{v("2", "1")}, {v("1", "1")}}, {{v("1", "1")}, {v("1", "1")}}}, [][]string{{WrongToRight}}},
-		{"unanimous but wrong", [][][]reward.Verdict{{{v("2", "1")}, {v("3", "1")}}, {{v("1", "1")}, {v("3", "1")}}}, [][]string{{RightToWrong, UnanimousWrong}}},
-		{"no answer from all is not unanimous", [][][]reward.Verdict{{{v("2", "1")}, {none}}, {{v("2", "1")}, {none}}}, [][]string{{}}},
-		{"no answer against an answer disagrees", [][][]reward.Verdict{{{v("2", "1")}, {none}}, {{v("2", "1")}, {v("2", "1")}}}, [][]string{{Disagreement}}},
-		{"each trajectory its own", [][][]reward.Verdict{{{v("1", "1"), v("1", "1")}, {v("1", "1"), v("2", "1")}}, {{v("1", "1"), v("1", "1")}, {v("1", "1"), v("1", "1")}}},
+		{"right to wrong, then disagreeing", [][][]grade.Verdict{{{v("1", "1")}, {v("2", "1")}}, {{v("1", "1")}, {v("1", "1")}}}, [][]string{{RightToWrong, Disagreement}}},
+		{"wrong to right, agreeing", [][][]grade.Verdict{{{v("2", "1")}, {v("1", "1")}}, {{v("1", "1")}, {v("1", "1")}}}, [][]string{{WrongToRight}}},
+		{"unanimous but wrong", [][][]grade.Verdict{{{v("2", "1")}, {v("3", "1")}}, {{v("1", "1")}, {v("3", "1")}}}, [][]string{{RightToWrong, UnanimousWrong}}},
+		{"no answer from all is not unanimous", [][][]grade.Verdict{{{v("2", "1")}, {none}}, {{v("2", "1")}, {none}}}, [][]string{{}}},
+		{"no answer against an answer disagrees", [][][]grade.Verdict{{{v("2", "1")}, {none}}, {{v("2", "1")}, {v("2", "1")}}}, [][]string{{Disagreement}}},
+		{"each trajectory its own", [][][]grade.Verdict{{{v("1", "1"), v("1", "1")}, {v("1", "1"), v("2", "1")}}, {{v("1", "1"), v("1", "1")}, {v("1", "1"), v("1", "1")}}},
 			[][]string{{}, {RightToWrong, Disagreement}}},
 	} {
 		if got := outcomes(c.verdicts); !reflect.DeepEqual(got, c.want) {

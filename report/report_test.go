@@ -10,15 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
-func right(key string) reward.Verdict {
-	return reward.Verdict{Key: key, Strict: true, Robust: true, Tokens: 100, Boxed: true, MeanEntropy: 0.4, MeanNLL: 0.3}
+func right(key string) grade.Verdict {
+	return grade.Verdict{Key: key, Strict: true, Robust: true, Tokens: 100, Boxed: true, MeanEntropy: 0.4, MeanNLL: 0.3}
 }
-func wrong(key string) reward.Verdict {
-	return reward.Verdict{Key: key, Tokens: 300, Truncated: true, MeanEntropy: 0.9, MeanNLL: 0.8}
+func wrong(key string) grade.Verdict {
+	return grade.Verdict{Key: key, Tokens: 300, Truncated: true, MeanEntropy: 0.9, MeanNLL: 0.8}
 }
 
 // records builds problems of two datasets, two agents and turns turns (K = 2). Agent 0
@@ -27,13 +27,13 @@ func wrong(key string) reward.Verdict {
 func records(turns int, flip bool) []uncertainty.ProblemRecord {
 	var out []uncertainty.ProblemRecord
 	for _, d := range []string{"gsm8k", "math"} {
-		p := uncertainty.ProblemRecord{Dataset: d, ID: d + "-1", Answers: make([][][]reward.Verdict, 2)}
+		p := uncertainty.ProblemRecord{Dataset: d, ID: d + "-1", Answers: make([][][]grade.Verdict, 2)}
 		for t := range turns {
-			a0 := []reward.Verdict{right("1"), right("1")}
-			a1 := []reward.Verdict{right("1"), right("1")}
+			a0 := []grade.Verdict{right("1"), right("1")}
+			a1 := []grade.Verdict{right("1"), right("1")}
 			if t == 0 {
 				a0[1] = wrong("2")
-				a1 = []reward.Verdict{wrong("3"), wrong("3")}
+				a1 = []grade.Verdict{wrong("3"), wrong("3")}
 			}
 			if t == 1 && flip {
 				a0[0] = wrong("4")
@@ -221,14 +221,14 @@ func TestWriteSingleTurnSingleSeed(t *testing.T) {
 // report.md says when a verifier model's verdicts are in the robust figures, and how
 // many samples it decided; a run without one says nothing of it.
 func TestWriteVerified(t *testing.T) {
-	answers := func(v reward.Check) [][][]reward.Verdict {
-		return [][][]reward.Verdict{{{{Key: "three", Verifier: v}, {Key: "3", Robust: true}}}}
+	answers := func(v grade.Check) [][][]grade.Verdict {
+		return [][][]grade.Verdict{{{{Key: "three", Verifier: v}, {Key: "3", Robust: true}}}}
 	}
 	for _, c := range []struct {
-		check reward.Check
+		check grade.Check
 		want  string
 	}{
-		{reward.CheckEqual, "Share of the samples it decided (d): turn 0 (T=1) 50.0%."},
+		{grade.CheckEqual, "Share of the samples it decided (d): turn 0 (T=1) 50.0%."},
 		{"", ""},
 	} {
 		s, err := uncertainty.Summarise([]uncertainty.ProblemRecord{{Dataset: "d", ID: "x", Answers: answers(c.check)}})

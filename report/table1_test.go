@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/uncertainty"
 )
 
@@ -18,14 +18,14 @@ func debateRecords(n, turns int, correct func(i, agent, turn int) bool) []uncert
 	var out []uncertainty.ProblemRecord
 	for _, d := range []string{"gsm8k", "math"} {
 		for i := range n {
-			p := uncertainty.ProblemRecord{Dataset: d, ID: fmt.Sprintf("%s-%d", d, i), Answers: make([][][]reward.Verdict, 2)}
+			p := uncertainty.ProblemRecord{Dataset: d, ID: fmt.Sprintf("%s-%d", d, i), Answers: make([][][]grade.Verdict, 2)}
 			for a := range 2 {
 				for t := range turns {
 					v := wrong("9")
 					if correct(i, a, t) {
 						v = right("1")
 					}
-					p.Answers[a] = append(p.Answers[a], []reward.Verdict{v, v})
+					p.Answers[a] = append(p.Answers[a], []grade.Verdict{v, v})
 				}
 			}
 			out = append(out, p)

@@ -16,7 +16,7 @@ type Group struct {
 	Team, Influence, Scores []float64
 	// Advantages are the final ones, NLL weights applied.
 	Advantages []float64
-	Weights    []float64 // NLL weights; all 1 when the recipe has none
+	Weights    []float64 // NLL weights; all 1 when the algorithm has none
 }
 
 // RewardsVary reports whether the group's rewards (team reward plus influence, before
@@ -30,7 +30,7 @@ func (g Group) RewardsVary() bool {
 	return false
 }
 
-// GroupAdvantage applies the recipe to agent a at turn t of one problem. correct[t][j][k] is
+// GroupAdvantage applies the algorithm to agent a at turn t of one problem. correct[t][j][k] is
 // agent j's 0/1 correctness in trajectory k at turn t; klSums[k] and nll[k] come from agent
 // a's recomputed log-probs of trajectory k's response (section 3.7's closed form).
 func (a Algo) GroupAdvantage(correct [][][]float64, t, agent int, klSums, nll []float64) (Group, error) {

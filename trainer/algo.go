@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Algo is the reward and advantage recipe of a training run. The named algorithms differ
+// Algo is a training run's algorithm: how it rewards and computes advantages. The named algorithms differ
 // along four axes: the team reward (Team), the influence reward (Influence, Eta), the
 // advantage normaliser (NLLAlpha, NoStd) and where the KL to the reference goes
 // (KLRewardCoef or KLLossCoef).
@@ -33,8 +33,8 @@ const (
 	DefaultNLLAlpha = 0.25  // NLL advantage weight exponent
 )
 
-// recipes are the named algorithms, in the order help texts list them.
-var recipes = []Algo{
+// algos are the named algorithms, in the order help texts list them.
+var algos = []Algo{
 	// Single-agent GRPO: individual correctness, k3 KL in the loss (reference section 4.2,
 	// the single-agent baseline's use_kl_loss with low_var_kl 0.001).
 	{Name: "grpo", Team: TeamIndividual, KLLossCoef: DefaultKLCoef},
@@ -48,16 +48,16 @@ var recipes = []Algo{
 
 // AlgoNames lists the named algorithms in a fixed order.
 func AlgoNames() []string {
-	names := make([]string, len(recipes))
-	for i, r := range recipes {
+	names := make([]string, len(algos))
+	for i, r := range algos {
 		names[i] = r.Name
 	}
 	return names
 }
 
-// LookupAlgo returns the named recipe.
+// LookupAlgo returns the named algorithm.
 func LookupAlgo(name string) (Algo, error) {
-	for _, r := range recipes {
+	for _, r := range algos {
 		if r.Name == name {
 			return r, nil
 		}
@@ -65,7 +65,7 @@ func LookupAlgo(name string) (Algo, error) {
 	return Algo{}, fmt.Errorf("unknown algorithm %q (want %s)", name, strings.Join(AlgoNames(), ", "))
 }
 
-// Describe says what the recipe does along each axis, for help texts.
+// Describe says what the algorithm does along each axis, for help texts.
 func (a Algo) Describe() string {
 	var parts []string
 	if a.Debate {
@@ -94,17 +94,17 @@ func (a Algo) Describe() string {
 // AlgoHelp lists every named algorithm with its description, one per line.
 func AlgoHelp() string {
 	var b strings.Builder
-	for _, r := range recipes {
+	for _, r := range algos {
 		fmt.Fprintf(&b, "  %-15s %s\n", r.Name, r.Describe())
 	}
 	return b.String()
 }
 
-// Overrides are changes to a recipe's axes, as flags give them; the zero value changes
+// Overrides are changes to an algorithm's axes, as flags give them; the zero value changes
 // nothing.
 type Overrides struct {
-	Team      string   // team reward mode; "" keeps the recipe's
-	Influence string   // influence reward mode; "" keeps the recipe's
+	Team      string   // team reward mode; "" keeps the algorithm's
+	Influence string   // influence reward mode; "" keeps the algorithm's
 	Eta       *float64 // influence strength
 	NLLAlpha  *float64 // NLL weight exponent
 	KLCoef    *float64 // the KL coefficient, wherever the KL goes
@@ -112,7 +112,7 @@ type Overrides struct {
 	DrGRPO    bool     // advantages centred, not divided by the group std
 }
 
-// Override applies o to the recipe. KLInLoss moves the reward's KL coefficient to the loss;
+// Override applies o to the algorithm. KLInLoss moves the reward's KL coefficient to the loss;
 // KLCoef then sets the coefficient wherever the KL is. An override may change an axis's
 // form or strength (sign or peer-mean influence, eta, alpha, the team reward's sum, max or
 // dictator, the KL's place and coefficient: the paper and the reference code place the KL
@@ -201,7 +201,7 @@ func (a Algo) refuse(o Overrides, before, after defining) error {
 		changed = append(changed, has(before.nll, "an", "NLL weight"))
 	}
 	that := "no named algorithm has that combination"
-	for _, r := range recipes {
+	for _, r := range algos {
 		if r.defining() == after {
 			that = fmt.Sprintf("that is %s (--algo %s)", r.Name, r.Name)
 		}
@@ -209,7 +209,7 @@ func (a Algo) refuse(o Overrides, before, after defining) error {
 	return fmt.Errorf("--algo %s %s: %s %s; %s", a.Name, strings.Join(flags, " "), a.Name, strings.Join(changed, " and "), that)
 }
 
-// Check validates the recipe against the run's shape.
+// Check validates the algorithm against the run's shape.
 func (a Algo) Check(agents, turns int) error {
 	switch {
 	case agents < 1:

@@ -11,7 +11,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainspec"
 	"github.com/umad-dev/umad/verifier"
@@ -97,14 +97,14 @@ type Settings struct {
 	Agg       trainspec.AggMode `json:"loss_agg"`
 	// Reward is the grading mode of the 0/1 correctness rewards (strict is_equiv, as the
 	// paper, robust, or robust+verifier: robust with a verifier model, Verifier).
-	Reward      reward.Mode `json:"reward"`
-	PromptLimit int         `json:"prompt_limit"`
-	Seed        uint64      `json:"seed"`
-	ValEvery    int         `json:"val_every"`  // 0: before training and at the end only
-	ValK        int         `json:"val_k"`      // trajectories per validation problem
-	SaveEvery   int         `json:"save_every"` // 0: at the end only
-	KeepLast    int         `json:"keep_last"`
-	ProbeTol    float64     `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
+	Reward      grade.Mode `json:"reward"`
+	PromptLimit int        `json:"prompt_limit"`
+	Seed        uint64     `json:"seed"`
+	ValEvery    int        `json:"val_every"`  // 0: before training and at the end only
+	ValK        int        `json:"val_k"`      // trajectories per validation problem
+	SaveEvery   int        `json:"save_every"` // 0: at the end only
+	KeepLast    int        `json:"keep_last"`
+	ProbeTol    float64    `json:"probe_tol"` // largest mean |delta| llama.cpp vs plugin; 0: no check
 	// ValTurns is the turns of a validation debate (0: Turns), and ValTemperature, when
 	// set, every agent's sampling temperature in it (0: greedy; the paper evaluates at 0.6
 	// what it trains at 0.8); nil keeps the agents' own.
@@ -181,9 +181,9 @@ func (c *Settings) UnmarshalJSON(b []byte) error {
 		c.ValTemperature = &temp
 	}
 	if c.Reward == "" && old.Robust != nil {
-		c.Reward = reward.Strict
+		c.Reward = grade.Strict
 		if *old.Robust {
-			c.Reward = reward.Robust
+			c.Reward = grade.Robust
 		}
 	}
 	if c.Sync == "" {
@@ -239,7 +239,7 @@ func (c *Config) Check() error {
 		return fmt.Errorf("train: --overlap must be 0 or 1, got %d", c.Overlap)
 	}
 	if c.Reward == "" {
-		c.Reward = reward.Strict // the paper's
+		c.Reward = grade.Strict // the paper's
 	}
 	if c.Sync == "" {
 		c.Sync = SyncInPlace
@@ -258,11 +258,11 @@ func (c *Config) Check() error {
 	if c.RolloutDType, err = ParseRolloutDType(string(c.RolloutDType)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
-	if _, err := reward.ParseMode(string(c.Reward)); err != nil {
+	if _, err := grade.ParseMode(string(c.Reward)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
-	if (c.Reward == reward.Verified) != (c.Verifier != "") {
-		return fmt.Errorf("train: a verifier model goes with the %s reward, and only with it", reward.Verified)
+	if (c.Reward == grade.Verified) != (c.Verifier != "") {
+		return fmt.Errorf("train: a verifier model goes with the %s reward, and only with it", grade.Verified)
 	}
 	if c.VerifierBudget < 0 {
 		return fmt.Errorf("train: the verifier budget must not be negative, got %v", c.VerifierBudget)

@@ -8,10 +8,10 @@ import (
 	"github.com/umad-dev/umad/trainspec"
 )
 
-// LossRecipe is a policy loss (--loss) with the clip range and aggregation its paper trains
-// with, which the flags default to. The policy loss is an axis of its own: every algorithm's
+// PolicyLoss is a policy loss (--loss) with its clip range and aggregation: those its paper
+// trains with, which the flags default to, or a run's. The policy loss is an axis of its own: every algorithm's
 // advantages can drive any of them.
-type LossRecipe struct {
+type PolicyLoss struct {
 	Loss              trainspec.Loss
 	ClipLow, ClipHigh float64
 	ClipC             float64 // dual clip for A<0; 0 for a loss that has none
@@ -22,8 +22,8 @@ type LossRecipe struct {
 	weightClip bool
 }
 
-// lossRecipes are the policy losses, in the order help texts list them.
-var lossRecipes = []LossRecipe{
+// policyLosses are the policy losses, in the order help texts list them.
+var policyLosses = []PolicyLoss{
 	{Loss: trainspec.LossPPO, ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3, Agg: trainspec.TokenMean,
 		about: "per-token ratio in a clipped surrogate: a clipped token gets no gradient"},
 	// GSPO's paper (Zheng et al. 2025) clips its sequence ratio to [1-3e-4, 1+4e-4] and
@@ -36,33 +36,33 @@ var lossRecipes = []LossRecipe{
 		about: "per-token ratio as a clipped, stop-gradient weight on the log-prob: every token gets a gradient (CISPO)"},
 }
 
-// LossRecipes lists the policy losses in a fixed order.
-func LossRecipes() []LossRecipe { return slices.Clone(lossRecipes) }
+// PolicyLosses lists the policy losses in a fixed order.
+func PolicyLosses() []PolicyLoss { return slices.Clone(policyLosses) }
 
 // LossNames lists the policy losses' names in the same order.
 func LossNames() []string {
-	names := make([]string, len(lossRecipes))
-	for i, r := range lossRecipes {
+	names := make([]string, len(policyLosses))
+	for i, r := range policyLosses {
 		names[i] = string(r.Loss)
 	}
 	return names
 }
 
-// LookupLoss returns the recipe of a policy loss; "" is ppo.
-func LookupLoss(l trainspec.Loss) (LossRecipe, error) {
+// LookupLoss returns a policy loss with its paper's settings; "" is ppo.
+func LookupLoss(l trainspec.Loss) (PolicyLoss, error) {
 	if l == "" {
 		l = trainspec.LossPPO
 	}
-	for _, r := range lossRecipes {
+	for _, r := range policyLosses {
 		if r.Loss == l {
 			return r, nil
 		}
 	}
-	return LossRecipe{}, fmt.Errorf("unknown policy loss %q (want %s)", string(l), strings.Join(LossNames(), ", "))
+	return PolicyLoss{}, fmt.Errorf("unknown policy loss %q (want %s)", string(l), strings.Join(LossNames(), ", "))
 }
 
 // Describe says what the loss does and what it defaults to, for help texts.
-func (r LossRecipe) Describe() string {
+func (r PolicyLoss) Describe() string {
 	s := fmt.Sprintf("%s; clip %g/%g", r.about, r.ClipLow, r.ClipHigh)
 	if r.ClipC != 0 {
 		s += fmt.Sprintf(", dual clip %g", r.ClipC)
@@ -73,7 +73,7 @@ func (r LossRecipe) Describe() string {
 // LossHelp lists every policy loss with its description, one per line.
 func LossHelp() string {
 	var b strings.Builder
-	for _, r := range lossRecipes {
+	for _, r := range policyLosses {
 		fmt.Fprintf(&b, "  %-15s %s\n", r.Loss, r.Describe())
 	}
 	return b.String()

@@ -15,9 +15,9 @@ import (
 
 // Every policy loss is described in the help text with its defaults, and its name, clip
 // range and aggregation are ones the plugin's table takes.
-func TestLossRecipes(t *testing.T) {
+func TestPolicyLosses(t *testing.T) {
 	help := LossHelp()
-	for _, r := range LossRecipes() {
+	for _, r := range PolicyLosses() {
 		if !strings.Contains(help, string(r.Loss)) || !strings.Contains(help, r.Describe()) {
 			t.Errorf("help lacks %s: %s", r.Loss, help)
 		}
@@ -32,7 +32,7 @@ func TestLossRecipes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range LossRecipes() {
+	for _, r := range PolicyLosses() {
 		cfg := trainspec.LossConfig{Loss: r.Loss, Temperature: 1, ClipLow: r.ClipLow, ClipHigh: r.ClipHigh, ClipC: r.ClipC, Agg: r.Agg}
 		b := torch.PolicyBatch{Prompts: prompts, Responses: responses, OldLogp: logp, Advantages: [][]float32{{1, 1, 1}, {-1, -1}}}
 		if _, err := m.PolicyLoss(b, cfg, false, 1); err != nil {

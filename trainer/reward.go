@@ -8,7 +8,7 @@ import (
 	"math"
 
 	"github.com/umad-dev/umad/debate"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // TeamMode is how the agents' correctness at one turn and trajectory becomes the reward
@@ -146,7 +146,7 @@ func Score(team, influence, klCoef, klSum float64) float64 {
 
 // correctness is c[t][a][k] of one record: agent a's 0/1 reward in trajectory k at turn t,
 // graded in the run's mode.
-func correctness(r debate.Record, mode reward.Mode) [][][]float64 {
+func correctness(r debate.Record, mode grade.Mode) [][][]float64 {
 	c := make([][][]float64, len(r.Turns))
 	for tt, turn := range r.Turns {
 		c[tt] = make([][]float64, len(turn))

@@ -205,7 +205,7 @@ func TestDemoLearns(t *testing.T) {
 				}
 			}
 			if algo, _ := LookupAlgo(tc.algo); weighted != (algo.NLLAlpha > 0) {
-				t.Errorf("NLL weights varied: %v; the recipe has alpha %g", weighted, algo.NLLAlpha)
+				t.Errorf("NLL weights varied: %v; the algorithm has alpha %g", weighted, algo.NLLAlpha)
 			}
 			before, after := meanAcc(val[0]), meanAcc(val[1])
 			t.Logf("%s: held-out accuracy %.3f -> %.3f", tc.algo, before, after)

@@ -7,8 +7,8 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/reward"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/verifier"
 )
@@ -29,12 +29,12 @@ func TestVerifierMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	tr := &Trainer{cfg: Config{Settings: Settings{Turns: 1, Agents: make([]Agent, 2), Reward: reward.Verified}}, live: Live{Checker: v}}
+	tr := &Trainer{cfg: Config{Settings: Settings{Turns: 1, Agents: make([]Agent, 2), Reward: grade.Verified}}, live: Live{Checker: v}}
 	answer := func(s string) debate.AgentTurn {
-		return debate.AgentTurn{Answer: &s, Grade: reward.GradeAnswer(s, "3")}
+		return debate.AgentTurn{Answer: &s, Grade: grade.GradeAnswer(s, "3")}
 	}
 	recs := []debate.Record{{Problem: data.Problem{Question: "1+2?", Gold: "3"},
-		Turns: [][][]debate.AgentTurn{{{answer("three"), answer("3"), answer("11:21")}, {answer("7"), {Grade: reward.Verdict{NoAnswer: true}}, answer("(B)")}}}}}
+		Turns: [][][]debate.AgentTurn{{{answer("three"), answer("3"), answer("11:21")}, {answer("7"), {Grade: grade.Verdict{NoAnswer: true}}, answer("(B)")}}}}}
 	if err := tr.verify(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestVerifierMetrics(t *testing.T) {
 	if err := tr.verifierMetrics(recs, lines); err != nil {
 		t.Fatal(err)
 	}
-	c := correctness(recs[0], reward.Verified)
+	c := correctness(recs[0], grade.Verified)
 	for a, want := range []int{2, 1} { // three and 11:21; (B)
 		m := lines[a].Verifier
 		if m == nil || m.Decided+m.Undecided != want || m.Skipped != 0 {

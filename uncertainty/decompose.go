@@ -7,7 +7,7 @@
 // # Decomposition
 //
 // At one turn of one problem, agent i has K_i sampled answers. The support is the union
-// of all agents' answers at that turn, merged by their canonical key (reward.Key, the
+// of all agents' answers at that turn, merged by their canonical key (grade.Key, the
 // robust grader's notion of "the same answer"); responses without an extractable answer
 // form one more category. p_i(y) = count_i(y) / K_i, p_sys = (1/N) sum_i p_i, and
 //

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // ProblemRecord holds every graded sample of one problem.
@@ -13,7 +13,7 @@ type ProblemRecord struct {
 	ID      string `json:"id"`
 	// Answers[agent][turn][k] is trajectory k's answer of that agent at that turn; every
 	// agent and turn has the same K, and trajectory k continues trajectory k.
-	Answers [][][]reward.Verdict `json:"answers"`
+	Answers [][][]grade.Verdict `json:"answers"`
 }
 
 // shape returns the record's numbers of agents and turns, or an error naming what is
@@ -53,7 +53,7 @@ type category struct {
 	key  string
 }
 
-func categoryOf(s reward.Verdict) category {
+func categoryOf(s grade.Verdict) category {
 	if s.NoAnswer {
 		return category{none: true}
 	}
@@ -62,7 +62,7 @@ func categoryOf(s reward.Verdict) category {
 
 // answerCounts maps each agent's samples at one turn to counts over their shared support
 // (answer keys plus one "no answer" category), in order of first appearance.
-func answerCounts(byAgent [][]reward.Verdict) [][]int {
+func answerCounts(byAgent [][]grade.Verdict) [][]int {
 	index := map[category]int{}
 	ids := make([][]int, len(byAgent))
 	for a, samples := range byAgent {
@@ -88,7 +88,7 @@ func answerCounts(byAgent [][]reward.Verdict) [][]int {
 }
 
 // fraction returns the share of samples for which ok holds.
-func fraction(samples []reward.Verdict, ok func(reward.Verdict) bool) float64 {
+func fraction(samples []grade.Verdict, ok func(grade.Verdict) bool) float64 {
 	n := 0
 	for _, s := range samples {
 		if ok(s) {
@@ -128,7 +128,7 @@ func PerProblem(p ProblemRecord) ([]ProblemTurn, error) {
 		pt := ProblemTurn{Dataset: p.Dataset, ID: p.ID, Turn: t, Decomposition: d, Support: len(counts[0]),
 			AccStrict: make([]float64, agents), AccRobust: make([]float64, agents)}
 		for a, samples := range byAgent {
-			pt.AccStrict[a] = fraction(samples, correctIn(reward.Strict))
+			pt.AccStrict[a] = fraction(samples, correctIn(grade.Strict))
 			pt.AccRobust[a] = fraction(samples, correctIn(robustMode))
 		}
 		out[t] = pt
@@ -138,14 +138,14 @@ func PerProblem(p ProblemRecord) ([]ProblemTurn, error) {
 
 // TurnEU is the epistemic uncertainty of one turn's verdicts, byAgent[agent][k]: what the
 // debate's EU stopping rule compares with its threshold (debate.Config.EU).
-func TurnEU(byAgent [][]reward.Verdict) (float64, error) {
+func TurnEU(byAgent [][]grade.Verdict) (float64, error) {
 	d, err := Decompose(answerCounts(byAgent))
 	return d.EU, err
 }
 
 // atTurn returns every agent's samples at turn t.
-func atTurn(p ProblemRecord, t int) [][]reward.Verdict {
-	byAgent := make([][]reward.Verdict, len(p.Answers))
+func atTurn(p ProblemRecord, t int) [][]grade.Verdict {
+	byAgent := make([][]grade.Verdict, len(p.Answers))
 	for a := range p.Answers {
 		byAgent[a] = p.Answers[a][t]
 	}
@@ -155,9 +155,9 @@ func atTurn(p ProblemRecord, t int) [][]reward.Verdict {
 // robustMode grades the robust figures: robust, and a verifier model's verdict on the pairs
 // its rules do not decide where one was asked (debate --verifier, train's robust+verifier
 // reward); without a verifier it is robust.
-const robustMode = reward.Verified
+const robustMode = grade.Verified
 
 // correctIn is the test of correctness in mode m, for fraction and flips.
-func correctIn(m reward.Mode) func(reward.Verdict) bool {
-	return func(v reward.Verdict) bool { return v.Correct(m) }
+func correctIn(m grade.Mode) func(grade.Verdict) bool {
+	return func(v grade.Verdict) bool { return v.Correct(m) }
 }

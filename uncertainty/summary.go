@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // System is the agent index of the rows that describe the whole team.
@@ -204,21 +204,21 @@ func problemRows(p ProblemRecord) ([]Row, error) {
 		if team.Decomposition, err = Decompose(counts); err != nil {
 			return nil, fmt.Errorf("turn %d: %w", t, err)
 		}
-		var pooled []reward.Verdict
+		var pooled []grade.Verdict
 		for a, samples := range byAgent {
 			r := Row{Agent: a, Turn: t, Samples: len(samples)}
 			if r.Decomposition, err = Decompose(counts[a : a+1]); err != nil {
 				return nil, fmt.Errorf("turn %d agent %d: %w", t, a, err)
 			}
-			r.AccStrict, r.AccRobust = fraction(samples, correctIn(reward.Strict)), fraction(samples, correctIn(robustMode))
+			r.AccStrict, r.AccRobust = fraction(samples, correctIn(grade.Strict)), fraction(samples, correctIn(robustMode))
 			r.MajStrict, r.MajRobust = majority(samples)
-			r.TokenEntropy = mean(samples, func(s reward.Verdict) float64 { return s.MeanEntropy })
-			r.NLL = mean(samples, func(s reward.Verdict) float64 { return s.MeanNLL })
-			r.Tokens = mean(samples, func(s reward.Verdict) float64 { return float64(s.Tokens) })
-			r.Truncated = fraction(samples, func(s reward.Verdict) bool { return s.Truncated })
-			r.Boxed = fraction(samples, func(s reward.Verdict) bool { return s.Boxed })
-			r.Verified = fraction(samples, func(s reward.Verdict) bool {
-				return s.Verifier == reward.CheckEqual || s.Verifier == reward.CheckNotEqual
+			r.TokenEntropy = mean(samples, func(s grade.Verdict) float64 { return s.MeanEntropy })
+			r.NLL = mean(samples, func(s grade.Verdict) float64 { return s.MeanNLL })
+			r.Tokens = mean(samples, func(s grade.Verdict) float64 { return float64(s.Tokens) })
+			r.Truncated = fraction(samples, func(s grade.Verdict) bool { return s.Truncated })
+			r.Boxed = fraction(samples, func(s grade.Verdict) bool { return s.Boxed })
+			r.Verified = fraction(samples, func(s grade.Verdict) bool {
+				return s.Verifier == grade.CheckEqual || s.Verifier == grade.CheckNotEqual
 			})
 			if t > 0 {
 				r.FromPrevious = transition(p.Answers[a][t-1], samples)
@@ -242,7 +242,7 @@ func problemRows(p ProblemRecord) ([]Row, error) {
 	return rows, nil
 }
 
-func mean(samples []reward.Verdict, value func(reward.Verdict) float64) float64 {
+func mean(samples []grade.Verdict, value func(grade.Verdict) float64) float64 {
 	sum := 0.0
 	for _, s := range samples {
 		sum += value(s)
@@ -252,7 +252,7 @@ func mean(samples []reward.Verdict, value func(reward.Verdict) float64) float64 
 
 // majority is the strict and robust accuracy of the majority vote over samples; see
 // Row.MajStrict.
-func majority(samples []reward.Verdict) (strict, robust float64) {
+func majority(samples []grade.Verdict) (strict, robust float64) {
 	type tally struct{ n, strict, robust int }
 	tallies := map[string]*tally{}
 	var order []string // first appearance, so that sums do not depend on map order
@@ -287,11 +287,11 @@ func majority(samples []reward.Verdict) (strict, robust float64) {
 }
 
 // transition counts flips from before[k] to after[k] in both modes.
-func transition(before, after []reward.Verdict) Transition {
-	return Transition{Strict: flips(before, after, correctIn(reward.Strict)), Robust: flips(before, after, correctIn(robustMode))}
+func transition(before, after []grade.Verdict) Transition {
+	return Transition{Strict: flips(before, after, correctIn(grade.Strict)), Robust: flips(before, after, correctIn(robustMode))}
 }
 
-func flips(before, after []reward.Verdict, correct func(reward.Verdict) bool) Flips {
+func flips(before, after []grade.Verdict, correct func(grade.Verdict) bool) Flips {
 	var f Flips
 	for k := range before {
 		switch b, a := correct(before[k]), correct(after[k]); {

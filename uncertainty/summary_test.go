@@ -6,19 +6,19 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // Sample constructors: right is correct in both modes, wrong in neither, robustOnly is
 // an answer only the robust grader accepts ("5.0" for 5), none has no answer.
-func right(key string) reward.Verdict      { return reward.Verdict{Key: key, Strict: true, Robust: true} }
-func wrong(key string) reward.Verdict      { return reward.Verdict{Key: key} }
-func robustOnly(key string) reward.Verdict { return reward.Verdict{Key: key, Robust: true} }
-func none() reward.Verdict                 { return reward.Verdict{NoAnswer: true} }
+func right(key string) grade.Verdict      { return grade.Verdict{Key: key, Strict: true, Robust: true} }
+func wrong(key string) grade.Verdict      { return grade.Verdict{Key: key} }
+func robustOnly(key string) grade.Verdict { return grade.Verdict{Key: key, Robust: true} }
+func none() grade.Verdict                 { return grade.Verdict{NoAnswer: true} }
 
 // debateRecord is one problem of dataset "gsm8k" (gold 5), two agents, two turns, K = 4.
 func debateRecord() ProblemRecord {
-	return ProblemRecord{Dataset: "gsm8k", ID: "p1", Answers: [][][]reward.Verdict{
+	return ProblemRecord{Dataset: "gsm8k", ID: "p1", Answers: [][][]grade.Verdict{
 		{ // agent 0
 			{right("5"), right("5"), wrong("6"), none()},
 			{right("5"), right("5"), right("5"), right("5")},
@@ -156,7 +156,7 @@ func TestRowMetricsCoverEveryFigure(t *testing.T) {
 }
 
 func TestSummariseTokenStatistics(t *testing.T) {
-	p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]reward.Verdict{{{
+	p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]grade.Verdict{{{
 		{Key: "1", Tokens: 10, MeanEntropy: 0.5, MeanNLL: 1, Boxed: true},
 		{Key: "1", Tokens: 30, MeanEntropy: 1.5, MeanNLL: 3, Truncated: true},
 	}}}}
@@ -174,10 +174,10 @@ func TestSummariseTokenStatistics(t *testing.T) {
 // A verifier model's verdict on a pair robust did not decide counts in the robust figures
 // (pass@1, majority, flips), never in the strict ones, and Verified is the share it decided.
 func TestSummariseCountsVerifierVerdicts(t *testing.T) {
-	p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]reward.Verdict{{
+	p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]grade.Verdict{{
 		{{Key: "three"}, {Key: "three"}, {Key: "4"}, {Key: "5"}},
-		{{Key: "three", Verifier: reward.CheckEqual}, {Key: "three", Verifier: reward.CheckEqual},
-			{Key: "4", Verifier: reward.CheckUndecided}, {Key: "5", Verifier: reward.CheckNotEqual}},
+		{{Key: "three", Verifier: grade.CheckEqual}, {Key: "three", Verifier: grade.CheckEqual},
+			{Key: "4", Verifier: grade.CheckUndecided}, {Key: "5", Verifier: grade.CheckNotEqual}},
 	}}}
 	s, err := Summarise([]ProblemRecord{p})
 	if err != nil {
@@ -199,7 +199,7 @@ func TestSummariseCountsVerifierVerdicts(t *testing.T) {
 
 func TestSummariseAveragesProblemsAndDatasets(t *testing.T) {
 	one := func(dataset, id string, correct ...bool) ProblemRecord {
-		var samples []reward.Verdict
+		var samples []grade.Verdict
 		for _, c := range correct {
 			if c {
 				samples = append(samples, right("1"))
@@ -207,7 +207,7 @@ func TestSummariseAveragesProblemsAndDatasets(t *testing.T) {
 				samples = append(samples, wrong("2"))
 			}
 		}
-		return ProblemRecord{Dataset: dataset, ID: id, Answers: [][][]reward.Verdict{{samples}}}
+		return ProblemRecord{Dataset: dataset, ID: id, Answers: [][][]grade.Verdict{{samples}}}
 	}
 	s, err := Summarise([]ProblemRecord{
 		one("math", "a", true, true),   // accuracy 1, majority 1
@@ -250,8 +250,8 @@ func TestSummariseAveragesProblemsAndDatasets(t *testing.T) {
 func TestFlipFractionsSumToOne(t *testing.T) {
 	p := debateRecord()
 	// Add a third turn so that FromStart and FromPrevious differ.
-	p.Answers[0] = append(p.Answers[0], []reward.Verdict{wrong("6"), right("5"), none(), right("5")})
-	p.Answers[1] = append(p.Answers[1], []reward.Verdict{right("5"), right("5"), right("5"), right("5")})
+	p.Answers[0] = append(p.Answers[0], []grade.Verdict{wrong("6"), right("5"), none(), right("5")})
+	p.Answers[1] = append(p.Answers[1], []grade.Verdict{right("5"), right("5"), right("5"), right("5")})
 	s, err := Summarise([]ProblemRecord{p})
 	if err != nil {
 		t.Fatal(err)
@@ -295,11 +295,11 @@ func TestSummariseRejectsBadRecords(t *testing.T) {
 		{"no problems", nil},
 		{"no dataset name", []ProblemRecord{{ID: "x", Answers: ok.Answers}}},
 		{"no agents", []ProblemRecord{{Dataset: "d"}}},
-		{"no turns", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{{}}}}},
-		{"no samples", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{{{}}}}}},
-		{"agents with different turns", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{
+		{"no turns", []ProblemRecord{{Dataset: "d", Answers: [][][]grade.Verdict{{}}}}},
+		{"no samples", []ProblemRecord{{Dataset: "d", Answers: [][][]grade.Verdict{{{}}}}}},
+		{"agents with different turns", []ProblemRecord{{Dataset: "d", Answers: [][][]grade.Verdict{
 			{{right("1")}, {right("1")}}, {{right("1")}}}}}},
-		{"turns with different K", []ProblemRecord{{Dataset: "d", Answers: [][][]reward.Verdict{
+		{"turns with different K", []ProblemRecord{{Dataset: "d", Answers: [][][]grade.Verdict{
 			{{right("1")}, {right("1"), right("1")}}}}}},
 		{"problems with different turns", []ProblemRecord{ok, threeTurns}},
 	}
@@ -313,7 +313,7 @@ func TestSummariseRejectsBadRecords(t *testing.T) {
 }
 
 func TestAnswerCountsMergeByKey(t *testing.T) {
-	counts := answerCounts([][]reward.Verdict{
+	counts := answerCounts([][]grade.Verdict{
 		{right("5"), wrong("6"), none(), right("5")},
 		{wrong("6"), none(), {Key: ""}, right("5")},
 	})
@@ -365,7 +365,7 @@ func TestTurnEU(t *testing.T) {
 
 func TestCombineSeeds(t *testing.T) {
 	run := func(acc0, acc1 bool) Summary {
-		p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]reward.Verdict{{{wrong("0")}}}}
+		p := ProblemRecord{Dataset: "d", ID: "x", Answers: [][][]grade.Verdict{{{wrong("0")}}}}
 		p.Answers[0][0][0].Strict, p.Answers[0][0][0].Robust = acc0, acc1
 		s, err := Summarise([]ProblemRecord{p})
 		if err != nil {
@@ -417,13 +417,13 @@ func BenchmarkSummarise(b *testing.B) {
 	records := make([]ProblemRecord, problems)
 	for i := range records {
 		p := ProblemRecord{Dataset: []string{"gsm8k", "math500", "aime24"}[i%3], ID: fmt.Sprint(i)}
-		p.Answers = make([][][]reward.Verdict, agents)
+		p.Answers = make([][][]grade.Verdict, agents)
 		for a := range agents {
 			for t := range turns {
-				samples := make([]reward.Verdict, k)
+				samples := make([]grade.Verdict, k)
 				for j := range samples {
 					key := fmt.Sprint((i + a + t*j) % 5)
-					samples[j] = reward.Verdict{Key: key, Strict: key == "0", Robust: key == "0", NoAnswer: j == 7, Tokens: 400}
+					samples[j] = grade.Verdict{Key: key, Strict: key == "0", Robust: key == "0", NoAnswer: j == 7, Tokens: 400}
 				}
 				p.Answers[a] = append(p.Answers[a], samples)
 			}

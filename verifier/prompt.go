@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // Template is a verifier's prompt with its three fields: the text its model was trained
@@ -106,13 +106,13 @@ func (t Template) Prompt(p Pair) string {
 // (correct), B (incorrect) or C (invalid); the words its prompt also names, "A: CORRECT"
 // and a boxed letter are read the same. C is not equal, as its authors score it. Anything
 // else, letters inside prose included, is undecided, never equal.
-func ParseVerdict(out string) reward.Check {
+func ParseVerdict(out string) grade.Check {
 	s := strings.TrimSuffix(strings.TrimSpace(out), ".")
 	switch s {
 	case "A", "CORRECT", "A: CORRECT", `\boxed{A}`:
-		return reward.CheckEqual
+		return grade.CheckEqual
 	case "B", "INCORRECT", "B: INCORRECT", `\boxed{B}`, "C", "INVALID", "C: INVALID", `\boxed{C}`:
-		return reward.CheckNotEqual
+		return grade.CheckNotEqual
 	}
-	return reward.CheckUndecided
+	return grade.CheckUndecided
 }

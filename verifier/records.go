@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/debate"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 )
 
 // Records asks the verifier about every answer of the debate records that robust did not
@@ -13,7 +13,7 @@ import (
 // Grade.Verifier. Answers robust decided, and responses without an answer, are left alone.
 func (v *Verifier) Records(ctx context.Context, recs []debate.Record, budget time.Duration) (Counts, error) {
 	var pairs []Pair
-	var grades []*reward.Verdict
+	var grades []*grade.Verdict
 	for _, r := range recs {
 		for _, turn := range r.Turns {
 			for _, byTraj := range turn {

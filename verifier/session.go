@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/umad-dev/umad/debate"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/launch"
-	"github.com/umad-dev/umad/reward"
 )
 
 // Session is a verifier over one run (umad grade's, umad debate's): the run's context, the
@@ -44,7 +44,7 @@ func (s *Session) failed(err error) error {
 }
 
 // Pairs asks about the pairs within what is left of the budget (Verifier.Check).
-func (s *Session) Pairs(pairs []Pair) ([]reward.Check, error) {
+func (s *Session) Pairs(pairs []Pair) ([]grade.Check, error) {
 	checks, c, err := s.Check(s.Ctx, pairs, s.left())
 	if err != nil {
 		return nil, s.failed(err)

@@ -1,5 +1,5 @@
 // Package verifier asks a verifier model, a GGUF run by the engine, about the answer pairs
-// robust grading does not decide (reward.Verdict.Decided): --reward robust+verifier=MODEL.gguf.
+// robust grading does not decide (grade.Verdict.Decided): --reward robust+verifier=MODEL.gguf.
 package verifier
 
 import (
@@ -10,7 +10,7 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/reward"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -32,7 +32,7 @@ type Pair struct {
 // key is what a verdict is cached under: the canonical keys of the two answers.
 type key struct{ answer, gold string }
 
-func (p Pair) key() key { return key{reward.Key(p.Answer), reward.Key(p.Gold)} }
+func (p Pair) key() key { return key{grade.Key(p.Answer), grade.Key(p.Gold)} }
 
 // Verifier is a loaded verifier model with the verdicts it gave in this run.
 type Verifier struct {
@@ -40,7 +40,7 @@ type Verifier struct {
 	engine   *engine.Engine
 	format   chat.Format
 	template Template
-	cache    map[key]reward.Check
+	cache    map[key]grade.Check
 }
 
 // Counts are what the verifier did with the pairs it was given.
@@ -69,13 +69,13 @@ func (c Counts) Add(o Counts) Counts {
 		c.Undecided + o.Undecided, c.Skipped + o.Skipped, c.Seconds + o.Seconds}
 }
 
-func (c *Counts) count(v reward.Check) {
+func (c *Counts) count(v grade.Check) {
 	switch v {
-	case reward.CheckEqual:
+	case grade.CheckEqual:
 		c.Equal++
-	case reward.CheckNotEqual:
+	case grade.CheckNotEqual:
 		c.NotEqual++
-	case reward.CheckSkipped:
+	case grade.CheckSkipped:
 		c.Skipped++
 	default:
 		c.Undecided++
@@ -104,7 +104,7 @@ func Open(path string, template Template, p engine.Placement, opt engine.Options
 		m.Close()
 		return nil, fmt.Errorf("verifier %s: %w", path, err)
 	}
-	return &Verifier{model: m, engine: e, format: f, template: template, cache: map[key]reward.Check{}}, nil
+	return &Verifier{model: m, engine: e, format: f, template: template, cache: map[key]grade.Check{}}, nil
 }
 
 // Close frees the engine and the model; a nil verifier is a no-op.
@@ -119,10 +119,10 @@ func (v *Verifier) Close() {
 // twice in pairs, is asked once. With a budget > 0 the model stops when it is spent and
 // the pairs not answered by then are skipped (not cached: a later call may ask them).
 // Only an interruption of ctx or an engine failure is an error.
-func (v *Verifier) Check(ctx context.Context, pairs []Pair, budget time.Duration) ([]reward.Check, Counts, error) {
+func (v *Verifier) Check(ctx context.Context, pairs []Pair, budget time.Duration) ([]grade.Check, Counts, error) {
 	start := time.Now()
 	c := Counts{Pairs: len(pairs)}
-	out := make([]reward.Check, len(pairs))
+	out := make([]grade.Check, len(pairs))
 	keys := make([]key, len(pairs))
 	var reqs []engine.Request
 	var asked []key // of each request
@@ -147,7 +147,7 @@ func (v *Verifier) Check(ctx context.Context, pairs []Pair, budget time.Duration
 	}
 	c.Asked = len(v.cache) - before
 	for i, k := range keys {
-		out[i] = reward.CheckSkipped
+		out[i] = grade.CheckSkipped
 		if verdict, ok := v.cache[k]; ok {
 			out[i] = verdict
 		}
@@ -180,7 +180,7 @@ func (v *Verifier) generate(ctx context.Context, reqs []engine.Request, keys []k
 		defer cancel()
 	}
 	err := v.engine.Generate(run, reqs, func(r engine.Result) {
-		verdict := reward.CheckUndecided // a request the engine refused: a prompt too long
+		verdict := grade.CheckUndecided // a request the engine refused: a prompt too long
 		if r.Err == nil && len(r.Samples) == 1 {
 			text, derr := v.model.Detokenize(r.Samples[0].Tokens, false)
 			if derr == nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/reward"
 )
 
 func TestMain(m *testing.M) { os.Exit(testmodel.Main(m)) }
@@ -38,14 +38,14 @@ func open(t *testing.T) *Verifier {
 }
 
 func TestParseVerdict(t *testing.T) {
-	for out, want := range map[string]reward.Check{
-		"A": reward.CheckEqual, " A\n": reward.CheckEqual, "CORRECT": reward.CheckEqual, "A: CORRECT": reward.CheckEqual,
-		`\boxed{A}`: reward.CheckEqual, "A.": reward.CheckEqual,
-		"B": reward.CheckNotEqual, "INCORRECT": reward.CheckNotEqual, "C": reward.CheckNotEqual, "INVALID": reward.CheckNotEqual,
+	for out, want := range map[string]grade.Check{
+		"A": grade.CheckEqual, " A\n": grade.CheckEqual, "CORRECT": grade.CheckEqual, "A: CORRECT": grade.CheckEqual,
+		`\boxed{A}`: grade.CheckEqual, "A.": grade.CheckEqual,
+		"B": grade.CheckNotEqual, "INCORRECT": grade.CheckNotEqual, "C": grade.CheckNotEqual, "INVALID": grade.CheckNotEqual,
 		// Output that names no verdict, or names one inside prose, is undecided, never equal.
-		"": reward.CheckUndecided, "a": reward.CheckUndecided, "Answer A": reward.CheckUndecided,
-		"A B": reward.CheckUndecided, "The answer is CORRECT because": reward.CheckUndecided, "AAAA": reward.CheckUndecided,
-		"\ufffd\ufffd": reward.CheckUndecided, "A\nB": reward.CheckUndecided,
+		"": grade.CheckUndecided, "a": grade.CheckUndecided, "Answer A": grade.CheckUndecided,
+		"A B": grade.CheckUndecided, "The answer is CORRECT because": grade.CheckUndecided, "AAAA": grade.CheckUndecided,
+		"\ufffd\ufffd": grade.CheckUndecided, "A\nB": grade.CheckUndecided,
 	} {
 		if got := ParseVerdict(out); got != want {
 			t.Errorf("ParseVerdict(%q) = %q, want %q", out, got, want)
@@ -95,7 +95,7 @@ func TestCheckCaches(t *testing.T) {
 		t.Errorf("one pair got verdicts %q, %q and %q", got[0], got[1], got[3])
 	}
 	for _, g := range got {
-		if g != reward.CheckEqual && g != reward.CheckNotEqual && g != reward.CheckUndecided {
+		if g != grade.CheckEqual && g != grade.CheckNotEqual && g != grade.CheckUndecided {
 			t.Errorf("verdict %q", g)
 		}
 	}
@@ -117,7 +117,7 @@ func TestCheckBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Skipped != 2 || got[0] != reward.CheckSkipped || got[1] != reward.CheckSkipped || c.Asked != 0 {
+	if c.Skipped != 2 || got[0] != grade.CheckSkipped || got[1] != grade.CheckSkipped || c.Asked != 0 {
 		t.Fatalf("a spent budget gave %q, counts %+v: want both skipped", got, c)
 	}
 	if _, c, err = v.Check(context.Background(), pairs, 0); err != nil || c.Asked != 2 || c.Skipped != 0 {
@@ -135,7 +135,7 @@ func TestCheckBudget(t *testing.T) {
 func TestRecords(t *testing.T) {
 	v := open(t)
 	answer := func(s string) debate.AgentTurn {
-		return debate.AgentTurn{Answer: &s, Grade: reward.GradeAnswer(s, "3")}
+		return debate.AgentTurn{Answer: &s, Grade: grade.GradeAnswer(s, "3")}
 	}
 	recs := []debate.Record{{
 		Problem: data.Problem{Question: "How many?", Gold: "3"},
@@ -175,7 +175,7 @@ func TestRecordsUsesGrade(t *testing.T) {
 	three := "three"
 	recs := []debate.Record{{
 		Problem: data.Problem{Question: "How many?", Gold: "3"},
-		Turns:   [][][]debate.AgentTurn{{{{Answer: &three, Grade: reward.Verdict{Robust: true}}}}},
+		Turns:   [][][]debate.AgentTurn{{{{Answer: &three, Grade: grade.Verdict{Robust: true}}}}},
 	}}
 	c, err := v.Records(context.Background(), recs, 0)
 	if err != nil {
