@@ -71,6 +71,15 @@ func ParseFamily(s string) (Family, error) {
 	return "", fmt.Errorf("unknown chat format %q (want %s)", s, familyList())
 }
 
+// List names the families for a help text: "qwen2.5, qwen3, ... or mistral".
+func List() string {
+	l := familyList()
+	if i := strings.LastIndex(l, ", "); i >= 0 {
+		return l[:i] + " or " + l[i+2:]
+	}
+	return l
+}
+
 func familyList() string {
 	names := make([]string, len(Families))
 	for i, f := range Families {

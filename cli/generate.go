@@ -6,6 +6,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/launch"
 )
@@ -26,7 +27,7 @@ func init() {
 			&ucli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF model file", Required: true},
 			&ucli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "user message", Required: true},
 			&ucli.StringFlag{Name: "system", Usage: "system message (default: the chat format's own, if any)"},
-			&ucli.StringFlag{Name: "chat-format", Usage: "override the detected chat format: qwen2.5, qwen3, llama3 or gemma3"},
+			&ucli.StringFlag{Name: "chat-format", Usage: "override the detected chat format: " + chat.List()},
 			&ucli.BoolFlag{Name: "raw", Usage: "send the prompt as is, without a chat template"},
 			&ucli.IntFlag{Name: "k", Aliases: []string{"n"}, Value: 1, Usage: "samples of the prompt"},
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write JSONL here (atomically) instead of stdout"},
