@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/run"
+	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 	"github.com/umad-dev/umad/verifier"
@@ -136,7 +137,9 @@ func trainReward(c *ucli.Context, rc *run.TrainSettings) (grade.Mode, string, er
 // model.
 func trainAgents(c *ucli.Context, rc *run.TrainSettings) error {
 	for i, spec := range c.StringSlice("agent") {
-		a, err := parseAgent(spec, i, c, false)
+		def := run.DebateAgent{MaxTokens: c.Int("max-tokens"),
+			Params: sampler.Params{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k"), MinP: c.Float64("min-p")}}
+		a, err := parseAgent(spec, i, def, hubDirs(c))
 		if err != nil {
 			return err
 		}
