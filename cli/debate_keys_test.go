@@ -23,11 +23,11 @@ func TestDebateKeysAreFlags(t *testing.T) {
 }
 
 // A debate cell's settings (an alias among them) resolve to the run the same flags give,
-// a recipe's overlay and overrides included.
+// a recipe's overlay and overrides included, and record the same command in config.json.
 func TestDebateCellResolvesAsFlags(t *testing.T) {
 	out := t.TempDir()
 	pairs := [][2]string{{"recipe", "paper"}, {"agent", "a.gguf"}, {"agent", "b.gguf,temperature=0.9"}, {"k", "2"},
-		{"stop", "agree=2"}, {"no-mask", "false"}, {"t", "0.7"}, {"synthetic-task", "experts"}, {"ctx", "8192"}, {"out", out}}
+		{"stop", "agree=2"}, {"no-mask", "false"}, {"t", "0.7"}, {"synthetic-task", "experts"}, {"ctx", "8192"}, {"dist-timeout", "90s"}, {"out", out}}
 	var args []string
 	var settings []experiment.Setting
 	for _, p := range pairs {
@@ -47,7 +47,7 @@ func TestDebateCellResolvesAsFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	same := func(d run.Debate) []any {
-		return []any{d.Settings, d.Note, d.CtxGiven, d.PromptLimitGiven, d.Slots, d.Threads, d.Placement, d.NProc, d.DistTimeout, d.Out}
+		return []any{d.Settings, d.Note, d.CtxGiven, d.PromptLimitGiven, d.Slots, d.Threads, d.Placement, d.NProc, d.DistTimeout, d.Out, d.Command}
 	}
 	if !reflect.DeepEqual(same(got), same(want)) {
 		t.Errorf("the cell resolves to\n%+v\nthe flags to\n%+v", same(got), same(want))
