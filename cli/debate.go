@@ -9,7 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/debate"
+	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/run"
 )
 
@@ -39,29 +39,36 @@ func init() {
 			"do not decide go to a verifier model as each problem finishes; the robust figures count its\n" +
 			"\"equal\", and the run counts the answers it decided.\n\n" +
 			recipeHelp("debate"),
-		Flags: append([]ucli.Flag{
-			&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent); RUN,agent=I debates agent I of training run RUN's newest checkpoint", Required: true},
-			&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "problem set file or folder (default: built-in synthetic set)"},
-			recipeFlag(),
-			&ucli.IntFlag{Name: "synthetic", Value: 20, Usage: "problems of the built-in set, when --data is not given"},
-			&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
-			&ucli.Float64Flag{Name: "sample-ratio", Usage: "debate a seeded random share of the problems (0 = all)"},
-			&ucli.IntFlag{Name: "k", Value: 4, Usage: "trajectories per problem (--protocol probe: samples per agent and turn)"},
-			&ucli.StringFlag{Name: "protocol", Value: string(debate.Trajectories), Usage: "trajectories (K debates per problem, the UMAD reference's) or probe (the paper's Algorithm 1: one debate, K samples per agent and turn from its context)"},
-			&ucli.StringFlag{Name: "continue", Value: "sample", Usage: "with --protocol probe: each agent's response that continues the debate is sampled with its settings (sample) or greedy"},
-			&ucli.IntFlag{Name: "turns", Value: 3, Usage: "turns T: the first answer plus T-1 debate rounds"},
-			&ucli.StringFlag{Name: "seeds", Value: "1", Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
-			&ucli.IntFlag{Name: "prompt-limit", Value: 5120, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning from the left"},
-			&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
-			&ucli.IntFlag{Name: "slots", Value: 16, Usage: "parallel sequences per model"},
-			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
-			&ucli.IntFlag{Name: "nproc", Value: 1, Usage: "processes on this machine, each debating a share of the problems with its own engines (one per GPU); the report is one process's"},
-			distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
-			deterministicFlag(),
-			&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice, as the other flags say, in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
-		}, append(append(append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...), verifierFlags()...), debatePromptFlags()...)...),
+		Flags:  debateFlags(),
 		Action: debateCmd,
 	})
+}
+
+// debateFlags are debate's flags, showing umad's defaults (run.DefaultDebate).
+func debateFlags() []ucli.Flag {
+	d := run.DefaultDebate()
+	s := d.Settings
+	return append([]ucli.Flag{
+		&ucli.StringSliceFlag{Name: "agent", Aliases: []string{"a"}, Usage: "agent: GGUF path[,key=value...] (repeat per agent); RUN,agent=I debates agent I of training run RUN's newest checkpoint", Required: true},
+		&ucli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "problem set file or folder (default: built-in synthetic set)"},
+		recipeFlag(),
+		&ucli.IntFlag{Name: "synthetic", Value: s.Synthetic, Usage: "problems of the built-in set, when --data is not given"},
+		&ucli.IntFlag{Name: "limit", Usage: "debate at most this many problems (0 = all)"},
+		&ucli.Float64Flag{Name: "sample-ratio", Usage: "debate a seeded random share of the problems (0 = all)"},
+		&ucli.IntFlag{Name: "k", Value: s.K, Usage: "trajectories per problem (--protocol probe: samples per agent and turn)"},
+		&ucli.StringFlag{Name: "protocol", Value: s.Protocol, Usage: "trajectories (K debates per problem, the UMAD reference's) or probe (the paper's Algorithm 1: one debate, K samples per agent and turn from its context)"},
+		&ucli.StringFlag{Name: "continue", Value: run.DefaultContinue, Usage: "with --protocol probe: each agent's response that continues the debate is sampled with its settings (sample) or greedy"},
+		&ucli.IntFlag{Name: "turns", Value: s.Turns, Usage: "turns T: the first answer plus T-1 debate rounds"},
+		&ucli.StringFlag{Name: "seeds", Value: seedsText(s.Seeds), Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
+		&ucli.IntFlag{Name: "prompt-limit", Value: s.PromptLimit, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning from the left"},
+		&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
+		&ucli.IntFlag{Name: "slots", Value: d.Slots, Usage: "parallel sequences per model"},
+		&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "run directory", Required: true},
+		&ucli.IntFlag{Name: "nproc", Value: d.NProc, Usage: "processes on this machine, each debating a share of the problems with its own engines (one per GPU); the report is one process's"},
+		distTimeoutFlag("with --nproc: longest a rank may run on after another finished its share; then it is stopped as hung and named"),
+		deterministicFlag(),
+		&ucli.BoolFlag{Name: "check-determinism", Usage: "run the debate twice, as the other flags say, in OUT/check-1/run and OUT/check-2/run, and say whether every output agrees byte for byte or where it first differs (file, line, field)"},
+	}, append(append(append(append(samplingFlags(), llamaFlags()...), syntheticFlags()...), verifierFlags()...), debatePromptFlags()...)...)
 }
 
 func debateCmd(c *ucli.Context) error {
@@ -78,77 +85,87 @@ func debateCmd(c *ucli.Context) error {
 // debateFromFlags is the run the flags describe: --recipe's values for the flags not
 // given, then every setting, resolved and checked.
 func debateFromFlags(c *ucli.Context) (run.Debate, error) {
-	command := notedCommand(c) // as given, before the recipe sets flags
-	rec, err := applyRecipe(c, "debate", "")
+	r := newDebateRequest()
+	if err := debateKeys.fromFlags(c, r, r.given); err != nil {
+		return run.Debate{}, err
+	}
+	r.Command, r.RankCommand = notedCommand(c), commandLine(c) // as given, before the recipe sets flags
+	r.Stdout, r.Stderr = c.App.Writer, c.App.ErrWriter
+	return r.resolve()
+}
+
+// resolve is the run the request describes: --recipe's values for the settings not
+// given, then every setting, resolved and checked.
+func (r *debateRequest) resolve() (run.Debate, error) {
+	k := typed[dr]{keys: debateKeys, value: r, given: r.given}
+	rec, err := applyRecipe(k, "debate", "")
 	if err != nil {
 		return run.Debate{}, err
 	}
-	s := run.DebateSettings{Recipe: rec, Data: c.String("data"), Limit: c.Int("limit"), SampleRatio: c.Float64("sample-ratio"),
-		K: c.Int("k"), Turns: c.Int("turns"), PromptLimit: c.Int("prompt-limit"), Mask: !c.Bool("no-mask"),
-		FullHistory: c.Bool("full-history"), Anonymise: c.Bool("anonymise"), Protocol: c.String("protocol"),
-		KVType: c.String("kv-type"), FlashAttn: c.String("flash-attn"), Ctx: c.Int("ctx"), Deterministic: c.Bool("deterministic")}
-	if c.IsSet("continue") {
-		s.Continue = c.String("continue")
+	d := r.Debate
+	s := &d.Settings
+	s.Recipe = rec
+	if err := r.problems(s); err != nil {
+		return d, err
 	}
-	if err := debateData(c, &s); err != nil {
-		return run.Debate{}, err
+	if s.Agents, err = r.agents(); err != nil {
+		return d, err
 	}
-	if s.Agents, err = debateAgents(c); err != nil {
-		return run.Debate{}, err
+	if s.Seeds, err = r.seeds(); err != nil {
+		return d, err
 	}
-	if s.Seeds, err = debateSeeds(c); err != nil {
-		return run.Debate{}, err
+	if err := run.ParseDebateStop(r.Stop, s); err != nil {
+		return d, err
 	}
-	if err := run.ParseDebateStop(c.StringSlice("stop"), &s); err != nil {
-		return run.Debate{}, err
-	}
-	d := run.Debate{Settings: s, Out: c.String("out"), CtxGiven: c.IsSet("ctx"), PromptLimitGiven: c.IsSet("prompt-limit"),
-		Threads: c.Int("threads"), Slots: c.Int("slots"), NProc: c.Int("nproc"), DistTimeout: c.Duration("dist-timeout"),
-		Command: command, RankCommand: commandLine(c), Stdout: c.App.Writer, Stderr: c.App.ErrWriter}
+	d.CtxGiven, d.PromptLimitGiven = r.given["ctx"], r.given["prompt-limit"]
 	var note strings.Builder
-	writeRecipe(&note, rec, c)
+	writeRecipe(&note, rec, k, false)
 	d.Note = note.String()
 	if err := checkThreads("threads", d.Threads); err != nil {
 		return d, err
 	}
-	if d.Placement, err = placement(c); err != nil {
+	if d.Placement, err = placeEngines(r.GPULayers, r.given["gpu-layers"], r.Devices); err != nil {
 		return d, err
 	}
 	d.Resolve()
 	return d, d.Check()
 }
 
-// debateData reads the problems' source: --data's file, or the built-in set; and
+// problems sets the problems' source: --data's file, or the built-in set; and
 // --verifier's model and template, made absolute.
-func debateData(c *ucli.Context, s *run.DebateSettings) error {
+func (r *debateRequest) problems(s *run.DebateSettings) error {
 	if s.Data == "" {
-		s.Synthetic = c.Int("synthetic")
-		set := syntheticSet(c)
-		s.SyntheticSet, s.SyntheticSeed = &set, c.Uint64("synthetic-seed")
-	} else if abs, err := filepath.Abs(s.Data); err == nil {
-		s.Data = abs
+		set := r.Synthetic
+		if r.Task != data.TaskArithmetic {
+			set.Task = r.Task // the default stays unrecorded, so earlier runs' configs still match
+		}
+		s.SyntheticSet = &set
+	} else {
+		s.Synthetic, s.SyntheticSet, s.SyntheticSeed = 0, nil, 0 // the built-in set's, unrecorded
+		if abs, err := filepath.Abs(s.Data); err == nil {
+			s.Data = abs
+		}
 	}
-	if err := checkVerifierFlags(c); err != nil {
+	if err := checkVerifier(r.Verifier, r.VerifierPrompt, s.VerifierBudget, r.given["verifier-budget"] || r.given["verifier-prompt"]); err != nil {
 		return err
 	}
-	if c.String("verifier") != "" {
-		var err error
-		if s.Verifier, err = filepath.Abs(c.String("verifier")); err != nil {
-			return err
-		}
-		if s.VerifierPrompt, err = filepath.Abs(c.String("verifier-prompt")); err != nil {
-			return err
-		}
-		s.VerifierBudget = c.Duration("verifier-budget")
+	if r.Verifier == "" {
+		s.VerifierBudget = 0
+		return nil
 	}
-	return nil
+	var err error
+	if s.Verifier, err = filepath.Abs(r.Verifier); err != nil {
+		return err
+	}
+	s.VerifierPrompt, err = filepath.Abs(r.VerifierPrompt)
+	return err
 }
 
-// debateAgents reads --agent: GGUF models, or agents of a training run's checkpoint.
-func debateAgents(c *ucli.Context) ([]run.DebateAgent, error) {
+// agents reads --agent: GGUF models, or agents of a training run's checkpoint.
+func (r *debateRequest) agents() ([]run.DebateAgent, error) {
 	var agents []run.DebateAgent
-	for i, spec := range c.StringSlice("agent") {
-		a, err := parseAgent(spec, i, c, true)
+	for i, spec := range r.Agents {
+		a, err := parseAgent(spec, i, r.Agent, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -161,13 +178,13 @@ func debateAgents(c *ucli.Context) ([]run.DebateAgent, error) {
 	return agents, nil
 }
 
-// debateSeeds reads --seeds, or --seed as one seed.
-func debateSeeds(c *ucli.Context) ([]uint64, error) {
-	if !c.IsSet("seed") {
-		return run.ParseDebateSeeds(c.String("seeds"))
+// seeds reads --seeds, or --seed as one seed.
+func (r *debateRequest) seeds() ([]uint64, error) {
+	if !r.given["seed"] {
+		return run.ParseDebateSeeds(r.Seeds)
 	}
-	if c.IsSet("seeds") {
+	if r.given["seeds"] {
 		return nil, errors.New("give --seed or --seeds, not both")
 	}
-	return []uint64{c.Uint64("seed")}, nil
+	return []uint64{r.Seed}, nil
 }

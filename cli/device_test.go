@@ -101,8 +101,8 @@ func TestTrainBF16(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(out, "config.json")); err != nil || json.Unmarshal(b, &rc) != nil {
 		t.Fatalf("config.json: %v", err)
 	}
-	if rc.Trainer.DType != "bf16" || rc.Trainer.ProbeTol != probeTolBF16 {
-		t.Errorf("config.json records dtype %q, probe tolerance %g; want bf16 and %g", rc.Trainer.DType, rc.Trainer.ProbeTol, probeTolBF16)
+	if rc.Trainer.DType != "bf16" || rc.Trainer.ProbeTol != run.ProbeTolBF16 {
+		t.Errorf("config.json records dtype %q, probe tolerance %g; want bf16 and %g", rc.Trainer.DType, rc.Trainer.ProbeTol, run.ProbeTolBF16)
 	}
 	train, _ := readRun(t, out)
 	if len(train) != 1 || !(train[0].ProbeGap > 0) {

@@ -5,11 +5,11 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/launch"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -100,7 +100,7 @@ func offloadOptimizer(c *ucli.Context) (bool, error) {
 
 // distTimeoutFlag is --dist-timeout, the bound on waiting for other ranks.
 func distTimeoutFlag(usage string) ucli.Flag {
-	return &ucli.DurationFlag{Name: "dist-timeout", Value: 10 * time.Minute, Usage: usage}
+	return &ucli.DurationFlag{Name: "dist-timeout", Value: run.DefaultDistTimeout, Usage: usage}
 }
 
 // resolveDist reads the job's shape (launch.Resolve). A command with --nproc alone

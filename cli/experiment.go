@@ -179,16 +179,16 @@ func planCells(f *experiment.File, cells []experiment.Cell) ([]*cellState, error
 }
 
 func (st *cellState) resolve() error {
-	args := st.Args
+	args, settings := st.Args, st.Settings
 	if !st.ready {
-		if args = st.BaseArgs; args == nil {
+		if args, settings = st.BaseArgs, st.BaseSettings; args == nil {
 			return nil // tokens unknown until its training is done
 		}
 	}
 	if st.Kind == "train" {
 		return resolveCommand(args, st.resolveTrain)
 	}
-	return resolveCommand(args, st.resolveDebate)
+	return st.resolveDebate(settings)
 }
 
 func (st *cellState) resolveTrain(c *ucli.Context) error {
@@ -230,8 +230,12 @@ func (st *cellState) resolveTrain(c *ucli.Context) error {
 	return err
 }
 
-func (st *cellState) resolveDebate(c *ucli.Context) error {
-	d, err := debateFromFlags(c)
+func (st *cellState) resolveDebate(settings []experiment.Setting) error {
+	r, err := debateCell(settings)
+	if err != nil {
+		return err
+	}
+	d, err := r.resolve()
 	if err != nil {
 		return err
 	}
@@ -275,17 +279,40 @@ func (st *cellState) resolveDebate(c *ucli.Context) error {
 // checkCellFlags refuses a flags table's key that is no flag of the cell's command, or an
 // alias of one the grid owns (o for out).
 func checkCellFlags(cell experiment.Cell) error {
-	i := slices.IndexFunc(commands, func(cmd *ucli.Command) bool { return cmd.Name == cell.Kind })
 	for _, key := range cell.Flags {
-		j := slices.IndexFunc(commands[i].Flags, func(fl ucli.Flag) bool { return slices.Contains(fl.Names(), key) })
-		if j < 0 {
+		name := flagName(cell.Kind, key)
+		if name == "" {
 			return fmt.Errorf("flags: %s is not a flag of umad %s", key, cell.Kind)
 		}
-		if name := commands[i].Flags[j].Names()[0]; experiment.GridFlag(cell.Kind, name) {
+		if experiment.GridFlag(cell.Kind, name) {
 			return fmt.Errorf("flags: %s is --%s, the grid's to set", key, name)
 		}
 	}
 	return nil
+}
+
+// flagName is the name of command's flag that key names (its name or an alias); "" for
+// none.
+func flagName(command, key string) string {
+	i := slices.IndexFunc(commands, func(cmd *ucli.Command) bool { return cmd.Name == command })
+	j := slices.IndexFunc(commands[i].Flags, func(fl ucli.Flag) bool { return slices.Contains(fl.Names(), key) })
+	if j < 0 {
+		return ""
+	}
+	return commands[i].Flags[j].Names()[0]
+}
+
+// debateCell is the debate a cell's settings give: umad debate's defaults, then each
+// setting through debateKeys, as the command's flags set them.
+func debateCell(settings []experiment.Setting) (*debateRequest, error) {
+	r := newDebateRequest()
+	for _, s := range settings {
+		if err := debateKeys.setKey(r, r.given, flagName("debate", s.Key), s.Value); err != nil {
+			return nil, err
+		}
+	}
+	r.Command = debateKeys.command(r, r.given) // as given, before the recipe sets settings
+	return r, nil
 }
 
 // maxCellTokens bounds the tokens a cell generates: 10^15 is years of generation on any
@@ -480,17 +507,19 @@ func appArgs(c *ucli.Context, args []string) []string {
 	return args
 }
 
-// runDebateCell runs a debate cell: the run.Debate its command line's flags give, whose
-// ranks (with --nproc) run that line.
-func runDebateCell(c *ucli.Context, args []string) error {
-	return resolveCommand(args, func(cc *ucli.Context) error {
-		d, err := debateFromFlags(cc)
-		if err != nil {
-			return err
-		}
-		d.Stdout, d.Stderr, d.RankCommand = c.App.Writer, c.App.ErrWriter, appArgs(c, args)
-		return d.Run(context.Background())
-	})
+// runDebateCell runs a debate cell: the run.Debate its settings give, whose ranks (with
+// --nproc) run its command line.
+func runDebateCell(c *ucli.Context, st *cellState) error {
+	r, err := debateCell(st.Settings)
+	if err != nil {
+		return err
+	}
+	r.Stdout, r.Stderr, r.RankCommand = c.App.Writer, c.App.ErrWriter, appArgs(c, st.Args)
+	d, err := r.resolve()
+	if err != nil {
+		return err
+	}
+	return d.Run(context.Background())
 }
 
 // runTrainCell runs a training cell: the run.Train its command line's flags give (train),
@@ -543,11 +572,11 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 		if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil && st.Kind == "train" {
 			args = append(append([]string(nil), args...), "--resume")
 		}
-		runCell := runTrainCell
+		runCell := func() error { return runTrainCell(c, args) }
 		if st.Kind == "debate" {
-			runCell = runDebateCell
+			runCell = func() error { return runDebateCell(c, st) }
 		}
-		if err := runCell(c, args); err != nil {
+		if err := runCell(); err != nil {
 			if errors.Is(err, launch.ErrInterrupted) {
 				fmt.Fprintf(c.App.ErrWriter, "umad: experiment: cell %s stopped; the same command resumes it\n", st.Name)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
@@ -28,9 +29,9 @@ func llamaFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads (n_threads and n_threads_batch); 0 = physical cores"},
 		&ucli.IntFlag{Name: "gpu-layers", DefaultText: "all with a GPU, else 0", Usage: "layers to offload to the GPU (0 = CPU only; umad env shows the GPUs)"},
 		&ucli.StringFlag{Name: "devices", Aliases: []string{"device"}, DefaultText: "all GPUs", Usage: "GPUs llama.cpp's offloaded layers (the rollouts) run on, by the names umad env lists, comma-separated (CUDA0,CUDA1); the trainer's GPU is --train-device"},
-		&ucli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
-		&ucli.StringFlag{Name: "flash-attn", Value: "auto", Usage: "flash attention: auto, on or off (off for exact log-probs)"},
-		&ucli.IntFlag{Name: "ctx", Value: 4096, Usage: "most tokens per sequence, prompt plus generation"},
+		&ucli.StringFlag{Name: "kv-type", Value: run.DefaultKVType, Usage: "KV-cache type: f16, f32 (exact log-probs) or q8_0"},
+		&ucli.StringFlag{Name: "flash-attn", Value: run.DefaultFlashAttn, Usage: "flash attention: auto, on or off (off for exact log-probs)"},
+		&ucli.IntFlag{Name: "ctx", Value: run.DefaultCtx, Usage: "most tokens per sequence, prompt plus generation"},
 	}
 }
 
@@ -52,11 +53,11 @@ func debatePromptFlags() []ucli.Flag {
 // samplingFlags are the sampling parameters, with the paper's defaults.
 func samplingFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Value: 0.6, Usage: "sampling temperature; 0 = greedy"},
-		&ucli.Float64Flag{Name: "top-p", Value: 0.95, Usage: "nucleus sampling mass (1 = off)"},
+		&ucli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Value: run.DefaultAgent.Params.Temperature, Usage: "sampling temperature; 0 = greedy"},
+		&ucli.Float64Flag{Name: "top-p", Value: run.DefaultAgent.Params.TopP, Usage: "nucleus sampling mass (1 = off)"},
 		&ucli.IntFlag{Name: "top-k", Usage: "keep the k most likely tokens (0 = off)"},
 		&ucli.Float64Flag{Name: "min-p", Usage: "drop tokens below this fraction of the top probability (0 = off)"},
-		&ucli.IntFlag{Name: "max-tokens", Value: 2048, Usage: "most new tokens per sample"},
+		&ucli.IntFlag{Name: "max-tokens", Value: run.DefaultAgent.MaxTokens, Usage: "most new tokens per sample"},
 		&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed; the same seed gives the same samples"},
 	}
 }
@@ -87,23 +88,34 @@ func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
 
 // gpuLayers reads --gpu-layers: every layer on a machine with a GPU unless set.
 func gpuLayers(c *ucli.Context) (int, error) {
-	if !c.IsSet("gpu-layers") {
+	return layersOf(c.Int("gpu-layers"), c.IsSet("gpu-layers"))
+}
+
+// layersOf is the layers to offload, n when given, else every layer with a GPU.
+func layersOf(n int, given bool) (int, error) {
+	if !given {
 		return engine.DefaultGPULayers(), nil
 	}
-	if n := c.Int("gpu-layers"); n >= 0 {
+	if n >= 0 {
 		return n, nil
 	}
-	return 0, fmt.Errorf("--gpu-layers must be 0 or more, got %d", c.Int("gpu-layers"))
+	return 0, fmt.Errorf("--gpu-layers must be 0 or more, got %d", n)
 }
 
 // placement reads --gpu-layers and --devices.
 func placement(c *ucli.Context) (engine.Placement, error) {
-	n, err := gpuLayers(c)
+	return placeEngines(c.Int("gpu-layers"), c.IsSet("gpu-layers"), c.String("devices"))
+}
+
+// placeEngines is the engines' placement: layersOf's layers on the devices listed
+// (comma-separated).
+func placeEngines(layers int, given bool, devices string) (engine.Placement, error) {
+	n, err := layersOf(layers, given)
 	if err != nil {
 		return engine.Placement{}, err
 	}
 	p := engine.Placement{GPULayers: n}
-	for _, d := range strings.Split(c.String("devices"), ",") {
+	for _, d := range strings.Split(devices, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			p.Devices = append(p.Devices, d)
 		}
@@ -252,14 +264,29 @@ type agentSpec struct {
 	SeedOffset uint64 `json:"seed_offset"`
 }
 
-// parseAgent reads one --agent value. With agent=J, its path is a `umad train` run
-// directory, and the agent is agent J of the run's newest checkpoint: its model.gguf when
-// gguf is set (debates), else its HF directory.
-func parseAgent(spec string, i int, c *ucli.Context, gguf bool) (agentSpec, error) {
+// hubDir resolves an HF directory or hub id into a directory and the id with its commit
+// ("" for a directory).
+type hubDir func(arg string) (dir, id string, err error)
+
+// hubDirs is hfDir as a hubDir.
+func hubDirs(c *ucli.Context) hubDir {
+	return func(arg string) (string, string, error) {
+		dir, snap, err := hfDir(c, arg)
+		if err != nil || snap == nil {
+			return dir, "", err
+		}
+		return dir, snap.ID(), nil
+	}
+}
+
+// parseAgent reads one --agent value, with def's sampling and response length unless it
+// sets them. With agent=J, its path is a `umad train` run directory, and the agent is
+// agent J of the run's newest checkpoint: its model.gguf when hub is nil (debates), else
+// its HF directory; a path without agent= is then an HF directory or a hub id (hub).
+func parseAgent(spec string, i int, def run.DebateAgent, hub hubDir) (agentSpec, error) {
 	parts := strings.Split(spec, ",")
-	a := agentSpec{Name: fmt.Sprintf("agent %d", i), Model: parts[0], MaxTokens: c.Int("max-tokens"),
-		SeedOffset: uint64(i) * 1000003,
-		Params:     sampler.Params{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k"), MinP: c.Float64("min-p")}}
+	a := agentSpec{Name: fmt.Sprintf("agent %d", i), Model: parts[0], MaxTokens: def.MaxTokens,
+		SeedOffset: uint64(i) * 1000003, Params: def.Params}
 	if a.Model == "" {
 		return a, fmt.Errorf("--agent %q: no model path", spec)
 	}
@@ -296,16 +323,13 @@ func parseAgent(spec string, i int, c *ucli.Context, gguf bool) (agentSpec, erro
 		if err != nil {
 			return a, fmt.Errorf("--agent %q: %w", spec, err)
 		}
-		if a.Model = dir; gguf {
+		if a.Model = dir; hub == nil {
 			a.Model = filepath.Join(dir, "model.gguf")
 		}
-	} else if !gguf { // an HF directory, or a hub id
-		dir, snap, err := hfDir(c, a.Model)
-		if err != nil {
+	} else if hub != nil { // an HF directory, or a hub id
+		var err error
+		if a.Model, a.Hub, err = hub(a.Model); err != nil {
 			return a, fmt.Errorf("--agent %q: %w", spec, err)
-		}
-		if a.Model = dir; snap != nil {
-			a.Hub = snap.ID()
 		}
 	}
 	// Absolute, so the saved config still names the file when run from elsewhere.

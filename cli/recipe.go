@@ -27,21 +27,30 @@ func recipeHelp(command string) string {
 		"other sets needs --max-tokens and --prompt-limit.\n" + recipe.Help(command)
 }
 
+// knobs are a run's settings by flag name, as a recipe overlays them: a command's flags
+// (*ucli.Context) or a run's typed value (typed).
+type knobs interface {
+	IsSet(name string) bool
+	String(name string) string
+	Value(name string) any
+	Set(name, value string) error
+}
+
 // recipeRivals are flags that give a recipe's setting another way, when given a value
 // that does (--steps 0 trains --epochs passes; --robust=false leaves --reward).
 var recipeRivals = map[string]struct {
 	flag  string
-	gives func(*ucli.Context) bool
+	gives func(knobs) bool
 }{
-	"seeds":  {"seed", func(*ucli.Context) bool { return true }},
-	"reward": {"robust", func(c *ucli.Context) bool { return c.Bool("robust") }},
-	"epochs": {"steps", func(c *ucli.Context) bool { return c.Int("steps") > 0 }},
+	"seeds":  {"seed", func(knobs) bool { return true }},
+	"reward": {"robust", func(k knobs) bool { return k.Value("robust") == true }},
+	"epochs": {"steps", func(k knobs) bool { n, _ := k.Value("steps").(int); return n > 0 }},
 }
 
-// applyRecipe sets every flag of --recipe that the command line left out, and returns what
-// it set and which flags given explicitly override it (nil without --recipe). algo is the
+// applyRecipe sets every setting of --recipe that was left out, and returns what it set
+// and which settings given explicitly override it (nil without --recipe). algo is the
 // training algorithm; command is "train" or "debate".
-func applyRecipe(c *ucli.Context, command, algo string) (*recipe.Applied, error) {
+func applyRecipe(c knobs, command, algo string) (*recipe.Applied, error) {
 	if !c.IsSet("recipe") {
 		return nil, nil
 	}
@@ -56,7 +65,7 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipe.Applied, error)
 	}
 	var lengths recipe.Lengths // none when both are given
 	if !c.IsSet("max-tokens") || !c.IsSet("prompt-limit") {
-		sets, err := problemSets(c)
+		sets, err := problemSets(c.String("data"))
 		if err != nil {
 			return nil, err
 		}
@@ -93,11 +102,11 @@ func applyRecipe(c *ucli.Context, command, algo string) (*recipe.Applied, error)
 
 // problemSets names the problem sets of --data (the built-in set without it), whose
 // lengths a recipe gives.
-func problemSets(c *ucli.Context) ([]string, error) {
-	if c.String("data") == "" {
+func problemSets(path string) ([]string, error) {
+	if path == "" {
 		return []string{"synthetic"}, nil
 	}
-	ps, err := data.Load(c.String("data"), data.Options{})
+	ps, err := data.Load(path, data.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +122,8 @@ func problemSets(c *ucli.Context) ([]string, error) {
 }
 
 // writeRecipe prints what the recipe set and every override, with the value c gives it: a
-// run's first lines.
-func writeRecipe(w io.Writer, run *recipe.Applied, c *ucli.Context) {
+// run's first lines; a training run's also say where the recipe departs from its source.
+func writeRecipe(w io.Writer, run *recipe.Applied, c knobs, train bool) {
 	if run == nil {
 		return
 	}
@@ -126,7 +135,7 @@ func writeRecipe(w io.Writer, run *recipe.Applied, c *ucli.Context) {
 		given := recipe.Setting{Flag: o.Flag, Value: c.Value(o.Flag)}.Arg()
 		fmt.Fprintf(w, "  override: %s instead of the recipe's %s  (%s)\n", given, o.Recipe.Arg(), o.Recipe.Source)
 	}
-	if r, err := recipe.Lookup(run.Name); err == nil && c.Command.Name == "train" {
+	if r, err := recipe.Lookup(run.Name); err == nil && train {
 		for _, d := range r.Departures {
 			fmt.Fprintf(w, "  departs from its source: %s\n", d)
 		}

@@ -53,7 +53,7 @@ func resolveTrainArgs(t *testing.T, args ...string) (resolvedTrain, error) {
 	return resolveOnly(t, "train", func(c *ucli.Context) (resolvedTrain, error) {
 		rc, err := resolveTrain(c)
 		var lines strings.Builder
-		writeRecipe(&lines, rc.Recipe, c)
+		writeRecipe(&lines, rc.Recipe, c, true)
 		return resolvedTrain{rc, c.Int("epochs"), c.Int("steps"), lines.String()}, err
 	}, args...)
 }

@@ -102,7 +102,7 @@ func train(c *ucli.Context) (*memplan.Plan, error) {
 		return nil, err
 	}
 	if !launch.OwnRank() { // the launcher's ranks run the same command
-		writeRecipe(recipeWriter(c), settings.Recipe, c)
+		writeRecipe(recipeWriter(c), settings.Recipe, c, true)
 	}
 	job, _, err := resolveDist(c, true) // the job's shape, which a dry run plans for
 	if err != nil {

@@ -11,16 +11,10 @@ import (
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/run"
+	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 	"github.com/umad-dev/umad/verifier"
-)
-
-// The probe check's default tolerances. llama.cpp computes in f32 with the trainer's f32
-// weights: they agree to ~1e-6 (f32) but differ by bf16 rounding at --dtype bf16.
-const (
-	probeTolF32  = 1e-4
-	probeTolBF16 = 5e-2
 )
 
 func resolveTrain(c *ucli.Context) (run.TrainSettings, error) {
@@ -65,8 +59,9 @@ func resolveTrain(c *ucli.Context) (run.TrainSettings, error) {
 	if err != nil {
 		return rc, err
 	}
-	valTemp := c.Float64("val-temperature") // always set: nil (the agents' own) is for runs from before the flag
-	opt := trainspec.AdamW{LR: c.Float64("lr"), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: c.Float64("weight-decay"), MaxGradNorm: c.Float64("grad-clip")}
+	valTemp := c.Float64("val-temperature")       // always set: nil (the agents' own) is for runs from before the flag
+	opt := run.DefaultTrainSettings().Trainer.Opt // AdamW's betas and epsilon
+	opt.LR, opt.WeightDecay, opt.MaxGradNorm = c.Float64("lr"), c.Float64("weight-decay"), c.Float64("grad-clip")
 	rc.Trainer = trainer.Settings{LoRA: lora, Algo: algo, Steps: c.Int("steps"), BatchSize: c.Int("batch"), Turns: c.Int("turns"), G: c.Int("g"),
 		MiniBatch: c.Int("mini-batch"), Opt: opt, Loss: loss.Loss, ClipLow: loss.ClipLow, ClipHigh: loss.ClipHigh, ClipC: loss.ClipC,
 		Agg: loss.Agg, Reward: mode, Verifier: verifierPath, VerifierBudget: c.Duration("verifier-budget"),
@@ -136,7 +131,9 @@ func trainReward(c *ucli.Context, rc *run.TrainSettings) (grade.Mode, string, er
 // model.
 func trainAgents(c *ucli.Context, rc *run.TrainSettings) error {
 	for i, spec := range c.StringSlice("agent") {
-		a, err := parseAgent(spec, i, c, false)
+		def := run.DebateAgent{MaxTokens: c.Int("max-tokens"),
+			Params: sampler.Params{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k"), MinP: c.Float64("min-p")}}
+		a, err := parseAgent(spec, i, def, hubDirs(c))
 		if err != nil {
 			return err
 		}
@@ -185,36 +182,26 @@ func resolveValidation(c *ucli.Context, rc *run.TrainSettings) error {
 	return nil
 }
 
-// defaultTISCap is the truncated importance sampling cap a run gets when its rollout
-// weights have another dtype than the trainer's (verl's and prime-rl's usual 2).
-const defaultTISCap = 2
-
-// rolloutSettings reads --rollout-dtype and the probe tolerance and TIS cap that follow
-// from it and the overlap unless set. Its default is bf16 where llama.cpp decodes on a GPU (half the bytes,
-// and tensor cores) or the trainer computes in bf16, else f32: on this project's
-// AVX512-BF16 CPU bf16 decoded no faster and prefilled slower (bench/RESULTS.md, rollout
-// dtype), and f32 keeps the rollout log-probs exact and the sync a copy.
+// rolloutSettings reads --rollout-dtype and the probe tolerance and TIS cap, each the
+// default that follows from the others unless given (run.DefaultRolloutDType,
+// run.DefaultProbeTol, run.DefaultTISCap).
 func rolloutSettings(c *ucli.Context, dtype trainspec.Precision, overlap int) (trainer.RolloutDType, float64, float64, error) {
 	layers, err := gpuLayers(c)
 	if err != nil {
 		return "", 0, 0, err
 	}
-	rollout := trainer.RolloutF32
-	if layers > 0 || dtype == trainspec.PrecisionBF16 {
-		rollout = trainer.RolloutBF16
-	}
+	rollout := run.DefaultRolloutDType(layers, dtype)
 	if c.IsSet("rollout-dtype") {
 		if rollout, err = trainer.ParseRolloutDType(c.String("rollout-dtype")); err != nil {
 			return "", 0, 0, fmt.Errorf("--rollout-dtype: %w", err)
 		}
 	}
 	probeTol, tisCap := c.Float64("probe-tol"), c.Float64("tis-cap")
-	if (dtype == trainspec.PrecisionBF16 || rollout != trainer.RolloutF32) && !c.IsSet("probe-tol") {
-		probeTol = probeTolBF16
+	if !c.IsSet("probe-tol") {
+		probeTol = run.DefaultProbeTol(dtype, rollout)
 	}
-	differs := string(rollout) != string(dtype)
-	if (differs || overlap == 1) && !c.IsSet("tis-cap") { // the rollout's policy is not the trainer's
-		tisCap = defaultTISCap
+	if !c.IsSet("tis-cap") {
+		tisCap = run.DefaultTISCap(dtype, rollout, overlap)
 	}
 	return rollout, probeTol, tisCap, nil
 }

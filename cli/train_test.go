@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
@@ -491,17 +492,17 @@ func TestRolloutSettings(t *testing.T) {
 		rollout  trainer.RolloutDType
 		tol, tis float64
 	}{
-		{nil, trainer.RolloutF32, probeTolF32, 0},
-		{[]string{"--gpu-layers", "99"}, trainer.RolloutBF16, probeTolBF16, defaultTISCap},
-		{[]string{"--gpu-layers", "99", "--rollout-dtype", "f32"}, trainer.RolloutF32, probeTolF32, 0},
-		{[]string{"--gpu-layers", "0"}, trainer.RolloutF32, probeTolF32, 0},
-		{[]string{"--dtype", "bf16"}, trainer.RolloutBF16, probeTolBF16, 0},
-		{[]string{"--rollout-dtype", "bf16"}, trainer.RolloutBF16, probeTolBF16, defaultTISCap},
+		{nil, trainer.RolloutF32, run.ProbeTolF32, 0},
+		{[]string{"--gpu-layers", "99"}, trainer.RolloutBF16, run.ProbeTolBF16, run.TISCap},
+		{[]string{"--gpu-layers", "99", "--rollout-dtype", "f32"}, trainer.RolloutF32, run.ProbeTolF32, 0},
+		{[]string{"--gpu-layers", "0"}, trainer.RolloutF32, run.ProbeTolF32, 0},
+		{[]string{"--dtype", "bf16"}, trainer.RolloutBF16, run.ProbeTolBF16, 0},
+		{[]string{"--rollout-dtype", "bf16"}, trainer.RolloutBF16, run.ProbeTolBF16, run.TISCap},
 		{[]string{"--rollout-dtype", "BF16", "--tis-cap", "0", "--probe-tol", "1e-3"}, trainer.RolloutBF16, 1e-3, 0},
-		{[]string{"--rollout-dtype", "f16", "--dtype", "bf16"}, trainer.RolloutF16, probeTolBF16, defaultTISCap},
-		{[]string{"--rollout-dtype", "f32", "--dtype", "bf16"}, trainer.RolloutF32, probeTolBF16, defaultTISCap},
-		{[]string{"--overlap", "1"}, trainer.RolloutF32, probeTolF32, defaultTISCap},
-		{[]string{"--overlap", "1", "--tis-cap", "0"}, trainer.RolloutF32, probeTolF32, 0},
+		{[]string{"--rollout-dtype", "f16", "--dtype", "bf16"}, trainer.RolloutF16, run.ProbeTolBF16, run.TISCap},
+		{[]string{"--rollout-dtype", "f32", "--dtype", "bf16"}, trainer.RolloutF32, run.ProbeTolBF16, run.TISCap},
+		{[]string{"--overlap", "1"}, trainer.RolloutF32, run.ProbeTolF32, run.TISCap},
+		{[]string{"--overlap", "1", "--tis-cap", "0"}, trainer.RolloutF32, run.ProbeTolF32, 0},
 	} {
 		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
 			dtype, err := trainspec.ParsePrecision(c.String("dtype"))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -80,15 +81,22 @@ func verifierFlags() []ucli.Flag {
 // without a model, a model without its prompt, a negative budget; and a prompt template
 // that does not read, before any work.
 func checkVerifierFlags(c *ucli.Context) error {
+	return checkVerifier(c.String("verifier"), c.String("verifier-prompt"), c.Duration("verifier-budget"),
+		c.IsSet("verifier-budget") || c.IsSet("verifier-prompt"))
+}
+
+// checkVerifier is checkVerifierFlags of the values given; withModel says a prompt or a
+// budget was given, which needs a model.
+func checkVerifier(model, prompt string, budget time.Duration, withModel bool) error {
 	switch {
-	case c.Duration("verifier-budget") < 0:
-		return fmt.Errorf("--verifier-budget must not be negative, got %v", c.Duration("verifier-budget"))
-	case c.String("verifier") == "" && (c.IsSet("verifier-budget") || c.IsSet("verifier-prompt")):
+	case budget < 0:
+		return fmt.Errorf("--verifier-budget must not be negative, got %v", budget)
+	case model == "" && withModel:
 		return errors.New("--verifier-budget and --verifier-prompt need --verifier")
-	case c.String("verifier") != "" && c.String("verifier-prompt") == "":
+	case model != "" && prompt == "":
 		return errors.New("a verifier model needs --verifier-prompt FILE: its prompt template, as its authors publish it (README, \"Verifier model\")")
-	case c.String("verifier-prompt") != "":
-		_, err := verifier.ReadTemplate(c.String("verifier-prompt"))
+	case prompt != "":
+		_, err := verifier.ReadTemplate(prompt)
 		return err
 	}
 	return nil

@@ -1,6 +1,7 @@
 // Package experiment reads an experiment file (TOML: agent sets, training and evaluation
 // setups, methods and seeds) and expands it into its grid of cells, each one ordinary
-// `umad train` or `umad debate` command line with its own run directory.
+// `umad train` or `umad debate` run with its own run directory: its settings by key, and
+// the same command line (which the cell's ranks run).
 package experiment
 
 import (
@@ -123,14 +124,38 @@ type Cell struct {
 	Seed, TrainSeed uint64
 	// Flags are the keys of the flags tables the cell's command line takes.
 	Flags []string
-	// Args is the command line after "umad", --out included.
-	Args []string
-	// Needs names the train cells whose checkpoints a debate cell debates; BaseArgs is its
-	// command line on the agent set's GGUFs instead, which resolve before training.
-	Needs    []string
-	BaseArgs []string
+	// Args is the command line after "umad", --out included, which a cell's ranks (with
+	// --nproc) run; Settings are the same settings by key, in order.
+	Args     []string
+	Settings []Setting
+	// Needs names the train cells whose checkpoints a debate cell debates; BaseArgs and
+	// BaseSettings are its settings on the agent set's GGUFs instead, which resolve before
+	// training.
+	Needs        []string
+	BaseArgs     []string
+	BaseSettings []Setting
 	// Agents are a train cell's hf directories.
 	Agents []string
+}
+
+// Setting is one setting of a cell: a key (a flag's name, or an alias a flags table
+// gives) and its value as text; a list's values are settings of one key each.
+type Setting struct{ Key, Value string }
+
+// line is a cell's command line (after "umad") and the same settings by key.
+type line struct {
+	args     []string
+	settings []Setting
+}
+
+// add gives key the value v on the line as "--key v" ("-k v" for a one-letter key).
+func (l *line) add(key string, v any) {
+	flag := "--" + key
+	if len(key) == 1 {
+		flag = "-" + key
+	}
+	l.args = append(l.args, flag, fmt.Sprint(v))
+	l.settings = append(l.settings, Setting{key, fmt.Sprint(v)})
 }
 
 // Dir is the cell's run directory.
@@ -372,20 +397,22 @@ func (f *File) trainCells(mname string, m Method, aname string, seed uint64) ([]
 		if tr.Alone {
 			name = strings.Join([]string{"train", mname, fmt.Sprintf("%s-agent-%d", aname, i), seedDir}, "/")
 		}
-		args := []string{"train", "--algo", tr.Algo}
+		l := &line{args: []string{"train"}}
+		l.add("algo", tr.Algo)
 		if tr.Recipe != "" {
-			args = append(args, "--recipe", tr.Recipe)
+			l.add("recipe", tr.Recipe)
 		}
 		for _, hf := range team {
-			args = append(args, "--agent", hf)
+			l.add("agent", hf)
 		}
-		args = append(args, "--seed", fmt.Sprint(seed), "--out", filepath.Join(f.Out, name))
-		flags, keys, err := flagArgs("train", f.TrainFlags, tr.Flags)
+		l.add("seed", seed)
+		l.add("out", filepath.Join(f.Out, name))
+		keys, err := l.flags("train", f.TrainFlags, tr.Flags)
 		if err != nil {
 			return nil, fmt.Errorf("train %s: %w", m.Train, err)
 		}
 		cells = append(cells, Cell{Name: name, Kind: "train", Method: mname, AgentSet: aname, Trained: true,
-			Seed: seed, TrainSeed: seed, Args: append(args, flags...), Flags: keys, Agents: team})
+			Seed: seed, TrainSeed: seed, Args: l.args, Settings: l.settings, Flags: keys, Agents: team})
 	}
 	return cells, nil
 }
@@ -410,14 +437,15 @@ func (f *File) debateCells(mname string, m Method, aname string, tseed uint64, n
 			if trained != nil {
 				agents = trained
 			}
-			args, keys, err := f.debateArgs(ev, agents, seed, filepath.Join(f.Out, name))
+			l, keys, err := f.debateLine(ev, agents, seed, filepath.Join(f.Out, name))
 			if err != nil {
 				return nil, fmt.Errorf("eval %s: %w", ename, err)
 			}
 			cell := Cell{Name: name, Kind: "debate", Method: mname, AgentSet: aname, Trained: trained != nil,
-				Seed: seed, TrainSeed: tseed, Args: args, Flags: keys, Needs: needs}
+				Seed: seed, TrainSeed: tseed, Args: l.args, Settings: l.settings, Flags: keys, Needs: needs}
 			if trained != nil && len(set.GGUF) > 0 {
-				cell.BaseArgs, _, _ = f.debateArgs(ev, set.GGUF, seed, filepath.Join(f.Out, name))
+				base, _, _ := f.debateLine(ev, set.GGUF, seed, filepath.Join(f.Out, name))
+				cell.BaseArgs, cell.BaseSettings = base.args, base.settings
 			}
 			cells = append(cells, cell)
 		}
@@ -425,28 +453,30 @@ func (f *File) debateCells(mname string, m Method, aname string, tseed uint64, n
 	return cells, nil
 }
 
-func (f *File) debateArgs(ev Eval, agents []string, seed uint64, out string) (args, keys []string, err error) {
-	args = []string{"debate"}
+// debateLine is a debate cell's line: the evaluation setup's on agents with one seed.
+func (f *File) debateLine(ev Eval, agents []string, seed uint64, out string) (l *line, keys []string, err error) {
+	l = &line{args: []string{"debate"}}
 	if ev.Recipe != "" {
-		args = append(args, "--recipe", ev.Recipe)
+		l.add("recipe", ev.Recipe)
 	}
 	for _, a := range agents {
-		args = append(args, "--agent", a)
+		l.add("agent", a)
 	}
 	if ev.Data != "" {
-		args = append(args, "--data", ev.Data)
+		l.add("data", ev.Data)
 	}
 	for _, n := range []struct {
-		flag string
-		v    int
-	}{{"--turns", ev.Turns}, {"-k", ev.K}, {"--max-tokens", ev.MaxTokens}, {"--prompt-limit", ev.PromptLimit}} {
+		key string
+		v   int
+	}{{"turns", ev.Turns}, {"k", ev.K}, {"max-tokens", ev.MaxTokens}, {"prompt-limit", ev.PromptLimit}} {
 		if n.v != 0 {
-			args = append(args, n.flag, fmt.Sprint(n.v))
+			l.add(n.key, n.v)
 		}
 	}
-	args = append(args, "--seeds", fmt.Sprint(seed), "--out", out)
-	flags, keys, err := flagArgs("debate", f.DebateFlags, ev.Flags)
-	return append(args, flags...), keys, err
+	l.add("seeds", seed)
+	l.add("out", out)
+	keys, err = l.flags("debate", f.DebateFlags, ev.Flags)
+	return l, keys, err
 }
 
 // gridFlags are set by the grid itself, or make no run of the cell (help, a dry run, a
@@ -465,9 +495,9 @@ func GridFlag(kind, name string) bool {
 
 var flagNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
-// flagArgs turns flags tables into arguments (--name=value, a list repeating the flag),
-// by name; a setup's table overrides the common one. keys are the names given.
-func flagArgs(kind string, common, own map[string]any) (args, names []string, err error) {
+// flags adds the flags tables' settings to the line (--name=value, a list repeating the
+// flag), by name; a setup's table overrides the common one. names are the keys given.
+func (l *line) flags(kind string, common, own map[string]any) (names []string, err error) {
 	all := map[string]any{}
 	for k, v := range common {
 		all[k] = v
@@ -477,20 +507,21 @@ func flagArgs(kind string, common, own map[string]any) (args, names []string, er
 	}
 	for _, k := range keys(all) {
 		if !flagNameRE.MatchString(k) {
-			return nil, nil, fmt.Errorf("flags: %q is not a flag name (lower-case letters, digits and '-')", k)
+			return nil, fmt.Errorf("flags: %q is not a flag name (lower-case letters, digits and '-')", k)
 		}
 		if GridFlag(kind, k) {
-			return nil, nil, fmt.Errorf("flags: --%s is the grid's to set (its own key, or the cell's) or makes no run", k)
+			return nil, fmt.Errorf("flags: --%s is the grid's to set (its own key, or the cell's) or makes no run", k)
 		}
 		vs, ok := all[k].([]any)
 		if !ok {
 			vs = []any{all[k]}
 		}
 		for _, v := range vs {
-			args = append(args, fmt.Sprintf("--%s=%v", k, v))
+			l.args = append(l.args, fmt.Sprintf("--%s=%v", k, v))
+			l.settings = append(l.settings, Setting{k, fmt.Sprint(v)})
 		}
 	}
-	return args, keys(all), nil
+	return keys(all), nil
 }
 
 // repeated is the first value of list that an earlier one repeats.

@@ -78,6 +78,9 @@ func TestCells(t *testing.T) {
 	if want := "debate --agent exp/train/single/pair-agent-0/seed-1,agent=0 --agent exp/train/single/pair-agent-1/seed-1,agent=0 --turns 2 -k 4 --seeds 1 --out exp/debate/single/pair/toy/seed-1 --stop=agree=1 --stop=eu=0.1 --threads=1"; debate != want {
 		t.Errorf("debate cell:\n %s\nwant\n %s", debate, want)
 	}
+	if got := cells[2].Settings; len(got) != 9 || got[4] != (Setting{"seeds", "1"}) || got[6] != (Setting{"stop", "agree=1"}) {
+		t.Errorf("debate cell's settings %q do not match its command line", got)
+	}
 	if !slices.Equal(cells[2].Needs, []string{cells[0].Name, cells[1].Name}) || !slices.Contains(cells[2].BaseArgs, "a.gguf") {
 		t.Errorf("debate cell needs %q, base args %q", cells[2].Needs, cells[2].BaseArgs)
 	}

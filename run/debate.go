@@ -71,6 +71,34 @@ type DebateSettings struct {
 	Recipe         *recipe.Applied `json:"recipe,omitempty"`
 }
 
+// DefaultDebateSettings are a debate's settings unless given, agents aside: what the
+// flags show and what a debate (of the command or of an experiment's cell) starts from.
+func DefaultDebateSettings() DebateSettings {
+	set := data.DefaultSynthetic
+	return DebateSettings{Synthetic: 20, SyntheticSet: &set, SyntheticSeed: 1, K: 4, Protocol: string(debate.Trajectories),
+		Turns: 3, Seeds: []uint64{1}, PromptLimit: DefaultPromptLimit, Mask: true, KVType: DefaultKVType, FlashAttn: DefaultFlashAttn, Ctx: DefaultCtx}
+}
+
+// DefaultDebate is a debate with DefaultDebateSettings, run in one process.
+func DefaultDebate() Debate {
+	return Debate{Settings: DefaultDebateSettings(), Slots: DefaultSlots, NProc: 1, DistTimeout: DefaultDistTimeout}
+}
+
+// The defaults a debate shares with a training run (the flags of both show them).
+const (
+	DefaultPromptLimit = 5120
+	DefaultKVType      = "f16"
+	DefaultFlashAttn   = "auto"
+	DefaultCtx         = 4096
+	DefaultSlots       = 16
+	DefaultDistTimeout = 10 * time.Minute
+	// DefaultContinue is the probe protocol's continuation unless given (Resolve).
+	DefaultContinue = "sample"
+)
+
+// DefaultAgent is an agent's sampling unless given: the paper's inference settings.
+var DefaultAgent = DebateAgent{Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, MaxTokens: 2048}
+
 // UnmarshalJSON reads a config.json; one written before --protocol existed is a run of
 // the trajectories protocol (so it resumes).
 func (s *DebateSettings) UnmarshalJSON(b []byte) error {
@@ -123,7 +151,7 @@ func (d *Debate) Resolve() {
 		s.Protocol = string(debate.Trajectories)
 	}
 	if debate.Protocol(s.Protocol) == debate.Probe && s.Continue == "" {
-		s.Continue = "sample"
+		s.Continue = DefaultContinue
 	}
 	if !d.CtxGiven {
 		s.Ctx = s.PromptLimit
