@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/hfhub"
 	"github.com/umad-dev/umad/internal/outpath"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // convertTypes are the --type names of hf2gguf.
@@ -24,7 +25,7 @@ var convertTypes = map[string]gguf.GGMLType{
 }
 
 // hfDTypes are the --dtype names of gguf2hf ("" keeps the GGUF's type).
-var hfDTypes = map[string]model.DType{"": "", "f32": model.F32, "f16": model.F16, "bf16": model.BF16}
+var hfDTypes = map[string]safetensors.DType{"": "", "f32": safetensors.F32, "f16": safetensors.F16, "bf16": safetensors.BF16}
 
 func init() {
 	register(&ucli.Command{

@@ -14,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -188,7 +189,7 @@ func TestLoRAMergedExportMatches(t *testing.T) {
 func TestExportBaseIsThePluginsBase(t *testing.T) {
 	rt := torchtest.Open(t)
 	src := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
-	orig, err := model.OpenSafetensors(src)
+	orig, err := safetensors.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +216,16 @@ func TestExportBaseIsThePluginsBase(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		for name, ts := range map[string][]model.NamedTensor{"base": base, "merged": merged} {
-			if err := model.WriteSafetensors(filepath.Join(dir, name+".safetensors"), ts, nil); err != nil {
+		for name, ts := range map[string][]safetensors.NamedTensor{"base": base, "merged": merged} {
+			if err := safetensors.Write(filepath.Join(dir, name+".safetensors"), ts, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, err := model.OpenSafetensors(filepath.Join(dir, "base.safetensors"))
+		got, err := safetensors.Open(filepath.Join(dir, "base.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		mg, err := model.OpenSafetensors(filepath.Join(dir, "merged.safetensors"))
+		mg, err := safetensors.Open(filepath.Join(dir, "merged.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +256,7 @@ func TestExportBaseIsThePluginsBase(t *testing.T) {
 	}
 }
 
-func f32Tensor(t *testing.T, st *model.Safetensors, name string) []float32 {
+func f32Tensor(t *testing.T, st *safetensors.File, name string) []float32 {
 	t.Helper()
 	v, err := st.Tensor(name)
 	if err != nil {

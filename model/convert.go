@@ -12,6 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // convertChunkBytes is how much of a tensor is converted at a time: large enough for disk
@@ -65,7 +66,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := OpenSafetensors(dir)
+	st, err := safetensors.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -93,8 +94,8 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 		return err
 	}
 	for i, name := range wm.HFNames() {
-		e := st.entries[name]
-		to, err := wm.Target(name, e.shape)
+		shape, _ := st.Shape(name)
+		to, err := wm.Target(name, shape)
 		if err != nil {
 			return err
 		}
@@ -152,16 +153,17 @@ func (t *HFTokenizer) fitConfig(cfg *HFConfig, vocabSize int) error {
 
 // checkHFTensors requires every tensor the architecture needs, with its shape and a float
 // dtype, and refuses tensors the conversion would silently drop.
-func checkHFTensors(st *Safetensors, wm *WeightMap, s Shape) error {
+func checkHFTensors(st *safetensors.File, wm *WeightMap, s Shape) error {
 	for _, t := range wm.layout {
-		e, ok := st.entries[t.hfName]
+		shape, ok := st.Shape(t.hfName)
 		if !ok {
 			return fmt.Errorf("safetensors: tensor %q is missing", t.hfName)
 		}
-		if !slices.Equal(e.shape, t.shape) {
-			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.hfName, e.shape, t.shape)
+		if !slices.Equal(shape, t.shape) {
+			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.hfName, shape, t.shape)
 		}
-		if _, err := ggmlTypeOfDType(e.dtype); err != nil {
+		dtype, _ := st.DType(t.hfName)
+		if _, err := ggmlTypeOfDType(dtype); err != nil {
 			return fmt.Errorf("safetensors: tensor %q: %w", t.hfName, err)
 		}
 	}
@@ -173,13 +175,13 @@ func checkHFTensors(st *Safetensors, wm *WeightMap, s Shape) error {
 	return nil
 }
 
-func ggmlTypeOfDType(d DType) (gguf.GGMLType, error) {
+func ggmlTypeOfDType(d safetensors.DType) (gguf.GGMLType, error) {
 	switch d {
-	case F32:
+	case safetensors.F32:
 		return gguf.TypeF32, nil
-	case F16:
+	case safetensors.F16:
 		return gguf.TypeF16, nil
-	case BF16:
+	case safetensors.BF16:
 		return gguf.TypeBF16, nil
 	}
 	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
@@ -198,14 +200,18 @@ func matrixType(want gguf.GGMLType, shape []int64) gguf.GGMLType {
 }
 
 // hfTensorWriter streams one safetensors tensor into the GGUF through the weight map.
-func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) gguf.WriteFunc {
+func hfTensorWriter(st *safetensors.File, wm *WeightMap, name string) gguf.WriteFunc {
 	return func(w io.Writer) error {
-		e := st.entries[name]
-		src, err := ggmlTypeOfDType(e.dtype)
+		dtype, _ := st.DType(name)
+		src, err := ggmlTypeOfDType(dtype)
 		if err != nil {
 			return err
 		}
-		return wm.Convert(w, name, src, io.NewSectionReader(e.file.r, e.file.dataStart+e.begin, e.end-e.begin))
+		r, err := st.Reader(name)
+		if err != nil {
+			return err
+		}
+		return wm.Convert(w, name, src, r)
 	}
 }
 

@@ -1,5 +1,5 @@
-// Package model reads and writes model files: safetensors and Hugging Face config.json and
-// tokenizers, their conversion to and from GGUF (whose file format is package gguf), PEFT
+// Package model reads and writes model files: Hugging Face config.json and tokenizers, their
+// conversion to and from GGUF (whose file formats are packages gguf and safetensors), PEFT
 // adapters, and tiny random-weight models that exist identically in both layouts so
 // llama.cpp and libtorch can be compared token for token.
 //

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 func TestLoRAGGUF(t *testing.T) {
@@ -176,12 +177,12 @@ func TestPEFTToGGUFAndMerge(t *testing.T) {
 	if err := MergePEFT(filepath.Join(dir, "hf"), a, merged); err != nil {
 		t.Fatal(err)
 	}
-	base, err := OpenSafetensors(filepath.Join(dir, "hf"))
+	base, err := safetensors.Open(filepath.Join(dir, "hf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer base.Close()
-	got, err := OpenSafetensors(merged)
+	got, err := safetensors.Open(merged)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestPEFTToGGUFAndMerge(t *testing.T) {
 	if !slices.Equal(base.Names(), got.Names()) {
 		t.Fatalf("merged tensors %v, base %v", got.Names(), base.Names())
 	}
-	read := func(st *Safetensors, name string) []float32 {
+	read := func(st *safetensors.File, name string) []float32 {
 		tv, err := st.Tensor(name)
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -350,7 +352,7 @@ type peftConfigJSON struct {
 const maxPEFTConfigBytes = 1 << 20
 
 func readPEFTConfig(path string) (LoRAConfig, error) {
-	raw, err := readLimited(path, maxPEFTConfigBytes)
+	raw, err := jsonfile.Read(path, maxPEFTConfigBytes)
 	if err != nil {
 		return LoRAConfig{}, err
 	}
@@ -419,7 +421,7 @@ func readPEFT(dir string) (*LoRAAdapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenSafetensors(filepath.Join(dir, PEFTWeightsFile))
+	st, err := safetensors.Open(filepath.Join(dir, PEFTWeightsFile))
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +435,7 @@ func readPEFT(dir string) (*LoRAAdapter, error) {
 		if !ok {
 			return nil, fmt.Errorf("tensor %q is not a LoRA weight of a decoder layer (want %s)", name, PEFTTensorName(LoRAKey{0, "q_proj"}, "A"))
 		}
-		shape := st.entries[name].shape
+		shape, _ := st.Shape(name)
 		if len(shape) != 2 {
 			return nil, fmt.Errorf("tensor %q has shape %v, want a matrix", name, shape)
 		}
@@ -470,7 +472,7 @@ func readPEFT(dir string) (*LoRAAdapter, error) {
 	return a, a.Validate()
 }
 
-func peftTensor(st *Safetensors, name string) ([]float32, error) {
+func peftTensor(st *safetensors.File, name string) ([]float32, error) {
 	t, err := st.Tensor(name)
 	if err != nil {
 		return nil, err
@@ -484,17 +486,17 @@ func (a *LoRAAdapter) WritePEFT(dir string) error {
 		return fmt.Errorf("write peft adapter %s: %w", dir, err)
 	}
 	return atomicfile.WriteDir(dir, func(tmp string) error {
-		if err := writeJSON(filepath.Join(tmp, PEFTConfigFile), a.peftConfig()); err != nil {
+		if err := jsonfile.Write(filepath.Join(tmp, PEFTConfigFile), a.peftConfig()); err != nil {
 			return err
 		}
-		var ts []NamedTensor
+		var ts []safetensors.NamedTensor
 		for _, k := range a.Keys() {
 			p := a.Pairs[k]
 			ts = append(ts,
-				NamedTensor{Name: PEFTTensorName(k, "A"), DType: F32, Shape: []int64{int64(a.Rank), int64(p.In)}, Write: f32Writer(p.A)},
-				NamedTensor{Name: PEFTTensorName(k, "B"), DType: F32, Shape: []int64{int64(p.Out), int64(a.Rank)}, Write: f32Writer(p.B)})
+				safetensors.NamedTensor{Name: PEFTTensorName(k, "A"), DType: safetensors.F32, Shape: []int64{int64(a.Rank), int64(p.In)}, Write: f32Writer(p.A)},
+				safetensors.NamedTensor{Name: PEFTTensorName(k, "B"), DType: safetensors.F32, Shape: []int64{int64(p.Out), int64(a.Rank)}, Write: f32Writer(p.B)})
 		}
-		return WriteSafetensors(filepath.Join(tmp, PEFTWeightsFile), ts, map[string]string{"format": "pt"})
+		return safetensors.Write(filepath.Join(tmp, PEFTWeightsFile), ts, map[string]string{"format": "pt"})
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // MergePEFT writes into outDir the Hugging Face checkpoint hfDir with the adapter merged into
@@ -36,7 +37,7 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 	if err != nil {
 		return err
 	}
-	st, err := OpenSafetensors(hfDir)
+	st, err := safetensors.Open(hfDir)
 	if err != nil {
 		return err
 	}
@@ -52,11 +53,12 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 	for k, p := range a.Pairs {
 		merged[loraModuleName(k.Layer, k.Target)+".weight"] = p
 	}
-	var ts []NamedTensor
+	var ts []safetensors.NamedTensor
 	for _, name := range st.Names() {
-		e := st.entries[name]
+		dtype, _ := st.DType(name)
+		shape, _ := st.Shape(name)
 		p, adapted := merged[name]
-		ts = append(ts, NamedTensor{Name: name, DType: e.dtype, Shape: e.shape, Write: func(w io.Writer) error {
+		ts = append(ts, safetensors.NamedTensor{Name: name, DType: dtype, Shape: shape, Write: func(w io.Writer) error {
 			t, err := st.Tensor(name)
 			if err != nil {
 				return err
@@ -72,7 +74,7 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 			if err := MergeLoRA(v, p, a.Scale()); err != nil {
 				return err
 			}
-			typ, err := ggmlTypeOfDType(e.dtype)
+			typ, err := ggmlTypeOfDType(dtype)
 			if err != nil {
 				return err
 			}
@@ -87,6 +89,6 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 		if err := WriteFiles(tmp, side); err != nil {
 			return err
 		}
-		return WriteSafetensors(filepath.Join(tmp, stSingleName), ts, map[string]string{"format": "pt"})
+		return safetensors.Write(filepath.Join(tmp, safetensors.FileName), ts, map[string]string{"format": "pt"})
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -94,7 +96,7 @@ func TestPEFTConfigFields(t *testing.T) {
 			t.Errorf("%s = %v, want %v", key, cfg[key], want)
 		}
 	}
-	st, err := OpenSafetensors(filepath.Join(dir, PEFTWeightsFile))
+	st, err := safetensors.Open(filepath.Join(dir, PEFTWeightsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestPEFTConfigFields(t *testing.T) {
 		"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
 		"base_model.model.model.layers.1.mlp.down_proj.lora_B.weight",
 	} {
-		if _, ok := st.entries[name]; !ok {
+		if _, ok := st.DType(name); !ok {
 			t.Errorf("no tensor %s in %v", name, st.Names()[:4])
 		}
 	}
@@ -114,7 +116,7 @@ func TestPEFTConfigFields(t *testing.T) {
 
 // writePEFTDir writes a PEFT directory by hand: cfg merged over a valid rank-2 q_proj config,
 // and the given tensors.
-func writePEFTDir(t *testing.T, cfg map[string]any, tensors []NamedTensor) string {
+func writePEFTDir(t *testing.T, cfg map[string]any, tensors []safetensors.NamedTensor) string {
 	t.Helper()
 	dir := t.TempDir()
 	full := map[string]any{"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4,
@@ -122,30 +124,30 @@ func writePEFTDir(t *testing.T, cfg map[string]any, tensors []NamedTensor) strin
 	for k, v := range cfg {
 		full[k] = v
 	}
-	if err := writeJSON(filepath.Join(dir, PEFTConfigFile), full); err != nil {
+	if err := jsonfile.Write(filepath.Join(dir, PEFTConfigFile), full); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteSafetensors(filepath.Join(dir, PEFTWeightsFile), tensors, nil); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, PEFTWeightsFile), tensors, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
-func zeros(name string, dtype DType, shape ...int64) NamedTensor {
-	n := dtypeBytes[dtype]
+func zeros(name string, dtype safetensors.DType, shape ...int64) safetensors.NamedTensor {
+	n := dtype.Size()
 	for _, d := range shape {
 		n *= d
 	}
-	return NamedTensor{Name: name, DType: dtype, Shape: shape, Write: gguf.Bytes(make([]byte, n))}
+	return safetensors.NamedTensor{Name: name, DType: dtype, Shape: shape, Write: gguf.Bytes(make([]byte, n))}
 }
 
 // qv is a valid q_proj/v_proj adapter of a one-layer model with hidden 8 and kv width 4.
-func qv() []NamedTensor {
-	return []NamedTensor{
-		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", BF16, 2, 8),
-		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", BF16, 8, 2),
-		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight", F16, 2, 8),
-		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", F16, 4, 2),
+func qv() []safetensors.NamedTensor {
+	return []safetensors.NamedTensor{
+		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", safetensors.BF16, 2, 8),
+		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", safetensors.BF16, 8, 2),
+		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight", safetensors.F16, 2, 8),
+		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", safetensors.F16, 4, 2),
 	}
 }
 
@@ -158,7 +160,7 @@ func TestReadPEFTRefuses(t *testing.T) {
 	cases := []struct {
 		name    string
 		cfg     map[string]any
-		tensors []NamedTensor
+		tensors []safetensors.NamedTensor
 		want    string
 	}{
 		{"unknown target", map[string]any{"target_modules": []string{"q_proj", "lm_head"}}, qv(), `unknown target module "lm_head"`},
@@ -181,9 +183,9 @@ func TestReadPEFTRefuses(t *testing.T) {
 		{"weights without target", map[string]any{"target_modules": []string{"q_proj"}}, qv(), "is not among the target modules"},
 		{"missing B", nil, qv()[:3], `"base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight" is missing`},
 		{"missing A", nil, slices.Delete(qv(), 0, 1), `"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" is missing`},
-		{"foreign tensor", nil, append(qv(), zeros("base_model.model.lm_head.weight", F32, 2, 2)), `tensor "base_model.model.lm_head.weight" is not a LoRA weight`},
-		{"adapter name kept", nil, append(qv(), zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", F32, 2, 8)), "is not a LoRA weight"},
-		{"integer weights", nil, append(qv()[:3], zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", I32, 4, 2)), "cannot convert I32"},
+		{"foreign tensor", nil, append(qv(), zeros("base_model.model.lm_head.weight", safetensors.F32, 2, 2)), `tensor "base_model.model.lm_head.weight" is not a LoRA weight`},
+		{"adapter name kept", nil, append(qv(), zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", safetensors.F32, 2, 8)), "is not a LoRA weight"},
+		{"integer weights", nil, append(qv()[:3], zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", safetensors.I32, 4, 2)), "cannot convert I32"},
 	}
 	for _, c := range cases {
 		_, err := ReadPEFT(writePEFTDir(t, c.cfg, c.tensors))

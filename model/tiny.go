@@ -16,6 +16,8 @@ import (
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // TinyOptions configures WriteTiny.
@@ -120,25 +122,25 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, tok, tensors); err != nil {
 		return err
 	}
-	named := make([]NamedTensor, len(tensors))
+	named := make([]safetensors.NamedTensor, len(tensors))
 	for i, t := range tensors {
-		named[i] = NamedTensor{Name: t.hfName, DType: F32, Shape: t.shape, Write: t.writer(false)}
+		named[i] = safetensors.NamedTensor{Name: t.hfName, DType: safetensors.F32, Shape: t.shape, Write: t.writer(false)}
 	}
-	if err := WriteSafetensors(filepath.Join(hfDir, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
+	if err := safetensors.Write(filepath.Join(hfDir, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(hfDir, "config.json"), hfConfigOf(s, ids)); err != nil {
+	if err := jsonfile.Write(filepath.Join(hfDir, "config.json"), hfConfigOf(s, ids)); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(hfDir, "generation_config.json"), map[string]any{
+	if err := jsonfile.Write(filepath.Join(hfDir, "generation_config.json"), map[string]any{
 		"bos_token_id": ids.bos, "eos_token_id": ids.eos, "pad_token_id": ids.pad,
 	}); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(hfDir, "tokenizer.json"), hfTokenizerJSON(voc, fam, ids)); err != nil {
+	if err := jsonfile.Write(filepath.Join(hfDir, "tokenizer.json"), hfTokenizerJSON(voc, fam, ids)); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
+	return jsonfile.Write(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
 }
 
 func tinyShape(opt TinyOptions) (Shape, error) {

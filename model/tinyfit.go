@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/umad-dev/umad/internal/sysmem"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // tinyVocabSize is the size of the vocabulary WriteTiny writes, known before it is built:
@@ -57,7 +58,7 @@ func tinyFits(s Shape, vocab int, mem, disk int64) error {
 	s.Vocab = vocab
 	needDisk := int64(vocab) * tinyTokenDisk
 	for _, t := range tinyTensors(s, 0) {
-		n, err := shapeBytes(t.shape, 4)
+		n, err := safetensors.TensorBytes(t.shape, 4)
 		if err != nil {
 			return err
 		}

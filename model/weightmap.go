@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // WeightMap maps the Hugging Face tensors of one model to the tensors of its GGUF: name,
@@ -145,7 +146,7 @@ func shiftVector(w io.Writer, r io.Reader, src, dst gguf.GGMLType, t tinyTensor,
 }
 
 // Check is where a tensor in memory goes, after checking its name, shape, dtype and size.
-func (m *WeightMap) Check(v TensorView) (GGUFWeight, error) {
+func (m *WeightMap) Check(v safetensors.TensorView) (GGUFWeight, error) {
 	w, err := m.Target(v.Name, v.Shape)
 	if err != nil {
 		return GGUFWeight{}, err
@@ -166,7 +167,7 @@ func (m *WeightMap) Check(v TensorView) (GGUFWeight, error) {
 
 // Bytes is Convert for a tensor in memory, checked first. When the GGUF holds the data as
 // it is (same type, no rows to reorder), v.Data itself comes back.
-func (m *WeightMap) Bytes(v TensorView) ([]byte, error) {
+func (m *WeightMap) Bytes(v safetensors.TensorView) ([]byte, error) {
 	w, err := m.Check(v)
 	if err != nil {
 		return nil, err
