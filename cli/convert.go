@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/hfhub"
 	"github.com/umad-dev/umad/internal/outpath"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/safetensors"
 )
 
@@ -160,7 +161,7 @@ func convertLoRA2GGUF(c *ucli.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := model.PEFTToGGUF(dir, c.String("base"), out); err != nil {
+	if err := peft.ToGGUF(dir, c.String("base"), out); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())

@@ -18,6 +18,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/safetensors"
 )
 
@@ -112,7 +113,7 @@ func ignoredTensor(name string, cfg torch.Config) bool {
 // PEFT adapter directory (adapter_config.json) loads onto the base directory it names, with
 // its adapters and optimizer state (see loadAdapter).
 func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
-	if _, err := os.Stat(filepath.Join(dir, model.PEFTConfigFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, peft.ConfigFile)); err == nil {
 		return loadAdapter(rt, dir, opts)
 	}
 	return load(rt, dir, opts, nil, dir)
@@ -120,7 +121,7 @@ func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error
 
 // load loads the base in dir, sets the adapter's tensors when there is one, and restores
 // the optimizer state found in directory state (dir itself, a LoRA checkpoint, or "": none).
-func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model.LoRAAdapter, state string) (*Model, error) {
+func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *peft.LoRAAdapter, state string) (*Model, error) {
 	hf, err := model.LoadHFConfig(dir)
 	if err != nil {
 		return nil, err
@@ -204,7 +205,7 @@ func (m *Model) Clone(opts torch.ModelOptions) (*Model, error) {
 	return &Model{Model: c, side: m.side, base: m.base}, nil
 }
 
-func loadTensors(m *torch.Model, dir string, st *safetensors.File, adapter *model.LoRAAdapter) error {
+func loadTensors(m *torch.Model, dir string, st *safetensors.File, adapter *peft.LoRAAdapter) error {
 	infos, err := m.Tensors()
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkHFTensors(st, wm, s); err != nil {
+	if err := CheckHFTensors(st, wm, s); err != nil {
 		return err
 	}
 	w, err := gguf.CreateGGUF(out)
@@ -151,9 +151,9 @@ func (t *HFTokenizer) fitConfig(cfg *HFConfig, vocabSize int) error {
 	return nil
 }
 
-// checkHFTensors requires every tensor the architecture needs, with its shape and a float
+// CheckHFTensors requires every tensor the architecture needs, with its shape and a float
 // dtype, and refuses tensors the conversion would silently drop.
-func checkHFTensors(st *safetensors.File, wm *WeightMap, s Shape) error {
+func CheckHFTensors(st *safetensors.File, wm *WeightMap, s Shape) error {
 	for _, t := range wm.layout {
 		shape, ok := st.Shape(t.hfName)
 		if !ok {
@@ -163,7 +163,7 @@ func checkHFTensors(st *safetensors.File, wm *WeightMap, s Shape) error {
 			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.hfName, shape, t.shape)
 		}
 		dtype, _ := st.DType(t.hfName)
-		if _, err := ggmlTypeOfDType(dtype); err != nil {
+		if _, err := dtype.GGMLType(); err != nil {
 			return fmt.Errorf("safetensors: tensor %q: %w", t.hfName, err)
 		}
 	}
@@ -173,18 +173,6 @@ func checkHFTensors(st *safetensors.File, wm *WeightMap, s Shape) error {
 		}
 	}
 	return nil
-}
-
-func ggmlTypeOfDType(d safetensors.DType) (gguf.GGMLType, error) {
-	switch d {
-	case safetensors.F32:
-		return gguf.TypeF32, nil
-	case safetensors.F16:
-		return gguf.TypeF16, nil
-	case safetensors.BF16:
-		return gguf.TypeBF16, nil
-	}
-	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
 }
 
 // matrixType is the GGUF type of a tensor: vectors stay F32; a Q8_0 matrix whose rows are
@@ -203,7 +191,7 @@ func matrixType(want gguf.GGMLType, shape []int64) gguf.GGMLType {
 func hfTensorWriter(st *safetensors.File, wm *WeightMap, name string) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		dtype, _ := st.DType(name)
-		src, err := ggmlTypeOfDType(dtype)
+		src, err := dtype.GGMLType()
 		if err != nil {
 			return err
 		}
@@ -298,6 +286,13 @@ func convertParallel(src, dst gguf.GGMLType, raw []byte, rowBytes int64) ([]byte
 		return nil, err
 	}
 	return slices.Concat(parts...), nil
+}
+
+// InterleaveHeads copies an F32 matrix of the given PyTorch shape from r to w with the rows of
+// each of its heads in llama.cpp's rotary order, as the converter writes Llama's q/k weights
+// (and a LoRA B, whose rows are its weight's).
+func InterleaveHeads(w io.Writer, r io.Reader, shape []int64, heads int) error {
+	return convertRows(w, r, gguf.TypeF32, gguf.TypeF32, shape, heads, interleaveRows)
 }
 
 // interleaveRows reorders one head's rows from Hugging Face's rotate-half layout, where

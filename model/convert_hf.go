@@ -94,6 +94,20 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	return writeHFTokenizerAndConfig(dir, s, tok, dtype)
 }
 
+// ReadGGUFShape reads the shape of a GGUF model from its metadata.
+func ReadGGUFShape(path string) (Shape, error) {
+	g, err := gguf.OpenGGUF(path)
+	if err != nil {
+		return Shape{}, err
+	}
+	defer g.Close()
+	s, err := ggufShape(g)
+	if err != nil {
+		return Shape{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
 // ggufShape reads the architecture's hyperparameters under llama.cpp's key names.
 func ggufShape(g *gguf.GGUF) (Shape, error) {
 	name, err := g.String("general.architecture")
@@ -224,7 +238,7 @@ func hfDType(g *gguf.GGUF, layout []tinyTensor, want safetensors.DType) (safeten
 		}
 	}
 	if want != "" {
-		if _, err := ggmlTypeOfDType(want); err != nil {
+		if _, err := want.GGMLType(); err != nil {
 			return "", err
 		}
 		return want, nil
@@ -259,7 +273,7 @@ func checkGGUFTensors(g *gguf.GGUF, layout []tinyTensor, s Shape) error {
 func ggufTensorWriter(g *gguf.GGUF, t tinyTensor, dtype safetensors.DType) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		info, _ := g.Tensor(t.ggufName) // checked by checkGGUFTensors
-		dst, err := ggmlTypeOfDType(dtype)
+		dst, err := dtype.GGMLType()
 		if err != nil {
 			return err
 		}

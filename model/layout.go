@@ -9,11 +9,16 @@ import (
 	"github.com/umad-dev/umad/gguf"
 )
 
-// TensorSpec is one weight of a checkpoint: its Hugging Face name and its shape (PyTorch
-// order).
+// TensorSpec is one weight of a checkpoint: its Hugging Face name, its shape (PyTorch
+// order) and how the converter writes it to GGUF.
 type TensorSpec struct {
 	Name  string
 	Shape []int64
+	// GGUFName is the tensor's name in llama.cpp's GGUF.
+	GGUFName string
+	// PermuteHeads > 0 marks Llama's q/k projections, whose rows of each of that many heads
+	// the GGUF holds in llama.cpp's rotary order (InterleaveHeads).
+	PermuteHeads int
 }
 
 // Elems is the tensor's element count.
@@ -29,7 +34,7 @@ func (t TensorSpec) Elems() int64 {
 func (s Shape) Tensors() []TensorSpec {
 	var out []TensorSpec
 	for _, t := range tinyTensors(s, 0) {
-		out = append(out, TensorSpec{Name: t.hfName, Shape: t.shape})
+		out = append(out, TensorSpec{Name: t.hfName, Shape: t.shape, GGUFName: t.ggufName, PermuteHeads: t.permuteHeads})
 	}
 	return out
 }

@@ -151,7 +151,7 @@ func (m *WeightMap) Check(v safetensors.TensorView) (GGUFWeight, error) {
 	if err != nil {
 		return GGUFWeight{}, err
 	}
-	src, err := ggmlTypeOfDType(v.DType)
+	src, err := v.DType.GGMLType()
 	if err != nil {
 		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", v.Name, err)
 	}
@@ -172,7 +172,7 @@ func (m *WeightMap) Bytes(v safetensors.TensorView) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, _ := ggmlTypeOfDType(v.DType) // checked
+	src, _ := v.DType.GGMLType() // checked
 	if t := m.layout[m.byHF[v.Name]]; src == w.Type && t.permuteHeads == 0 && t.offset == 0 && t.scale == 0 {
 		return v.Data, nil
 	}

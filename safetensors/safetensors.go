@@ -46,6 +46,19 @@ var dtypeBytes = map[DType]int64{F32: 4, F16: 2, BF16: 2, F64: 8, I64: 8, I32: 4
 // Size is the bytes of one element; 0 for an unknown type.
 func (d DType) Size() int64 { return dtypeBytes[d] }
 
+// GGMLType is the ggml type of a float dtype, the ones that convert: F32, F16 and BF16.
+func (d DType) GGMLType() (gguf.GGMLType, error) {
+	switch d {
+	case F32:
+		return gguf.TypeF32, nil
+	case F16:
+		return gguf.TypeF16, nil
+	case BF16:
+		return gguf.TypeBF16, nil
+	}
+	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
+}
+
 // The names of a model directory's weights: one file, or an index of shards.
 const (
 	FileName  = "model.safetensors"
@@ -78,15 +91,8 @@ type TensorView struct {
 
 // F32 converts F32, F16 or BF16 data to float32.
 func (t TensorView) F32() ([]float32, error) {
-	var gt gguf.GGMLType
-	switch t.DType {
-	case F32:
-		gt = gguf.TypeF32
-	case F16:
-		gt = gguf.TypeF16
-	case BF16:
-		gt = gguf.TypeBF16
-	default:
+	gt, err := t.DType.GGMLType()
+	if err != nil {
 		return nil, fmt.Errorf("tensor %q: cannot convert %s to F32", t.Name, t.DType)
 	}
 	return gguf.Dequantize(gt, t.Data)
