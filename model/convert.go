@@ -155,16 +155,16 @@ func (t *HFTokenizer) fitConfig(cfg *HFConfig, vocabSize int) error {
 // dtype, and refuses tensors the conversion would silently drop.
 func CheckHFTensors(st *safetensors.File, wm *WeightMap, s Shape) error {
 	for _, t := range wm.layout {
-		shape, ok := st.Shape(t.hfName)
+		shape, ok := st.Shape(t.Name)
 		if !ok {
-			return fmt.Errorf("safetensors: tensor %q is missing", t.hfName)
+			return fmt.Errorf("safetensors: tensor %q is missing", t.Name)
 		}
-		if !slices.Equal(shape, t.shape) {
-			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.hfName, shape, t.shape)
+		if !slices.Equal(shape, t.Shape) {
+			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.Name, shape, t.Shape)
 		}
-		dtype, _ := st.DType(t.hfName)
+		dtype, _ := st.DType(t.Name)
 		if _, err := dtype.GGMLType(); err != nil {
-			return fmt.Errorf("safetensors: tensor %q: %w", t.hfName, err)
+			return fmt.Errorf("safetensors: tensor %q: %w", t.Name, err)
 		}
 	}
 	for _, name := range st.Names() {

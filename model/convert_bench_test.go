@@ -44,9 +44,9 @@ func BenchmarkConvert3B(b *testing.B) {
 	var named []safetensors.NamedTensor
 	var total int64
 	for _, t := range tinyTensors(s, 0) {
-		n, _ := safetensors.TensorBytes(t.shape, 2)
+		n, _ := safetensors.TensorBytes(t.Shape, 2)
 		total += n
-		named = append(named, safetensors.NamedTensor{Name: t.hfName, DType: safetensors.BF16, Shape: t.shape, Write: randomBF16(n, t.seed)})
+		named = append(named, safetensors.NamedTensor{Name: t.Name, DType: safetensors.BF16, Shape: t.Shape, Write: randomBF16(n, t.seed)})
 	}
 	if err := safetensors.Write(filepath.Join(dir, safetensors.FileName), named, nil); err != nil {
 		b.Fatal(err)

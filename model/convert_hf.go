@@ -53,7 +53,7 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	if err != nil {
 		return err
 	}
-	layout := tinyTensors(s, 0)
+	layout := s.Tensors()
 	dtype, err := hfDType(g, layout, opt.DType)
 	if err != nil {
 		return err
@@ -71,8 +71,8 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	named := make([]safetensors.NamedTensor, len(layout))
 	var total int64
 	for i, t := range layout {
-		named[i] = safetensors.NamedTensor{Name: t.hfName, DType: dtype, Shape: t.shape, Write: reporting(opt.Progress, i, len(layout), t.hfName, ggufTensorWriter(g, t, dtype))}
-		n, err := safetensors.TensorBytes(t.shape, dtype.Size())
+		named[i] = safetensors.NamedTensor{Name: t.Name, DType: dtype, Shape: t.Shape, Write: reporting(opt.Progress, i, len(layout), t.Name, ggufTensorWriter(g, t, dtype))}
+		n, err := safetensors.TensorBytes(t.Shape, dtype.Size())
 		if err != nil {
 			return err
 		}
@@ -228,7 +228,7 @@ func ggufRopeScaling(g *gguf.GGUF, s Shape) (*RopeScaling, error) {
 }
 
 // hfDType picks the output dtype and checks that every tensor converts to it.
-func hfDType(g *gguf.GGUF, layout []tinyTensor, want safetensors.DType) (safetensors.DType, error) {
+func hfDType(g *gguf.GGUF, layout []TensorSpec, want safetensors.DType) (safetensors.DType, error) {
 	if len(g.Tensors) == 0 {
 		return "", errors.New("the file has no tensors (a vocabulary-only GGUF?)")
 	}
@@ -243,23 +243,23 @@ func hfDType(g *gguf.GGUF, layout []tinyTensor, want safetensors.DType) (safeten
 		}
 		return want, nil
 	}
-	emb, ok := g.Tensor(layout[0].ggufName)
+	emb, ok := g.Tensor(layout[0].GGUFName)
 	if !ok {
-		return "", fmt.Errorf("tensor %q is missing", layout[0].ggufName)
+		return "", fmt.Errorf("tensor %q is missing", layout[0].GGUFName)
 	}
 	return map[gguf.GGMLType]safetensors.DType{gguf.TypeF32: safetensors.F32, gguf.TypeF16: safetensors.F16, gguf.TypeBF16: safetensors.BF16}[emb.Type], nil
 }
 
-func checkGGUFTensors(g *gguf.GGUF, layout []tinyTensor, s Shape) error {
+func checkGGUFTensors(g *gguf.GGUF, layout []TensorSpec, s Shape) error {
 	want := map[string]bool{"rope_freqs.weight": s.RopeScaling != nil}
 	for _, t := range layout {
-		want[t.ggufName] = true
-		info, ok := g.Tensor(t.ggufName)
+		want[t.GGUFName] = true
+		info, ok := g.Tensor(t.GGUFName)
 		if !ok {
-			return fmt.Errorf("tensor %q is missing", t.ggufName)
+			return fmt.Errorf("tensor %q is missing", t.GGUFName)
 		}
-		if !slices.Equal(info.Dims, ggmlDims(t.shape)) {
-			return fmt.Errorf("tensor %q has dims %v, the metadata implies %v", t.ggufName, info.Dims, ggmlDims(t.shape))
+		if !slices.Equal(info.Dims, ggmlDims(t.Shape)) {
+			return fmt.Errorf("tensor %q has dims %v, the metadata implies %v", t.GGUFName, info.Dims, ggmlDims(t.Shape))
 		}
 	}
 	for _, t := range g.Tensors {
@@ -270,9 +270,9 @@ func checkGGUFTensors(g *gguf.GGUF, layout []tinyTensor, s Shape) error {
 	return nil
 }
 
-func ggufTensorWriter(g *gguf.GGUF, t tinyTensor, dtype safetensors.DType) gguf.WriteFunc {
+func ggufTensorWriter(g *gguf.GGUF, t TensorSpec, dtype safetensors.DType) gguf.WriteFunc {
 	return func(w io.Writer) error {
-		info, _ := g.Tensor(t.ggufName) // checked by checkGGUFTensors
+		info, _ := g.Tensor(t.GGUFName) // checked by checkGGUFTensors
 		dst, err := dtype.GGMLType()
 		if err != nil {
 			return err
@@ -281,7 +281,7 @@ func ggufTensorWriter(g *gguf.GGUF, t tinyTensor, dtype safetensors.DType) gguf.
 		if t.offset != 0 || t.scale != 0 {
 			return shiftVector(w, r, info.Type, dst, t, false)
 		}
-		return convertRows(w, r, info.Type, dst, t.shape, t.permuteHeads, deinterleaveRows)
+		return convertRows(w, r, info.Type, dst, t.Shape, t.PermuteHeads, deinterleaveRows)
 	}
 }
 

@@ -223,8 +223,8 @@ func TestGGUFToHFSharded(t *testing.T) {
 	if err := GGUFToHF(filepath.Join(dir, "model.gguf"), back, GGUFToHFOptions{ShardBytes: 100_000, Progress: progress}); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := DefaultShape(ArchLlama); len(reported) != len(tinyTensors(s, 0)) {
-		t.Errorf("progress reported %d tensors, the model has %d", len(reported), len(tinyTensors(s, 0)))
+	if s, _ := DefaultShape(ArchLlama); len(reported) != len(s.Tensors()) {
+		t.Errorf("progress reported %d tensors, the model has %d", len(reported), len(s.Tensors()))
 	}
 	shards, _ := filepath.Glob(filepath.Join(back, "model-*-of-*.safetensors"))
 	if len(shards) < 2 {
@@ -530,9 +530,9 @@ func realTokenizerHF(t *testing.T, name string, arch Arch, vocabSize int) string
 		t.Fatal(err)
 	}
 	var named []safetensors.NamedTensor
-	for _, tt := range tinyTensors(s, 0) {
-		n, _ := safetensors.TensorBytes(tt.shape, 4)
-		named = append(named, safetensors.NamedTensor{Name: tt.hfName, DType: safetensors.F32, Shape: tt.shape, Write: gguf.Bytes(make([]byte, n))})
+	for _, tt := range s.Tensors() {
+		n, _ := safetensors.TensorBytes(tt.Shape, 4)
+		named = append(named, safetensors.NamedTensor{Name: tt.Name, DType: safetensors.F32, Shape: tt.Shape, Write: gguf.Bytes(make([]byte, n))})
 	}
 	if err := safetensors.Write(filepath.Join(dir, safetensors.FileName), named, nil); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"github.com/umad-dev/umad/arch"
@@ -124,7 +123,7 @@ func writeTiny(dir string, opt TinyOptions) error {
 	}
 	named := make([]safetensors.NamedTensor, len(tensors))
 	for i, t := range tensors {
-		named[i] = safetensors.NamedTensor{Name: t.hfName, DType: safetensors.F32, Shape: t.shape, Write: t.writer(false)}
+		named[i] = safetensors.NamedTensor{Name: t.Name, DType: safetensors.F32, Shape: t.Shape, Write: t.writer(false)}
 	}
 	if err := safetensors.Write(filepath.Join(hfDir, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
 		return err
@@ -209,90 +208,21 @@ func (f family) ids(v *vocab) (specialIDs, error) {
 	return ids, nil
 }
 
-// tinyTensor is one weight under its Hugging Face and GGUF names. Its values come from an
-// RNG seeded by (seed, HF name), so both files get the same numbers without holding the model
-// in memory.
+// tinyTensor is one weight of a tiny model. Its values come from an RNG seeded by (seed, HF
+// name), so both files get the same numbers without holding the model in memory.
 type tinyTensor struct {
-	hfName   string
-	ggufName string
-	shape    []int64 // PyTorch order
-	norm     bool    // a norm weight (~1) rather than a projection (~0)
-	seed     uint64
-	// permuteHeads > 0 marks Llama's q/k projections: for GGUF the rows of each of that many
-	// heads go from HF's rotate-half order to llama.cpp's interleaved-pair order.
-	permuteHeads int
-	// offset is added to a norm weight in the GGUF (Gemma's HF weights are the scale - 1).
-	offset float32
-	// scale multiplies a q-norm weight in the GGUF after its offset (Shape.queryNormScale):
-	// llama.cpp's attention scale is fixed, so a Gemma 3 query scalar it does not use is
-	// folded into q. 0: none.
-	scale float32
+	TensorSpec
+	seed uint64
 }
 
 func tinyTensors(s Shape, seed uint64) []tinyTensor {
-	H, V, F, D := int64(s.Hidden), int64(s.Vocab), int64(s.FFN), int64(s.HeadDim)
-	q, kv := int64(s.Heads)*D, int64(s.KVHeads)*D
-	d, _ := s.Arch.desc()
-	permQ, permK := 0, 0
-	if d.PermuteQK {
-		permQ, permK = s.Heads, s.KVHeads
-	}
 	var ts []tinyTensor
-	add := func(hf, gguf string, norm bool, perm int, shape ...int64) {
+	for _, t := range s.Tensors() {
 		h := fnv.New64a()
-		h.Write([]byte(hf))
-		t := tinyTensor{hfName: hf, ggufName: gguf, shape: shape, norm: norm, seed: seed ^ h.Sum64(), permuteHeads: perm}
-		if norm {
-			t.offset = float32(d.NormOffset)
-		}
-		ts = append(ts, t)
-	}
-	add("model.embed_tokens.weight", "token_embd.weight", false, 0, V, H)
-	for i := range s.Layers {
-		hp := "model.layers." + strconv.Itoa(i) + "."
-		gp := "blk." + strconv.Itoa(i) + "."
-		add(hp+"input_layernorm.weight", gp+"attn_norm.weight", true, 0, H)
-		add(hp+"self_attn.q_proj.weight", gp+"attn_q.weight", false, permQ, q, H)
-		add(hp+"self_attn.k_proj.weight", gp+"attn_k.weight", false, permK, kv, H)
-		add(hp+"self_attn.v_proj.weight", gp+"attn_v.weight", false, 0, kv, H)
-		if s.QKVBias {
-			add(hp+"self_attn.q_proj.bias", gp+"attn_q.bias", false, permQ, q)
-			add(hp+"self_attn.k_proj.bias", gp+"attn_k.bias", false, permK, kv)
-			add(hp+"self_attn.v_proj.bias", gp+"attn_v.bias", false, 0, kv)
-		}
-		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
-		if d.QKNorm {
-			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
-			if c := s.queryNormScale(); c != 1 {
-				ts[len(ts)-1].scale = c
-			}
-			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
-		}
-		if d.SandwichNorm {
-			add(hp+"post_attention_layernorm.weight", gp+"post_attention_norm.weight", true, 0, H)
-			add(hp+"pre_feedforward_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
-		} else {
-			add(hp+"post_attention_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
-		}
-		add(hp+"mlp.gate_proj.weight", gp+"ffn_gate.weight", false, 0, F, H)
-		add(hp+"mlp.up_proj.weight", gp+"ffn_up.weight", false, 0, F, H)
-		add(hp+"mlp.down_proj.weight", gp+"ffn_down.weight", false, 0, H, F)
-		if d.SandwichNorm {
-			add(hp+"post_feedforward_layernorm.weight", gp+"post_ffw_norm.weight", true, 0, H)
-		}
-	}
-	add("model.norm.weight", "output_norm.weight", true, 0, H)
-	if !s.TiedEmbeddings {
-		add("lm_head.weight", "output.weight", false, 0, V, H)
+		h.Write([]byte(t.Name))
+		ts = append(ts, tinyTensor{t, seed ^ h.Sum64()})
 	}
 	return ts
-}
-
-// ggmlDims reverses a PyTorch shape into ggml order; the bytes stay the same.
-func ggmlDims(shape []int64) []int64 {
-	d := slices.Clone(shape)
-	slices.Reverse(d)
-	return d
 }
 
 // writer streams the tensor as little-endian F32, as HF holds it or, with gguf, as the GGUF
@@ -300,19 +230,19 @@ func ggmlDims(shape []int64) []int64 {
 func (t tinyTensor) writer(gguf bool) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		rng := rand.New(rand.NewPCG(t.seed, t.seed>>1|1))
-		rows := t.shape[0]
+		rows := t.Shape[0]
 		cols := int64(1)
-		for _, d := range t.shape[1:] {
+		for _, d := range t.Shape[1:] {
 			cols *= d
 		}
 		blockRows := max(1, (1<<16)/cols)
-		permute := gguf && t.permuteHeads > 0
+		permute := gguf && t.PermuteHeads > 0
 		shift := float32(0)
 		if gguf {
 			shift = t.offset
 		}
 		if permute {
-			blockRows = rows / int64(t.permuteHeads) // one head at a time
+			blockRows = rows / int64(t.PermuteHeads) // one head at a time
 		}
 		vals := make([]float32, blockRows*cols)
 		buf := make([]byte, 4*len(vals))
@@ -370,7 +300,7 @@ func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor)
 		return err
 	}
 	for i, t := range tensors {
-		if err := w.AddTensorFunc(t.ggufName, gguf.TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
+		if err := w.AddTensorFunc(t.GGUFName, gguf.TypeF32, ggmlDims(t.Shape), t.writer(true)); err != nil {
 			return err
 		}
 		if i == 0 {

@@ -57,8 +57,8 @@ func tinyFitsMachine(dir string, s Shape, vocab int) error {
 func tinyFits(s Shape, vocab int, mem, disk int64) error {
 	s.Vocab = vocab
 	needDisk := int64(vocab) * tinyTokenDisk
-	for _, t := range tinyTensors(s, 0) {
-		n, err := safetensors.TensorBytes(t.shape, 4)
+	for _, t := range s.Tensors() {
+		n, err := safetensors.TensorBytes(t.Shape, 4)
 		if err != nil {
 			return err
 		}
