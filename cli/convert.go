@@ -16,6 +16,8 @@ import (
 	"github.com/umad-dev/umad/hfhub"
 	"github.com/umad-dev/umad/internal/outpath"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // convertTypes are the --type names of hf2gguf.
@@ -24,7 +26,7 @@ var convertTypes = map[string]gguf.GGMLType{
 }
 
 // hfDTypes are the --dtype names of gguf2hf ("" keeps the GGUF's type).
-var hfDTypes = map[string]model.DType{"": "", "f32": model.F32, "f16": model.F16, "bf16": model.BF16}
+var hfDTypes = map[string]safetensors.DType{"": "", "f32": safetensors.F32, "f16": safetensors.F16, "bf16": safetensors.BF16}
 
 func init() {
 	register(&ucli.Command{
@@ -159,7 +161,7 @@ func convertLoRA2GGUF(c *ucli.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := model.PEFTToGGUF(dir, c.String("base"), out); err != nil {
+	if err := peft.ToGGUF(dir, c.String("base"), out); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "wrote %s in %.1fs\n", out, time.Since(start).Seconds())

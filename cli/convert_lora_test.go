@@ -10,6 +10,7 @@ import (
 
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // peftFor writes a rank-4 adapter with random weights for the tiny model of arch.
@@ -19,7 +20,7 @@ func peftFor(t *testing.T, arch string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 4, Alpha: 8, Targets: slices.Clone(model.LoRATargets)}, s)
+	a, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 4, Alpha: 8, Targets: slices.Clone(peft.LoRATargets)}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +40,9 @@ func peftFor(t *testing.T, arch string) string {
 
 func TestConvertLoRA(t *testing.T) {
 	base := testmodel.GGUF(t, "llama")
-	peft := peftFor(t, "llama")
+	peftDir := peftFor(t, "llama")
 	out := filepath.Join(t.TempDir(), "adapter.gguf")
-	stdout, stderr, err := runApp(t, "convert", "lora2gguf", peft, out, "--base", base)
+	stdout, stderr, err := runApp(t, "convert", "lora2gguf", peftDir, out, "--base", base)
 	if err != nil || !strings.Contains(stdout, "wrote "+out) {
 		t.Fatalf("lora2gguf: %v\n%s%s", err, stdout, stderr)
 	}
@@ -49,7 +50,7 @@ func TestConvertLoRA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := model.CheckLoRAGGUF(out, s); err != nil {
+	if err := peft.CheckLoRAGGUF(out, s); err != nil {
 		t.Fatal(err)
 	}
 
@@ -58,11 +59,11 @@ func TestConvertLoRA(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no base", []string{"convert", "lora2gguf", peft, out}, "--base BASE.gguf is required"},
-		{"other architecture", []string{"convert", "lora2gguf", peft, out, "--base", testmodel.GGUF(t, "qwen3")}, "wrong base model?"},
-		{"base is not a gguf", []string{"convert", "lora2gguf", peft, out, "--base", filepath.Join(peft, model.PEFTConfigFile)}, "base model"},
-		{"not a peft directory", []string{"convert", "lora2gguf", t.TempDir(), out, "--base", base}, model.PEFTConfigFile},
-		{"one argument", []string{"convert", "lora2gguf", peft, "--base", base}, "want PEFT_DIR OUT.gguf"},
+		{"no base", []string{"convert", "lora2gguf", peftDir, out}, "--base BASE.gguf is required"},
+		{"other architecture", []string{"convert", "lora2gguf", peftDir, out, "--base", testmodel.GGUF(t, "qwen3")}, "wrong base model?"},
+		{"base is not a gguf", []string{"convert", "lora2gguf", peftDir, out, "--base", filepath.Join(peftDir, peft.ConfigFile)}, "base model"},
+		{"not a peft directory", []string{"convert", "lora2gguf", t.TempDir(), out, "--base", base}, peft.ConfigFile},
+		{"one argument", []string{"convert", "lora2gguf", peftDir, "--base", base}, "want PEFT_DIR OUT.gguf"},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // snapshot reads every file under dir, by path.
@@ -143,7 +143,7 @@ func TestConvertRefusesEmptyPaths(t *testing.T) {
 // both exiting 0.
 func TestAdapterAlphaBeyondFloat32(t *testing.T) {
 	_, adapter := trainedPEFT(t)
-	cfg := filepath.Join(adapter, model.PEFTConfigFile)
+	cfg := filepath.Join(adapter, peft.ConfigFile)
 	b, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)

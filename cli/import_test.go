@@ -10,6 +10,7 @@ import (
 
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/trainer"
 )
 
@@ -25,11 +26,11 @@ func peftOn(t *testing.T, base string, name bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj", "down_proj"}}
+	cfg := peft.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj", "down_proj"}}
 	if name {
 		cfg.BaseModel = base
 	}
-	a, err := model.NewLoRAAdapter(cfg, s)
+	a, err := peft.NewLoRAAdapter(cfg, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,22 +62,22 @@ func trainFrom(t *testing.T, agent, out string, extra ...string) []string {
 // imported one moved by one AdamW step.
 func TestTrainFromAdapter(t *testing.T) {
 	base := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
-	peft := peftOn(t, base, true)
+	peftDir := peftOn(t, base, true)
 	out := filepath.Join(t.TempDir(), "run")
-	if _, stderr, err := runApp(t, trainFrom(t, peft, out, "--probe-tol", "1e-5", "--rollout-dtype", "f32")...); err != nil {
-		t.Fatalf("train from %s: %v\n%s", peft, err, stderr)
+	if _, stderr, err := runApp(t, trainFrom(t, peftDir, out, "--probe-tol", "1e-5", "--rollout-dtype", "f32")...); err != nil {
+		t.Fatalf("train from %s: %v\n%s", peftDir, err, stderr)
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "config.json"))
-	for _, want := range []string{`"rank": 4`, `"alpha": 8`, `"adapter": "` + peft + `"`, `"model": "` + base + `"`} {
+	for _, want := range []string{`"rank": 4`, `"alpha": 8`, `"adapter": "` + peftDir + `"`, `"model": "` + base + `"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("config.json lacks %s:\n%s", want, b)
 		}
 	}
-	start, err := model.ReadPEFT(peft)
+	start, err := peft.Read(peftDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := model.ReadPEFT(trainer.AgentCheckpointDir(filepath.Join(out, trainer.CheckpointsDir, "step-000001"), 0))
+	got, err := peft.Read(trainer.AgentCheckpointDir(filepath.Join(out, trainer.CheckpointsDir, "step-000001"), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestTrainFromAdapter(t *testing.T) {
 // and without leaving a run directory.
 func TestTrainFromAdapterRefusals(t *testing.T) {
 	base := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
-	peft, unnamed := peftOn(t, base, true), peftOn(t, base, false)
+	peftDir, unnamed := peftOn(t, base, true), peftOn(t, base, false)
 	copied := filepath.Join(t.TempDir(), "copy")
 	if err := os.CopyFS(copied, os.DirFS(base)); err != nil {
 		t.Fatal(err)
@@ -112,9 +113,9 @@ func TestTrainFromAdapterRefusals(t *testing.T) {
 		extra []string
 		want  []string
 	}{
-		{"other rank", peft, []string{"--lora-rank", "8"}, []string{"rank 4", "asks for rank 8"}},
-		{"other targets", peft, []string{"--lora-rank", "4", "--lora-targets", "q,v"}, []string{"targets q,v,down", "asks for rank 4, alpha 8, targets q,v "}},
-		{"other base than the adapter's", copied + ",adapter=" + peft, nil, []string{"was trained on " + base, "not on " + copied}},
+		{"other rank", peftDir, []string{"--lora-rank", "8"}, []string{"rank 4", "asks for rank 8"}},
+		{"other targets", peftDir, []string{"--lora-rank", "4", "--lora-targets", "q,v"}, []string{"targets q,v,down", "asks for rank 4, alpha 8, targets q,v "}},
+		{"other base than the adapter's", copied + ",adapter=" + peftDir, nil, []string{"was trained on " + base, "not on " + copied}},
 		{"base of other shapes", qwen3 + ",adapter=" + unnamed, nil, []string{"does not fit the base " + qwen3}},
 		{"adapter naming no base", unnamed, nil, []string{"names no base", "--agent BASE_DIR,adapter="}},
 	} {
@@ -143,7 +144,7 @@ func TestTrainFromAdapterRefusals(t *testing.T) {
 	}
 	// Dropout and the base's type are the run's choice, also without --lora-rank; without
 	// an adapter either they have nothing to apply to.
-	if _, stderr, err := runApp(t, trainFrom(t, peft, filepath.Join(t.TempDir(), "run"), "--dry-run", "--lora-dropout", "0.1", "--lora-bf16-base")...); err != nil {
+	if _, stderr, err := runApp(t, trainFrom(t, peftDir, filepath.Join(t.TempDir(), "run"), "--dry-run", "--lora-dropout", "0.1", "--lora-bf16-base")...); err != nil {
 		t.Errorf("--lora-dropout and --lora-bf16-base with an adapter: %v\n%s", err, stderr)
 	}
 	if _, _, err := runApp(t, trainFrom(t, base, filepath.Join(t.TempDir(), "run"), "--dry-run", "--lora-dropout", "0.1")...); err == nil ||

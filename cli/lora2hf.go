@@ -8,6 +8,7 @@ import (
 
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // lora2hfCommand merges a PEFT adapter (a LoRA run's checkpoint is one) into its base.
@@ -41,7 +42,7 @@ var lora2hfCommand = &ucli.Command{
 		if err != nil {
 			return err
 		}
-		a, err := model.ReadPEFT(dir)
+		a, err := peft.Read(dir)
 		if err != nil {
 			return err
 		}
@@ -58,7 +59,7 @@ var lora2hfCommand = &ucli.Command{
 			return err
 		}
 		start := time.Now()
-		if err := model.MergePEFT(base, a, out); err != nil {
+		if err := peft.Merge(base, a, out); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.App.Writer, "wrote %s (%s merged into %s) in %.1fs\n", out, dir, base, time.Since(start).Seconds())

@@ -14,6 +14,7 @@ import (
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // trainedPEFT writes a tiny qwen2 base and a rank-4 adapter naming it, with random A and B
@@ -33,7 +34,7 @@ func trainedPEFT(t *testing.T) (base, adapter string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 4, Alpha: 8, Targets: slices.Clone(model.LoRATargets), BaseModel: base}, s)
+	a, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 4, Alpha: 8, Targets: slices.Clone(peft.LoRATargets), BaseModel: base}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestLoRA2HFMergesIntoTheBase(t *testing.T) {
 
 func TestLoRA2HFRefusesBadInput(t *testing.T) {
 	_, adapter := trainedPEFT(t)
-	a, err := model.ReadPEFT(adapter)
+	a, err := peft.Read(adapter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestLoRA2HFRefusesBadInput(t *testing.T) {
 	}{
 		{"base is a hub name", "pass --base HF_DIR", []string{foreign, out}},
 		{"base of another shape", "features", []string{adapter, out, "--base", filepath.Join(other, "hf")}},
-		{"not a peft directory", model.PEFTConfigFile, []string{t.TempDir(), out}},
+		{"not a peft directory", peft.ConfigFile, []string{t.TempDir(), out}},
 		{"output not empty", "--force", []string{adapter, full}},
 	} {
 		t.Run(c.why, func(t *testing.T) {
@@ -155,7 +156,7 @@ func TestExportMerge(t *testing.T) {
 // it, whatever the working directory: export looked in the working directory.
 func TestExportRelativeBase(t *testing.T) {
 	_, adapter := trainedPEFT(t) // DIR/adapter on DIR/hf
-	a, err := model.ReadPEFT(adapter)
+	a, err := peft.Read(adapter)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // `umad sft --synthetic` teaches a tiny model the boxed answer format: the loss falls, and
@@ -199,7 +200,7 @@ func TestSFTLoRA(t *testing.T) {
 	if !(last < first-0.3) {
 		t.Errorf("loss %g -> %g: the adapters did not learn", first, last)
 	}
-	for _, f := range []string{"hf/model.safetensors", "hf/config.json", "adapter/" + model.PEFTConfigFile, "adapter/" + model.PEFTWeightsFile, "model.gguf"} {
+	for _, f := range []string{"hf/model.safetensors", "hf/config.json", "adapter/" + peft.ConfigFile, "adapter/" + peft.WeightsFile, "model.gguf"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("out/ lacks %s", f)
 		}
@@ -207,7 +208,7 @@ func TestSFTLoRA(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "hf", hfmodel.OptimizerFile)); err == nil {
 		t.Error("hf/ has optimizer state")
 	}
-	a, err := model.ReadPEFT(filepath.Join(out, "adapter"))
+	a, err := peft.Read(filepath.Join(out, "adapter"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
@@ -419,7 +419,7 @@ func TestTrainLoRARunAndResume(t *testing.T) {
 // not.
 func extremePEFT(t *testing.T, from string) string {
 	t.Helper()
-	a, err := model.ReadPEFT(from)
+	a, err := peft.Read(from)
 	if err != nil {
 		t.Fatal(err)
 	}

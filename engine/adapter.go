@@ -6,6 +6,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // A server's LoRA adapter: the base weights stay loaded and an adapter (llama.cpp's LoRA
@@ -77,7 +78,7 @@ func (s *Server) checkAdapter(path string) error {
 	if err != nil {
 		return err
 	}
-	return model.CheckLoRAGGUF(path, sh)
+	return peft.CheckLoRAGGUF(path, sh)
 }
 
 // swapAdapter applies a (nil: none) to the engine in place of the current adapter and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // BenchmarkAdapterSync is what syncing a LoRA-trained policy into the rollout engine costs
@@ -35,7 +36,7 @@ func BenchmarkAdapterSync(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 32, Alpha: 64, Targets: model.LoRATargets}, s)
+	a, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 32, Alpha: 64, Targets: peft.LoRATargets}, s)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,8 +45,8 @@ func BenchmarkAdapterSync(b *testing.B) {
 		params += int64(len(p.A) + len(p.B))
 	}
 	b.Logf("adapter: %.1fM parameters, %.1f MB at F32", float64(params)/1e6, float64(4*params)/1e6)
-	peft := filepath.Join(dir, "peft")
-	if err := a.WritePEFT(peft); err != nil {
+	peftDir := filepath.Join(dir, "peft")
+	if err := a.WritePEFT(peftDir); err != nil {
 		b.Fatal(err)
 	}
 	srv, err := engine.OpenServer(base, engine.Placement{}, engine.Options{Slots: 4, SeqContext: 512})
@@ -67,7 +68,7 @@ func BenchmarkAdapterSync(b *testing.B) {
 	b.Run("peft2gguf", func(b *testing.B) {
 		b.SetBytes(4 * params)
 		for range b.N {
-			if err := model.PEFTToGGUF(peft, base, out); err != nil {
+			if err := peft.ToGGUF(peftDir, base, out); err != nil {
 				b.Fatal(err)
 			}
 		}

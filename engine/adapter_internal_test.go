@@ -9,6 +9,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // When the previous adapter cannot be freed after a swap (here another context still
@@ -21,7 +22,7 @@ func TestSetAdapterKeepsTheSwapWhenFreeingFails(t *testing.T) {
 	}
 	var files []string
 	for range 2 {
-		a, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 2, Alpha: 2, Targets: slices.Clone(model.LoRATargets)}, sh)
+		a, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 2, Alpha: 2, Targets: slices.Clone(peft.LoRATargets)}, sh)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,14 +13,15 @@ import (
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/sampler"
 )
 
 // randomAdapter is a PEFT adapter of every target of the tiny model of arch, A and B drawn
 // N(0, 0.05^2), at scale alpha/rank = 2: an update of about the base weights' own size.
-func randomAdapter(t *testing.T, s model.Shape, seed uint64) *model.LoRAAdapter {
+func randomAdapter(t *testing.T, s model.Shape, seed uint64) *peft.LoRAAdapter {
 	t.Helper()
-	a, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 4, Alpha: 8, Targets: slices.Clone(model.LoRATargets)}, s)
+	a, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 4, Alpha: 8, Targets: slices.Clone(peft.LoRATargets)}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +39,14 @@ func randomAdapter(t *testing.T, s model.Shape, seed uint64) *model.LoRAAdapter 
 
 // adapterGGUF writes a as PEFT and converts it for the base GGUF the way `umad convert
 // lora2gguf` does.
-func adapterGGUF(t *testing.T, a *model.LoRAAdapter, base string) string {
+func adapterGGUF(t *testing.T, a *peft.LoRAAdapter, base string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := a.WritePEFT(filepath.Join(dir, "peft")); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "adapter.gguf")
-	if err := model.PEFTToGGUF(filepath.Join(dir, "peft"), base, out); err != nil {
+	if err := peft.ToGGUF(filepath.Join(dir, "peft"), base, out); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -93,7 +94,7 @@ func TestAdapterMatchesMergedWeights(t *testing.T) {
 			}
 			a := randomAdapter(t, s, 1)
 			merged := filepath.Join(t.TempDir(), "merged")
-			if err := model.MergePEFT(filepath.Join(dir, "hf"), a, merged); err != nil {
+			if err := peft.Merge(filepath.Join(dir, "hf"), a, merged); err != nil {
 				t.Fatal(err)
 			}
 			if err := model.HFToGGUF(merged, filepath.Join(merged, "model.gguf"), model.HFToGGUFOptions{}); err != nil {

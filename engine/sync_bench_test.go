@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -107,15 +108,15 @@ func BenchmarkSync(b *testing.B) {
 		if err := model.WriteFiles(staging, side); err != nil {
 			b.Fatal(err)
 		}
-		named := make([]model.NamedTensor, len(weights))
+		named := make([]safetensors.NamedTensor, len(weights))
 		for i, v := range weights {
-			named[i] = model.NamedTensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Write: gguf.Bytes(v.Data)}
+			named[i] = safetensors.NamedTensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Write: gguf.Bytes(v.Data)}
 		}
 		s := open(b, filepath.Join(dir, "model.gguf"))
 		b.SetBytes(total)
 		b.ResetTimer()
 		for range b.N {
-			if err := model.WriteSafetensors(filepath.Join(staging, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
+			if err := safetensors.Write(filepath.Join(staging, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
 				b.Fatal(err)
 			}
 			if err := model.HFToGGUF(staging, out, model.HFToGGUFOptions{}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // UpdateWeights writes new weights into the loaded model, without a file: weights are
@@ -15,14 +16,14 @@ import (
 // given; all are checked before any is written, so bad input leaves the model as it
 // was. Afterwards no context of the model holds KV computed with the old weights. Not
 // to be called while the engine serves.
-func (s *Server) UpdateWeights(weights []model.TensorView) error {
+func (s *Server) UpdateWeights(weights []safetensors.TensorView) error {
 	if err := s.updateWeights(weights); err != nil {
 		return fmt.Errorf("update weights of %s: %w", s.Path(), err)
 	}
 	return nil
 }
 
-func (s *Server) updateWeights(weights []model.TensorView) error {
+func (s *Server) updateWeights(weights []safetensors.TensorView) error {
 	if s.weights == nil {
 		g, err := gguf.OpenGGUF(s.Path())
 		if err != nil {
@@ -37,7 +38,7 @@ func (s *Server) updateWeights(weights []model.TensorView) error {
 	}
 	given := map[string]int{}
 	var want []llama.Weight
-	var data []model.TensorView
+	var data []safetensors.TensorView
 	for i, v := range weights {
 		if s.weights.Ignored(v.Name) {
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -30,14 +31,14 @@ func openExact(t *testing.T, path string) *Server {
 }
 
 // hfWeights reads a tiny model's Hugging Face weights, as the trainer would hand them over.
-func hfWeights(t testing.TB, dir string) []model.TensorView {
+func hfWeights(t testing.TB, dir string) []safetensors.TensorView {
 	t.Helper()
-	st, err := model.OpenSafetensors(filepath.Join(dir, "hf"))
+	st, err := safetensors.Open(filepath.Join(dir, "hf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var out []model.TensorView
+	var out []safetensors.TensorView
 	for _, name := range st.Names() {
 		v, err := st.Tensor(name)
 		if err != nil {
@@ -131,9 +132,9 @@ func TestUpdateWeightsRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := hfWeights(t, testmodel.TinySeed(t, "qwen2", 8))
-	last := func(edit func(v *model.TensorView)) []model.TensorView {
+	last := func(edit func(v *safetensors.TensorView)) []safetensors.TensorView {
 		ws := slices.Clone(good)
-		i := slices.IndexFunc(ws, func(v model.TensorView) bool { return v.Name == "model.layers.1.mlp.down_proj.weight" })
+		i := slices.IndexFunc(ws, func(v safetensors.TensorView) bool { return v.Name == "model.layers.1.mlp.down_proj.weight" })
 		v := ws[i]
 		v.Shape = slices.Clone(v.Shape)
 		edit(&v)
@@ -142,13 +143,13 @@ func TestUpdateWeightsRefusesBadInput(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		weights []model.TensorView
+		weights []safetensors.TensorView
 		want    string
 	}{
-		{"unknown name", last(func(v *model.TensorView) { v.Name = "model.layers.1.mlp.down.weight" }), `"model.layers.1.mlp.down.weight" is not part of this model`},
-		{"wrong shape", last(func(v *model.TensorView) { v.Shape[0], v.Shape[1] = v.Shape[1], v.Shape[0] }), "has shape [128 64], the model's is [64 128]"},
-		{"wrong size", last(func(v *model.TensorView) { v.Data = v.Data[:len(v.Data)-4] }), "has 32764 bytes, want 32768"},
-		{"wrong dtype", last(func(v *model.TensorView) { v.DType = model.F64 }), "dtype F64"},
+		{"unknown name", last(func(v *safetensors.TensorView) { v.Name = "model.layers.1.mlp.down.weight" }), `"model.layers.1.mlp.down.weight" is not part of this model`},
+		{"wrong shape", last(func(v *safetensors.TensorView) { v.Shape[0], v.Shape[1] = v.Shape[1], v.Shape[0] }), "has shape [128 64], the model's is [64 128]"},
+		{"wrong size", last(func(v *safetensors.TensorView) { v.Data = v.Data[:len(v.Data)-4] }), "has 32764 bytes, want 32768"},
+		{"wrong dtype", last(func(v *safetensors.TensorView) { v.DType = safetensors.F64 }), "dtype F64"},
 		{"missing", good[:len(good)-1], "is missing"},
 		{"twice", append(slices.Clone(good), good[0]), "is given twice"},
 	} {

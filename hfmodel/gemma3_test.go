@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // gemma3Ref is Gemma 3's text forward in float64, written from Hugging Face's
@@ -36,7 +37,7 @@ func loadGemma3Ref(t *testing.T, dir string) gemma3Ref {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := model.OpenSafetensors(dir)
+	st, err := safetensors.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

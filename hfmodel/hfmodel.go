@@ -18,6 +18,8 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // OptimizerFile is the side file of a checkpoint holding AdamW moments and counters.
@@ -94,8 +96,8 @@ func pluginConfig(s model.Shape) (torch.Config, error) {
 	return c, nil
 }
 
-var stDTypes = map[model.DType]torch.DType{model.F32: torch.Float32, model.F64: torch.Float64,
-	model.BF16: torch.BFloat16, model.F16: torch.Float16}
+var stDTypes = map[safetensors.DType]torch.DType{safetensors.F32: torch.Float32, safetensors.F64: torch.Float64,
+	safetensors.BF16: torch.BFloat16, safetensors.F16: torch.Float16}
 
 // ignoredTensor reports tensors HF checkpoints may carry that the model derives itself.
 func ignoredTensor(name string, cfg torch.Config) bool {
@@ -111,7 +113,7 @@ func ignoredTensor(name string, cfg torch.Config) bool {
 // PEFT adapter directory (adapter_config.json) loads onto the base directory it names, with
 // its adapters and optimizer state (see loadAdapter).
 func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error) {
-	if _, err := os.Stat(filepath.Join(dir, model.PEFTConfigFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, peft.ConfigFile)); err == nil {
 		return loadAdapter(rt, dir, opts)
 	}
 	return load(rt, dir, opts, nil, dir)
@@ -119,7 +121,7 @@ func Load(rt *torch.Runtime, dir string, opts torch.ModelOptions) (*Model, error
 
 // load loads the base in dir, sets the adapter's tensors when there is one, and restores
 // the optimizer state found in directory state (dir itself, a LoRA checkpoint, or "": none).
-func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model.LoRAAdapter, state string) (*Model, error) {
+func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *peft.LoRAAdapter, state string) (*Model, error) {
 	hf, err := model.LoadHFConfig(dir)
 	if err != nil {
 		return nil, err
@@ -132,7 +134,7 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	st, err := model.OpenSafetensors(dir)
+	st, err := safetensors.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -173,9 +175,9 @@ func load(rt *torch.Runtime, dir string, opts torch.ModelOptions, adapter *model
 
 // allBF16 reports whether every tensor of a checkpoint is stored in bf16 (from the
 // headers alone).
-func allBF16(st *model.Safetensors) bool {
+func allBF16(st *safetensors.File) bool {
 	for _, name := range st.Names() {
-		if dt, _ := st.DType(name); dt != model.BF16 {
+		if dt, _ := st.DType(name); dt != safetensors.BF16 {
 			return false
 		}
 	}
@@ -185,7 +187,7 @@ func allBF16(st *model.Safetensors) bool {
 // BF16Checkpoint reports whether every tensor of the checkpoint in dir is bf16: a LoRA run
 // then keeps its frozen base in bf16 (Load decides the same way).
 func BF16Checkpoint(dir string) (bool, error) {
-	st, err := model.OpenSafetensors(dir)
+	st, err := safetensors.Open(dir)
 	if err != nil {
 		return false, err
 	}
@@ -203,7 +205,7 @@ func (m *Model) Clone(opts torch.ModelOptions) (*Model, error) {
 	return &Model{Model: c, side: m.side, base: m.base}, nil
 }
 
-func loadTensors(m *torch.Model, dir string, st *model.Safetensors, adapter *model.LoRAAdapter) error {
+func loadTensors(m *torch.Model, dir string, st *safetensors.File, adapter *peft.LoRAAdapter) error {
 	infos, err := m.Tensors()
 	if err != nil {
 		return err
@@ -249,7 +251,7 @@ func loadOptimizer(m *torch.Model, path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	st, err := model.OpenSafetensors(path)
+	st, err := safetensors.Open(path)
 	if err != nil {
 		return err
 	}
@@ -259,7 +261,7 @@ func loadOptimizer(m *torch.Model, path string) error {
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("load %s: step counters: %w", path, err)
 	}
-	err = EachMoment(m, path, func(ti torch.TensorInfo, kind torch.Kind, v model.TensorView) error {
+	err = EachMoment(m, path, func(ti torch.TensorInfo, kind torch.Kind, v safetensors.TensorView) error {
 		if err := writeRaw(m, ti, kind, v); err != nil {
 			return fmt.Errorf("load %s: %w", path, err)
 		}
@@ -274,8 +276,8 @@ func loadOptimizer(m *torch.Model, path string) error {
 // EachMoment calls f with each AdamW moment m trains from the optimizer state at path, in
 // m's tensor order (exp_avg, then exp_avg_sq, of each tensor), checked against m's shapes;
 // the view is only valid during the call.
-func EachMoment(m *torch.Model, path string, f func(ti torch.TensorInfo, kind torch.Kind, v model.TensorView) error) error {
-	st, err := model.OpenSafetensors(path)
+func EachMoment(m *torch.Model, path string, f func(ti torch.TensorInfo, kind torch.Kind, v safetensors.TensorView) error) error {
+	st, err := safetensors.Open(path)
 	if err != nil {
 		return err
 	}
@@ -314,11 +316,11 @@ var moments = []struct {
 	kind   torch.Kind
 }{{"exp_avg.", torch.ExpAvg}, {"exp_avg_sq.", torch.ExpAvgSq}}
 
-func writeRaw(m *torch.Model, ti torch.TensorInfo, kind torch.Kind, v model.TensorView) error {
+func writeRaw(m *torch.Model, ti torch.TensorInfo, kind torch.Kind, v safetensors.TensorView) error {
 	switch v.DType {
-	case model.F32:
+	case safetensors.F32:
 		return torch.Write(m, ti.Name, kind, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/4))
-	case model.F64:
+	case safetensors.F64:
 		return torch.Write(m, ti.Name, kind, unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/8))
 	}
 	return fmt.Errorf("tensor %s has dtype %s; want F32 or F64", v.Name, v.DType)
@@ -326,37 +328,37 @@ func writeRaw(m *torch.Model, ti torch.TensorInfo, kind torch.Kind, v model.Tens
 
 // readTensor reads one tensor as the little-endian bytes of the model's parameter dtype, so
 // a saved checkpoint reloads bit-exactly.
-func readTensor(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (model.TensorView, error) {
+func readTensor(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) (safetensors.TensorView, error) {
 	n := 1
 	for _, d := range ti.Shape {
 		n *= int(d)
 	}
 	var raw []byte
-	dt := model.F32
+	dt := safetensors.F32
 	if m.Options().DType == torch.Float64 {
 		buf := make([]float64, n)
 		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
-			return model.TensorView{}, err
+			return safetensors.TensorView{}, err
 		}
-		raw, dt = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 8*n), model.F64
+		raw, dt = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 8*n), safetensors.F64
 	} else {
 		buf := make([]float32, n)
 		if err := torch.Read(m, ti.Name, kind, buf); err != nil {
-			return model.TensorView{}, err
+			return safetensors.TensorView{}, err
 		}
 		raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*n)
 	}
-	return model.TensorView{Name: ti.Name, DType: dt, Shape: ti.Shape, Data: raw}, nil
+	return safetensors.TensorView{Name: ti.Name, DType: dt, Shape: ti.Shape, Data: raw}, nil
 }
 
-// exported is one tensor ready for model.WriteSafetensors, read from the plugin when it is
+// exported is one tensor ready for safetensors.Write, read from the plugin when it is
 // written: exporting a large model holds one tensor at a time.
-func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) model.NamedTensor {
-	dt := model.F32
+func exported(m *torch.Model, ti torch.TensorInfo, kind torch.Kind) safetensors.NamedTensor {
+	dt := safetensors.F32
 	if m.Options().DType == torch.Float64 {
-		dt = model.F64
+		dt = safetensors.F64
 	}
-	return model.NamedTensor{Name: ti.Name, DType: dt, Shape: ti.Shape, Write: func(w io.Writer) error {
+	return safetensors.NamedTensor{Name: ti.Name, DType: dt, Shape: ti.Shape, Write: func(w io.Writer) error {
 		v, err := readTensor(m, ti, kind)
 		if err != nil {
 			return err
@@ -389,12 +391,12 @@ func weightTensors(m *torch.Model, base bool) ([]torch.TensorInfo, torch.Kind, e
 
 // Weights copies the current weights (see weightTensors) out of the plugin, in checkpoint
 // order, as raw tensors: what an in-place weight sync reads.
-func Weights(m *torch.Model) ([]model.TensorView, error) {
+func Weights(m *torch.Model) ([]safetensors.TensorView, error) {
 	infos, kind, err := weightTensors(m, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]model.TensorView, 0, len(infos))
+	out := make([]safetensors.TensorView, 0, len(infos))
 	for _, ti := range infos {
 		v, err := readTensor(m, ti, kind)
 		if err != nil {
@@ -406,24 +408,24 @@ func Weights(m *torch.Model) ([]model.TensorView, error) {
 }
 
 // Export describes the current weights (see weightTensors) in checkpoint order, ready for
-// model.WriteSafetensors (or a GGUF writer); each tensor is read when written.
-func Export(m *torch.Model) ([]model.NamedTensor, error) {
+// safetensors.Write (or a GGUF writer); each tensor is read when written.
+func Export(m *torch.Model) ([]safetensors.NamedTensor, error) {
 	return export(m, false)
 }
 
 // ExportBase is Export of a LoRA model's frozen base, adapters left out, as the plugin holds
 // it (bf16-rounded with trainspec.LoRA.BaseBF16): the weights llama.cpp runs under a LoRA
 // adapter GGUF, so that both sides compute with the same base. Without LoRA it is Export.
-func ExportBase(m *torch.Model) ([]model.NamedTensor, error) {
+func ExportBase(m *torch.Model) ([]safetensors.NamedTensor, error) {
 	return export(m, true)
 }
 
-func export(m *torch.Model, base bool) ([]model.NamedTensor, error) {
+func export(m *torch.Model, base bool) ([]safetensors.NamedTensor, error) {
 	infos, kind, err := weightTensors(m, base)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]model.NamedTensor, 0, len(infos))
+	out := make([]safetensors.NamedTensor, 0, len(infos))
 	for _, ti := range infos {
 		out = append(out, exported(m, ti, kind))
 	}
@@ -462,7 +464,7 @@ func (m *Model) save(dir string, adapters, optimizer bool) error {
 			if err != nil {
 				return fmt.Errorf("save %s: %w", dir, err)
 			}
-			if err := model.WriteSafetensors(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
+			if err := safetensors.Write(filepath.Join(tmp, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
 				return err
 			}
 		}
@@ -486,7 +488,7 @@ func saveOptimizer(m *torch.Model, path string) error {
 	if err != nil {
 		return err
 	}
-	var ts []model.NamedTensor
+	var ts []safetensors.NamedTensor
 	for _, k := range moments {
 		for _, ti := range infos {
 			if !m.Trainable(ti) {
@@ -501,6 +503,6 @@ func saveOptimizer(m *torch.Model, path string) error {
 	if err != nil {
 		return err
 	}
-	return model.WriteSafetensors(path, ts, map[string]string{
+	return safetensors.Write(path, ts, map[string]string{
 		"step": strconv.FormatInt(step, 10), "skipped_total": strconv.FormatInt(skipped, 10)})
 }

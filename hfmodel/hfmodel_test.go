@@ -11,7 +11,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -93,11 +93,11 @@ func TestLoadNamesBadTensors(t *testing.T) {
 	const victim = "model.layers.0.mlp.up_proj.weight"
 	cases := []struct {
 		name string
-		edit func([]model.NamedTensor) []model.NamedTensor
+		edit func([]safetensors.NamedTensor) []safetensors.NamedTensor
 		want []string
 	}{
-		{"missing tensor", func(ts []model.NamedTensor) []model.NamedTensor {
-			var out []model.NamedTensor
+		{"missing tensor", func(ts []safetensors.NamedTensor) []safetensors.NamedTensor {
+			var out []safetensors.NamedTensor
 			for _, x := range ts {
 				if x.Name != victim {
 					out = append(out, x)
@@ -105,8 +105,8 @@ func TestLoadNamesBadTensors(t *testing.T) {
 			}
 			return out
 		}, []string{victim}},
-		{"transposed tensor", func(ts []model.NamedTensor) []model.NamedTensor {
-			out := append([]model.NamedTensor(nil), ts...)
+		{"transposed tensor", func(ts []safetensors.NamedTensor) []safetensors.NamedTensor {
+			out := append([]safetensors.NamedTensor(nil), ts...)
 			for i := range out {
 				if out[i].Name == victim {
 					out[i].Shape = []int64{out[i].Shape[1], out[i].Shape[0]}
@@ -114,10 +114,10 @@ func TestLoadNamesBadTensors(t *testing.T) {
 			}
 			return out
 		}, []string{victim, "has shape", "expected"}},
-		{"stray tensor", func(ts []model.NamedTensor) []model.NamedTensor {
+		{"stray tensor", func(ts []safetensors.NamedTensor) []safetensors.NamedTensor {
 			extra := ts[len(ts)-1]
 			extra.Name = "model.layers.99.mlp.up_proj.weight"
-			return append(append([]model.NamedTensor(nil), ts...), extra)
+			return append(append([]safetensors.NamedTensor(nil), ts...), extra)
 		}, []string{"unexpected tensor model.layers.99.mlp.up_proj.weight"}},
 	}
 	for _, tc := range cases {
@@ -125,7 +125,7 @@ func TestLoadNamesBadTensors(t *testing.T) {
 			dir := t.TempDir()
 			raw, _ := os.ReadFile(filepath.Join(src, "config.json"))
 			os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644)
-			if err := model.WriteSafetensors(filepath.Join(dir, "model.safetensors"), tc.edit(weights), nil); err != nil {
+			if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), tc.edit(weights), nil); err != nil {
 				t.Fatal(err)
 			}
 			_, err := Load(rt, dir, torch.ModelOptions{})

@@ -9,12 +9,13 @@ import (
 	"path/filepath"
 
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/trainspec"
 )
 
 // IsAdapter reports whether dir is a PEFT adapter directory (it holds the adapter's config).
 func IsAdapter(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, model.PEFTConfigFile))
+	_, err := os.Stat(filepath.Join(dir, peft.ConfigFile))
 	return err == nil
 }
 
@@ -22,7 +23,7 @@ func IsAdapter(dir string) bool {
 // LoRA settings, and returns the base directory (base, or the one the adapter names when
 // base is "") and the LoRA settings it trains with (the adapter's where lora.Rank is 0).
 func ImportAdapter(dir, base string, lora trainspec.LoRA) (string, trainspec.LoRA, error) {
-	p, err := model.ReadPEFT(dir)
+	p, err := peft.Read(dir)
 	if err != nil {
 		return base, lora, err
 	}
@@ -49,7 +50,7 @@ func ImportAdapter(dir, base string, lora trainspec.LoRA) (string, trainspec.LoR
 
 // adapterBaseFor is the adapter's base: the one it names when given is "", else given,
 // which must be the local base the adapter names, if it names one.
-func adapterBaseFor(dir, given string, p *model.LoRAAdapter) (string, error) {
+func adapterBaseFor(dir, given string, p *peft.LoRAAdapter) (string, error) {
 	if given == "" {
 		base, err := AdapterBase(dir, p)
 		if err != nil {

@@ -1,6 +1,6 @@
 package hfmodel
 
-// LoRA checkpoints: a LoRA model saves as a PEFT adapter directory (model/peft.go's layout:
+// LoRA checkpoints: a LoRA model saves as a PEFT adapter directory (peft/peft.go's layout:
 // adapter_config.json naming the base directory, adapter_model.safetensors) beside
 // config.json, the tokenizer files and the adapters' optimizer state. The base is named,
 // not copied: it never changes during training.
@@ -16,7 +16,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfhub"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -38,7 +38,7 @@ func LoadAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions) (
 // openAdapter loads the adapter in dir onto base, restoring the optimizer state in
 // directory state ("": none).
 func openAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions, state string) (*Model, error) {
-	a, err := model.ReadPEFT(dir)
+	a, err := peft.Read(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -59,9 +59,9 @@ func openAdapter(rt *torch.Runtime, dir, base string, opts torch.ModelOptions, s
 // as an absolute path (a run's config.json stores it, and may be resumed from elsewhere). A
 // relative base_model_name_or_path is taken from the adapter's directory, whatever the
 // working directory: train, export and convert all read it so. umad writes absolute paths.
-func AdapterBase(dir string, a *model.LoRAAdapter) (string, error) {
+func AdapterBase(dir string, a *peft.LoRAAdapter) (string, error) {
 	if a.BaseModel == "" {
-		return "", fmt.Errorf("%s: %s names no base_model_name_or_path", dir, model.PEFTConfigFile)
+		return "", fmt.Errorf("%s: %s names no base_model_name_or_path", dir, peft.ConfigFile)
 	}
 	base := a.BaseModel
 	if !filepath.IsAbs(base) {
@@ -100,7 +100,7 @@ func cachedBase(id string) (string, bool) {
 // resumed run, or flags given); dropout, seed and BaseBF16 are always want's. The dropout the
 // adapter was trained with (PEFT's lora_dropout) is not carried over: it is a choice of the
 // run, and PPO's ratio wants none (see train's --lora-dropout).
-func AdapterSettings(dir string, a *model.LoRAAdapter, want trainspec.LoRA) (trainspec.LoRA, error) {
+func AdapterSettings(dir string, a *peft.LoRAAdapter, want trainspec.LoRA) (trainspec.LoRA, error) {
 	if a.RSLoRA {
 		return trainspec.LoRA{}, fmt.Errorf("load %s: rsLoRA adapters (alpha/sqrt(r)) are not supported by the trainer", dir)
 	}
@@ -123,15 +123,15 @@ func sameTargets(a, b []string) bool {
 }
 
 // adapterKey parses a plugin adapter name into PEFT's key and "A" or "B".
-func adapterKey(name string) (model.LoRAKey, string, error) {
-	k, ab, ok := model.ParseLoRAName(name)
+func adapterKey(name string) (peft.LoRAKey, string, error) {
+	k, ab, ok := peft.ParseLoRAName(name)
 	if !ok {
-		return model.LoRAKey{}, "", fmt.Errorf("tensor %s is not a LoRA adapter name", name)
+		return peft.LoRAKey{}, "", fmt.Errorf("tensor %s is not a LoRA adapter name", name)
 	}
 	return k, ab, nil
 }
 
-func setAdapterTensor(m *torch.Model, ti torch.TensorInfo, a *model.LoRAAdapter) error {
+func setAdapterTensor(m *torch.Model, ti torch.TensorInfo, a *peft.LoRAAdapter) error {
 	k, ab, err := adapterKey(ti.Name)
 	if err != nil {
 		return err
@@ -152,13 +152,13 @@ func setAdapterTensor(m *torch.Model, ti torch.TensorInfo, a *model.LoRAAdapter)
 
 // Adapter copies a LoRA model's adapters out of the plugin, in PEFT's terms, naming the
 // base directory the model was loaded from.
-func (m *Model) Adapter() (*model.LoRAAdapter, error) {
+func (m *Model) Adapter() (*peft.LoRAAdapter, error) {
 	l := m.Options().LoRA
 	if l.Rank == 0 {
 		return nil, errors.New("the model has no LoRA adapters")
 	}
-	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: l.Rank, Alpha: l.Alpha, Dropout: l.Dropout, BaseModel: m.base},
-		Pairs: map[model.LoRAKey]model.LoRAPair{}}
+	a := &peft.LoRAAdapter{LoRAConfig: peft.LoRAConfig{Rank: l.Rank, Alpha: l.Alpha, Dropout: l.Dropout, BaseModel: m.base},
+		Pairs: map[peft.LoRAKey]peft.LoRAPair{}}
 	for _, t := range l.Targets {
 		a.Targets = append(a.Targets, trainspec.LoRAModule(t))
 	}
@@ -200,7 +200,7 @@ func (m *Model) writeAdapter(dir string) error {
 	if err := a.WritePEFT(sub); err != nil {
 		return err
 	}
-	for _, f := range []string{model.PEFTConfigFile, model.PEFTWeightsFile} {
+	for _, f := range []string{peft.ConfigFile, peft.WeightsFile} {
 		if err := os.Rename(filepath.Join(sub, f), filepath.Join(dir, f)); err != nil {
 			return err
 		}

@@ -13,7 +13,8 @@ import (
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -48,7 +49,7 @@ func TestLoRACheckpointRoundTripIsBitExact(t *testing.T) {
 	if err := m.Save(ck); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"config.json", "tokenizer.json", model.PEFTConfigFile, model.PEFTWeightsFile, OptimizerFile} {
+	for _, f := range []string{"config.json", "tokenizer.json", peft.ConfigFile, peft.WeightsFile, OptimizerFile} {
 		if _, err := os.Stat(filepath.Join(ck, f)); err != nil {
 			t.Errorf("checkpoint lacks %s: %v", f, err)
 		}
@@ -56,12 +57,12 @@ func TestLoRACheckpointRoundTripIsBitExact(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ck, "model.safetensors")); err == nil {
 		t.Error("a LoRA checkpoint copied the frozen base")
 	}
-	peft, err := model.ReadPEFT(ck)
+	adapter, err := peft.Read(ck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if abs, _ := filepath.Abs(src); peft.BaseModel != abs || peft.Rank != 4 || peft.Alpha != 8 || len(peft.Targets) != 7 {
-		t.Errorf("adapter config %+v, want rank 4, alpha 8, 7 targets on base %s", peft.LoRAConfig, abs)
+	if abs, _ := filepath.Abs(src); adapter.BaseModel != abs || adapter.Rank != 4 || adapter.Alpha != 8 || len(adapter.Targets) != 7 {
+		t.Errorf("adapter config %+v, want rank 4, alpha 8, 7 targets on base %s", adapter.LoRAConfig, abs)
 	}
 	back, err := Load(rt, ck, loraOpts)
 	if err != nil {
@@ -140,7 +141,7 @@ func trainedStep(t *testing.T, m *Model) []byte {
 // An adapter's own lora_dropout is not the run's: dropout (like the seed and the base's
 // type) comes from the run's settings, rank, alpha and targets from the adapter.
 func TestAdapterSettingsTakeDropoutFromTheRun(t *testing.T) {
-	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj"}, Dropout: 0.05}}
+	a := &peft.LoRAAdapter{LoRAConfig: peft.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj"}, Dropout: 0.05}}
 	l, err := AdapterSettings("adapter", a, trainspec.LoRA{Seed: 7, BaseBF16: true})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func TestLoRAMergedExportMatches(t *testing.T) {
 func TestExportBaseIsThePluginsBase(t *testing.T) {
 	rt := torchtest.Open(t)
 	src := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
-	orig, err := model.OpenSafetensors(src)
+	orig, err := safetensors.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +216,16 @@ func TestExportBaseIsThePluginsBase(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		for name, ts := range map[string][]model.NamedTensor{"base": base, "merged": merged} {
-			if err := model.WriteSafetensors(filepath.Join(dir, name+".safetensors"), ts, nil); err != nil {
+		for name, ts := range map[string][]safetensors.NamedTensor{"base": base, "merged": merged} {
+			if err := safetensors.Write(filepath.Join(dir, name+".safetensors"), ts, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, err := model.OpenSafetensors(filepath.Join(dir, "base.safetensors"))
+		got, err := safetensors.Open(filepath.Join(dir, "base.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		mg, err := model.OpenSafetensors(filepath.Join(dir, "merged.safetensors"))
+		mg, err := safetensors.Open(filepath.Join(dir, "merged.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +256,7 @@ func TestExportBaseIsThePluginsBase(t *testing.T) {
 	}
 }
 
-func f32Tensor(t *testing.T, st *model.Safetensors, name string) []float32 {
+func f32Tensor(t *testing.T, st *safetensors.File, name string) []float32 {
 	t.Helper()
 	v, err := st.Tensor(name)
 	if err != nil {
@@ -279,7 +280,7 @@ func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
 		}
 	}
 	for _, named := range []string{"../../base", base} {
-		got, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: named}})
+		got, err := AdapterBase(adapter, &peft.LoRAAdapter{LoRAConfig: peft.LoRAConfig{BaseModel: named}})
 		if err != nil || got != base {
 			t.Errorf("base %q: %q, %v; want %s", named, got, err, base)
 		}
@@ -287,15 +288,15 @@ func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
 	// One rule, export's and train's: a base found only from the working directory is not
 	// the one the adapter names.
 	t.Chdir(root)
-	if _, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "base"}}); err == nil {
+	if _, err := AdapterBase(adapter, &peft.LoRAAdapter{LoRAConfig: peft.LoRAConfig{BaseModel: "base"}}); err == nil {
 		t.Error("a relative base was found from the working directory")
 	}
-	file := filepath.Join(adapter, model.PEFTConfigFile)
+	file := filepath.Join(adapter, peft.ConfigFile)
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for named, want := range map[string]string{"../nowhere": "no such file", model.PEFTConfigFile: file + " is a file"} {
-		_, err := AdapterBase(adapter, &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: named}})
+	for named, want := range map[string]string{"../nowhere": "no such file", peft.ConfigFile: file + " is a file"} {
+		_, err := AdapterBase(adapter, &peft.LoRAAdapter{LoRAConfig: peft.LoRAConfig{BaseModel: named}})
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "<nil>") {
 			t.Errorf("base %q: %v; want an error saying %q", named, err, want)
 		}
@@ -307,7 +308,7 @@ func TestAdapterBaseResolvesRelativePaths(t *testing.T) {
 func TestAdapterBaseFromHubCache(t *testing.T) {
 	cache, adapter := t.TempDir(), t.TempDir()
 	t.Setenv("HF_HUB_CACHE", cache)
-	a := &model.LoRAAdapter{LoRAConfig: model.LoRAConfig{BaseModel: "org/base"}}
+	a := &peft.LoRAAdapter{LoRAConfig: peft.LoRAConfig{BaseModel: "org/base"}}
 	if _, err := AdapterBase(adapter, a); err == nil || !strings.Contains(err.Error(), "nor in the Hugging Face cache") {
 		t.Errorf("an id in no cache: %v", err)
 	}

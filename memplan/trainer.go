@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/umad-dev/umad/arch"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -23,7 +23,7 @@ func (a Agent) targets() []string {
 
 // projection is a projection's input and output widths (a target checked by New).
 func (a Agent) projection(name string) (in, out int64) {
-	i, o, _ := model.LoRATargetDims(a.Shape, trainspec.LoRAModule(name))
+	i, o, _ := peft.LoRATargetDims(a.Shape, trainspec.LoRAModule(name))
 	return int64(i), int64(o)
 }
 

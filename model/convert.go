@@ -12,6 +12,7 @@ import (
 
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // convertChunkBytes is how much of a tensor is converted at a time: large enough for disk
@@ -65,7 +66,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := OpenSafetensors(dir)
+	st, err := safetensors.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkHFTensors(st, wm, s); err != nil {
+	if err := CheckHFTensors(st, wm, s); err != nil {
 		return err
 	}
 	w, err := gguf.CreateGGUF(out)
@@ -93,8 +94,8 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 		return err
 	}
 	for i, name := range wm.HFNames() {
-		e := st.entries[name]
-		to, err := wm.Target(name, e.shape)
+		shape, _ := st.Shape(name)
+		to, err := wm.Target(name, shape)
 		if err != nil {
 			return err
 		}
@@ -150,19 +151,20 @@ func (t *HFTokenizer) fitConfig(cfg *HFConfig, vocabSize int) error {
 	return nil
 }
 
-// checkHFTensors requires every tensor the architecture needs, with its shape and a float
+// CheckHFTensors requires every tensor the architecture needs, with its shape and a float
 // dtype, and refuses tensors the conversion would silently drop.
-func checkHFTensors(st *Safetensors, wm *WeightMap, s Shape) error {
+func CheckHFTensors(st *safetensors.File, wm *WeightMap, s Shape) error {
 	for _, t := range wm.layout {
-		e, ok := st.entries[t.hfName]
+		shape, ok := st.Shape(t.Name)
 		if !ok {
-			return fmt.Errorf("safetensors: tensor %q is missing", t.hfName)
+			return fmt.Errorf("safetensors: tensor %q is missing", t.Name)
 		}
-		if !slices.Equal(e.shape, t.shape) {
-			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.hfName, e.shape, t.shape)
+		if !slices.Equal(shape, t.Shape) {
+			return fmt.Errorf("safetensors: tensor %q has shape %v, config.json implies %v", t.Name, shape, t.Shape)
 		}
-		if _, err := ggmlTypeOfDType(e.dtype); err != nil {
-			return fmt.Errorf("safetensors: tensor %q: %w", t.hfName, err)
+		dtype, _ := st.DType(t.Name)
+		if _, err := dtype.GGMLType(); err != nil {
+			return fmt.Errorf("safetensors: tensor %q: %w", t.Name, err)
 		}
 	}
 	for _, name := range st.Names() {
@@ -171,18 +173,6 @@ func checkHFTensors(st *Safetensors, wm *WeightMap, s Shape) error {
 		}
 	}
 	return nil
-}
-
-func ggmlTypeOfDType(d DType) (gguf.GGMLType, error) {
-	switch d {
-	case F32:
-		return gguf.TypeF32, nil
-	case F16:
-		return gguf.TypeF16, nil
-	case BF16:
-		return gguf.TypeBF16, nil
-	}
-	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
 }
 
 // matrixType is the GGUF type of a tensor: vectors stay F32; a Q8_0 matrix whose rows are
@@ -198,14 +188,18 @@ func matrixType(want gguf.GGMLType, shape []int64) gguf.GGMLType {
 }
 
 // hfTensorWriter streams one safetensors tensor into the GGUF through the weight map.
-func hfTensorWriter(st *Safetensors, wm *WeightMap, name string) gguf.WriteFunc {
+func hfTensorWriter(st *safetensors.File, wm *WeightMap, name string) gguf.WriteFunc {
 	return func(w io.Writer) error {
-		e := st.entries[name]
-		src, err := ggmlTypeOfDType(e.dtype)
+		dtype, _ := st.DType(name)
+		src, err := dtype.GGMLType()
 		if err != nil {
 			return err
 		}
-		return wm.Convert(w, name, src, io.NewSectionReader(e.file.r, e.file.dataStart+e.begin, e.end-e.begin))
+		r, err := st.Reader(name)
+		if err != nil {
+			return err
+		}
+		return wm.Convert(w, name, src, r)
 	}
 }
 
@@ -292,6 +286,13 @@ func convertParallel(src, dst gguf.GGMLType, raw []byte, rowBytes int64) ([]byte
 		return nil, err
 	}
 	return slices.Concat(parts...), nil
+}
+
+// InterleaveHeads copies an F32 matrix of the given PyTorch shape from r to w with the rows of
+// each of its heads in llama.cpp's rotary order, as the converter writes Llama's q/k weights
+// (and a LoRA B, whose rows are its weight's).
+func InterleaveHeads(w io.Writer, r io.Reader, shape []int64, heads int) error {
+	return convertRows(w, r, gguf.TypeF32, gguf.TypeF32, shape, heads, interleaveRows)
 }
 
 // interleaveRows reorders one head's rows from Hugging Face's rotate-half layout, where

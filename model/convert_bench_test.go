@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // BenchmarkConvert3B converts a random-weight checkpoint with Qwen2.5-3B's real shapes
@@ -40,14 +41,14 @@ func BenchmarkConvert3B(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var named []NamedTensor
+	var named []safetensors.NamedTensor
 	var total int64
 	for _, t := range tinyTensors(s, 0) {
-		n, _ := shapeBytes(t.shape, 2)
+		n, _ := safetensors.TensorBytes(t.Shape, 2)
 		total += n
-		named = append(named, NamedTensor{Name: t.hfName, DType: BF16, Shape: t.shape, Write: randomBF16(n, t.seed)})
+		named = append(named, safetensors.NamedTensor{Name: t.Name, DType: safetensors.BF16, Shape: t.Shape, Write: randomBF16(n, t.seed)})
 	}
-	if err := WriteSafetensors(filepath.Join(dir, stSingleName), named, nil); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, safetensors.FileName), named, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("checkpoint: %.2f GB of BF16 in %s", float64(total)/1e9, dir)
@@ -56,7 +57,7 @@ func BenchmarkConvert3B(b *testing.B) {
 	b.Run("copy", func(b *testing.B) {
 		b.SetBytes(total)
 		for range b.N {
-			copyFile(b, filepath.Join(dir, stSingleName), filepath.Join(b.TempDir(), "copy"))
+			copyFile(b, filepath.Join(dir, safetensors.FileName), filepath.Join(b.TempDir(), "copy"))
 		}
 	})
 	b.Run("hf2gguf-bf16", func(b *testing.B) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // DefaultShardBytes is the size above which GGUFToHF shards the weights, as transformers'
@@ -23,7 +25,7 @@ const DefaultShardBytes = 5_000_000_000
 type GGUFToHFOptions struct {
 	// DType of the safetensors weights; "" keeps the type of the GGUF's token embedding
 	// (vectors that GGUF keeps in F32 are narrowed to it, exactly when they came from it).
-	DType DType
+	DType safetensors.DType
 	// ShardBytes is the largest single model.safetensors; above it the weights are sharded
 	// with an index. 0 means DefaultShardBytes.
 	ShardBytes int64
@@ -51,7 +53,7 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	if err != nil {
 		return err
 	}
-	layout := tinyTensors(s, 0)
+	layout := s.Tensors()
 	dtype, err := hfDType(g, layout, opt.DType)
 	if err != nil {
 		return err
@@ -66,11 +68,11 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	named := make([]NamedTensor, len(layout))
+	named := make([]safetensors.NamedTensor, len(layout))
 	var total int64
 	for i, t := range layout {
-		named[i] = NamedTensor{Name: t.hfName, DType: dtype, Shape: t.shape, Write: reporting(opt.Progress, i, len(layout), t.hfName, ggufTensorWriter(g, t, dtype))}
-		n, err := shapeBytes(t.shape, dtypeBytes[dtype])
+		named[i] = safetensors.NamedTensor{Name: t.Name, DType: dtype, Shape: t.Shape, Write: reporting(opt.Progress, i, len(layout), t.Name, ggufTensorWriter(g, t, dtype))}
+		n, err := safetensors.TensorBytes(t.Shape, dtype.Size())
 		if err != nil {
 			return err
 		}
@@ -82,14 +84,28 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	}
 	meta := map[string]string{"format": "pt"}
 	if total > shard {
-		err = WriteSafetensorsSharded(dir, named, meta, shard)
+		err = safetensors.WriteSharded(dir, named, meta, shard)
 	} else {
-		err = WriteSafetensors(filepath.Join(dir, stSingleName), named, meta)
+		err = safetensors.Write(filepath.Join(dir, safetensors.FileName), named, meta)
 	}
 	if err != nil {
 		return err
 	}
 	return writeHFTokenizerAndConfig(dir, s, tok, dtype)
+}
+
+// ReadGGUFShape reads the shape of a GGUF model from its metadata.
+func ReadGGUFShape(path string) (Shape, error) {
+	g, err := gguf.OpenGGUF(path)
+	if err != nil {
+		return Shape{}, err
+	}
+	defer g.Close()
+	s, err := ggufShape(g)
+	if err != nil {
+		return Shape{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
 }
 
 // ggufShape reads the architecture's hyperparameters under llama.cpp's key names.
@@ -212,7 +228,7 @@ func ggufRopeScaling(g *gguf.GGUF, s Shape) (*RopeScaling, error) {
 }
 
 // hfDType picks the output dtype and checks that every tensor converts to it.
-func hfDType(g *gguf.GGUF, layout []tinyTensor, want DType) (DType, error) {
+func hfDType(g *gguf.GGUF, layout []TensorSpec, want safetensors.DType) (safetensors.DType, error) {
 	if len(g.Tensors) == 0 {
 		return "", errors.New("the file has no tensors (a vocabulary-only GGUF?)")
 	}
@@ -222,28 +238,28 @@ func hfDType(g *gguf.GGUF, layout []tinyTensor, want DType) (DType, error) {
 		}
 	}
 	if want != "" {
-		if _, err := ggmlTypeOfDType(want); err != nil {
+		if _, err := want.GGMLType(); err != nil {
 			return "", err
 		}
 		return want, nil
 	}
-	emb, ok := g.Tensor(layout[0].ggufName)
+	emb, ok := g.Tensor(layout[0].GGUFName)
 	if !ok {
-		return "", fmt.Errorf("tensor %q is missing", layout[0].ggufName)
+		return "", fmt.Errorf("tensor %q is missing", layout[0].GGUFName)
 	}
-	return map[gguf.GGMLType]DType{gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16}[emb.Type], nil
+	return map[gguf.GGMLType]safetensors.DType{gguf.TypeF32: safetensors.F32, gguf.TypeF16: safetensors.F16, gguf.TypeBF16: safetensors.BF16}[emb.Type], nil
 }
 
-func checkGGUFTensors(g *gguf.GGUF, layout []tinyTensor, s Shape) error {
+func checkGGUFTensors(g *gguf.GGUF, layout []TensorSpec, s Shape) error {
 	want := map[string]bool{"rope_freqs.weight": s.RopeScaling != nil}
 	for _, t := range layout {
-		want[t.ggufName] = true
-		info, ok := g.Tensor(t.ggufName)
+		want[t.GGUFName] = true
+		info, ok := g.Tensor(t.GGUFName)
 		if !ok {
-			return fmt.Errorf("tensor %q is missing", t.ggufName)
+			return fmt.Errorf("tensor %q is missing", t.GGUFName)
 		}
-		if !slices.Equal(info.Dims, ggmlDims(t.shape)) {
-			return fmt.Errorf("tensor %q has dims %v, the metadata implies %v", t.ggufName, info.Dims, ggmlDims(t.shape))
+		if !slices.Equal(info.Dims, ggmlDims(t.Shape)) {
+			return fmt.Errorf("tensor %q has dims %v, the metadata implies %v", t.GGUFName, info.Dims, ggmlDims(t.Shape))
 		}
 	}
 	for _, t := range g.Tensors {
@@ -254,10 +270,10 @@ func checkGGUFTensors(g *gguf.GGUF, layout []tinyTensor, s Shape) error {
 	return nil
 }
 
-func ggufTensorWriter(g *gguf.GGUF, t tinyTensor, dtype DType) gguf.WriteFunc {
+func ggufTensorWriter(g *gguf.GGUF, t TensorSpec, dtype safetensors.DType) gguf.WriteFunc {
 	return func(w io.Writer) error {
-		info, _ := g.Tensor(t.ggufName) // checked by checkGGUFTensors
-		dst, err := ggmlTypeOfDType(dtype)
+		info, _ := g.Tensor(t.GGUFName) // checked by checkGGUFTensors
+		dst, err := dtype.GGMLType()
 		if err != nil {
 			return err
 		}
@@ -265,7 +281,7 @@ func ggufTensorWriter(g *gguf.GGUF, t tinyTensor, dtype DType) gguf.WriteFunc {
 		if t.offset != 0 || t.scale != 0 {
 			return shiftVector(w, r, info.Type, dst, t, false)
 		}
-		return convertRows(w, r, info.Type, dst, t.shape, t.permuteHeads, deinterleaveRows)
+		return convertRows(w, r, info.Type, dst, t.Shape, t.PermuteHeads, deinterleaveRows)
 	}
 }
 
@@ -388,7 +404,7 @@ func ggufSPM(g *gguf.GGUF, v *vocab, fam *family) error {
 
 // writeHFTokenizerAndConfig writes the JSON files of the HF directory. The [PADn] tokens that
 // only fill the embedding are left out of tokenizer.json, as in the checkpoints they came from.
-func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype DType) error {
+func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype safetensors.DType) error {
 	v := *tok.voc
 	n := len(v.tokens)
 	for n > 0 && v.types[n-1] == tokenUnused {
@@ -397,7 +413,7 @@ func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype DTyp
 	v.tokens, v.types = v.tokens[:n], v.types[:n]
 	ids := tok.specialIDs()
 	cfg := hfConfigOf(s, ids)
-	cfg.TorchDType = map[DType]string{F32: "float32", F16: "float16", BF16: "bfloat16"}[dtype]
+	cfg.TorchDType = map[safetensors.DType]string{safetensors.F32: "float32", safetensors.F16: "float16", safetensors.BF16: "bfloat16"}[dtype]
 	if tok.BOS < 0 {
 		cfg.BOSTokenID = nil
 	}
@@ -432,7 +448,7 @@ func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype DTyp
 		{"tokenizer.json", hfTokenizerJSON(&v, tok.fam, ids)},
 		{"tokenizer_config.json", tc},
 	} {
-		if err := writeJSON(filepath.Join(dir, f.name), f.v); err != nil {
+		if err := jsonfile.Write(filepath.Join(dir, f.name), f.v); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 func writeTinyForTest(t *testing.T, arch string) string {
@@ -27,12 +29,12 @@ func writeTinyForTest(t *testing.T, arch string) string {
 // sameTensors requires a and b to hold the same tensors with identical bytes.
 func sameSafetensors(t *testing.T, a, b string) {
 	t.Helper()
-	sa, err := OpenSafetensors(a)
+	sa, err := safetensors.Open(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sa.Close()
-	sb, err := OpenSafetensors(b)
+	sb, err := safetensors.Open(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +149,12 @@ func toBF16Dir(t *testing.T, src string) string {
 			t.Fatal(err)
 		}
 	}
-	st, err := OpenSafetensors(src)
+	st, err := safetensors.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var named []NamedTensor
+	var named []safetensors.NamedTensor
 	for _, name := range st.Names() {
 		tv, _ := st.Tensor(name)
 		vals, err := tv.F32()
@@ -160,9 +162,9 @@ func toBF16Dir(t *testing.T, src string) string {
 			t.Fatal(err)
 		}
 		raw, _ := gguf.EncodeTensor(gguf.TypeBF16, vals)
-		named = append(named, NamedTensor{Name: name, DType: BF16, Shape: tv.Shape, Write: gguf.Bytes(raw)})
+		named = append(named, safetensors.NamedTensor{Name: name, DType: safetensors.BF16, Shape: tv.Shape, Write: gguf.Bytes(raw)})
 	}
-	if err := WriteSafetensors(filepath.Join(dst, "model.safetensors"), named, nil); err != nil {
+	if err := safetensors.Write(filepath.Join(dst, "model.safetensors"), named, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dst
@@ -221,14 +223,14 @@ func TestGGUFToHFSharded(t *testing.T) {
 	if err := GGUFToHF(filepath.Join(dir, "model.gguf"), back, GGUFToHFOptions{ShardBytes: 100_000, Progress: progress}); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := DefaultShape(ArchLlama); len(reported) != len(tinyTensors(s, 0)) {
-		t.Errorf("progress reported %d tensors, the model has %d", len(reported), len(tinyTensors(s, 0)))
+	if s, _ := DefaultShape(ArchLlama); len(reported) != len(s.Tensors()) {
+		t.Errorf("progress reported %d tensors, the model has %d", len(reported), len(s.Tensors()))
 	}
 	shards, _ := filepath.Glob(filepath.Join(back, "model-*-of-*.safetensors"))
 	if len(shards) < 2 {
 		t.Fatalf("%d shards, want several for a 100 kB limit", len(shards))
 	}
-	if _, err := os.Stat(filepath.Join(back, stSingleName)); err == nil {
+	if _, err := os.Stat(filepath.Join(back, safetensors.FileName)); err == nil {
 		t.Error("model.safetensors written beside the shards")
 	}
 	sameSafetensors(t, filepath.Join(dir, "hf"), back)
@@ -314,7 +316,7 @@ func TestHFToGGUFBadInput(t *testing.T) {
 			editJSON(t, filepath.Join(hf, "config.json"), func(m map[string]any) { m["vocab_size"] = m["vocab_size"].(float64) + 64 })
 		}, HFToGGUFOptions{}, []string{"model.embed_tokens.weight", "shape"}},
 		{"integer weights", func(t *testing.T, hf string) {
-			rewriteTensor(t, hf, "model.norm.weight", I32)
+			rewriteTensor(t, hf, "model.norm.weight", safetensors.I32)
 		}, HFToGGUFOptions{}, []string{"model.norm.weight", "I32"}},
 		{"unknown extra tensor", func(t *testing.T, hf string) {
 			addTensor(t, hf, "model.layers.0.mlp.experts.weight")
@@ -344,9 +346,9 @@ func TestHFToGGUFBadInput(t *testing.T) {
 
 // rewriteTensor stores one tensor of hf/model.safetensors with another dtype of the same
 // element size.
-func rewriteTensor(t *testing.T, hf, name string, dtype DType) {
+func rewriteTensor(t *testing.T, hf, name string, dtype safetensors.DType) {
 	t.Helper()
-	mutateSafetensors(t, hf, func(ts []NamedTensor, views map[string]TensorView) []NamedTensor {
+	mutateSafetensors(t, hf, func(ts []safetensors.NamedTensor, views map[string]safetensors.TensorView) []safetensors.NamedTensor {
 		for i := range ts {
 			if ts[i].Name == name {
 				ts[i].DType = dtype
@@ -358,26 +360,26 @@ func rewriteTensor(t *testing.T, hf, name string, dtype DType) {
 
 func addTensor(t *testing.T, hf, name string) {
 	t.Helper()
-	mutateSafetensors(t, hf, func(ts []NamedTensor, _ map[string]TensorView) []NamedTensor {
-		return append(ts, NamedTensor{Name: name, DType: F32, Shape: []int64{2}, Write: gguf.Bytes(make([]byte, 8))})
+	mutateSafetensors(t, hf, func(ts []safetensors.NamedTensor, _ map[string]safetensors.TensorView) []safetensors.NamedTensor {
+		return append(ts, safetensors.NamedTensor{Name: name, DType: safetensors.F32, Shape: []int64{2}, Write: gguf.Bytes(make([]byte, 8))})
 	})
 }
 
-func mutateSafetensors(t *testing.T, hf string, edit func([]NamedTensor, map[string]TensorView) []NamedTensor) {
+func mutateSafetensors(t *testing.T, hf string, edit func([]safetensors.NamedTensor, map[string]safetensors.TensorView) []safetensors.NamedTensor) {
 	t.Helper()
-	st, err := OpenSafetensors(hf)
+	st, err := safetensors.Open(hf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	views := map[string]TensorView{}
-	var ts []NamedTensor
+	views := map[string]safetensors.TensorView{}
+	var ts []safetensors.NamedTensor
 	for _, name := range st.Names() {
 		v, _ := st.Tensor(name)
 		views[name] = v
-		ts = append(ts, NamedTensor{Name: name, DType: v.DType, Shape: v.Shape, Write: gguf.Bytes(v.Data)})
+		ts = append(ts, safetensors.NamedTensor{Name: name, DType: v.DType, Shape: v.Shape, Write: gguf.Bytes(v.Data)})
 	}
 	st.Close()
-	if err := WriteSafetensors(filepath.Join(hf, stSingleName), edit(ts, views), nil); err != nil {
+	if err := safetensors.Write(filepath.Join(hf, safetensors.FileName), edit(ts, views), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -524,15 +526,15 @@ func realTokenizerHF(t *testing.T, name string, arch Arch, vocabSize int) string
 	s, _ := DefaultShape(arch)
 	s.Vocab, s.Hidden, s.Layers, s.FFN = vocabSize, 32, 1, 32
 	s.Heads, s.KVHeads, s.HeadDim = 2, 1, 16
-	if err := writeJSON(filepath.Join(dir, "config.json"), hfConfigOf(s, specialIDs{})); err != nil {
+	if err := jsonfile.Write(filepath.Join(dir, "config.json"), hfConfigOf(s, specialIDs{})); err != nil {
 		t.Fatal(err)
 	}
-	var named []NamedTensor
-	for _, tt := range tinyTensors(s, 0) {
-		n, _ := shapeBytes(tt.shape, 4)
-		named = append(named, NamedTensor{Name: tt.hfName, DType: F32, Shape: tt.shape, Write: gguf.Bytes(make([]byte, n))})
+	var named []safetensors.NamedTensor
+	for _, tt := range s.Tensors() {
+		n, _ := safetensors.TensorBytes(tt.Shape, 4)
+		named = append(named, safetensors.NamedTensor{Name: tt.Name, DType: safetensors.F32, Shape: tt.Shape, Write: gguf.Bytes(make([]byte, n))})
 	}
-	if err := WriteSafetensors(filepath.Join(dir, stSingleName), named, nil); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, safetensors.FileName), named, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -109,3 +109,16 @@ func addKVs(w *gguf.GGUFWriter, kvs []gguf.KV) error {
 	}
 	return nil
 }
+
+// addRopeFreqs adds the rope_freqs tensor of a shape with Llama 3 rope scaling: llama.cpp
+// applies that scaling through this tensor, not through keys.
+func addRopeFreqs(w *gguf.GGUFWriter, s Shape) error {
+	if s.RopeScaling == nil {
+		return nil
+	}
+	factors, err := gguf.EncodeTensor(gguf.TypeF32, s.llama3RopeFactors())
+	if err != nil {
+		return err
+	}
+	return w.AddTensor("rope_freqs.weight", gguf.TypeF32, []int64{int64(s.HeadDim / 2)}, factors)
+}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/umad-dev/umad/internal/jsonfile"
 )
 
 // tokenUnused is llama_token_type's UNUSED: the [PADn] entries that fill a vocabulary up to
@@ -89,7 +91,7 @@ func LoadHFTokenizer(dir string) (*HFTokenizer, error) {
 }
 
 func loadHFTokenizer(dir string) (*HFTokenizer, error) {
-	raw, err := readLimited(filepath.Join(dir, "tokenizer.json"), hfTokenizerMaxBytes)
+	raw, err := jsonfile.Read(filepath.Join(dir, "tokenizer.json"), hfTokenizerMaxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,7 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 	if err := json.Unmarshal(raw, &tj); err != nil {
 		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
 	}
-	raw, err = readLimited(filepath.Join(dir, "tokenizer_config.json"), hfTokenizerMaxBytes)
+	raw, err = jsonfile.Read(filepath.Join(dir, "tokenizer_config.json"), hfTokenizerMaxBytes)
 	if err != nil {
 		return nil, err
 	}

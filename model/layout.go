@@ -1,19 +1,34 @@
 package model
 
-// The weights a shape has, for whoever sizes a model without loading one (the memory plan).
+// The weights a shape has, under their Hugging Face and GGUF names: the layout the converter,
+// the weight map and the tiny models share, and the sizes for whoever sizes a model without
+// loading one (the memory plan).
 
 import (
 	"errors"
 	"slices"
+	"strconv"
 
 	"github.com/umad-dev/umad/gguf"
 )
 
-// TensorSpec is one weight of a checkpoint: its Hugging Face name and its shape (PyTorch
-// order).
+// TensorSpec is one weight of a checkpoint: its Hugging Face name, its shape (PyTorch
+// order) and how the converter writes it to GGUF.
 type TensorSpec struct {
 	Name  string
 	Shape []int64
+	// GGUFName is the tensor's name in llama.cpp's GGUF.
+	GGUFName string
+	// PermuteHeads > 0 marks Llama's q/k projections, whose rows of each of that many heads
+	// the GGUF holds in llama.cpp's rotary order (InterleaveHeads).
+	PermuteHeads int
+	norm         bool // a norm weight (~1) rather than a projection (~0)
+	// offset is added to a norm weight in the GGUF (Gemma's HF weights are the scale - 1).
+	offset float32
+	// scale multiplies a q-norm weight in the GGUF after its offset (Shape.queryNormScale):
+	// llama.cpp's attention scale is fixed, so a Gemma 3 query scalar it does not use is
+	// folded into q. 0: none.
+	scale float32
 }
 
 // Elems is the tensor's element count.
@@ -27,11 +42,67 @@ func (t TensorSpec) Elems() int64 {
 
 // Tensors lists the shape's checkpoint weights in checkpoint order (tied embeddings once).
 func (s Shape) Tensors() []TensorSpec {
-	var out []TensorSpec
-	for _, t := range tinyTensors(s, 0) {
-		out = append(out, TensorSpec{Name: t.hfName, Shape: t.shape})
+	H, V, F, D := int64(s.Hidden), int64(s.Vocab), int64(s.FFN), int64(s.HeadDim)
+	q, kv := int64(s.Heads)*D, int64(s.KVHeads)*D
+	d, _ := s.Arch.desc()
+	permQ, permK := 0, 0
+	if d.PermuteQK {
+		permQ, permK = s.Heads, s.KVHeads
 	}
-	return out
+	var ts []TensorSpec
+	add := func(hf, gguf string, norm bool, perm int, shape ...int64) {
+		t := TensorSpec{Name: hf, GGUFName: gguf, Shape: shape, norm: norm, PermuteHeads: perm}
+		if norm {
+			t.offset = float32(d.NormOffset)
+		}
+		ts = append(ts, t)
+	}
+	add("model.embed_tokens.weight", "token_embd.weight", false, 0, V, H)
+	for i := range s.Layers {
+		hp := "model.layers." + strconv.Itoa(i) + "."
+		gp := "blk." + strconv.Itoa(i) + "."
+		add(hp+"input_layernorm.weight", gp+"attn_norm.weight", true, 0, H)
+		add(hp+"self_attn.q_proj.weight", gp+"attn_q.weight", false, permQ, q, H)
+		add(hp+"self_attn.k_proj.weight", gp+"attn_k.weight", false, permK, kv, H)
+		add(hp+"self_attn.v_proj.weight", gp+"attn_v.weight", false, 0, kv, H)
+		if s.QKVBias {
+			add(hp+"self_attn.q_proj.bias", gp+"attn_q.bias", false, permQ, q)
+			add(hp+"self_attn.k_proj.bias", gp+"attn_k.bias", false, permK, kv)
+			add(hp+"self_attn.v_proj.bias", gp+"attn_v.bias", false, 0, kv)
+		}
+		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
+		if d.QKNorm {
+			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
+			if c := s.queryNormScale(); c != 1 {
+				ts[len(ts)-1].scale = c
+			}
+			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
+		}
+		if d.SandwichNorm {
+			add(hp+"post_attention_layernorm.weight", gp+"post_attention_norm.weight", true, 0, H)
+			add(hp+"pre_feedforward_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
+		} else {
+			add(hp+"post_attention_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
+		}
+		add(hp+"mlp.gate_proj.weight", gp+"ffn_gate.weight", false, 0, F, H)
+		add(hp+"mlp.up_proj.weight", gp+"ffn_up.weight", false, 0, F, H)
+		add(hp+"mlp.down_proj.weight", gp+"ffn_down.weight", false, 0, H, F)
+		if d.SandwichNorm {
+			add(hp+"post_feedforward_layernorm.weight", gp+"post_ffw_norm.weight", true, 0, H)
+		}
+	}
+	add("model.norm.weight", "output_norm.weight", true, 0, H)
+	if !s.TiedEmbeddings {
+		add("lm_head.weight", "output.weight", false, 0, V, H)
+	}
+	return ts
+}
+
+// ggmlDims reverses a PyTorch shape into ggml order; the bytes stay the same.
+func ggmlDims(shape []int64) []int64 {
+	d := slices.Clone(shape)
+	slices.Reverse(d)
+	return d
 }
 
 // Params is the parameter count (tied embeddings counted once).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // GGUFBytes is what the converter writes: the tensor data of real GGUF files of each
@@ -22,7 +23,7 @@ func TestGGUFBytesMatchConvertedFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := OpenSafetensors(hf)
+		st, err := safetensors.Open(hf)
 		if err != nil {
 			t.Fatal(err)
 		}

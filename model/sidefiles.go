@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // TokenizerFiles are the files beside a Hugging Face checkpoint's weights that describe its
@@ -47,7 +49,7 @@ func RemoveHFFiles(dir string) error {
 	if err != nil {
 		return err
 	}
-	names := append([]string{"config.json", stIndexName}, TokenizerFiles...)
+	names := append([]string{"config.json", safetensors.IndexName}, TokenizerFiles...)
 	for _, n := range names {
 		shards = append(shards, filepath.Join(dir, n))
 	}

@@ -10,12 +10,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 
-	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // TinyOptions configures WriteTiny.
@@ -120,25 +119,25 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, tok, tensors); err != nil {
 		return err
 	}
-	named := make([]NamedTensor, len(tensors))
+	named := make([]safetensors.NamedTensor, len(tensors))
 	for i, t := range tensors {
-		named[i] = NamedTensor{Name: t.hfName, DType: F32, Shape: t.shape, Write: t.writer(false)}
+		named[i] = safetensors.NamedTensor{Name: t.Name, DType: safetensors.F32, Shape: t.Shape, Write: t.writer(false)}
 	}
-	if err := WriteSafetensors(filepath.Join(hfDir, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
+	if err := safetensors.Write(filepath.Join(hfDir, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(hfDir, "config.json"), hfConfigOf(s, ids)); err != nil {
+	if err := jsonfile.Write(filepath.Join(hfDir, "config.json"), hfConfigOf(s, ids)); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(hfDir, "generation_config.json"), map[string]any{
+	if err := jsonfile.Write(filepath.Join(hfDir, "generation_config.json"), map[string]any{
 		"bos_token_id": ids.bos, "eos_token_id": ids.eos, "pad_token_id": ids.pad,
 	}); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(hfDir, "tokenizer.json"), hfTokenizerJSON(voc, fam, ids)); err != nil {
+	if err := jsonfile.Write(filepath.Join(hfDir, "tokenizer.json"), hfTokenizerJSON(voc, fam, ids)); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
+	return jsonfile.Write(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
 }
 
 func tinyShape(opt TinyOptions) (Shape, error) {
@@ -158,139 +157,21 @@ func tinyShape(opt TinyOptions) (Shape, error) {
 	return s, nil
 }
 
-// family is a tokenizer of the registry (arch.Tokenizer) in hand: a loaded checkpoint's
-// takes its special tokens' texts, BOS rule and unknown token from its own files.
-type family struct{ arch.Tokenizer }
-
-// families are the registry's tokenizers, in registry order.
-func families() []family {
-	var out []family
-	for _, t := range arch.Tokenizers() {
-		out = append(out, family{t})
-	}
-	return out
-}
-
-// familyOf is the tokenizer family of architecture a (a supported one: the shape was
-// validated).
-func familyOf(a Arch) family {
-	d, _ := a.desc()
-	return family{d.Tokenizer}
-}
-
-// specials are the family's special tokens: a SentencePiece one's own, and for byte-level
-// BPE those of every BPE family, so that one vocabulary serves each family's chat template.
-func (f family) specials() []specialToken {
-	var out []specialToken
-	for _, t := range families() {
-		if t.SPM == f.SPM && (!f.SPM || t.Name == f.Name) {
-			for _, sp := range t.Specials {
-				out = append(out, specialToken{sp.Text, int32(sp.Type)})
-			}
-		}
-	}
-	return out
-}
-
-type specialIDs struct{ bos, eos, pad int }
-
-func (f family) ids(v *vocab) (specialIDs, error) {
-	var ids specialIDs
-	for _, x := range []struct {
-		text string
-		id   *int
-	}{{f.BOS, &ids.bos}, {f.EOS, &ids.eos}, {f.PAD, &ids.pad}} {
-		if *x.id = v.id(x.text); *x.id < 0 {
-			return ids, fmt.Errorf("special token %q is not in the vocabulary", x.text)
-		}
-	}
-	return ids, nil
-}
-
-// tinyTensor is one weight under its Hugging Face and GGUF names. Its values come from an
-// RNG seeded by (seed, HF name), so both files get the same numbers without holding the model
-// in memory.
+// tinyTensor is one weight of a tiny model. Its values come from an RNG seeded by (seed, HF
+// name), so both files get the same numbers without holding the model in memory.
 type tinyTensor struct {
-	hfName   string
-	ggufName string
-	shape    []int64 // PyTorch order
-	norm     bool    // a norm weight (~1) rather than a projection (~0)
-	seed     uint64
-	// permuteHeads > 0 marks Llama's q/k projections: for GGUF the rows of each of that many
-	// heads go from HF's rotate-half order to llama.cpp's interleaved-pair order.
-	permuteHeads int
-	// offset is added to a norm weight in the GGUF (Gemma's HF weights are the scale - 1).
-	offset float32
-	// scale multiplies a q-norm weight in the GGUF after its offset (Shape.queryNormScale):
-	// llama.cpp's attention scale is fixed, so a Gemma 3 query scalar it does not use is
-	// folded into q. 0: none.
-	scale float32
+	TensorSpec
+	seed uint64
 }
 
 func tinyTensors(s Shape, seed uint64) []tinyTensor {
-	H, V, F, D := int64(s.Hidden), int64(s.Vocab), int64(s.FFN), int64(s.HeadDim)
-	q, kv := int64(s.Heads)*D, int64(s.KVHeads)*D
-	d, _ := s.Arch.desc()
-	permQ, permK := 0, 0
-	if d.PermuteQK {
-		permQ, permK = s.Heads, s.KVHeads
-	}
 	var ts []tinyTensor
-	add := func(hf, gguf string, norm bool, perm int, shape ...int64) {
+	for _, t := range s.Tensors() {
 		h := fnv.New64a()
-		h.Write([]byte(hf))
-		t := tinyTensor{hfName: hf, ggufName: gguf, shape: shape, norm: norm, seed: seed ^ h.Sum64(), permuteHeads: perm}
-		if norm {
-			t.offset = float32(d.NormOffset)
-		}
-		ts = append(ts, t)
-	}
-	add("model.embed_tokens.weight", "token_embd.weight", false, 0, V, H)
-	for i := range s.Layers {
-		hp := "model.layers." + strconv.Itoa(i) + "."
-		gp := "blk." + strconv.Itoa(i) + "."
-		add(hp+"input_layernorm.weight", gp+"attn_norm.weight", true, 0, H)
-		add(hp+"self_attn.q_proj.weight", gp+"attn_q.weight", false, permQ, q, H)
-		add(hp+"self_attn.k_proj.weight", gp+"attn_k.weight", false, permK, kv, H)
-		add(hp+"self_attn.v_proj.weight", gp+"attn_v.weight", false, 0, kv, H)
-		if s.QKVBias {
-			add(hp+"self_attn.q_proj.bias", gp+"attn_q.bias", false, permQ, q)
-			add(hp+"self_attn.k_proj.bias", gp+"attn_k.bias", false, permK, kv)
-			add(hp+"self_attn.v_proj.bias", gp+"attn_v.bias", false, 0, kv)
-		}
-		add(hp+"self_attn.o_proj.weight", gp+"attn_output.weight", false, 0, H, q)
-		if d.QKNorm {
-			add(hp+"self_attn.q_norm.weight", gp+"attn_q_norm.weight", true, 0, D)
-			if c := s.queryNormScale(); c != 1 {
-				ts[len(ts)-1].scale = c
-			}
-			add(hp+"self_attn.k_norm.weight", gp+"attn_k_norm.weight", true, 0, D)
-		}
-		if d.SandwichNorm {
-			add(hp+"post_attention_layernorm.weight", gp+"post_attention_norm.weight", true, 0, H)
-			add(hp+"pre_feedforward_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
-		} else {
-			add(hp+"post_attention_layernorm.weight", gp+"ffn_norm.weight", true, 0, H)
-		}
-		add(hp+"mlp.gate_proj.weight", gp+"ffn_gate.weight", false, 0, F, H)
-		add(hp+"mlp.up_proj.weight", gp+"ffn_up.weight", false, 0, F, H)
-		add(hp+"mlp.down_proj.weight", gp+"ffn_down.weight", false, 0, H, F)
-		if d.SandwichNorm {
-			add(hp+"post_feedforward_layernorm.weight", gp+"post_ffw_norm.weight", true, 0, H)
-		}
-	}
-	add("model.norm.weight", "output_norm.weight", true, 0, H)
-	if !s.TiedEmbeddings {
-		add("lm_head.weight", "output.weight", false, 0, V, H)
+		h.Write([]byte(t.Name))
+		ts = append(ts, tinyTensor{t, seed ^ h.Sum64()})
 	}
 	return ts
-}
-
-// ggmlDims reverses a PyTorch shape into ggml order; the bytes stay the same.
-func ggmlDims(shape []int64) []int64 {
-	d := slices.Clone(shape)
-	slices.Reverse(d)
-	return d
 }
 
 // writer streams the tensor as little-endian F32, as HF holds it or, with gguf, as the GGUF
@@ -298,19 +179,19 @@ func ggmlDims(shape []int64) []int64 {
 func (t tinyTensor) writer(gguf bool) gguf.WriteFunc {
 	return func(w io.Writer) error {
 		rng := rand.New(rand.NewPCG(t.seed, t.seed>>1|1))
-		rows := t.shape[0]
+		rows := t.Shape[0]
 		cols := int64(1)
-		for _, d := range t.shape[1:] {
+		for _, d := range t.Shape[1:] {
 			cols *= d
 		}
 		blockRows := max(1, (1<<16)/cols)
-		permute := gguf && t.permuteHeads > 0
+		permute := gguf && t.PermuteHeads > 0
 		shift := float32(0)
 		if gguf {
 			shift = t.offset
 		}
 		if permute {
-			blockRows = rows / int64(t.permuteHeads) // one head at a time
+			blockRows = rows / int64(t.PermuteHeads) // one head at a time
 		}
 		vals := make([]float32, blockRows*cols)
 		buf := make([]byte, 4*len(vals))
@@ -368,7 +249,7 @@ func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor)
 		return err
 	}
 	for i, t := range tensors {
-		if err := w.AddTensorFunc(t.ggufName, gguf.TypeF32, ggmlDims(t.shape), t.writer(true)); err != nil {
+		if err := w.AddTensorFunc(t.GGUFName, gguf.TypeF32, ggmlDims(t.Shape), t.writer(true)); err != nil {
 			return err
 		}
 		if i == 0 {
@@ -378,177 +259,4 @@ func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor)
 		}
 	}
 	return w.Close()
-}
-
-// addRopeFreqs adds the rope_freqs tensor of a shape with Llama 3 rope scaling: llama.cpp
-// applies that scaling through this tensor, not through keys.
-func addRopeFreqs(w *gguf.GGUFWriter, s Shape) error {
-	if s.RopeScaling == nil {
-		return nil
-	}
-	factors, err := gguf.EncodeTensor(gguf.TypeF32, s.llama3RopeFactors())
-	if err != nil {
-		return err
-	}
-	return w.AddTensor("rope_freqs.weight", gguf.TypeF32, []int64{int64(s.HeadDim / 2)}, factors)
-}
-
-func hfConfigOf(s Shape, ids specialIDs) HFConfig {
-	c := HFConfig{
-		VocabSize:             s.Vocab,
-		HiddenSize:            s.Hidden,
-		IntermediateSize:      s.FFN,
-		NumHiddenLayers:       s.Layers,
-		NumAttentionHeads:     s.Heads,
-		NumKeyValueHeads:      s.KVHeads,
-		MaxPositionEmbeddings: s.Context,
-		RMSNormEps:            s.RMSEps,
-		RopeTheta:             s.RopeTheta,
-		RopeScaling:           s.RopeScaling,
-		TieWordEmbeddings:     s.TiedEmbeddings,
-		BOSTokenID:            &ids.bos,
-		EOSTokenID:            TokenIDs{ids.eos},
-		TorchDType:            "float32",
-	}
-	d, _ := s.Arch.desc()
-	c.ModelType, c.Architectures, c.HiddenAct = d.HFModelType(), []string{d.HFClass}, d.Activation
-	if d.SlidingWindowPattern > 0 {
-		c.HiddenAct, c.HiddenActivation = "", d.Activation
-		c.SlidingWindow, c.SlidingWindowPattern = &s.SlidingWindow, d.SlidingWindowPattern
-		q := s.QueryScalar
-		if q == 0 {
-			q = float64(s.HeadDim)
-		}
-		c.RopeLocalBaseFreq, c.QueryPreAttnScalar = d.LocalRopeTheta, &q
-		for i := range s.Layers {
-			c.LayerTypes = append(c.LayerTypes, layerType(d, i))
-		}
-	}
-	if d.ConfigHeadDim {
-		noBias := false
-		c.HeadDim, c.AttentionBias = s.HeadDim, &noBias
-	}
-	return c
-}
-
-// hfAddedToken is an entry of tokenizer.json's added_tokens.
-type hfAddedToken struct {
-	ID         int    `json:"id"`
-	Content    string `json:"content"`
-	SingleWord bool   `json:"single_word"`
-	LStrip     bool   `json:"lstrip"`
-	RStrip     bool   `json:"rstrip"`
-	Normalized bool   `json:"normalized"`
-	Special    bool   `json:"special"`
-}
-
-func addedTokens(v *vocab) []hfAddedToken {
-	var out []hfAddedToken
-	for id, typ := range v.types {
-		if typ != tokenNormal && typ != tokenByte {
-			out = append(out, hfAddedToken{ID: id, Content: v.tokens[id], Special: typ == tokenControl || typ == tokenUnknown})
-		}
-	}
-	return out
-}
-
-func byteLevelStep(addPrefixSpace, trimOffsets, useRegex bool) map[string]any {
-	return map[string]any{"type": "ByteLevel", "add_prefix_space": addPrefixSpace, "trim_offsets": trimOffsets, "use_regex": useRegex}
-}
-
-// bosTemplate is the post-processor step that prepends BOS.
-func bosTemplate(bos string, id int) map[string]any {
-	return map[string]any{
-		"type": "TemplateProcessing",
-		"single": []any{
-			map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
-			map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
-		},
-		"pair": []any{
-			map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 0}},
-			map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
-			map[string]any{"SpecialToken": map[string]any{"id": bos, "type_id": 1}},
-			map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}},
-		},
-		"special_tokens": map[string]any{bos: map[string]any{"id": bos, "ids": []int{id}, "tokens": []string{bos}}},
-	}
-}
-
-// hfTokenizerJSON describes the same tokenizer as the GGUF keys in Hugging Face tokenizers'
-// format: a byte-level BPE model, the family's split regex, and the added tokens.
-func hfTokenizerJSON(v *vocab, fam family, ids specialIDs) map[string]any {
-	vocabMap := map[string]int{}
-	for id, typ := range v.types {
-		if typ == tokenNormal {
-			vocabMap[v.tokens[id]] = id
-		}
-	}
-	var post any = byteLevelStep(false, false, false)
-	if fam.SPM {
-		return spmTokenizerJSON(v, ids, fam.Unk)
-	}
-	if fam.AddBOS {
-		post = map[string]any{"type": "Sequence", "processors": []any{
-			byteLevelStep(true, false, true),
-			bosTemplate(v.tokens[ids.bos], ids.bos),
-		}}
-	}
-	return map[string]any{
-		"version":      "1.0",
-		"truncation":   nil,
-		"padding":      nil,
-		"added_tokens": addedTokens(v),
-		"normalizer":   nil, // none, so that any text round-trips byte for byte
-		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": fam.Split}, "behavior": "Isolated", "invert": false},
-			byteLevelStep(false, false, false),
-		}},
-		"post_processor": post,
-		"decoder":        byteLevelStep(false, false, false),
-		"model": map[string]any{
-			"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
-			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
-			"ignore_merges": fam.IgnoreMerges, "vocab": vocabMap, "merges": v.merges,
-		},
-	}
-}
-
-func hfTokenizerConfig(v *vocab, fam family, s Shape, tmpl string) map[string]any {
-	decoder := map[string]any{}
-	var extra []string
-	for _, t := range addedTokens(v) {
-		decoder[strconv.Itoa(t.ID)] = map[string]any{
-			"content": t.Content, "lstrip": false, "normalized": false, "rstrip": false,
-			"single_word": false, "special": t.Special,
-		}
-		if t.Special && t.Content != fam.BOS && t.Content != fam.EOS && t.Content != fam.PAD {
-			extra = append(extra, t.Content)
-		}
-	}
-	var bos, unk any // Qwen has no BOS token to add; only SentencePiece has an unknown token
-	if fam.AddBOS {
-		bos = fam.BOS
-	}
-	if fam.Unk != "" {
-		unk = fam.Unk
-	}
-	c := map[string]any{
-		"add_bos_token":                fam.AddBOS,
-		"add_eos_token":                false,
-		"added_tokens_decoder":         decoder,
-		"additional_special_tokens":    extra,
-		"bos_token":                    bos,
-		"eos_token":                    fam.EOS,
-		"pad_token":                    fam.PAD,
-		"unk_token":                    unk,
-		"clean_up_tokenization_spaces": fam.CleanSpaces,
-		"errors":                       "replace",
-		"model_max_length":             s.Context,
-		"split_special_tokens":         false,
-		"tokenizer_class":              "PreTrainedTokenizerFast",
-	}
-	if tmpl != "" {
-		c["chat_template"] = tmpl
-	}
-	return c
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/sharedtest"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 const testTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -29,14 +30,14 @@ func writeTestTiny(t *testing.T, arch string, opt TinyOptions) string {
 	return dir
 }
 
-func openTinyPair(t *testing.T, dir string) (*gguf.GGUF, *Safetensors) {
+func openTinyPair(t *testing.T, dir string) (*gguf.GGUF, *safetensors.File) {
 	t.Helper()
 	g, err := gguf.OpenGGUF(filepath.Join(dir, "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	s, err := OpenSafetensors(filepath.Join(dir, "hf"))
+	s, err := safetensors.Open(filepath.Join(dir, "hf"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/umad-dev/umad/internal/sysmem"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // tinyVocabSize is the size of the vocabulary WriteTiny writes, known before it is built:
@@ -56,8 +57,8 @@ func tinyFitsMachine(dir string, s Shape, vocab int) error {
 func tinyFits(s Shape, vocab int, mem, disk int64) error {
 	s.Vocab = vocab
 	needDisk := int64(vocab) * tinyTokenDisk
-	for _, t := range tinyTensors(s, 0) {
-		n, err := shapeBytes(t.shape, 4)
+	for _, t := range s.Tensors() {
+		n, err := safetensors.TensorBytes(t.Shape, 4)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // WeightMap maps the Hugging Face tensors of one model to the tensors of its GGUF: name,
@@ -15,7 +16,7 @@ import (
 // file converter (HFToGGUF) and in-place weight updates of a loaded model both go through
 // it, so a weight sent either way arrives as the same bytes.
 type WeightMap struct {
-	layout []tinyTensor
+	layout []TensorSpec
 	byHF   map[string]int
 	typ    gguf.GGMLType
 	tied   bool
@@ -35,9 +36,9 @@ func NewWeightMap(s Shape, typ gguf.GGMLType) (*WeightMap, error) {
 	if _, ok := fileTypeOf[typ]; !ok {
 		return nil, fmt.Errorf("output type %v is not supported (want F32, F16, BF16 or Q8_0)", typ)
 	}
-	m := &WeightMap{layout: tinyTensors(s, 0), byHF: map[string]int{}, typ: typ, tied: s.TiedEmbeddings}
+	m := &WeightMap{layout: s.Tensors(), byHF: map[string]int{}, typ: typ, tied: s.TiedEmbeddings}
 	for i, t := range m.layout {
-		m.byHF[t.hfName] = i
+		m.byHF[t.Name] = i
 	}
 	return m, nil
 }
@@ -65,7 +66,7 @@ func WeightMapOf(g *gguf.GGUF) (*WeightMap, error) {
 func (m *WeightMap) HFNames() []string {
 	out := make([]string, len(m.layout))
 	for i, t := range m.layout {
-		out[i] = t.hfName
+		out[i] = t.Name
 	}
 	return out
 }
@@ -83,10 +84,10 @@ func (m *WeightMap) Target(hfName string, shape []int64) (GGUFWeight, error) {
 		return GGUFWeight{}, fmt.Errorf("tensor %q is not part of this model", hfName)
 	}
 	t := m.layout[i]
-	if !slices.Equal(shape, t.shape) {
-		return GGUFWeight{}, fmt.Errorf("tensor %q has shape %v, the model's is %v", hfName, shape, t.shape)
+	if !slices.Equal(shape, t.Shape) {
+		return GGUFWeight{}, fmt.Errorf("tensor %q has shape %v, the model's is %v", hfName, shape, t.Shape)
 	}
-	w := GGUFWeight{Name: t.ggufName, Type: matrixType(m.typ, t.shape), Dims: ggmlDims(t.shape)}
+	w := GGUFWeight{Name: t.GGUFName, Type: matrixType(m.typ, t.Shape), Dims: ggmlDims(t.Shape)}
 	n, err := gguf.TensorBytes(w.Type, w.Dims)
 	if err != nil {
 		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", hfName, err)
@@ -109,14 +110,14 @@ func (m *WeightMap) Convert(w io.Writer, hfName string, src gguf.GGMLType, r io.
 	if t.offset != 0 || t.scale != 0 {
 		return shiftVector(w, r, src, gguf.TypeF32, t, true)
 	}
-	return convertRows(w, r, src, matrixType(m.typ, t.shape), t.shape, t.permuteHeads, interleaveRows)
+	return convertRows(w, r, src, matrixType(m.typ, t.Shape), t.Shape, t.PermuteHeads, interleaveRows)
 }
 
 // shiftVector converts a norm vector of t from src to dst, HF -> GGUF (toGGUF) with t's
 // offset added and then its scale applied, or back: Gemma's norms hold the scale minus 1 in
 // HF, the scale in GGUF, and a q-norm may carry the query scalar (Shape.queryNormScale).
 // Vectors are small, so it is done in one piece.
-func shiftVector(w io.Writer, r io.Reader, src, dst gguf.GGMLType, t tinyTensor, toGGUF bool) error {
+func shiftVector(w io.Writer, r io.Reader, src, dst gguf.GGMLType, t TensorSpec, toGGUF bool) error {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -145,12 +146,12 @@ func shiftVector(w io.Writer, r io.Reader, src, dst gguf.GGMLType, t tinyTensor,
 }
 
 // Check is where a tensor in memory goes, after checking its name, shape, dtype and size.
-func (m *WeightMap) Check(v TensorView) (GGUFWeight, error) {
+func (m *WeightMap) Check(v safetensors.TensorView) (GGUFWeight, error) {
 	w, err := m.Target(v.Name, v.Shape)
 	if err != nil {
 		return GGUFWeight{}, err
 	}
-	src, err := ggmlTypeOfDType(v.DType)
+	src, err := v.DType.GGMLType()
 	if err != nil {
 		return GGUFWeight{}, fmt.Errorf("tensor %q: %w", v.Name, err)
 	}
@@ -166,13 +167,13 @@ func (m *WeightMap) Check(v TensorView) (GGUFWeight, error) {
 
 // Bytes is Convert for a tensor in memory, checked first. When the GGUF holds the data as
 // it is (same type, no rows to reorder), v.Data itself comes back.
-func (m *WeightMap) Bytes(v TensorView) ([]byte, error) {
+func (m *WeightMap) Bytes(v safetensors.TensorView) ([]byte, error) {
 	w, err := m.Check(v)
 	if err != nil {
 		return nil, err
 	}
-	src, _ := ggmlTypeOfDType(v.DType) // checked
-	if t := m.layout[m.byHF[v.Name]]; src == w.Type && t.permuteHeads == 0 && t.offset == 0 && t.scale == 0 {
+	src, _ := v.DType.GGMLType() // checked
+	if t := m.layout[m.byHF[v.Name]]; src == w.Type && t.PermuteHeads == 0 && t.offset == 0 && t.scale == 0 {
 		return v.Data, nil
 	}
 	out := bytes.NewBuffer(make([]byte, 0, w.Bytes))

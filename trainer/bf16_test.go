@@ -6,7 +6,7 @@ import (
 
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -58,13 +58,13 @@ func TestBF16ResumeIsExact(t *testing.T) {
 		}
 	}
 	// The checkpoint holds the f32 masters, not bf16 weights.
-	st, err := model.OpenSafetensors(ck(whole.Out))
+	st, err := safetensors.Open(ck(whole.Out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	for _, name := range st.Names() {
-		if v, err := st.Tensor(name); err != nil || v.DType != model.F32 {
+		if v, err := st.Tensor(name); err != nil || v.DType != safetensors.F32 {
 			t.Fatalf("checkpoint tensor %s: %v, dtype %v; want the f32 masters", name, err, v.DType)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // syncChunk is how much of a file one broadcast carries to the engines outside a group.
@@ -107,14 +107,14 @@ func drain(g *torch.Group, root int, left int64) error {
 // tensorHeader describes a tensor that sendWeights sends.
 type tensorHeader struct {
 	Name  string
-	DType model.DType
+	DType safetensors.DType
 	Shape []int64
 	Bytes int
 }
 
 // sendWeights sends weights from root (this rank) to the group's other ranks
 // (receiveWeights): their headers, then each tensor's bytes.
-func sendWeights(g *torch.Group, root int, weights []model.TensorView) error {
+func sendWeights(g *torch.Group, root int, weights []safetensors.TensorView) error {
 	hs := make([]tensorHeader, len(weights))
 	for i, w := range weights {
 		hs[i] = tensorHeader{w.Name, w.DType, w.Shape, len(w.Data)}
@@ -138,7 +138,7 @@ func sendWeights(g *torch.Group, root int, weights []model.TensorView) error {
 }
 
 // receiveWeights returns root's weights (sendWeights).
-func receiveWeights(g *torch.Group, root int) ([]model.TensorView, error) {
+func receiveWeights(g *torch.Group, root int) ([]safetensors.TensorView, error) {
 	n, err := broadcastSize(g, root, 0)
 	if err != nil {
 		return nil, err
@@ -151,9 +151,9 @@ func receiveWeights(g *torch.Group, root int) ([]model.TensorView, error) {
 	if err := json.Unmarshal(b, &hs); err != nil {
 		return nil, fmt.Errorf("the weights' headers from the group's leader: %w", err)
 	}
-	out := make([]model.TensorView, len(hs))
+	out := make([]safetensors.TensorView, len(hs))
 	for i, h := range hs {
-		out[i] = model.TensorView{Name: h.Name, DType: h.DType, Shape: h.Shape, Data: make([]byte, h.Bytes)}
+		out[i] = safetensors.TensorView{Name: h.Name, DType: h.DType, Shape: h.Shape, Data: make([]byte, h.Bytes)}
 		if err := g.Broadcast(out[i].Data, root); err != nil {
 			return nil, err
 		}

@@ -31,7 +31,7 @@ import (
 
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/hfmodel"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -249,13 +249,13 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 	}
 	// Rank 0 checks the whole file first, so that a bad one fails every rank at once; the
 	// moments travel in the parameters' dtype.
-	want := model.F32
+	want := safetensors.F32
 	if m.Options().DType == torch.Float64 {
-		want = model.F64
+		want = safetensors.F64
 	}
 	var problem []byte
 	if t.leads(i) {
-		err := hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
+		err := hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v safetensors.TensorView) error {
 			if v.DType != want {
 				return fmt.Errorf("%s: tensor %s is %s, want %s", path, v.Name, v.DType, want)
 			}
@@ -273,7 +273,7 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 		return fmt.Errorf("rank 0: %s", parts[0])
 	}
 	if t.leads(i) { // its own part is in place since it loaded the checkpoint
-		return hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v model.TensorView) error {
+		return hfmodel.EachMoment(m, path, func(_ torch.TensorInfo, _ torch.Kind, v safetensors.TensorView) error {
 			return g.Broadcast(bytes.Clone(v.Data), 0)
 		})
 	}
@@ -281,7 +281,7 @@ func (t *Trainer) shareMoments(i int, ck *checkpointInfo) error {
 	if err != nil {
 		return err
 	}
-	f64 := want == model.F64
+	f64 := want == safetensors.F64
 	for _, ti := range infos {
 		if !m.Trainable(ti) {
 			continue

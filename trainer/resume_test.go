@@ -18,7 +18,7 @@ import (
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -433,7 +433,7 @@ func TestLoRAResumeIsExact(t *testing.T) {
 			t.Errorf("%s keeps the base's staging copy", sync)
 		}
 	}
-	for _, f := range []string{model.PEFTWeightsFile, hfmodel.OptimizerFile, "model.gguf"} {
+	for _, f := range []string{peft.WeightsFile, hfmodel.OptimizerFile, "model.gguf"} {
 		a := filepath.Join(AgentCheckpointDir(filepath.Join(whole.Out, CheckpointsDir, "step-000004"), 0), f)
 		b := filepath.Join(AgentCheckpointDir(filepath.Join(stopped.Out, CheckpointsDir, "step-000004"), 0), f)
 		if !sameBytes(t, a, b) {

@@ -20,6 +20,7 @@ import (
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 // RolloutDType is the type of the rollout model's weight matrices in llama.cpp: the sync
@@ -92,7 +93,7 @@ func writeGGUF(m *hfmodel.Model, staging, out string, base bool, typ gguf.GGMLTy
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	if err := model.WriteSafetensors(filepath.Join(staging, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
+	if err := safetensors.Write(filepath.Join(staging, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
 	return model.HFToGGUF(staging, out, model.HFToGGUFOptions{Type: typ})
@@ -125,7 +126,7 @@ func (t *Trainer) sync(i int) (took time.Duration, gap float64, err error) {
 	}
 	defer func() { err = errors.Join(err, release()) }()
 	first := st.server == nil
-	var weights []model.TensorView
+	var weights []safetensors.TensorView
 	if t.adapterSync() {
 		if err := t.syncAdapter(i); err != nil {
 			return 0, 0, err
@@ -169,7 +170,7 @@ func (t *Trainer) readyProbe(i int) error {
 // engines of the ranks outside its group (follow): the GGUF its server loaded (first, or
 // in file mode), the weights written in place, or the LoRA adapter (after the base GGUF
 // the first time).
-func (t *Trainer) serveEngines(i int, first bool, weights []model.TensorView) error {
+func (t *Trainer) serveEngines(i int, first bool, weights []safetensors.TensorView) error {
 	st := t.agents[i]
 	g, root := st.serve, st.serveRoot
 	switch {

@@ -13,7 +13,7 @@ import (
 	"github.com/umad-dev/umad/hfmodel"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
-	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/sampler"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
@@ -220,7 +220,7 @@ func TestDemoLearns(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(AgentCheckpointDir(ck, i), "model.gguf")); err != nil {
 					t.Errorf("checkpoint lacks agent %d's GGUF: %v", i, err)
 				}
-				_, err := os.Stat(filepath.Join(AgentCheckpointDir(ck, i), model.PEFTConfigFile))
+				_, err := os.Stat(filepath.Join(AgentCheckpointDir(ck, i), peft.ConfigFile))
 				if lora := tc.lora > 0; lora != (err == nil) {
 					t.Errorf("LoRA %v, but agent %d's checkpoint has an adapter config: %v", lora, i, err == nil)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/umad-dev/umad/cgo/llama"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/peft"
 )
 
 // An adapter applied by a context cannot be freed under it (llama.cpp would read freed
@@ -21,7 +22,7 @@ func TestAdapterLifetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ad, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 2, Alpha: 2, Targets: slices.Clone(model.LoRATargets)}, s)
+	ad, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 2, Alpha: 2, Targets: slices.Clone(peft.LoRATargets)}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestAdapterChangesDuringSetWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ad, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 2, Alpha: 2, Targets: []string{"q_proj"}}, s)
+	ad, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 2, Alpha: 2, Targets: []string{"q_proj"}}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +179,11 @@ func TestAdapterChangesDuringSetWeights(t *testing.T) {
 // adapter is the one any other would compute.
 func lastLayerAdapter(t *testing.T, s model.Shape, seed float32) string {
 	t.Helper()
-	ad, err := model.NewLoRAAdapter(model.LoRAConfig{Rank: 2, Alpha: 2, Targets: []string{"down_proj"}}, s)
+	ad, err := peft.NewLoRAAdapter(peft.LoRAConfig{Rank: 2, Alpha: 2, Targets: []string{"down_proj"}}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := ad.Pairs[model.LoRAKey{Layer: s.Layers - 1, Target: "down_proj"}]
+	p := ad.Pairs[peft.LoRAKey{Layer: s.Layers - 1, Target: "down_proj"}]
 	for i := range p.A {
 		p.A[i] = seed * float32(i%7-3) / 8
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 func sharedDir(t *testing.T, sub string) string { return sharedtest.Path(t, sub) }
@@ -104,7 +105,7 @@ func tinyHF(t *testing.T, c fidelityCase) string {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var tensors []model.NamedTensor
+	var tensors []safetensors.NamedTensor
 	add := func(name string, shape ...int64) {
 		n := int64(1)
 		for _, d := range shape {
@@ -114,7 +115,7 @@ func tinyHF(t *testing.T, c fidelityCase) string {
 		for i := range n {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(0.02*rng.NormFloat64())))
 		}
-		tensors = append(tensors, model.NamedTensor{Name: name, DType: model.F32, Shape: shape, Write: gguf.Bytes(b)})
+		tensors = append(tensors, safetensors.NamedTensor{Name: name, DType: safetensors.F32, Shape: shape, Write: gguf.Bytes(b)})
 	}
 	add("model.embed_tokens.weight", int64(c.vocab), hidden)
 	p := "model.layers.0."
@@ -137,7 +138,7 @@ func tinyHF(t *testing.T, c fidelityCase) string {
 	add(p+"mlp.up_proj.weight", ffn, hidden)
 	add(p+"mlp.down_proj.weight", hidden, ffn)
 	add("model.norm.weight", hidden)
-	if err := model.WriteSafetensors(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir

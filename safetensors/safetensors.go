@@ -1,4 +1,8 @@
-package model
+// Package safetensors reads and writes Hugging Face's safetensors weights: one file, or the
+// shards of an index. Readers treat every file as untrusted: each length and offset of a
+// header is checked against the file size before anything is allocated, so a lying header
+// yields an error, not a huge allocation or a panic.
+package safetensors
 
 import (
 	"bytes"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/jsonfile"
 )
 
 // DType is a safetensors element type.
@@ -38,12 +43,32 @@ const (
 
 var dtypeBytes = map[DType]int64{F32: 4, F16: 2, BF16: 2, F64: 8, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, Bool: 1}
 
+// Size is the bytes of one element; 0 for an unknown type.
+func (d DType) Size() int64 { return dtypeBytes[d] }
+
+// GGMLType is the ggml type of a float dtype, the ones that convert: F32, F16 and BF16.
+func (d DType) GGMLType() (gguf.GGMLType, error) {
+	switch d {
+	case F32:
+		return gguf.TypeF32, nil
+	case F16:
+		return gguf.TypeF16, nil
+	case BF16:
+		return gguf.TypeBF16, nil
+	}
+	return 0, fmt.Errorf("dtype %s is not a float type that converts (want F32, F16 or BF16)", d)
+}
+
+// The names of a model directory's weights: one file, or an index of shards.
+const (
+	FileName  = "model.safetensors"
+	IndexName = "model.safetensors.index.json"
+)
+
 const (
 	// stMaxHeader is the header size limit the reference implementation also enforces.
 	stMaxHeader       = 100 << 20
 	stMetadataKey     = "__metadata__"
-	stIndexName       = "model.safetensors.index.json"
-	stSingleName      = "model.safetensors"
 	stMaxIndexBytes   = 100 << 20
 	stHeaderAlignment = 8
 )
@@ -66,15 +91,8 @@ type TensorView struct {
 
 // F32 converts F32, F16 or BF16 data to float32.
 func (t TensorView) F32() ([]float32, error) {
-	var gt gguf.GGMLType
-	switch t.DType {
-	case F32:
-		gt = gguf.TypeF32
-	case F16:
-		gt = gguf.TypeF16
-	case BF16:
-		gt = gguf.TypeBF16
-	default:
+	gt, err := t.DType.GGMLType()
+	if err != nil {
 		return nil, fmt.Errorf("tensor %q: cannot convert %s to F32", t.Name, t.DType)
 	}
 	return gguf.Dequantize(gt, t.Data)
@@ -97,17 +115,17 @@ type stFile struct {
 	entries   map[string]stEntry
 }
 
-// Safetensors is an open safetensors model: one file, or the shards of an index.
-type Safetensors struct {
+// File is an open safetensors model: one file, or the shards of an index.
+type File struct {
 	// Metadata is the __metadata__ of the single file or of the first shard.
 	Metadata map[string]string
 	files    []*stFile
 	entries  map[string]stEntry
 }
 
-// OpenSafetensors opens a .safetensors file, a model.safetensors.index.json, or a directory
+// Open opens a .safetensors file, a model.safetensors.index.json, or a directory
 // holding either (the index wins).
-func OpenSafetensors(path string) (*Safetensors, error) {
+func Open(path string) (*File, error) {
 	s, err := openSafetensors(path)
 	if err != nil {
 		return nil, fmt.Errorf("open safetensors %s: %w", path, err)
@@ -115,16 +133,16 @@ func OpenSafetensors(path string) (*Safetensors, error) {
 	return s, nil
 }
 
-func openSafetensors(path string) (*Safetensors, error) {
+func openSafetensors(path string) (*File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if st.IsDir() {
-		if _, err := os.Stat(filepath.Join(path, stIndexName)); err == nil {
-			return openIndex(filepath.Join(path, stIndexName))
+		if _, err := os.Stat(filepath.Join(path, IndexName)); err == nil {
+			return openIndex(filepath.Join(path, IndexName))
 		}
-		path = filepath.Join(path, stSingleName)
+		path = filepath.Join(path, FileName)
 	} else if strings.HasSuffix(path, ".json") {
 		return openIndex(path)
 	}
@@ -135,8 +153,8 @@ func openSafetensors(path string) (*Safetensors, error) {
 	return singleFile(f), nil
 }
 
-func singleFile(f *stFile) *Safetensors {
-	return &Safetensors{Metadata: f.metadata, files: []*stFile{f}, entries: f.entries}
+func singleFile(f *stFile) *File {
+	return &File{Metadata: f.metadata, files: []*stFile{f}, entries: f.entries}
 }
 
 func openSTFile(path string) (*stFile, error) {
@@ -163,8 +181,8 @@ type stIndex struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-func openIndex(path string) (_ *Safetensors, err error) {
-	raw, err := readLimited(path, stMaxIndexBytes)
+func openIndex(path string) (_ *File, err error) {
+	raw, err := jsonfile.Read(path, stMaxIndexBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +193,7 @@ func openIndex(path string) (_ *Safetensors, err error) {
 	if len(idx.WeightMap) == 0 {
 		return nil, errors.New("index has no weight_map entries")
 	}
-	s := &Safetensors{entries: map[string]stEntry{}}
+	s := &File{entries: map[string]stEntry{}}
 	defer func() { // close the shards opened before the error
 		if err != nil {
 			s.Close()
@@ -207,22 +225,6 @@ func openIndex(path string) (_ *Safetensors, err error) {
 		s.entries[name] = e
 	}
 	return s, nil
-}
-
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(raw)) > limit {
-		return nil, fmt.Errorf("larger than %d bytes", limit)
-	}
-	return raw, nil
 }
 
 type stHeaderEntry struct {
@@ -287,7 +289,7 @@ func checkEntry(h stHeaderEntry, dataLen int64) (stEntry, error) {
 	if begin < 0 || end < begin || end > dataLen {
 		return stEntry{}, fmt.Errorf("data_offsets [%d, %d] outside the %d-byte data section: truncated?", begin, end, dataLen)
 	}
-	want, err := shapeBytes(h.Shape, elem)
+	want, err := TensorBytes(h.Shape, elem)
 	if err != nil {
 		return stEntry{}, err
 	}
@@ -297,7 +299,9 @@ func checkEntry(h stHeaderEntry, dataLen int64) (stEntry, error) {
 	return stEntry{dtype: h.DType, shape: h.Shape, begin: begin, end: end}, nil
 }
 
-func shapeBytes(shape []int64, elem int64) (int64, error) {
+// TensorBytes is the data size of a tensor of the shape with elements of elem bytes, or an
+// error for a negative dimension or an overflowing size.
+func TensorBytes(shape []int64, elem int64) (int64, error) {
 	size := elem
 	for _, d := range shape {
 		if d < 0 {
@@ -330,18 +334,33 @@ func checkNoOverlap(entries map[string]stEntry) error {
 }
 
 // Names returns the tensor names, sorted.
-func (s *Safetensors) Names() []string {
+func (s *File) Names() []string {
 	return slices.Sorted(maps.Keys(s.entries))
 }
 
 // DType is the named tensor's dtype, read from the header (no data is read).
-func (s *Safetensors) DType(name string) (DType, bool) {
+func (s *File) DType(name string) (DType, bool) {
 	e, ok := s.entries[name]
 	return e.dtype, ok
 }
 
+// Shape is a tensor's shape (PyTorch order), from the header: no data is read.
+func (s *File) Shape(name string) ([]int64, bool) {
+	e, ok := s.entries[name]
+	return slices.Clone(e.shape), ok
+}
+
+// Reader streams a tensor's bytes from its file, for a tensor that need not be held whole.
+func (s *File) Reader(name string) (*io.SectionReader, error) {
+	e, ok := s.entries[name]
+	if !ok {
+		return nil, fmt.Errorf("safetensors: no tensor %q", name)
+	}
+	return io.NewSectionReader(e.file.r, e.file.dataStart+e.begin, e.end-e.begin), nil
+}
+
 // Tensor reads the named tensor.
-func (s *Safetensors) Tensor(name string) (TensorView, error) {
+func (s *File) Tensor(name string) (TensorView, error) {
 	e, ok := s.entries[name]
 	if !ok {
 		return TensorView{}, fmt.Errorf("safetensors: no tensor %q", name)
@@ -357,7 +376,7 @@ func (s *Safetensors) Tensor(name string) (TensorView, error) {
 }
 
 // Close closes every file.
-func (s *Safetensors) Close() error {
+func (s *File) Close() error {
 	var errs []error
 	for _, f := range s.files {
 		if f.closer != nil {
@@ -367,8 +386,8 @@ func (s *Safetensors) Close() error {
 	return errors.Join(errs...)
 }
 
-// WriteSafetensors writes tensors, in the given order, to one safetensors file atomically.
-func WriteSafetensors(path string, tensors []NamedTensor, metadata map[string]string) error {
+// Write writes tensors, in the given order, to one safetensors file atomically.
+func Write(path string, tensors []NamedTensor, metadata map[string]string) error {
 	hdr, sizes, err := safetensorsHeader(tensors, metadata)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -414,7 +433,7 @@ func safetensorsHeader(tensors []NamedTensor, metadata map[string]string) ([]byt
 		if !ok {
 			return nil, nil, fmt.Errorf("tensor %q: unknown dtype %q", t.Name, t.DType)
 		}
-		size, err := shapeBytes(t.Shape, elem)
+		size, err := TensorBytes(t.Shape, elem)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
@@ -436,10 +455,10 @@ func safetensorsHeader(tensors []NamedTensor, metadata map[string]string) ([]byt
 	return hdr, sizes, nil
 }
 
-// WriteSafetensorsSharded writes tensors into dir as model-0000i-of-0000n.safetensors shards of
+// WriteSharded writes tensors into dir as model-0000i-of-0000n.safetensors shards of
 // at most maxShardBytes of data each (a larger tensor gets a shard of its own), plus
 // model.safetensors.index.json. Every file is written atomically, the index last.
-func WriteSafetensorsSharded(dir string, tensors []NamedTensor, metadata map[string]string, maxShardBytes int64) error {
+func WriteSharded(dir string, tensors []NamedTensor, metadata map[string]string, maxShardBytes int64) error {
 	if maxShardBytes <= 0 {
 		return fmt.Errorf("write shards in %s: shard size must be positive, got %d", dir, maxShardBytes)
 	}
@@ -453,7 +472,7 @@ func WriteSafetensorsSharded(dir string, tensors []NamedTensor, metadata map[str
 		if !ok {
 			return fmt.Errorf("write shards in %s: tensor %q: unknown dtype %q", dir, t.Name, t.DType)
 		}
-		size, err := shapeBytes(t.Shape, elem)
+		size, err := TensorBytes(t.Shape, elem)
 		if err != nil {
 			return fmt.Errorf("write shards in %s: tensor %q: %w", dir, t.Name, err)
 		}
@@ -468,7 +487,7 @@ func WriteSafetensorsSharded(dir string, tensors []NamedTensor, metadata map[str
 	weightMap := map[string]string{}
 	for i, shard := range shards {
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
-		if err := WriteSafetensors(filepath.Join(dir, name), shard, metadata); err != nil {
+		if err := Write(filepath.Join(dir, name), shard, metadata); err != nil {
 			return err
 		}
 		for _, t := range shard {
@@ -479,16 +498,5 @@ func WriteSafetensorsSharded(dir string, tensors []NamedTensor, metadata map[str
 		"metadata":   map[string]any{"total_size": total},
 		"weight_map": weightMap,
 	}
-	return writeJSON(filepath.Join(dir, stIndexName), index)
-}
-
-// writeJSON writes v as indented JSON atomically. HTML escaping is off so that tokens such
-// as <|im_end|> stay readable.
-func writeJSON(path string, v any) error {
-	return atomicfile.Write(path, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	})
+	return jsonfile.Write(filepath.Join(dir, IndexName), index)
 }

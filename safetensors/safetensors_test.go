@@ -1,4 +1,4 @@
-package model
+package safetensors
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func stTestTensors(t testing.TB) ([]NamedTensor, map[string][]float32) {
 	return out, vals
 }
 
-func checkSTContents(t *testing.T, s *Safetensors, tensors []NamedTensor, vals map[string][]float32) {
+func checkSTContents(t *testing.T, s *File, tensors []NamedTensor, vals map[string][]float32) {
 	t.Helper()
 	if got := s.Names(); !reflect.DeepEqual(got, []string{"a.f32", "b.f16", "c.bf16"}) {
 		t.Errorf("names %v", got)
@@ -68,7 +68,7 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 	tensors, vals := stTestTensors(t)
 	path := filepath.Join(dir, "model.safetensors")
 	meta := map[string]string{"format": "pt", "note": "<tiny>"}
-	if err := WriteSafetensors(path, tensors, meta); err != nil {
+	if err := Write(path, tensors, meta); err != nil {
 		t.Fatal(err)
 	}
 	// The header is 8-byte aligned so that readers can map the data in place.
@@ -77,7 +77,7 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 		t.Errorf("header length %d is not a multiple of 8", n)
 	}
 	for _, open := range []string{path, dir} { // a file, or the directory holding it
-		s, err := OpenSafetensors(open)
+		s, err := Open(open)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,10 +96,10 @@ func TestSafetensorsSharded(t *testing.T) {
 	dir := t.TempDir()
 	tensors, vals := stTestTensors(t)
 	// 24 bytes per shard: a.f32 (24) alone, then b.f16 (8) and c.bf16 (16) together.
-	if err := WriteSafetensorsSharded(dir, tensors, map[string]string{"format": "pt"}, 24); err != nil {
+	if err := WriteSharded(dir, tensors, map[string]string{"format": "pt"}, 24); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, stIndexName))
+	raw, err := os.ReadFile(filepath.Join(dir, IndexName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +118,8 @@ func TestSafetensorsSharded(t *testing.T) {
 	if !reflect.DeepEqual(idx.WeightMap, wantMap) || idx.Metadata["total_size"] != 48 {
 		t.Errorf("index %s", raw)
 	}
-	for _, open := range []string{dir, filepath.Join(dir, stIndexName)} {
-		s, err := OpenSafetensors(open)
+	for _, open := range []string{dir, filepath.Join(dir, IndexName)} {
+		s, err := Open(open)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,14 +143,14 @@ func TestSafetensorsIndexErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tensors, _ := stTestTensors(t)
-			if err := WriteSafetensors(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
+			if err := Write(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
 				t.Fatal(err)
 			}
-			p := filepath.Join(dir, stIndexName)
+			p := filepath.Join(dir, IndexName)
 			if err := os.WriteFile(p, []byte(tc.index), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := OpenSafetensors(dir); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
 			}
 		})
@@ -211,7 +211,7 @@ func TestWriteSafetensorsRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		path := filepath.Join(dir, "x.safetensors")
-		if err := WriteSafetensors(path, tc.tensors, nil); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+		if err := Write(path, tc.tensors, nil); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.wantErr)
 		}
 		if _, err := os.Stat(path); err == nil {
@@ -224,10 +224,10 @@ func TestWriteSafetensorsRejects(t *testing.T) {
 func TestSafetensorsScalar(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.safetensors")
 	raw, _ := gguf.EncodeTensor(gguf.TypeF32, []float32{7})
-	if err := WriteSafetensors(path, []NamedTensor{{Name: "step", DType: F32, Write: gguf.Bytes(raw)}}, nil); err != nil {
+	if err := Write(path, []NamedTensor{{Name: "step", DType: F32, Write: gguf.Bytes(raw)}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenSafetensors(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

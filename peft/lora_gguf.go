@@ -1,4 +1,4 @@
-package model
+package peft
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/model"
 )
 
 // llama.cpp's LoRA GGUF (src/llama-adapter.cpp): general.type "adapter", adapter.type "lora",
@@ -32,21 +33,21 @@ const (
 // layout (which knows Llama's q/k row order).
 type loraWeight struct {
 	key LoRAKey
-	t   tinyTensor
+	t   model.TensorSpec
 }
 
 // loraLayout maps the GGUF name of every weight an adapter may adapt in a model of shape s
 // to it.
-func loraLayout(s Shape) map[string]loraWeight {
-	byHF := map[string]tinyTensor{}
-	for _, t := range tinyTensors(s, 0) {
-		byHF[t.hfName] = t
+func loraLayout(s model.Shape) map[string]loraWeight {
+	byHF := map[string]model.TensorSpec{}
+	for _, t := range s.Tensors() {
+		byHF[t.Name] = t
 	}
 	out := map[string]loraWeight{}
 	for l := range s.Layers {
 		for _, target := range LoRATargets {
 			t := byHF[loraModuleName(l, target)+".weight"]
-			out[t.ggufName] = loraWeight{LoRAKey{l, target}, t}
+			out[t.GGUFName] = loraWeight{LoRAKey{l, target}, t}
 		}
 	}
 	return out
@@ -55,14 +56,14 @@ func loraLayout(s Shape) map[string]loraWeight {
 // WriteGGUF writes the adapter as llama.cpp's LoRA GGUF (F32) for a base model of shape s,
 // after checking that it fits. For Llama, lora_b's rows get the permutation the converter
 // gives q_proj and k_proj, so that B @ A stays the update of the permuted weight.
-func (a *LoRAAdapter) WriteGGUF(path string, s Shape) error {
+func (a *LoRAAdapter) WriteGGUF(path string, s model.Shape) error {
 	if err := a.writeGGUF(path, s); err != nil {
 		return fmt.Errorf("write lora gguf %s: %w", path, err)
 	}
 	return nil
 }
 
-func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
+func (a *LoRAAdapter) writeGGUF(path string, s model.Shape) error {
 	if err := a.CheckBase(s); err != nil {
 		return err
 	}
@@ -89,21 +90,21 @@ func (a *LoRAAdapter) writeGGUF(path string, s Shape) error {
 			return err
 		}
 	}
-	byKey := map[LoRAKey]tinyTensor{}
+	byKey := map[LoRAKey]model.TensorSpec{}
 	for _, e := range loraLayout(s) {
 		byKey[e.key] = e.t
 	}
 	r := int64(a.Rank)
 	for _, k := range a.Keys() {
 		p, t := a.Pairs[k], byKey[k]
-		if err := w.AddTensorFunc(t.ggufName+loraSuffixA, gguf.TypeF32, []int64{int64(p.In), r}, f32Writer(p.A)); err != nil {
+		if err := w.AddTensorFunc(t.GGUFName+loraSuffixA, gguf.TypeF32, []int64{int64(p.In), r}, f32Writer(p.A)); err != nil {
 			return err
 		}
 		b := f32Writer(p.B)
-		if t.permuteHeads > 0 {
-			b = permutedRows(p.B, []int64{int64(p.Out), r}, t.permuteHeads)
+		if t.PermuteHeads > 0 {
+			b = permutedRows(p.B, []int64{int64(p.Out), r}, t.PermuteHeads)
 		}
-		if err := w.AddTensorFunc(t.ggufName+loraSuffixB, gguf.TypeF32, []int64{r, int64(p.Out)}, b); err != nil {
+		if err := w.AddTensorFunc(t.GGUFName+loraSuffixB, gguf.TypeF32, []int64{r, int64(p.Out)}, b); err != nil {
 			return err
 		}
 	}
@@ -118,32 +119,18 @@ func permutedRows(v []float32, shape []int64, heads int) gguf.WriteFunc {
 		if err := f32Writer(v)(&raw); err != nil {
 			return err
 		}
-		return convertRows(w, &raw, gguf.TypeF32, gguf.TypeF32, shape, heads, interleaveRows)
+		return model.InterleaveHeads(w, &raw, shape, heads)
 	}
 }
 
-// ReadGGUFShape reads the shape of a GGUF model from its metadata.
-func ReadGGUFShape(path string) (Shape, error) {
-	g, err := gguf.OpenGGUF(path)
-	if err != nil {
-		return Shape{}, err
-	}
-	defer g.Close()
-	s, err := ggufShape(g)
-	if err != nil {
-		return Shape{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
-}
-
-// PEFTToGGUF converts a PEFT LoRA adapter directory to llama.cpp's LoRA GGUF for the base
+// ToGGUF converts a PEFT LoRA adapter directory to llama.cpp's LoRA GGUF for the base
 // model in the GGUF file base.
-func PEFTToGGUF(peftDir, base, out string) error {
-	s, err := ReadGGUFShape(base)
+func ToGGUF(peftDir, base, out string) error {
+	s, err := model.ReadGGUFShape(base)
 	if err != nil {
 		return fmt.Errorf("convert %s to lora gguf: base model: %w", peftDir, err)
 	}
-	a, err := ReadPEFT(peftDir)
+	a, err := Read(peftDir)
 	if err != nil {
 		return err
 	}
@@ -157,14 +144,14 @@ func PEFTToGGUF(peftDir, base, out string) error {
 // use it, with errors that name the problem: the file's type and architecture, alpha, and
 // that every tensor is half of a pair of some weight of the base, with A [in, rank] and
 // B [rank, out] (ggml order) of one rank.
-func CheckLoRAGGUF(path string, s Shape) error {
+func CheckLoRAGGUF(path string, s model.Shape) error {
 	if err := checkLoRAGGUF(path, s); err != nil {
 		return fmt.Errorf("lora adapter %s: %w", path, err)
 	}
 	return nil
 }
 
-func checkLoRAGGUF(path string, s Shape) error {
+func checkLoRAGGUF(path string, s model.Shape) error {
 	g, err := gguf.OpenGGUF(path)
 	if err != nil {
 		return err
@@ -227,7 +214,7 @@ func checkLoRAGGUF(path string, s Shape) error {
 			return fmt.Errorf("%s has only one of lora_a and lora_b", base)
 		}
 		t := layout[base].t
-		in, out := t.shape[1], t.shape[0]
+		in, out := t.Shape[1], t.Shape[0]
 		r := p.b[0]
 		switch {
 		case r < 1 || r > MaxLoRARank:

@@ -1,4 +1,4 @@
-package model
+package peft
 
 import (
 	"encoding/json"
@@ -11,13 +11,16 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
 // randomLoRA is an adapter of every target of a tiny model of arch with random A and B.
-func randomLoRA(t *testing.T, arch Arch, rank int) (*LoRAAdapter, Shape) {
+func randomLoRA(t *testing.T, arch model.Arch, rank int) (*LoRAAdapter, model.Shape) {
 	t.Helper()
-	s, err := DefaultShape(arch)
+	s, err := model.DefaultShape(arch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,14 +42,14 @@ func randomLoRA(t *testing.T, arch Arch, rank int) (*LoRAAdapter, Shape) {
 }
 
 func TestPEFTRoundTrip(t *testing.T) {
-	for _, arch := range []Arch{ArchQwen2, ArchQwen3, ArchLlama} {
+	for _, arch := range []model.Arch{model.ArchQwen2, model.ArchQwen3, model.ArchLlama} {
 		a, s := randomLoRA(t, arch, 4)
-		a.RSLoRA = arch == ArchLlama
+		a.RSLoRA = arch == model.ArchLlama
 		dir := filepath.Join(t.TempDir(), "adapter")
 		if err := a.WritePEFT(dir); err != nil {
 			t.Fatal(err)
 		}
-		b, err := ReadPEFT(dir)
+		b, err := Read(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,12 +76,12 @@ func TestPEFTRoundTrip(t *testing.T) {
 // TestPEFTConfigFields checks the fields PEFT's LoraConfig needs and the tensor names
 // PeftModel.from_pretrained looks up.
 func TestPEFTConfigFields(t *testing.T) {
-	a, _ := randomLoRA(t, ArchQwen2, 2)
+	a, _ := randomLoRA(t, model.ArchQwen2, 2)
 	dir := t.TempDir()
 	if err := a.WritePEFT(dir); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, PEFTConfigFile))
+	raw, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +97,7 @@ func TestPEFTConfigFields(t *testing.T) {
 			t.Errorf("%s = %v, want %v", key, cfg[key], want)
 		}
 	}
-	st, err := OpenSafetensors(filepath.Join(dir, PEFTWeightsFile))
+	st, err := safetensors.Open(filepath.Join(dir, WeightsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +106,7 @@ func TestPEFTConfigFields(t *testing.T) {
 		"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
 		"base_model.model.model.layers.1.mlp.down_proj.lora_B.weight",
 	} {
-		if _, ok := st.entries[name]; !ok {
+		if _, ok := st.DType(name); !ok {
 			t.Errorf("no tensor %s in %v", name, st.Names()[:4])
 		}
 	}
@@ -114,7 +117,7 @@ func TestPEFTConfigFields(t *testing.T) {
 
 // writePEFTDir writes a PEFT directory by hand: cfg merged over a valid rank-2 q_proj config,
 // and the given tensors.
-func writePEFTDir(t *testing.T, cfg map[string]any, tensors []NamedTensor) string {
+func writePEFTDir(t *testing.T, cfg map[string]any, tensors []safetensors.NamedTensor) string {
 	t.Helper()
 	dir := t.TempDir()
 	full := map[string]any{"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4,
@@ -122,43 +125,43 @@ func writePEFTDir(t *testing.T, cfg map[string]any, tensors []NamedTensor) strin
 	for k, v := range cfg {
 		full[k] = v
 	}
-	if err := writeJSON(filepath.Join(dir, PEFTConfigFile), full); err != nil {
+	if err := jsonfile.Write(filepath.Join(dir, ConfigFile), full); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteSafetensors(filepath.Join(dir, PEFTWeightsFile), tensors, nil); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, WeightsFile), tensors, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
-func zeros(name string, dtype DType, shape ...int64) NamedTensor {
-	n := dtypeBytes[dtype]
+func zeros(name string, dtype safetensors.DType, shape ...int64) safetensors.NamedTensor {
+	n := dtype.Size()
 	for _, d := range shape {
 		n *= d
 	}
-	return NamedTensor{Name: name, DType: dtype, Shape: shape, Write: gguf.Bytes(make([]byte, n))}
+	return safetensors.NamedTensor{Name: name, DType: dtype, Shape: shape, Write: gguf.Bytes(make([]byte, n))}
 }
 
 // qv is a valid q_proj/v_proj adapter of a one-layer model with hidden 8 and kv width 4.
-func qv() []NamedTensor {
-	return []NamedTensor{
-		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", BF16, 2, 8),
-		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", BF16, 8, 2),
-		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight", F16, 2, 8),
-		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", F16, 4, 2),
+func qv() []safetensors.NamedTensor {
+	return []safetensors.NamedTensor{
+		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", safetensors.BF16, 2, 8),
+		zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", safetensors.BF16, 8, 2),
+		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight", safetensors.F16, 2, 8),
+		zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", safetensors.F16, 4, 2),
 	}
 }
 
 func TestReadPEFTRefuses(t *testing.T) {
 	// What newer PEFT versions add, and init_lora_weights as a string, still read.
 	extra := map[string]any{"init_lora_weights": "gaussian", "exclude_modules": nil, "use_qalora": false, "lora_dropout": 0.1}
-	if a, err := ReadPEFT(writePEFTDir(t, extra, qv())); err != nil || !slices.Equal(a.Targets, []string{"q_proj", "v_proj"}) || a.Pairs[LoRAKey{0, "v_proj"}].Out != 4 {
+	if a, err := Read(writePEFTDir(t, extra, qv())); err != nil || !slices.Equal(a.Targets, []string{"q_proj", "v_proj"}) || a.Pairs[LoRAKey{0, "v_proj"}].Out != 4 {
 		t.Fatalf("a valid half-precision adapter: %v", err)
 	}
 	cases := []struct {
 		name    string
 		cfg     map[string]any
-		tensors []NamedTensor
+		tensors []safetensors.NamedTensor
 		want    string
 	}{
 		{"unknown target", map[string]any{"target_modules": []string{"q_proj", "lm_head"}}, qv(), `unknown target module "lm_head"`},
@@ -181,12 +184,12 @@ func TestReadPEFTRefuses(t *testing.T) {
 		{"weights without target", map[string]any{"target_modules": []string{"q_proj"}}, qv(), "is not among the target modules"},
 		{"missing B", nil, qv()[:3], `"base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight" is missing`},
 		{"missing A", nil, slices.Delete(qv(), 0, 1), `"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" is missing`},
-		{"foreign tensor", nil, append(qv(), zeros("base_model.model.lm_head.weight", F32, 2, 2)), `tensor "base_model.model.lm_head.weight" is not a LoRA weight`},
-		{"adapter name kept", nil, append(qv(), zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", F32, 2, 8)), "is not a LoRA weight"},
-		{"integer weights", nil, append(qv()[:3], zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", I32, 4, 2)), "cannot convert I32"},
+		{"foreign tensor", nil, append(qv(), zeros("base_model.model.lm_head.weight", safetensors.F32, 2, 2)), `tensor "base_model.model.lm_head.weight" is not a LoRA weight`},
+		{"adapter name kept", nil, append(qv(), zeros("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", safetensors.F32, 2, 8)), "is not a LoRA weight"},
+		{"integer weights", nil, append(qv()[:3], zeros("base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", safetensors.I32, 4, 2)), "cannot convert I32"},
 	}
 	for _, c := range cases {
-		_, err := ReadPEFT(writePEFTDir(t, c.cfg, c.tensors))
+		_, err := Read(writePEFTDir(t, c.cfg, c.tensors))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "read peft adapter ") {
 			t.Errorf("%s: got %v, want an error with %q", c.name, err, c.want)
 		}
@@ -195,13 +198,13 @@ func TestReadPEFTRefuses(t *testing.T) {
 	if err := (LoRAConfig{Rank: 1, Alpha: math.Inf(1), Targets: []string{"q_proj"}}).Validate(); err == nil || !strings.Contains(err.Error(), "alpha +Inf") {
 		t.Errorf("infinite alpha: %v", err)
 	}
-	if _, err := ReadPEFT(t.TempDir()); err == nil || !strings.Contains(err.Error(), PEFTConfigFile) {
+	if _, err := Read(t.TempDir()); err == nil || !strings.Contains(err.Error(), ConfigFile) {
 		t.Errorf("empty directory: %v", err)
 	}
 }
 
 func TestLoRAValidate(t *testing.T) {
-	a, s := randomLoRA(t, ArchQwen3, 2)
+	a, s := randomLoRA(t, model.ArchQwen3, 2)
 	k := LoRAKey{0, "o_proj"}
 	p := a.Pairs[k]
 	p.B[3] = float32(math.NaN())
@@ -222,32 +225,32 @@ func TestLoRAValidate(t *testing.T) {
 	if err := a.WritePEFT(dir); err == nil {
 		t.Fatal("wrote a rank-0 adapter")
 	}
-	if b, err := ReadPEFT(dir); err != nil || b.CheckBase(s) != nil {
+	if b, err := Read(dir); err != nil || b.CheckBase(s) != nil {
 		t.Fatalf("a failed write damaged the previous adapter: %v", err)
 	}
 }
 
 func TestLoRACheckBase(t *testing.T) {
-	a, s := randomLoRA(t, ArchQwen2, 4)
-	other := func(f func(s *Shape)) Shape {
+	a, s := randomLoRA(t, model.ArchQwen2, 4)
+	other := func(f func(s *model.Shape)) model.Shape {
 		c := s
 		f(&c)
 		return c
 	}
 	cases := []struct {
 		name string
-		base Shape
+		base model.Shape
 		want string
 	}{
-		{"fewer kv heads", other(func(s *Shape) { s.KVHeads = 1 }), "model.layers.0.self_attn.k_proj maps 64 to 32 features, the qwen2 base model's maps 64 to 16"},
-		{"wider ffn", other(func(s *Shape) { s.FFN = 256 }), "mlp.gate_proj maps 64 to 128 features, the qwen2 base model's maps 64 to 256"},
-		{"more layers", other(func(s *Shape) { s.Layers = 3 }), "model.layers.2.self_attn.q_proj is not adapted, the base model has 3 layers"},
-		{"fewer layers", other(func(s *Shape) { s.Layers = 1 }), "the adapter has layer 1, the base model has 1 layers"},
+		{"fewer kv heads", other(func(s *model.Shape) { s.KVHeads = 1 }), "model.layers.0.self_attn.k_proj maps 64 to 32 features, the qwen2 base model's maps 64 to 16"},
+		{"wider ffn", other(func(s *model.Shape) { s.FFN = 256 }), "mlp.gate_proj maps 64 to 128 features, the qwen2 base model's maps 64 to 256"},
+		{"more layers", other(func(s *model.Shape) { s.Layers = 3 }), "model.layers.2.self_attn.q_proj is not adapted, the base model has 3 layers"},
+		{"fewer layers", other(func(s *model.Shape) { s.Layers = 1 }), "the adapter has layer 1, the base model has 1 layers"},
 	}
-	q3, _ := DefaultShape(ArchQwen3)
+	q3, _ := model.DefaultShape(model.ArchQwen3)
 	cases = append(cases, struct {
 		name string
-		base Shape
+		base model.Shape
 		want string
 	}{"qwen3 base", q3, "q_proj maps 64 to 64 features, the qwen3 base model's maps 64 to 128"})
 	for _, c := range cases {
@@ -317,7 +320,7 @@ func TestMergeLoRA(t *testing.T) {
 }
 
 func TestLoRATargetDims(t *testing.T) {
-	s := Presets["qwen3-4b"]
+	s := model.Presets["qwen3-4b"]
 	for target, want := range map[string][2]int{
 		"q_proj": {2560, 4096}, "k_proj": {2560, 1024}, "v_proj": {2560, 1024}, "o_proj": {4096, 2560},
 		"gate_proj": {2560, 9728}, "up_proj": {2560, 9728}, "down_proj": {9728, 2560},

@@ -1,4 +1,4 @@
-package model
+package peft
 
 import (
 	"fmt"
@@ -7,13 +7,15 @@ import (
 
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
-// MergePEFT writes into outDir the Hugging Face checkpoint hfDir with the adapter merged into
+// Merge writes into outDir the Hugging Face checkpoint hfDir with the adapter merged into
 // its weights (W + scale * B @ A, as PEFT's merge_and_unload), each merged weight in its
 // original dtype, with hfDir's config and tokenizer files. One tensor is in memory at a time;
 // the files are built beside outDir and renamed into it, where other files stay.
-func MergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
+func Merge(hfDir string, a *LoRAAdapter, outDir string) error {
 	if err := mergePEFT(hfDir, a, outDir); err != nil {
 		return fmt.Errorf("merge lora adapter into %s: %w", hfDir, err)
 	}
@@ -21,7 +23,7 @@ func MergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 }
 
 func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
-	cfg, err := LoadHFConfig(hfDir)
+	cfg, err := model.LoadHFConfig(hfDir)
 	if err != nil {
 		return err
 	}
@@ -32,31 +34,32 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 	if err := a.CheckBase(s); err != nil {
 		return err
 	}
-	side, err := ReadFiles(hfDir, append([]string{"config.json"}, TokenizerFiles...))
+	side, err := model.ReadFiles(hfDir, append([]string{"config.json"}, model.TokenizerFiles...))
 	if err != nil {
 		return err
 	}
-	st, err := OpenSafetensors(hfDir)
+	st, err := safetensors.Open(hfDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	wm, err := NewWeightMap(s, gguf.TypeF32) // any type: only the layout is checked
+	wm, err := model.NewWeightMap(s, gguf.TypeF32) // any type: only the layout is checked
 	if err != nil {
 		return err
 	}
-	if err := checkHFTensors(st, wm, s); err != nil {
+	if err := model.CheckHFTensors(st, wm, s); err != nil {
 		return err
 	}
 	merged := map[string]LoRAPair{}
 	for k, p := range a.Pairs {
 		merged[loraModuleName(k.Layer, k.Target)+".weight"] = p
 	}
-	var ts []NamedTensor
+	var ts []safetensors.NamedTensor
 	for _, name := range st.Names() {
-		e := st.entries[name]
+		dtype, _ := st.DType(name)
+		shape, _ := st.Shape(name)
 		p, adapted := merged[name]
-		ts = append(ts, NamedTensor{Name: name, DType: e.dtype, Shape: e.shape, Write: func(w io.Writer) error {
+		ts = append(ts, safetensors.NamedTensor{Name: name, DType: dtype, Shape: shape, Write: func(w io.Writer) error {
 			t, err := st.Tensor(name)
 			if err != nil {
 				return err
@@ -72,7 +75,7 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 			if err := MergeLoRA(v, p, a.Scale()); err != nil {
 				return err
 			}
-			typ, err := ggmlTypeOfDType(e.dtype)
+			typ, err := dtype.GGMLType()
 			if err != nil {
 				return err
 			}
@@ -84,9 +87,9 @@ func mergePEFT(hfDir string, a *LoRAAdapter, outDir string) error {
 		}})
 	}
 	return atomicfile.WriteInto(outDir, func(tmp string) error {
-		if err := WriteFiles(tmp, side); err != nil {
+		if err := model.WriteFiles(tmp, side); err != nil {
 			return err
 		}
-		return WriteSafetensors(filepath.Join(tmp, stSingleName), ts, map[string]string{"format": "pt"})
+		return safetensors.Write(filepath.Join(tmp, safetensors.FileName), ts, map[string]string{"format": "pt"})
 	})
 }

@@ -1,4 +1,7 @@
-package model
+// Package peft holds LoRA adapters: in Hugging Face PEFT's directory layout (read, written
+// and merged into a checkpoint, merge.go) and as llama.cpp's LoRA GGUF (lora_gguf.go), for a
+// base model of a given shape (package model).
+package peft
 
 import (
 	"encoding/json"
@@ -16,14 +19,17 @@ import (
 
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 	"github.com/umad-dev/umad/trainspec"
 )
 
 // A LoRA adapter in Hugging Face PEFT's layout: a directory holding adapter_config.json and
 // adapter_model.safetensors, which peft.PeftModel.from_pretrained(base, dir) loads.
 const (
-	PEFTConfigFile  = "adapter_config.json"
-	PEFTWeightsFile = "adapter_model.safetensors"
+	ConfigFile  = "adapter_config.json"
+	WeightsFile = "adapter_model.safetensors"
 )
 
 // LoRATargets are the linear layers an adapter may adapt, by Hugging Face's module names,
@@ -117,14 +123,14 @@ func (c LoRAConfig) Validate() error {
 
 // LoRATargetDims returns the input and output features of a target's linear layer in a model
 // of shape s (k_proj and v_proj are KVHeads x HeadDim wide under grouped-query attention).
-func LoRATargetDims(s Shape, target string) (in, out int, err error) {
+func LoRATargetDims(s model.Shape, target string) (in, out int, err error) {
 	if loraGroup[target] == "" {
 		return 0, 0, fmt.Errorf("lora: unknown target module %q (supported: %s)", target, strings.Join(LoRATargets, ", "))
 	}
 	name := loraModuleName(0, target) + ".weight"
-	for _, t := range tinyTensors(s, 0) {
-		if t.hfName == name {
-			return int(t.shape[1]), int(t.shape[0]), nil
+	for _, t := range s.Tensors() {
+		if t.Name == name {
+			return int(t.Shape[1]), int(t.Shape[0]), nil
 		}
 	}
 	return 0, 0, fmt.Errorf("lora: a %s model has no %s", s.Arch, name)
@@ -132,7 +138,7 @@ func LoRATargetDims(s Shape, target string) (in, out int, err error) {
 
 // NewLoRAAdapter returns an adapter of every target of every layer of a model of shape s,
 // with zero A and B.
-func NewLoRAAdapter(cfg LoRAConfig, s Shape) (*LoRAAdapter, error) {
+func NewLoRAAdapter(cfg LoRAConfig, s model.Shape) (*LoRAAdapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -162,8 +168,8 @@ func loraModuleName(layer int, target string) string {
 	return "model.layers." + strconv.Itoa(layer) + "." + loraGroup[target] + "." + target
 }
 
-// PEFTTensorName is the name PEFT saves a pair's A (ab "A") or B (ab "B") under.
-func PEFTTensorName(k LoRAKey, ab string) string {
+// TensorName is the name PEFT saves a pair's A (ab "A") or B (ab "B") under.
+func TensorName(k LoRAKey, ab string) string {
 	return peftPrefix + loraModuleName(k.Layer, k.Target) + ".lora_" + ab + ".weight"
 }
 
@@ -171,11 +177,11 @@ func PEFTTensorName(k LoRAKey, ab string) string {
 // model.layers.L.GROUP.TARGET.lora_X.weight (the torch plugin's name), into its key and "A"
 // or "B".
 func ParseLoRAName(name string) (k LoRAKey, ab string, ok bool) {
-	return parsePEFTTensorName(peftPrefix + name)
+	return parseTensorName(peftPrefix + name)
 }
 
-// parsePEFTTensorName is PEFTTensorName's inverse.
-func parsePEFTTensorName(name string) (k LoRAKey, ab string, ok bool) {
+// parseTensorName is TensorName's inverse.
+func parseTensorName(name string) (k LoRAKey, ab string, ok bool) {
 	rest, found := strings.CutPrefix(name, peftPrefix+"model.layers.")
 	if !found {
 		return k, "", false
@@ -246,7 +252,7 @@ func compareLoRAKeys(x, y LoRAKey) int {
 
 // CheckBase checks that the adapter fits a base model of shape s: every target of every layer
 // is adapted, with that layer's input and output features, and no other layer is.
-func (a *LoRAAdapter) CheckBase(s Shape) error {
+func (a *LoRAAdapter) CheckBase(s model.Shape) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
@@ -350,7 +356,7 @@ type peftConfigJSON struct {
 const maxPEFTConfigBytes = 1 << 20
 
 func readPEFTConfig(path string) (LoRAConfig, error) {
-	raw, err := readLimited(path, maxPEFTConfigBytes)
+	raw, err := jsonfile.Read(path, maxPEFTConfigBytes)
 	if err != nil {
 		return LoRAConfig{}, err
 	}
@@ -405,8 +411,8 @@ func readPEFTConfig(path string) (LoRAConfig, error) {
 	return c, c.Validate()
 }
 
-// ReadPEFT reads a PEFT LoRA adapter directory.
-func ReadPEFT(dir string) (*LoRAAdapter, error) {
+// Read reads a PEFT LoRA adapter directory.
+func Read(dir string) (*LoRAAdapter, error) {
 	a, err := readPEFT(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read peft adapter %s: %w", dir, err)
@@ -415,11 +421,11 @@ func ReadPEFT(dir string) (*LoRAAdapter, error) {
 }
 
 func readPEFT(dir string) (*LoRAAdapter, error) {
-	cfg, err := readPEFTConfig(filepath.Join(dir, PEFTConfigFile))
+	cfg, err := readPEFTConfig(filepath.Join(dir, ConfigFile))
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenSafetensors(filepath.Join(dir, PEFTWeightsFile))
+	st, err := safetensors.Open(filepath.Join(dir, WeightsFile))
 	if err != nil {
 		return nil, err
 	}
@@ -429,11 +435,11 @@ func readPEFT(dir string) (*LoRAAdapter, error) {
 	type halves struct{ a, b []int64 }
 	found := map[LoRAKey]*halves{}
 	for _, name := range st.Names() {
-		k, ab, ok := parsePEFTTensorName(name)
+		k, ab, ok := parseTensorName(name)
 		if !ok {
-			return nil, fmt.Errorf("tensor %q is not a LoRA weight of a decoder layer (want %s)", name, PEFTTensorName(LoRAKey{0, "q_proj"}, "A"))
+			return nil, fmt.Errorf("tensor %q is not a LoRA weight of a decoder layer (want %s)", name, TensorName(LoRAKey{0, "q_proj"}, "A"))
 		}
-		shape := st.entries[name].shape
+		shape, _ := st.Shape(name)
 		if len(shape) != 2 {
 			return nil, fmt.Errorf("tensor %q has shape %v, want a matrix", name, shape)
 		}
@@ -452,17 +458,17 @@ func readPEFT(dir string) (*LoRAAdapter, error) {
 		h := found[k]
 		if h.a == nil || h.b == nil {
 			missing := map[bool]string{true: "A", false: "B"}[h.a == nil]
-			return nil, fmt.Errorf("tensor %q is missing", PEFTTensorName(k, missing))
+			return nil, fmt.Errorf("tensor %q is missing", TensorName(k, missing))
 		}
 		if h.a[0] != int64(cfg.Rank) || h.b[1] != int64(cfg.Rank) {
 			return nil, fmt.Errorf("%s: lora_A is %v and lora_B %v, rank %d needs [%d, in] and [out, %d]",
 				loraModuleName(k.Layer, k.Target), h.a, h.b, cfg.Rank, cfg.Rank, cfg.Rank)
 		}
 		p := LoRAPair{In: int(h.a[1]), Out: int(h.b[0])}
-		if p.A, err = peftTensor(st, PEFTTensorName(k, "A")); err != nil {
+		if p.A, err = peftTensor(st, TensorName(k, "A")); err != nil {
 			return nil, err
 		}
-		if p.B, err = peftTensor(st, PEFTTensorName(k, "B")); err != nil {
+		if p.B, err = peftTensor(st, TensorName(k, "B")); err != nil {
 			return nil, err
 		}
 		a.Pairs[k] = p
@@ -470,7 +476,7 @@ func readPEFT(dir string) (*LoRAAdapter, error) {
 	return a, a.Validate()
 }
 
-func peftTensor(st *Safetensors, name string) ([]float32, error) {
+func peftTensor(st *safetensors.File, name string) ([]float32, error) {
 	t, err := st.Tensor(name)
 	if err != nil {
 		return nil, err
@@ -484,17 +490,17 @@ func (a *LoRAAdapter) WritePEFT(dir string) error {
 		return fmt.Errorf("write peft adapter %s: %w", dir, err)
 	}
 	return atomicfile.WriteDir(dir, func(tmp string) error {
-		if err := writeJSON(filepath.Join(tmp, PEFTConfigFile), a.peftConfig()); err != nil {
+		if err := jsonfile.Write(filepath.Join(tmp, ConfigFile), a.peftConfig()); err != nil {
 			return err
 		}
-		var ts []NamedTensor
+		var ts []safetensors.NamedTensor
 		for _, k := range a.Keys() {
 			p := a.Pairs[k]
 			ts = append(ts,
-				NamedTensor{Name: PEFTTensorName(k, "A"), DType: F32, Shape: []int64{int64(a.Rank), int64(p.In)}, Write: f32Writer(p.A)},
-				NamedTensor{Name: PEFTTensorName(k, "B"), DType: F32, Shape: []int64{int64(p.Out), int64(a.Rank)}, Write: f32Writer(p.B)})
+				safetensors.NamedTensor{Name: TensorName(k, "A"), DType: safetensors.F32, Shape: []int64{int64(a.Rank), int64(p.In)}, Write: f32Writer(p.A)},
+				safetensors.NamedTensor{Name: TensorName(k, "B"), DType: safetensors.F32, Shape: []int64{int64(p.Out), int64(a.Rank)}, Write: f32Writer(p.B)})
 		}
-		return WriteSafetensors(filepath.Join(tmp, PEFTWeightsFile), ts, map[string]string{"format": "pt"})
+		return safetensors.Write(filepath.Join(tmp, WeightsFile), ts, map[string]string{"format": "pt"})
 	})
 }
 

@@ -1,4 +1,4 @@
-package model
+package peft
 
 import (
 	"maps"
@@ -10,12 +10,14 @@ import (
 	"testing"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/safetensors"
 )
 
 func TestLoRAGGUF(t *testing.T) {
-	for _, arch := range []Arch{ArchQwen2, ArchQwen3, ArchLlama} {
+	for _, arch := range []model.Arch{model.ArchQwen2, model.ArchQwen3, model.ArchLlama} {
 		a, s := randomLoRA(t, arch, 4)
-		a.RSLoRA = arch == ArchQwen3
+		a.RSLoRA = arch == model.ArchQwen3
 		path := filepath.Join(t.TempDir(), "lora.gguf")
 		if err := a.WriteGGUF(path, s); err != nil {
 			t.Fatal(err)
@@ -47,14 +49,19 @@ func TestLoRAGGUF(t *testing.T) {
 			{"blk.1.attn_v.weight.lora_a", LoRAKey{1, "v_proj"}, []int64{int64(s.Hidden), 4}, func(got []float32, p LoRAPair) bool { return slices.Equal(got, p.A) }},
 			{"blk.0.ffn_down.weight.lora_b", LoRAKey{0, "down_proj"}, []int64{4, int64(s.Hidden)}, func(got []float32, p LoRAPair) bool { return slices.Equal(got, p.B) }},
 			{"blk.1.attn_k.weight.lora_b", LoRAKey{1, "k_proj"}, []int64{4, int64(s.KVHeads * s.HeadDim)}, func(got []float32, p LoRAPair) bool {
-				if arch != ArchLlama {
+				if arch != model.ArchLlama {
 					return slices.Equal(got, p.B)
 				}
-				// Llama: each head's rows in llama.cpp's rotary order, as the weight's.
+				// Llama: each head's rows in llama.cpp's rotary order, as the weight's: row
+				// 2j+i of a head is its HF row i*d/2+j.
 				want := make([]float32, 0, len(p.B))
-				head := int64(s.HeadDim) * 4
-				for h := range int64(s.KVHeads) {
-					want = append(want, interleaveHead(p.B[h*head:(h+1)*head], int64(s.HeadDim), 4)...)
+				d, cols := s.HeadDim, 4
+				for h := range s.KVHeads {
+					head := p.B[h*d*cols : (h+1)*d*cols]
+					for r := range d {
+						old := r%2*d/2 + r/2
+						want = append(want, head[old*cols:(old+1)*cols]...)
+					}
 				}
 				return slices.Equal(got, want) && !slices.Equal(got, p.B)
 			}},
@@ -74,7 +81,7 @@ func TestLoRAGGUF(t *testing.T) {
 		g.Close()
 	}
 	// rsLoRA's alpha x sqrt(rank) can leave float32's range that alpha itself is within.
-	a, s := randomLoRA(t, ArchQwen2, 4)
+	a, s := randomLoRA(t, model.ArchQwen2, 4)
 	a.RSLoRA, a.Alpha = true, math.MaxFloat32
 	if err := a.WriteGGUF(filepath.Join(t.TempDir(), "lora.gguf"), s); err == nil || !strings.Contains(err.Error(), "outside float32's range") {
 		t.Errorf("rsLoRA alpha beyond float32: %v", err)
@@ -107,12 +114,12 @@ func writeGGUFFile(t *testing.T, kvs []gguf.KV, tensors map[string][]int64) stri
 }
 
 func TestCheckLoRAGGUFRefuses(t *testing.T) {
-	a, s := randomLoRA(t, ArchQwen2, 4)
+	a, s := randomLoRA(t, model.ArchQwen2, 4)
 	good := filepath.Join(t.TempDir(), "lora.gguf")
 	if err := a.WriteGGUF(good, s); err != nil {
 		t.Fatal(err)
 	}
-	q3, _ := DefaultShape(ArchQwen3)
+	q3, _ := model.DefaultShape(model.ArchQwen3)
 	wide := s
 	wide.FFN = 256
 	deep := s
@@ -122,7 +129,7 @@ func TestCheckLoRAGGUFRefuses(t *testing.T) {
 	cases := []struct {
 		name string
 		path string
-		base Shape
+		base model.Shape
 		want string
 	}{
 		{"other arch", good, q3, "the adapter is for qwen2, the model is qwen3"},
@@ -149,39 +156,39 @@ func TestCheckLoRAGGUFRefuses(t *testing.T) {
 
 func TestPEFTToGGUFAndMerge(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteTiny(dir, TinyOptions{Arch: "llama", Seed: 3}); err != nil {
+	if err := model.WriteTiny(dir, model.TinyOptions{Arch: "llama", Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
-	a, s := randomLoRA(t, ArchLlama, 2)
+	a, s := randomLoRA(t, model.ArchLlama, 2)
 	peft := filepath.Join(dir, "adapter")
 	if err := a.WritePEFT(peft); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "lora.gguf")
-	if err := PEFTToGGUF(peft, filepath.Join(dir, "model.gguf"), out); err != nil {
+	if err := ToGGUF(peft, filepath.Join(dir, "model.gguf"), out); err != nil {
 		t.Fatal(err)
 	}
 	if err := CheckLoRAGGUF(out, s); err != nil {
 		t.Fatal(err)
 	}
 	q3 := t.TempDir()
-	if err := WriteTiny(q3, TinyOptions{Arch: "qwen3", Seed: 3}); err != nil {
+	if err := model.WriteTiny(q3, model.TinyOptions{Arch: "qwen3", Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := PEFTToGGUF(peft, filepath.Join(q3, "model.gguf"), out); err == nil || !strings.Contains(err.Error(), "wrong base model?") {
+	if err := ToGGUF(peft, filepath.Join(q3, "model.gguf"), out); err == nil || !strings.Contains(err.Error(), "wrong base model?") {
 		t.Errorf("a llama adapter onto a qwen3 base: %v", err)
 	}
 
 	merged := filepath.Join(dir, "merged")
-	if err := MergePEFT(filepath.Join(dir, "hf"), a, merged); err != nil {
+	if err := Merge(filepath.Join(dir, "hf"), a, merged); err != nil {
 		t.Fatal(err)
 	}
-	base, err := OpenSafetensors(filepath.Join(dir, "hf"))
+	base, err := safetensors.Open(filepath.Join(dir, "hf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer base.Close()
-	got, err := OpenSafetensors(merged)
+	got, err := safetensors.Open(merged)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +196,7 @@ func TestPEFTToGGUFAndMerge(t *testing.T) {
 	if !slices.Equal(base.Names(), got.Names()) {
 		t.Fatalf("merged tensors %v, base %v", got.Names(), base.Names())
 	}
-	read := func(st *Safetensors, name string) []float32 {
+	read := func(st *safetensors.File, name string) []float32 {
 		tv, err := st.Tensor(name)
 		if err != nil {
 			t.Fatal(err)
@@ -217,7 +224,7 @@ func TestPEFTToGGUFAndMerge(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if err := HFToGGUF(merged, filepath.Join(dir, "merged.gguf"), HFToGGUFOptions{}); err != nil {
+	if err := model.HFToGGUF(merged, filepath.Join(dir, "merged.gguf"), model.HFToGGUFOptions{}); err != nil {
 		t.Fatalf("the merged checkpoint does not convert: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package model
+package safetensors
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 func FuzzOpenSafetensors(f *testing.F) {
 	tensors, _ := stTestTensors(f)
 	path := filepath.Join(f.TempDir(), "seed.safetensors")
-	if err := WriteSafetensors(path, tensors, map[string]string{"format": "pt"}); err != nil {
+	if err := Write(path, tensors, map[string]string{"format": "pt"}); err != nil {
 		f.Fatal(err)
 	}
 	seed, err := os.ReadFile(path)
@@ -32,7 +32,7 @@ func FuzzOpenSafetensors(f *testing.F) {
 			if err != nil {
 				t.Fatalf("tensor %q passed validation but cannot be read: %v", name, err)
 			}
-			if want, _ := shapeBytes(tv.Shape, dtypeBytes[tv.DType]); want != int64(len(tv.Data)) {
+			if want, _ := TensorBytes(tv.Shape, dtypeBytes[tv.DType]); want != int64(len(tv.Data)) {
 				t.Fatalf("tensor %q: %d bytes for shape %v of %s", name, len(tv.Data), tv.Shape, tv.DType)
 			}
 			tv.F32() // may refuse a dtype, must not panic
