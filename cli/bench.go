@@ -12,6 +12,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/sampler"
 )
 
@@ -51,7 +52,7 @@ func checkBenchDebate(c *ucli.Context) error {
 	if err := notWith(c, "agent", "two-models"); err != nil {
 		return err
 	}
-	return checkThreads("threads", c.Int("threads"))
+	return run.CheckThreads("threads", c.Int("threads"))
 }
 
 func checkBenchRollout(c *ucli.Context) error {
@@ -67,7 +68,7 @@ func checkBenchRollout(c *ucli.Context) error {
 	if _, ok := model.Presets[c.String("preset")]; !ok && c.String("preset") != "" {
 		return fmt.Errorf("unknown preset %q (want %s)", c.String("preset"), presetNames())
 	}
-	return checkThreads("threads", c.Int("threads"))
+	return run.CheckThreads("threads", c.Int("threads"))
 }
 
 func benchDebate(c *ucli.Context) error {

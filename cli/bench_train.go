@@ -21,6 +21,7 @@ import (
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/internal/sysmem"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainlog"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -94,7 +95,7 @@ func benchTrain(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkThreads("threads", c.Int("threads")); err != nil {
+	if err := run.CheckThreads("threads", c.Int("threads")); err != nil {
 		return err
 	}
 	profile := c.String("profile")
@@ -188,32 +189,34 @@ func benchTrainModel(dir, preset string, shape *model.Shape) (string, error) {
 	return label, model.WriteTiny(dir, model.TinyOptions{Arch: name, Shape: shape, Seed: 1, ChatTemplate: tmpl})
 }
 
-// runBenchTrain trains dir/hf with umad train itself, in this process (its progress and
-// plan on stderr), and returns its last step with the run's memory plan and peak RSS.
+// runBenchTrain trains dir/hf as umad train does, in this process (its progress and plan on
+// stderr), and returns its last step with the run's memory plan and peak RSS.
 func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 	var step bench.TrainStep
-	run := filepath.Join(dir, "run")
-	args := []string{"train", "--agent", filepath.Join(dir, "hf"), "--algo", "grpo", "--turns", "1",
-		"--synthetic", fmt.Sprint(c.Int("steps") * c.Int("batch")), "--val-synthetic", "0", "--out", run}
+	out := filepath.Join(dir, "run")
+	r := run.NewTrainRequest()
+	settings := [][2]string{{"agent", filepath.Join(dir, "hf")}, {"algo", "grpo"}, {"turns", "1"},
+		{"synthetic", fmt.Sprint(c.Int("steps") * c.Int("batch"))}, {"val-synthetic", "0"}, {"out", out}}
 	for _, f := range benchTrainShape {
-		args = append(args, "--"+f, c.String(f))
+		settings = append(settings, [2]string{f, c.String(f)})
 	}
 	for _, f := range benchTrainPassed {
 		if c.IsSet(f) {
-			args = append(args, "--"+f+"="+c.String(f))
+			settings = append(settings, [2]string{f, c.String(f)})
 		}
 	}
+	for _, kv := range settings {
+		if err := run.SetSetting(r.Keys(), kv[0], kv[1]); err != nil {
+			return step, fmt.Errorf("train: %w", err)
+		}
+	}
+	r.Stdout, r.Stderr = c.App.ErrWriter, c.App.ErrWriter
 	debug.FreeOSMemory() // the generated model's buffers are no part of the run's peak
 	if err := sysmem.ResetPeakRSS(); err != nil {
 		return step, fmt.Errorf("peak memory: %w", err)
 	}
-	err := resolveCommand(args, func(tc *ucli.Context) error {
-		tc.App.Writer, tc.App.ErrWriter = c.App.ErrWriter, c.App.ErrWriter
-		var err error
-		step.Plan, err = train(tc)
-		return err
-	})
-	if err != nil {
+	var err error
+	if step.Plan, err = r.Start(); err != nil {
 		return step, fmt.Errorf("train: %w", err)
 	}
 	if step.PeakRSS, err = sysmem.PeakRSS(); err != nil {
@@ -222,7 +225,7 @@ func runBenchTrain(c *ucli.Context, dir string) (bench.TrainStep, error) {
 	if step.Plan == nil || len(step.Plan.Agents) != 1 {
 		return step, errors.New("train left no memory plan of one agent")
 	}
-	train, _, err := trainlog.Read(filepath.Join(run, trainlog.File))
+	train, _, err := trainlog.Read(filepath.Join(out, trainlog.File))
 	if err != nil {
 		return step, err
 	}

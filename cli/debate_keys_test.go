@@ -1,23 +1,63 @@
 package cli
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"reflect"
 	"testing"
+
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/run"
 )
 
-// Every flag of umad debate that sets the run is a key of debateKeys, by its name.
-func TestDebateKeysAreFlags(t *testing.T) {
-	for name := range debateKeys {
-		if flagName("debate", name) != name {
-			t.Errorf("key %s is no flag name of umad debate", name)
+// Every flag of umad debate and umad train that sets the run is a key of its request, by
+// its name, and a request's defaults are its flags' (so a cell that leaves a setting out
+// runs what the command would).
+func TestRequestKeysAreFlags(t *testing.T) {
+	for _, tc := range []struct {
+		command string
+		keys    run.Keys
+		flags   []ucli.Flag
+		not     []string // flags that are no setting of the run
+		later   []string // settings whose default Resolve gives, from others
+	}{
+		{"debate", run.NewDebateRequest().Keys(), debateFlags(), []string{"check-determinism"}, []string{"continue"}},
+		{"train", run.NewTrainRequest().Keys(), trainFlags(), nil, nil},
+	} {
+		for _, name := range tc.keys.Names() {
+			if flagName(tc.command, name) != name {
+				t.Errorf("key %s is no flag name of umad %s", name, tc.command)
+			}
 		}
-	}
-	for _, f := range debateFlags() {
-		if name := f.Names()[0]; debateKeys[name].set == nil && name != "check-determinism" {
-			t.Errorf("flag --%s is no key of debateKeys", name)
+		for _, f := range tc.flags {
+			name := f.Names()[0]
+			if !slices.Contains(tc.keys.Names(), name) {
+				if !slices.Contains(tc.not, name) {
+					t.Errorf("flag --%s of umad %s is no key of its request", name, tc.command)
+				}
+				continue
+			}
+			if env, ok := f.(interface{ GetEnvVars() []string }); ok && len(env.GetEnvVars()) > 0 {
+				continue // the machine's, read where it is used
+			}
+			d, ok := f.(ucli.DocGenerationFlag)
+			if !ok {
+				t.Fatalf("flag --%s: no default to compare", name)
+			}
+			want, got := d.GetValue(), fmt.Sprint(tc.keys.Value(name))
+			if _, list := tc.keys.Value(name).([]string); list {
+				got = strings.Join(tc.keys.Value(name).([]string), ", ")
+			}
+			if want == "" && got == "false" {
+				want = got // a bool flag shows no default
+			}
+			if want != got && !slices.Contains(tc.later, name) {
+				t.Errorf("umad %s --%s: the flag's default %q, the request's %q", tc.command, name, want, got)
+			}
 		}
 	}
 }
@@ -42,7 +82,7 @@ func TestDebateCellResolvesAsFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.resolve()
+	got, err := r.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}

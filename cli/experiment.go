@@ -98,7 +98,7 @@ func experimentCmd(c *ucli.Context) error {
 			return err
 		}
 	}
-	states, err := planCells(f, cells)
+	states, err := planCells(c, f, cells)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func runPrepare(c *ucli.Context, pending []experiment.Prepare) error {
 
 // planCells resolves every cell through its command's own flag handling: its tokens, whether
 // it is done, and a directory that holds other settings refused before anything runs.
-func planCells(f *experiment.File, cells []experiment.Cell) ([]*cellState, error) {
+func planCells(c *ucli.Context, f *experiment.File, cells []experiment.Cell) ([]*cellState, error) {
 	byName := map[string]*cellState{}
 	var states []*cellState
 	for _, cell := range cells {
@@ -169,7 +169,7 @@ func planCells(f *experiment.File, cells []experiment.Cell) ([]*cellState, error
 		if err := checkCellFlags(cell); err != nil {
 			return nil, fmt.Errorf("cell %s: %w", cell.Name, err)
 		}
-		if err := st.resolve(); err != nil {
+		if err := st.resolve(c); err != nil {
 			return nil, fmt.Errorf("cell %s: %w", cell.Name, err)
 		}
 		byName[cell.Name] = st
@@ -178,25 +178,29 @@ func planCells(f *experiment.File, cells []experiment.Cell) ([]*cellState, error
 	return states, nil
 }
 
-func (st *cellState) resolve() error {
-	args, settings := st.Args, st.Settings
+func (st *cellState) resolve(c *ucli.Context) error {
+	settings := st.Settings
 	if !st.ready {
-		if args, settings = st.BaseArgs, st.BaseSettings; args == nil {
+		if settings = st.BaseSettings; settings == nil {
 			return nil // tokens unknown until its training is done
 		}
 	}
 	if st.Kind == "train" {
-		return resolveCommand(args, st.resolveTrain)
+		return st.resolveTrain(c)
 	}
 	return st.resolveDebate(settings)
 }
 
 func (st *cellState) resolveTrain(c *ucli.Context) error {
-	rc, err := resolveTrain(c)
+	r, err := trainCell(c, st.Settings)
 	if err != nil {
 		return err
 	}
-	if rc.Trainer.Steps == 0 { // --epochs: as trainCmd counts them
+	rc, err := r.Resolve()
+	if err != nil {
+		return err
+	}
+	if rc.Trainer.Steps == 0 { // --epochs: as the run counts them
 		n := rc.Synthetic
 		if rc.Data != "" {
 			ps, err := data.Load(rc.Data, data.Options{})
@@ -205,7 +209,7 @@ func (st *cellState) resolveTrain(c *ucli.Context) error {
 			}
 			n = len(ps)
 		}
-		steps, err := tokenProduct(size{"--epochs", c.Int("epochs")}, size{"steps per epoch", n / max(rc.Trainer.BatchSize, 1)})
+		steps, err := tokenProduct(size{"--epochs", r.Epochs}, size{"steps per epoch", n / max(rc.Trainer.BatchSize, 1)})
 		if err != nil {
 			return fmt.Errorf("steps: %w", err)
 		}
@@ -235,7 +239,7 @@ func (st *cellState) resolveDebate(settings []experiment.Setting) error {
 	if err != nil {
 		return err
 	}
-	d, err := r.resolve()
+	d, err := r.Resolve()
 	if err != nil {
 		return err
 	}
@@ -303,16 +307,37 @@ func flagName(command, key string) string {
 }
 
 // debateCell is the debate a cell's settings give: umad debate's defaults, then each
-// setting through debateKeys, as the command's flags set them.
-func debateCell(settings []experiment.Setting) (*debateRequest, error) {
-	r := newDebateRequest()
+// setting by its key, as the command's flags set them.
+func debateCell(settings []experiment.Setting) (*run.DebateRequest, error) {
+	r := run.NewDebateRequest()
+	if err := setCell(r.Keys(), "debate", settings); err != nil {
+		return nil, err
+	}
+	r.Command = run.Command(r.Keys()) // as given, before the recipe sets settings
+	return r, nil
+}
+
+// trainCell is the training run a cell's settings give, as debateCell's debate, on the
+// outputs of the experiment's command c.
+func trainCell(c *ucli.Context, settings []experiment.Setting) (*run.TrainRequest, error) {
+	r := run.NewTrainRequest()
+	if err := setCell(r.Keys(), "train", settings); err != nil {
+		return nil, err
+	}
+	r.Command, r.Hub = run.Command(r.Keys()), hubDirs(c)
+	r.Stdout, r.Stderr = c.App.Writer, c.App.ErrWriter
+	return r, nil
+}
+
+// setCell sets a cell's settings, each key by the name of the command's flag it names (an
+// alias among them).
+func setCell(k run.Keys, command string, settings []experiment.Setting) error {
 	for _, s := range settings {
-		if err := debateKeys.setKey(r, r.given, flagName("debate", s.Key), s.Value); err != nil {
-			return nil, err
+		if err := run.SetSetting(k, flagName(command, s.Key), s.Value); err != nil {
+			return err
 		}
 	}
-	r.Command = debateKeys.command(r, r.given) // as given, before the recipe sets settings
-	return r, nil
+	return nil
 }
 
 // maxCellTokens bounds the tokens a cell generates: 10^15 is years of generation on any
@@ -356,17 +381,6 @@ func (st *cellState) addTokens(sizes ...size) error {
 	}
 	st.tokens += n
 	return err
-}
-
-// resolveCommand parses args (a command line after "umad") with that command's own flags
-// and runs fn on them instead of the command: what the command would resolve, unrun.
-func resolveCommand(args []string, fn ucli.ActionFunc) error {
-	i := slices.IndexFunc(commands, func(cmd *ucli.Command) bool { return cmd.Name == args[0] })
-	cmd := *commands[i]
-	cmd.Action = fn
-	app := &ucli.App{Name: "umad", Commands: []*ucli.Command{&cmd}, DisableSliceFlagSeparator: true,
-		Writer: io.Discard, ErrWriter: io.Discard, ExitErrHandler: func(*ucli.Context, error) {}}
-	return app.Run(append([]string{"umad"}, args...))
 }
 
 // checkpointStep is the step of a training run's newest checkpoint (0: none).
@@ -481,11 +495,13 @@ func largestTrainPlan(c *ucli.Context, todo []*cellState) error {
 		return nil
 	}
 	fmt.Fprintf(c.App.Writer, "memory plan of the largest training cell, %s:\n", big.Name)
-	args := append(append([]string(nil), big.Args...), "--dry-run")
-	if big.exists {
-		args = append(args, "--resume")
+	r, err := trainCell(c, big.Settings)
+	if err != nil {
+		return err
 	}
-	return runTrainCell(c, args)
+	r.DryRun, r.Resume = true, big.exists
+	_, err = r.Start()
+	return err
 }
 
 // runCommand runs a umad command line in this process, on this app's outputs. The app
@@ -515,22 +531,27 @@ func runDebateCell(c *ucli.Context, st *cellState) error {
 		return err
 	}
 	r.Stdout, r.Stderr, r.RankCommand = c.App.Writer, c.App.ErrWriter, appArgs(c, st.Args)
-	d, err := r.resolve()
+	d, err := r.Resolve()
 	if err != nil {
 		return err
 	}
 	return d.Run(context.Background())
 }
 
-// runTrainCell runs a training cell: the run.Train its command line's flags give (train),
-// whose ranks (with --nproc) run that line.
-func runTrainCell(c *ucli.Context, args []string) error {
-	return resolveCommand(args, func(cc *ucli.Context) error {
-		cc.App.Writer, cc.App.ErrWriter = c.App.Writer, c.App.ErrWriter
-		cc.App.Metadata = map[string]any{commandLineKey: appArgs(c, args)}
-		_, err := train(cc)
+// runTrainCell runs a training cell, resuming its run when its directory holds one; its
+// ranks (with --nproc) run its command line.
+func runTrainCell(c *ucli.Context, st *cellState) error {
+	r, err := trainCell(c, st.Settings)
+	if err != nil {
 		return err
-	})
+	}
+	args := st.Args
+	if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil {
+		r.Resume, args = true, append(append([]string(nil), args...), "--resume")
+	}
+	r.RankCommand = appArgs(c, args)
+	_, err = r.Start()
+	return err
 }
 
 // commandLineKey is the app metadata that holds a command line run in process.
@@ -568,11 +589,7 @@ func runCells(c *ucli.Context, todo, states []*cellState) error {
 			continue
 		}
 		fmt.Fprintf(w, "experiment: cell %d of %d to run: %s\n", i+1, len(todo), st.Name)
-		args := st.Args
-		if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil && st.Kind == "train" {
-			args = append(append([]string(nil), args...), "--resume")
-		}
-		runCell := func() error { return runTrainCell(c, args) }
+		runCell := func() error { return runTrainCell(c, st) }
 		if st.Kind == "debate" {
 			runCell = func() error { return runDebateCell(c, st) }
 		}

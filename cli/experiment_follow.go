@@ -25,7 +25,7 @@ func (st *cellState) beforeRun() error {
 	if st.Kind == "debate" && !st.ready {
 		st.ready = true
 		tokens := st.tokens
-		if err := st.resolve(); err != nil {
+		if err := st.resolveDebate(st.Settings); err != nil {
 			return err
 		}
 		st.tokens = tokens // the plan's estimate, which the ETA counts down

@@ -14,8 +14,10 @@ import (
 	"github.com/umad-dev/umad/debate"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/internal/interrupt"
 	"github.com/umad-dev/umad/launch"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -86,7 +88,7 @@ func sftCmd(c *ucli.Context) (err error) {
 		return err
 	}
 	if hc, err := model.LoadHFConfig(src); err == nil {
-		if err := checkLoRARank(lora, hc.HiddenSize, src); err != nil {
+		if err := run.CheckLoRARank(lora, hc.HiddenSize, src); err != nil {
 			return err
 		}
 	}
@@ -110,7 +112,7 @@ func sftCmd(c *ucli.Context) (err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	ctx, release := interruptContext("stopping after this step; nothing is written")
+	ctx, release := interrupt.Context("stopping after this step; nothing is written")
 	defer release()
 	ids, err := sftTokenize(c, src, filepath.Join(tmp, "model.gguf"), pairs)
 	if err != nil {
