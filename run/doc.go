@@ -3,6 +3,7 @@
 // and run by its methods, so that `umad debate`, `umad experiment`'s cells and the
 // determinism check build the same value instead of command lines; and a training run
 // (Train, in train*.go: resolved, loaded, checked, planned and run), which `umad train`,
-// `umad experiment`'s training cells and `umad bench train` run. It also claims a run's
-// directory for its settings (rundir.go).
+// `umad experiment`'s training cells and `umad bench train` run; and a supervised warm
+// start (SFT, in sft.go), which `umad sft` runs. It also claims a run's directory for its
+// settings (rundir.go).
 package run
