@@ -3,7 +3,8 @@
 // and run by its methods, so that `umad debate`, `umad experiment`'s cells and the
 // determinism check build the same value instead of command lines; and a training run
 // (Train, in train*.go: resolved, loaded, checked, planned and run), which `umad train`,
-// `umad experiment`'s training cells and `umad bench train` run. Each starts as a request
+// `umad experiment`'s training cells and `umad bench train` run; and a supervised warm
+// start (SFT, in sft.go), which `umad sft` runs. Debates and trainings start as a request
 // (DebateRequest, TrainRequest) set key by key, the keys being the flags' names, by
 // flags, cells and a recipe alike (keys.go). It also claims a run's directory for its
 // settings (rundir.go).
