@@ -78,7 +78,8 @@ func TestDebateCellResolvesAsFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := debateCell(settings)
+	e := &run.Experiment{FlagName: flagName}
+	r, err := e.DebateRequest(settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestDebateCellResolvesAsFlags(t *testing.T) {
 		t.Errorf("the recipe's overrides %+v, seeds %v: want k, temperature and no-mask overridden, seeds 1 to 5",
 			want.Settings.Recipe.Overrides, want.Settings.Seeds)
 	}
-	if _, err := debateCell([]experiment.Setting{{Key: "turns", Value: "three"}}); err == nil || err.Error() != `turns (--turns) "three": strconv.ParseInt: parsing "three": invalid syntax` {
+	if _, err := e.DebateRequest([]experiment.Setting{{Key: "turns", Value: "three"}}); err == nil || err.Error() != `turns (--turns) "three": strconv.ParseInt: parsing "three": invalid syntax` {
 		t.Errorf("a cell's value that does not read: %v", err)
 	}
 }

@@ -206,7 +206,7 @@ func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell e
 		why = dr.Partial
 	}
 	if why == "" {
-		if why, err = debatedOld(f.Out, cell, cfg); err != nil {
+		if why, err = run.DebatedOld(f.Out, cell, cfg); err != nil {
 			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
 		}
 	}

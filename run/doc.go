@@ -1,11 +1,14 @@
-// Package run holds umad's runs as typed values, outside the CLI: a debate evaluation
-// (Debate, in debate*.go) with its settings as fields, resolved, checked, planned, opened
-// and run by its methods, so that `umad debate`, `umad experiment`'s cells and the
-// determinism check build the same value instead of command lines; and a training run
-// (Train, in train*.go: resolved, loaded, checked, planned and run), which `umad train`,
-// `umad experiment`'s training cells and `umad bench train` run; and a supervised warm
-// start (SFT, in sft.go), which `umad sft` runs. Debates and trainings start as a request
-// (DebateRequest, TrainRequest) set key by key, the keys being the flags' names, by
-// flags, cells and a recipe alike (keys.go). It also claims a run's directory for its
-// settings (rundir.go).
+// Package run holds umad's runs as typed values, outside the CLI, each with its settings
+// as fields, resolved, checked, planned and run by its methods:
+//   - a debate evaluation (Debate, in debate*.go), which `umad debate`, `umad
+//     experiment`'s cells and the determinism check build alike;
+//   - a training run (Train, in train*.go), which `umad train`, `umad experiment`'s
+//     training cells and `umad bench train` run;
+//   - a supervised warm start (SFT, in sft.go), which `umad sft` runs;
+//   - an experiment's grid of debates and trainings (Experiment, in experiment*.go),
+//     which `umad experiment` plans and runs.
+//
+// Debates and trainings start as a request (DebateRequest, TrainRequest) set key by key,
+// the keys being the flags' names, by flags, cells and a recipe alike (keys.go). The
+// package also claims a run's directory for its settings (rundir.go).
 package run

@@ -1,4 +1,4 @@
-package cli
+package run
 
 // A trained debate cell of umad experiment that follows its training cells: a moved
 // experiment directory, a training continued to more steps.
@@ -14,18 +14,17 @@ import (
 
 	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 )
 
 // beforeRun readies a cell's directory: a trained debate planned before its training was
 // done is resolved on the training's checkpoint now (it may be done, moved or stale), and
 // a moved or stale directory is fixed.
-func (st *cellState) beforeRun() error {
+func (st *cellState) beforeRun(e *Experiment) error {
 	if st.Kind == "debate" && !st.ready {
 		st.ready = true
 		tokens := st.tokens
-		if err := st.resolveDebate(st.Settings); err != nil {
+		if err := st.resolveDebate(e, st.Settings); err != nil {
 			return err
 		}
 		st.tokens = tokens // the plan's estimate, which the ETA counts down
@@ -45,7 +44,7 @@ func (st *cellState) beforeRun() error {
 // same run at a new place: its paths are updated before it runs. A training continued to
 // more steps has a newer checkpoint, which this run did not debate: the run is set aside,
 // kept beside the cell, and the cell runs afresh.
-func (st *cellState) followTraining(cfg run.DebateSettings) error {
+func (st *cellState) followTraining(cfg DebateSettings) error {
 	if len(st.Needs) == 0 {
 		return nil
 	}
@@ -54,7 +53,7 @@ func (st *cellState) followTraining(cfg run.DebateSettings) error {
 	if err != nil {
 		return err
 	}
-	var old run.DebateSettings
+	var old DebateSettings
 	if err := json.Unmarshal(raw, &old); err != nil || len(old.Agents) != len(cfg.Agents) {
 		return nil // run.ClaimDir names the difference
 	}
@@ -81,7 +80,7 @@ func (st *cellState) followTraining(cfg run.DebateSettings) error {
 	}
 	if !reflect.DeepEqual(rebased, cfg) {
 		have, _ := json.MarshalIndent(rebased, "", "  ")
-		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, run.ConfigDiff(have, want))
+		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, ConfigDiff(have, want))
 	}
 	st.moved = true
 	// Each old path is replaced in the file's text, which keeps the rest as it was (the
@@ -126,9 +125,9 @@ func trainedTail(model string, needs []string) string {
 	return ""
 }
 
-// debatedOld says how a trained debate's config debated an older checkpoint than its
+// DebatedOld says how a trained debate's config debated an older checkpoint than its
 // training's newest ("" where it did not), so umad report FILE.toml leaves the cell out.
-func debatedOld(out string, cell experiment.Cell, cfg run.DebateSettings) (string, error) {
+func DebatedOld(out string, cell experiment.Cell, cfg DebateSettings) (string, error) {
 	for _, a := range cfg.Agents {
 		tail := trainedTail(a.Model, cell.Needs)
 		parts := strings.Split(tail, "/") // NEED/checkpoints/step-N/agent-I/model.gguf
