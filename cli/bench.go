@@ -10,7 +10,6 @@ import (
 
 	"github.com/umad-dev/umad/bench"
 	"github.com/umad-dev/umad/chat"
-	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/sampler"
@@ -202,7 +201,7 @@ func benchRollout(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	device := benchDevice(layers)
+	device := bench.DecodeDevice(layers)
 	var rows []string
 	for _, r := range runs {
 		f, err := bench.Rollout(r.path, bench.RolloutConfig{
@@ -255,16 +254,4 @@ func benchModels(c *ucli.Context, dir string) ([]benchRun, error) {
 		runs = append(runs, benchRun{"random " + p, filepath.Join(dst, "model.gguf"), c.Int("big-batch"), c.Int("preset-tokens")})
 	}
 	return runs, nil
-}
-
-// benchDevice names where the engine decodes: the CPU, or the GPU with layers offloaded.
-func benchDevice(layers int) string {
-	if layers > 0 {
-		for _, d := range engine.Devices() {
-			if d.Kind == "gpu" {
-				return fmt.Sprintf("GPU %s, %d layers offloaded", d.Description, layers)
-			}
-		}
-	}
-	return "CPU"
 }

@@ -6,7 +6,9 @@
 //     training cells and `umad bench train` run;
 //   - a supervised warm start (SFT, in sft.go), which `umad sft` runs;
 //   - an experiment's grid of debates and trainings (Experiment, in experiment*.go),
-//     which `umad experiment` plans and runs.
+//     which `umad experiment` plans and runs;
+//   - `umad bench train` itself (TrainBench, in benchtrain*.go): its runs of a training
+//     request timed by phase against the limits measured beside them.
 //
 // Debates and trainings start as a request (DebateRequest, TrainRequest) set key by key,
 // the keys being the flags' names, by flags, cells and a recipe alike (keys.go). The
