@@ -496,7 +496,7 @@ func (e *Experiment) runDebateCell(st *cellState) error {
 	if err != nil {
 		return err
 	}
-	r.RankCommand = e.RankArgs(st.Args)
+	r.RankCommand = e.RankArgs(cellArgs(st))
 	d, err := r.Resolve()
 	if err != nil {
 		return err
@@ -511,7 +511,7 @@ func (e *Experiment) runTrainCell(st *cellState) error {
 	if err != nil {
 		return err
 	}
-	args := st.Args
+	args := cellArgs(st)
 	if _, err := os.Stat(filepath.Join(st.dir, "config.json")); err == nil {
 		r.Resume, args = true, append(append([]string(nil), args...), "--resume")
 	}
@@ -566,4 +566,14 @@ func (e *Experiment) runCells(todo, states []*cellState) error {
 	}
 	fmt.Fprintf(w, "experiment: ran %d of %d cells in %s; %d are done\n", len(todo), len(states), time.Since(start).Round(time.Second), done)
 	return nil
+}
+
+// cellArgs is the cell's command line (after "umad"), which its ranks run: its command
+// and each setting as --key=value.
+func cellArgs(st *cellState) []string {
+	args := []string{st.Kind}
+	for _, s := range st.Settings {
+		args = append(args, "--"+s.Key+"="+s.Value)
+	}
+	return args
 }
