@@ -293,7 +293,7 @@ func benchTrainDevice(d trainspec.Device, layers int) string {
 	if d.CUDA {
 		train = fmt.Sprintf("trainer on cuda:%d", d.Index)
 	}
-	return train + ", rollouts on " + benchDevice(layers)
+	return train + ", rollouts on " + bench.Device(layers)
 }
 
 // startProfile makes the torch plugin trace its calls into dir, a new or empty directory,
