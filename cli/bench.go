@@ -60,8 +60,8 @@ func checkBenchRollout(c *ucli.Context) error {
 	if v := c.Int("big-vocab"); v < 0 {
 		return fmt.Errorf("--big-vocab must be 0 (skip) or a vocabulary size, got %d", v)
 	}
-	if _, ok := model.Presets[c.String("preset")]; !ok && c.String("preset") != "" {
-		return fmt.Errorf("unknown preset %q (want %s)", c.String("preset"), presetNames())
+	if _, err := presetShape(c.String("preset"), 0); err != nil {
+		return err
 	}
 	return checkThreads("threads", c.Int("threads"))
 }
@@ -106,7 +106,7 @@ func benchRolloutCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "prompt-tokens", Value: 64, Usage: "prompt length"},
 			&ucli.IntFlag{Name: "big-vocab", Value: 151936, Usage: "vocabulary of the second generated model (0 = skip)"},
 			&ucli.IntFlag{Name: "big-batch", Value: 64, Usage: "samples decoded together on the big-vocabulary model"},
-			&ucli.StringFlag{Name: "preset", Usage: "also measure random weights of a real shape at --big-batch: " + presetNames()},
+			&ucli.StringFlag{Name: "preset", Usage: "also measure random weights of a real shape at --big-batch: " + model.PresetNames()},
 			&ucli.IntFlag{Name: "preset-tokens", Value: 8, Usage: "tokens per sample on the preset model"},
 			&ucli.IntFlag{Name: "repeats", Value: 3, Usage: "best of this many runs"},
 			&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads; 0 = physical cores"},

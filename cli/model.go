@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -35,7 +34,7 @@ func init() {
 				&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "weights seed; the same seed writes the same bytes"},
 				&ucli.IntFlag{Name: "vocab", Usage: "pad the vocabulary to this size (0 = the tokenizer's own)"},
 				&ucli.StringFlag{Name: "tokenizer", Usage: "use the real tokenizer (and chat template) of this Hugging Face directory"},
-				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + presetNames()},
+				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + model.PresetNames()},
 				&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all): its real per-layer shape at a size that fits, for benchmarks"},
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
 				forceFlag,
@@ -102,7 +101,7 @@ func presetShape(preset string, layers int) (*model.Shape, error) {
 	if preset != "" {
 		s, ok := model.Presets[preset]
 		if !ok {
-			return nil, fmt.Errorf("unknown preset %q (want %s)", preset, presetNames())
+			return nil, fmt.Errorf("unknown preset %q (want %s)", preset, model.PresetNames())
 		}
 		shape = &s
 	}
@@ -130,13 +129,4 @@ func archChats() string {
 		out[i] = d.Name + ": " + d.Chat.Family
 	}
 	return strings.Join(out, ", ")
-}
-
-func presetNames() string {
-	names := make([]string, 0, len(model.Presets))
-	for n := range model.Presets {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }
