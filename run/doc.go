@@ -4,5 +4,5 @@
 // determinism check build the same value instead of command lines; and a training run
 // (Train, in train*.go: resolved, loaded, checked, planned and run), which `umad train`,
 // `umad experiment`'s training cells and `umad bench train` run. It also claims a run's
-// directory for its settings (rundir.go).
+// directory for its settings (rundir.go), and does umad report's work (Report, report.go).
 package run
