@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -84,7 +82,7 @@ func modelTiny(c *ucli.Context) error {
 			return err
 		}
 	}
-	if err := prepareOutDir(c, out, removeTiny); err != nil {
+	if err := prepareOutDir(c, out, model.RemoveTiny); err != nil {
 		return err
 	}
 	if err := model.WriteTiny(out, model.TinyOptions{Arch: name, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
@@ -112,14 +110,6 @@ func presetShape(preset string, layers int) (*model.Shape, error) {
 		shape.Layers = layers
 	}
 	return shape, nil
-}
-
-// removeTiny removes what model tiny writes into dir: model.gguf and the checkpoint in hf/.
-func removeTiny(dir string) error {
-	if err := os.Remove(filepath.Join(dir, "model.gguf")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return model.RemoveHFFiles(filepath.Join(dir, "hf"))
 }
 
 // archChats names each architecture's chat format: "qwen2: qwen2.5, ...".
