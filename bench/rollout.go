@@ -37,18 +37,6 @@ type RolloutFigures struct {
 	PrefillUnsharedTime               time.Duration
 }
 
-// DecodeDevice names where the engine decodes: the CPU, or the GPU with layers offloaded.
-func DecodeDevice(layers int) string {
-	if layers > 0 {
-		for _, d := range engine.Devices() {
-			if d.Kind == "gpu" {
-				return fmt.Sprintf("GPU %s, %d layers offloaded", d.Description, layers)
-			}
-		}
-	}
-	return "CPU"
-}
-
 // Rollout measures, on the GGUF model at path, the engine against a bare llama.cpp loop (greedy argmax in Go, no
 // log-probs) with the same model, batch shape and threads.
 func Rollout(path string, cfg RolloutConfig) (RolloutFigures, error) {

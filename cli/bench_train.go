@@ -10,6 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/run"
 )
 
@@ -48,7 +49,7 @@ func benchTrainCommand() *ucli.Command {
 			"use --steps 2 or more. The flags after --section are umad train's own, handed on to the run\n" +
 			"when set.",
 		Flags: slices.Concat([]ucli.Flag{
-			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + presetNames()},
+			&ucli.StringFlag{Name: "preset", Usage: "random weights of a real shape instead of the tiny model: " + model.PresetNames()},
 			&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all)"},
 			&ucli.IntFlag{Name: "steps", Value: 2, Usage: "training steps; the last one is reported"},
 			&ucli.IntFlag{Name: "batch", Value: 2, Usage: "problems per step"},

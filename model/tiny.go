@@ -52,6 +52,15 @@ func WriteTiny(dir string, opt TinyOptions) error {
 	return nil
 }
 
+// RemoveTiny removes from dir what WriteTiny writes there: model.gguf and the checkpoint in
+// hf/ (RemoveHFFiles); other files stay.
+func RemoveTiny(dir string) error {
+	if err := os.Remove(filepath.Join(dir, "model.gguf")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return RemoveHFFiles(filepath.Join(dir, "hf"))
+}
+
 func writeTiny(dir string, opt TinyOptions) error {
 	s, err := tinyShape(opt)
 	if err != nil {

@@ -76,7 +76,7 @@ func trainBenchDevice(d trainspec.Device, layers int) string {
 	if d.CUDA {
 		train = fmt.Sprintf("trainer on cuda:%d", d.Index)
 	}
-	return train + ", rollouts on " + bench.DecodeDevice(layers)
+	return train + ", rollouts on " + bench.Device(layers)
 }
 
 // startProfile makes the torch plugin trace its calls into dir, a new or empty directory,

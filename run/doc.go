@@ -8,7 +8,9 @@
 //   - an experiment's grid of debates and trainings (Experiment, in experiment*.go),
 //     which `umad experiment` plans and runs;
 //   - `umad bench train` itself (TrainBench, in benchtrain*.go): its runs of a training
-//     request timed by phase against the limits measured beside them.
+//     request timed by phase against the limits measured beside them;
+//   - `umad report`'s work (Report, in report.go): each run's report rebuilt and the
+//     runs side by side.
 //
 // Debates and trainings start as a request (DebateRequest, TrainRequest) set key by key,
 // the keys being the flags' names, by flags, cells and a recipe alike (keys.go). The

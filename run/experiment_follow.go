@@ -12,9 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/trainer"
 )
 
 // beforeRun readies a cell's directory: a trained debate planned before its training was
@@ -60,7 +58,7 @@ func (st *cellState) followTraining(cfg DebateSettings) error {
 	rebased := old
 	rebased.Agents = slices.Clone(old.Agents)
 	for i, a := range cfg.Agents {
-		was, now := trainedTail(old.Agents[i].Model, st.Needs), trainedTail(a.Model, st.Needs)
+		was, now := st.TrainedTail(old.Agents[i].Model), st.TrainedTail(a.Model)
 		switch {
 		case old.Agents[i].Model == a.Model:
 		case was == "" || now == "":
@@ -110,37 +108,4 @@ func (st *cellState) setAside(was, now string) error {
 	st.stale = fmt.Sprintf("it debated %s, its training's newest is %s; the old run is kept as %s", was, now, aside)
 	st.fix = func() error { return os.Rename(st.dir, aside) }
 	return nil
-}
-
-// trainedTail is a trained agent's model path from its training cell's name on
-// (train/METHOD/AGENTS/seed-S/checkpoints/step-N/agent-I/model.gguf); "" where it lies
-// in none of needs.
-func trainedTail(model string, needs []string) string {
-	slash := filepath.ToSlash(model)
-	for _, n := range needs {
-		if i := strings.LastIndex(slash, "/"+n+"/"); i >= 0 {
-			return slash[i+1:]
-		}
-	}
-	return ""
-}
-
-// DebatedOld says how a trained debate's config debated an older checkpoint than its
-// training's newest ("" where it did not), so umad report FILE.toml leaves the cell out.
-func DebatedOld(out string, cell experiment.Cell, cfg DebateSettings) (string, error) {
-	for _, a := range cfg.Agents {
-		tail := trainedTail(a.Model, cell.Needs)
-		parts := strings.Split(tail, "/") // NEED/checkpoints/step-N/agent-I/model.gguf
-		if len(parts) < 5 {
-			continue
-		}
-		latest, err := trainer.LatestCheckpoint(filepath.Join(out, filepath.FromSlash(strings.Join(parts[:len(parts)-4], "/"))))
-		if err != nil {
-			return "", err
-		}
-		if filepath.Base(latest) != parts[len(parts)-3] {
-			return fmt.Sprintf("it debated %s, its training's newest checkpoint is %s", tail, filepath.Base(latest)), nil
-		}
-	}
-	return "", nil
 }
