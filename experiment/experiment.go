@@ -31,18 +31,19 @@ const Help = `The file (TOML) holds:
                                      run = ["model", "tiny", ...] (a umad command line), creates = [paths];
                                      run once, in order, before the cells, unless every path in creates exists
   [agents.NAME]                      an agent set: hf = [HF dirs] (trained), gguf = [GGUFs] (debated untrained)
-  [train.NAME]                       a training recipe: algo, recipe (paper|reference), alone = true
+  [train.NAME]                       a training setup: algo, recipe (paper|reference), alone = true
                                      (each agent trained by itself, as the Single-GRPO pair), flags = {...}
-  [eval.NAME]                        an evaluation recipe: data (a --data path; none = the built-in set),
+  [eval.NAME]                        an evaluation setup: data (a --data path; none = the built-in set),
                                      turns, k, max_tokens, prompt_limit, recipe, flags = {...}
   [methods.NAME]                     a row: train = a [train] NAME (none: the GGUFs as they are),
-                                     agents = [agent sets], eval = [evaluation recipes]
+                                     agents = [agent sets], eval = [evaluation setups]
 Relative paths are relative to the working directory, as on the command line. Cells:
   train/METHOD/AGENTS/seed-T                     (alone: train/METHOD/AGENTS-agent-I/seed-T)
   debate/METHOD/AGENTS/EVAL/seed-S               a trained method's debate uses --agent RUN,agent=I
   debate/METHOD/AGENTS/EVAL/train-seed-T/seed-S  with several train_seeds
 Flags tables take the commands' flag names; those the grid sets (agent, out, seed, seeds,
-resume, algo, recipe, dry-run, help, check-determinism, and an evaluation's own keys) are refused.`
+resume, algo, recipe, dry-run, help, check-determinism, and an evaluation's own keys) are refused.
+Errors name a setting by its flag, which is its key: --lr is lr (a value that does not read: lr (--lr)).`
 
 // File is an experiment file.
 type File struct {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/experiment"
+	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/run"
 )
 
@@ -98,6 +100,52 @@ func TestDebateCellResolvesAsFlags(t *testing.T) {
 			want.Settings.Recipe.Overrides, want.Settings.Seeds)
 	}
 	if _, err := e.DebateRequest([]experiment.Setting{{Key: "turns", Value: "three"}}); err == nil || err.Error() != `turns (--turns) "three": strconv.ParseInt: parsing "three": invalid syntax` {
+		t.Errorf("a cell's value that does not read: %v", err)
+	}
+}
+
+// A training cell's settings (aliases among them) resolve to the settings the same flags
+// give, a recipe's overlay and overrides included, and record the same command.
+func TestTrainCellResolvesAsFlags(t *testing.T) {
+	pairs := [][2]string{{"a", filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")}, {"algo", "ippo"}, {"recipe", "paper"}, {"lr", "2e-6"},
+		{"t", "0.8"}, {"lora-rank", "4"}, {"kl-in-loss", "true"}, {"dist-timeout", "90s"}, {"o", t.TempDir()}}
+	var args []string
+	var settings []experiment.Setting
+	for _, p := range pairs {
+		args = append(args, "--"+p[0]+"="+p[1])
+		settings = append(settings, experiment.Setting{Key: p[0], Value: p[1]})
+	}
+	type resolved struct {
+		settings run.TrainSettings
+		command  map[string]any
+	}
+	want, err := resolveOnly(t, "train", func(c *ucli.Context) (resolved, error) {
+		r, err := trainFromFlags(c)
+		if err != nil {
+			return resolved{}, err
+		}
+		s, err := r.Resolve()
+		return resolved{s, r.Command}, err
+	}, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &run.Experiment{FlagName: flagName}
+	r, err := e.TrainRequest(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want.settings) || !reflect.DeepEqual(r.Command, want.command) {
+		t.Errorf("the cell resolves to\n%+v\n%v\nthe flags to\n%+v\n%v", got, r.Command, want.settings, want.command)
+	}
+	if want.settings.Recipe == nil || len(want.settings.Recipe.Overrides) != 1 || want.settings.Trainer.LoRA.Rank != 4 {
+		t.Errorf("the recipe's overrides %+v, LoRA %+v: want lr overridden (temperature 0.8 is the recipe's), rank 4", want.settings.Recipe.Overrides, want.settings.Trainer.LoRA)
+	}
+	if _, err := e.TrainRequest([]experiment.Setting{{Key: "lr", Value: "fast"}}); err == nil || err.Error() != `lr (--lr) "fast": strconv.ParseFloat: parsing "fast": invalid syntax` {
 		t.Errorf("a cell's value that does not read: %v", err)
 	}
 }
