@@ -4,18 +4,18 @@ package cli
 // run.ClaimDir, a warm start its output with run.SFT.Claim).
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/umad-dev/umad/run"
 )
 
-// outDir is the --out of a command that writes a directory. An empty one named the
-// current directory: debate wrote its run there, sft trained and then failed.
+// outDir is the --out of a command that writes a directory, not empty (run.ErrNoOut).
 func outDir(c *ucli.Context) (string, error) {
 	if c.String("out") == "" {
-		return "", errors.New("--out is empty; name the output directory")
+		return "", run.ErrNoOut
 	}
 	return c.String("out"), nil
 }

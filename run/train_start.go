@@ -4,7 +4,6 @@ package run
 // the training state lives, the plugin opened, the memory planned, and the run.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -61,7 +60,7 @@ func (r *TrainRequest) notes() io.Writer {
 // ranks of d's machine), the memory check and the output.
 func (r *TrainRequest) train(s TrainSettings, place trainspec.Placement, d launch.Spec) (*Train, error) {
 	if r.Out == "" {
-		return nil, errors.New("--out is empty; name the output directory")
+		return nil, ErrNoOut
 	}
 	t := &Train{Settings: s, Epochs: r.Epochs, Out: r.Out, Resume: r.Resume, DryRun: r.DryRun, Placement: place,
 		CtxGiven: r.given["ctx"], PromptLimitGiven: r.given["prompt-limit"], NoMemoryCheck: r.NoMemoryCheck,
