@@ -1,12 +1,15 @@
 package run
 
+// A training request resolved into its settings: the recipe's overlay, the algorithm with
+// its overrides, the rewards and verifier, the loss, the LoRA and rollout settings, the
+// problems and validation, and the agents.
+
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/umad-dev/umad/data"
-
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
