@@ -86,14 +86,14 @@ type hfTokenizerConfigFile struct {
 // whose pre-tokenizer llama.cpp implements are accepted: Qwen2/2.5/3 ("qwen2") and Llama 3
 // ("llama-bpe").
 func LoadHF(dir string) (*HF, error) {
-	t, err := loadHFTokenizer(dir)
+	t, err := loadHF(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load hf tokenizer from %s: %w", dir, err)
 	}
 	return t, nil
 }
 
-func loadHFTokenizer(dir string) (*HF, error) {
+func loadHF(dir string) (*HF, error) {
 	raw, err := jsonfile.Read(filepath.Join(dir, "tokenizer.json"), hfTokenizerMaxBytes)
 	if err != nil {
 		return nil, err
