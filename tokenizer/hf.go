@@ -70,7 +70,7 @@ type hfTokenizerFile struct {
 	} `json:"model"`
 }
 
-// hfTokenizerConfig is the part of tokenizer_config.json the conversion needs. Token fields
+// hfTokenizerConfigFile is the part of tokenizer_config.json a tokenizer needs. Token fields
 // are either a string or an AddedToken object with "content"; chat_template is a string or
 // a list of named templates.
 type hfTokenizerConfigFile struct {
