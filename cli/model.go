@@ -10,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/tokenizer"
 )
 
 func init() {
@@ -63,9 +64,9 @@ func modelTiny(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	var tok *model.HFTokenizer
+	var tok *tokenizer.HF
 	if dir := c.String("tokenizer"); dir != "" {
-		if tok, err = model.LoadHFTokenizer(dir); err != nil {
+		if tok, err = tokenizer.LoadHF(dir); err != nil {
 			return err
 		}
 		tmpl = "" // the checkpoint's own
