@@ -3,15 +3,12 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
-	"os/signal"
-	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
@@ -101,26 +98,6 @@ func checkFloatFlags(c *ucli.Context) error {
 		}
 	}
 	return nil
-}
-
-// interruptContext returns a context cancelled by the first SIGINT or SIGTERM (printing
-// notice, if any, on stderr first); long-running commands stop between units of work when
-// it is done. The returned function stops listening.
-func interruptContext(notice string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sig:
-			if notice != "" {
-				fmt.Fprintln(os.Stderr, "umad: interrupt: "+notice)
-			}
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { signal.Stop(sig); cancel() }
 }
 
 // writeOutput writes a command's output file through atomicfile (a regular file replaced

@@ -3,16 +3,13 @@ package cli
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/bench"
-	"github.com/umad-dev/umad/chat"
-	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/model"
-	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/run"
 )
 
 func init() {
@@ -51,7 +48,7 @@ func checkBenchDebate(c *ucli.Context) error {
 	if err := notWith(c, "agent", "two-models"); err != nil {
 		return err
 	}
-	return checkThreads("threads", c.Int("threads"))
+	return run.CheckThreads("threads", c.Int("threads"))
 }
 
 func checkBenchRollout(c *ucli.Context) error {
@@ -64,53 +61,32 @@ func checkBenchRollout(c *ucli.Context) error {
 	if v := c.Int("big-vocab"); v < 0 {
 		return fmt.Errorf("--big-vocab must be 0 (skip) or a vocabulary size, got %d", v)
 	}
-	if _, ok := model.Presets[c.String("preset")]; !ok && c.String("preset") != "" {
-		return fmt.Errorf("unknown preset %q (want %s)", c.String("preset"), presetNames())
+	if _, err := presetShape(c.String("preset"), 0); err != nil {
+		return err
 	}
-	return checkThreads("threads", c.Int("threads"))
+	return run.CheckThreads("threads", c.Int("threads"))
 }
 
 func benchDebate(c *ucli.Context) error {
 	if err := checkBenchDebate(c); err != nil {
 		return err
 	}
-	agents, labels := c.StringSlice("agent"), c.StringSlice("agent")
-	if len(agents) == 0 {
-		dir, err := os.MkdirTemp("", "umad-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		tmpl, _ := chat.Template(chat.Qwen25)
-		for i := range 2 {
-			if i == 1 && !c.Bool("two-models") {
-				agents, labels = append(agents, agents[0]), append(labels, labels[0])
-				break
-			}
-			p := filepath.Join(dir, fmt.Sprint(i))
-			if err := model.WriteTiny(p, model.TinyOptions{Arch: "qwen2", Seed: uint64(i + 1), ChatTemplate: tmpl}); err != nil {
-				return err
-			}
-			agents, labels = append(agents, filepath.Join(p, "model.gguf")), append(labels, fmt.Sprintf("tiny qwen2 (seed %d)", i+1))
-		}
-	}
 	layers, err := gpuLayers(c)
 	if err != nil {
 		return err
 	}
-	f, err := bench.Debate(bench.DebateConfig{Agents: agents, Labels: labels, Problems: c.Int("synthetic"), K: c.Int("k"),
-		Turns: c.Int("turns"), MaxTokens: c.Int("max-tokens"), PromptLimit: c.Int("prompt-limit"), Slots: c.Int("slots"),
-		Threads: c.Int("threads"), GPULayers: layers, Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats"),
-		Deterministic: c.Bool("deterministic")})
-	if err != nil {
-		return err
-	}
-	body := bench.DebateSection(strings.Join(os.Args[1:], " "), f)
-	fmt.Print(body)
-	if p := c.String("results"); p != "" {
-		return bench.UpdateSection(p, c.String("section"), body)
-	}
-	return nil
+	return bench.DebateRun{
+		DebateConfig: bench.DebateConfig{Agents: c.StringSlice("agent"), Problems: c.Int("synthetic"), K: c.Int("k"),
+			Turns: c.Int("turns"), MaxTokens: c.Int("max-tokens"), PromptLimit: c.Int("prompt-limit"), Slots: c.Int("slots"),
+			Threads: c.Int("threads"), GPULayers: layers, Repeats: c.Int("repeats"), Deterministic: c.Bool("deterministic")},
+		TwoModels: c.Bool("two-models"),
+		Report:    benchReport(c),
+	}.Run(c.App.Writer)
+}
+
+// benchReport is where a benchmark's section goes: --results' --section.
+func benchReport(c *ucli.Context) bench.Report {
+	return bench.Report{Command: strings.Join(os.Args[1:], " "), Results: c.String("results"), Section: c.String("section")}
 }
 
 // benchRolloutCommand is `umad bench rollout`.
@@ -131,7 +107,7 @@ func benchRolloutCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "prompt-tokens", Value: 64, Usage: "prompt length"},
 			&ucli.IntFlag{Name: "big-vocab", Value: 151936, Usage: "vocabulary of the second generated model (0 = skip)"},
 			&ucli.IntFlag{Name: "big-batch", Value: 64, Usage: "samples decoded together on the big-vocabulary model"},
-			&ucli.StringFlag{Name: "preset", Usage: "also measure random weights of a real shape at --big-batch: " + presetNames()},
+			&ucli.StringFlag{Name: "preset", Usage: "also measure random weights of a real shape at --big-batch: " + model.PresetNames()},
 			&ucli.IntFlag{Name: "preset-tokens", Value: 8, Usage: "tokens per sample on the preset model"},
 			&ucli.IntFlag{Name: "repeats", Value: 3, Usage: "best of this many runs"},
 			&ucli.IntFlag{Name: "threads", Usage: "llama.cpp threads; 0 = physical cores"},
@@ -184,86 +160,13 @@ func benchRollout(c *ucli.Context) error {
 	if err := checkBenchRollout(c); err != nil {
 		return err
 	}
-	var runs []benchRun
-	if p := c.String("model"); p != "" {
-		runs = append(runs, benchRun{filepath.Base(p), p, c.Int("k"), c.Int("max-tokens")})
-	} else {
-		dir, err := os.MkdirTemp("", "umad-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if runs, err = benchModels(c, dir); err != nil {
-			return err
-		}
-	}
 	layers, err := gpuLayers(c)
 	if err != nil {
 		return err
 	}
-	device := benchDevice(layers)
-	var rows []string
-	for _, r := range runs {
-		f, err := bench.Rollout(r.path, bench.RolloutConfig{
-			K: r.k, PromptTokens: c.Int("prompt-tokens"), MaxTokens: r.tokens, Threads: c.Int("threads"),
-			GPULayers: layers, Params: sampler.Params{Temperature: 0.6, TopP: 0.95}, Repeats: c.Int("repeats"),
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.label, err)
-		}
-		rows = append(rows, "| "+r.label+" "+f.String())
-	}
-	body := bench.RolloutSection(device, c.Int("threads"), c.Int("repeats"), strings.Join(os.Args[1:], " "), rows)
-	fmt.Print(body)
-	if p := c.String("results"); p != "" {
-		return bench.UpdateSection(p, c.String("section"), body)
-	}
-	return nil
-}
-
-// benchRun is one model bench rollout measures: its label, GGUF, batch and tokens per sample.
-type benchRun struct {
-	label  string
-	path   string
-	k      int
-	tokens int
-}
-
-// benchModels writes the generated models into dir: a tiny qwen2, one with --big-vocab's
-// vocabulary and --preset's shape, as each is asked for.
-func benchModels(c *ucli.Context, dir string) ([]benchRun, error) {
-	tmpl, _ := chat.Template(chat.Qwen25)
-	tiny := filepath.Join(dir, "tiny")
-	if err := model.WriteTiny(tiny, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl}); err != nil {
-		return nil, err
-	}
-	runs := []benchRun{{"tiny qwen2", filepath.Join(tiny, "model.gguf"), c.Int("k"), c.Int("max-tokens")}}
-	if v := c.Int("big-vocab"); v > 0 {
-		big := filepath.Join(dir, "big")
-		if err := model.WriteTiny(big, model.TinyOptions{Arch: "qwen2", Seed: 1, ChatTemplate: tmpl, VocabSize: v}); err != nil {
-			return nil, err
-		}
-		runs = append(runs, benchRun{fmt.Sprintf("tiny qwen2, vocab %d", v), filepath.Join(big, "model.gguf"), c.Int("big-batch"), c.Int("max-tokens")})
-	}
-	if p := c.String("preset"); p != "" {
-		shape := model.Presets[p]
-		dst := filepath.Join(dir, "preset")
-		if err := model.WriteTiny(dst, model.TinyOptions{Shape: &shape, Seed: 1, ChatTemplate: tmpl}); err != nil {
-			return nil, err
-		}
-		runs = append(runs, benchRun{"random " + p, filepath.Join(dst, "model.gguf"), c.Int("big-batch"), c.Int("preset-tokens")})
-	}
-	return runs, nil
-}
-
-// benchDevice names where the engine decodes: the CPU, or the GPU with layers offloaded.
-func benchDevice(layers int) string {
-	if layers > 0 {
-		for _, d := range engine.Devices() {
-			if d.Kind == "gpu" {
-				return fmt.Sprintf("GPU %s, %d layers offloaded", d.Description, layers)
-			}
-		}
-	}
-	return "CPU"
+	return bench.RolloutRun{
+		Model: c.String("model"), K: c.Int("k"), MaxTokens: c.Int("max-tokens"), PromptTokens: c.Int("prompt-tokens"),
+		BigVocab: c.Int("big-vocab"), BigBatch: c.Int("big-batch"), Preset: c.String("preset"), PresetTokens: c.Int("preset-tokens"),
+		Threads: c.Int("threads"), GPULayers: layers, Repeats: c.Int("repeats"), Report: benchReport(c),
+	}.Run(c.App.Writer)
 }

@@ -29,10 +29,6 @@ import (
 // configCommands take --config.
 var configCommands = []string{"train", "debate", "sft", "score"}
 
-// notRecorded are flags a run's "command" leaves out: its directory (the config.json's
-// own), and what says how to start rather than what to run.
-var notRecorded = []string{"config", "out", "resume", "dry-run", "check-determinism", "help"}
-
 // withConfigFiles gives configCommands --config: their flags become altsrc's, which a file
 // can set, and their required flags are checked after the file is read (urfave/cli checks
 // them before). Idempotent: App is built once per run, over the same commands.
@@ -314,13 +310,13 @@ func scalarText(v any) (string, bool) {
 type commandKey struct{}
 
 // commandFlags are the flags set on the command line or by --config, as a run's
-// "command" records them: not notRecorded, nor those environment variables can set (the
+// "command" records them: not run.NotRecorded, nor those environment variables can set (the
 // machine's, such as the plugin's path).
 func commandFlags(c *ucli.Context) map[string]any {
 	out := map[string]any{}
 	for _, f := range c.Command.Flags {
 		name := f.Names()[0]
-		if slices.Contains(notRecorded, name) || !c.IsSet(name) {
+		if slices.Contains(run.NotRecorded, name) || !c.IsSet(name) {
 			continue
 		}
 		if e, ok := f.(interface{ GetEnvVars() []string }); ok && len(e.GetEnvVars()) > 0 {

@@ -20,14 +20,6 @@ import (
 	"github.com/umad-dev/umad/safetensors"
 )
 
-// convertTypes are the --type names of hf2gguf.
-var convertTypes = map[string]gguf.GGMLType{
-	"f32": gguf.TypeF32, "f16": gguf.TypeF16, "bf16": gguf.TypeBF16, "q8_0": gguf.TypeQ8_0,
-}
-
-// hfDTypes are the --dtype names of gguf2hf ("" keeps the GGUF's type).
-var hfDTypes = map[string]safetensors.DType{"": "", "f32": safetensors.F32, "f16": safetensors.F16, "bf16": safetensors.BF16}
-
 func init() {
 	register(&ucli.Command{
 		Name:  "convert",
@@ -104,7 +96,7 @@ func convertHF2GGUF(c *ucli.Context) error {
 		return err
 	}
 	var ok bool
-	if opt.Type, ok = convertTypes[strings.ToLower(c.String("type"))]; !ok {
+	if opt.Type, ok = gguf.EncodableType(c.String("type")); !ok {
 		return fmt.Errorf("--type %q: want f32, f16, bf16 or q8_0", c.String("type"))
 	}
 	start := time.Now()
@@ -122,8 +114,8 @@ func convertGGUF2HF(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	dtype, ok := hfDTypes[strings.ToLower(c.String("dtype"))]
-	if !ok {
+	dtype, ok := safetensors.FloatDType(c.String("dtype"))
+	if !ok && c.String("dtype") != "" { // "" keeps the GGUF's type
 		return fmt.Errorf("--dtype %q: want f32, f16 or bf16", c.String("dtype"))
 	}
 	if c.Int64("shard-size") <= 0 {

@@ -2,14 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"path/filepath"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/data"
 	"github.com/umad-dev/umad/run"
 )
 
@@ -59,7 +54,7 @@ func debateFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "protocol", Value: s.Protocol, Usage: "trajectories (K debates per problem, the UMAD reference's) or probe (the paper's Algorithm 1: one debate, K samples per agent and turn from its context)"},
 		&ucli.StringFlag{Name: "continue", Value: run.DefaultContinue, Usage: "with --protocol probe: each agent's response that continues the debate is sampled with its settings (sample) or greedy"},
 		&ucli.IntFlag{Name: "turns", Value: s.Turns, Usage: "turns T: the first answer plus T-1 debate rounds"},
-		&ucli.StringFlag{Name: "seeds", Value: seedsText(s.Seeds), Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
+		&ucli.StringFlag{Name: "seeds", Value: run.SeedsText(s.Seeds), Usage: "evaluation seeds, comma-separated; mean and std over them are reported"},
 		&ucli.IntFlag{Name: "prompt-limit", Value: s.PromptLimit, Usage: "most prompt tokens; longer debate prompts trim the peers' reasoning from the left"},
 		&ucli.StringSliceFlag{Name: "stop", Usage: "adaptive stopping: agree=R (all agents agreed R turns in a row) or eu=X (EU below X)"},
 		&ucli.IntFlag{Name: "slots", Value: d.Slots, Usage: "parallel sequences per model"},
@@ -85,106 +80,11 @@ func debateCmd(c *ucli.Context) error {
 // debateFromFlags is the run the flags describe: --recipe's values for the flags not
 // given, then every setting, resolved and checked.
 func debateFromFlags(c *ucli.Context) (run.Debate, error) {
-	r := newDebateRequest()
-	if err := debateKeys.fromFlags(c, r, r.given); err != nil {
+	r := run.NewDebateRequest()
+	if err := fromFlags(c, r.Keys()); err != nil {
 		return run.Debate{}, err
 	}
 	r.Command, r.RankCommand = notedCommand(c), commandLine(c) // as given, before the recipe sets flags
 	r.Stdout, r.Stderr = c.App.Writer, c.App.ErrWriter
-	return r.resolve()
-}
-
-// resolve is the run the request describes: --recipe's values for the settings not
-// given, then every setting, resolved and checked.
-func (r *debateRequest) resolve() (run.Debate, error) {
-	k := typed[dr]{keys: debateKeys, value: r, given: r.given}
-	rec, err := applyRecipe(k, "debate", "")
-	if err != nil {
-		return run.Debate{}, err
-	}
-	d := r.Debate
-	s := &d.Settings
-	s.Recipe = rec
-	if err := r.problems(s); err != nil {
-		return d, err
-	}
-	if s.Agents, err = r.agents(); err != nil {
-		return d, err
-	}
-	if s.Seeds, err = r.seeds(); err != nil {
-		return d, err
-	}
-	if err := run.ParseDebateStop(r.Stop, s); err != nil {
-		return d, err
-	}
-	d.CtxGiven, d.PromptLimitGiven = r.given["ctx"], r.given["prompt-limit"]
-	var note strings.Builder
-	writeRecipe(&note, rec, k, false)
-	d.Note = note.String()
-	if err := checkThreads("threads", d.Threads); err != nil {
-		return d, err
-	}
-	if d.Placement, err = placeEngines(r.GPULayers, r.given["gpu-layers"], r.Devices); err != nil {
-		return d, err
-	}
-	d.Resolve()
-	return d, d.Check()
-}
-
-// problems sets the problems' source: --data's file, or the built-in set; and
-// --verifier's model and template, made absolute.
-func (r *debateRequest) problems(s *run.DebateSettings) error {
-	if s.Data == "" {
-		set := r.Synthetic
-		if r.Task != data.TaskArithmetic {
-			set.Task = r.Task // the default stays unrecorded, so earlier runs' configs still match
-		}
-		s.SyntheticSet = &set
-	} else {
-		s.Synthetic, s.SyntheticSet, s.SyntheticSeed = 0, nil, 0 // the built-in set's, unrecorded
-		if abs, err := filepath.Abs(s.Data); err == nil {
-			s.Data = abs
-		}
-	}
-	if err := checkVerifier(r.Verifier, r.VerifierPrompt, s.VerifierBudget, r.given["verifier-budget"] || r.given["verifier-prompt"]); err != nil {
-		return err
-	}
-	if r.Verifier == "" {
-		s.VerifierBudget = 0
-		return nil
-	}
-	var err error
-	if s.Verifier, err = filepath.Abs(r.Verifier); err != nil {
-		return err
-	}
-	s.VerifierPrompt, err = filepath.Abs(r.VerifierPrompt)
-	return err
-}
-
-// agents reads --agent: GGUF models, or agents of a training run's checkpoint.
-func (r *debateRequest) agents() ([]run.DebateAgent, error) {
-	var agents []run.DebateAgent
-	for i, spec := range r.Agents {
-		a, err := parseAgent(spec, i, r.Agent, nil)
-		if err != nil {
-			return nil, err
-		}
-		if a.Adapter != "" {
-			return nil, fmt.Errorf("--agent %q: adapter= is for umad train; debate a merged model (umad convert lora2hf, then hf2gguf)", spec)
-		}
-		agents = append(agents, run.DebateAgent{Name: a.Name, Model: a.Model, ChatFormat: a.ChatFormat, Params: a.Params,
-			MaxTokens: a.MaxTokens, SeedOffset: a.SeedOffset})
-	}
-	return agents, nil
-}
-
-// seeds reads --seeds, or --seed as one seed.
-func (r *debateRequest) seeds() ([]uint64, error) {
-	if !r.given["seed"] {
-		return run.ParseDebateSeeds(r.Seeds)
-	}
-	if r.given["seeds"] {
-		return nil, errors.New("give --seed or --seeds, not both")
-	}
-	return []uint64{r.Seed}, nil
+	return r.Resolve()
 }

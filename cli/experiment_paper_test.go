@@ -9,6 +9,7 @@ import (
 
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
+	"github.com/umad-dev/umad/run"
 )
 
 // paperGrid is Table 1's shape on the tiny models: two agent sets (hetero, homo), the
@@ -337,7 +338,7 @@ func TestExperimentNprocCell(t *testing.T) {
 	if code, stderr := runUmadProcess(t, 0, "experiment", "--only", "ippo", file); code != 0 {
 		t.Fatalf("experiment with a train cell of nproc = 2: exit %d\n%s", code, stderr)
 	}
-	if step, err := checkpointStep(filepath.Join(out, "train/ippo/pair/seed-1")); err != nil || step != 1 {
+	if step, err := run.CheckpointStep(filepath.Join(out, "train/ippo/pair/seed-1")); err != nil || step != 1 {
 		t.Errorf("the two-rank training cell's checkpoint is at step %d (%v), want 1", step, err)
 	}
 }

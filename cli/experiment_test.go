@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/internal/torchtest"
@@ -106,7 +105,7 @@ func TestExperimentGrid(t *testing.T) {
 			t.Errorf("the run's output has no %q:\n%s", want, stdout)
 		}
 	}
-	if step, err := checkpointStep(train); err != nil || step != 2 {
+	if step, err := run.CheckpointStep(train); err != nil || step != 2 {
 		t.Errorf("the training cell's checkpoint is at step %d (%v), want 2", step, err)
 	}
 	var cfg run.DebateSettings
@@ -276,16 +275,5 @@ func TestExperimentHugeSize(t *testing.T) {
 	stdout, _, err := runApp(t, "experiment", "--dry-run", file)
 	if err == nil || !strings.Contains(err.Error(), "cell train/ippo/pair/seed-1: generated tokens at most: --steps 100000000000000000 x --batch 2 x -g 2") {
 		t.Errorf("steps = 1e17: %v\n%s", err, stdout)
-	}
-}
-
-// --only matching no cell is an error, where it said every selected cell was done.
-func TestSelectCellsNoMatch(t *testing.T) {
-	states := []*cellState{{Cell: experiment.Cell{Name: "debate/zero-shot/pair/toy/seed-1"}}}
-	if _, err := selectCells("zzz", states); err == nil || err.Error() != `no cell matches --only "zzz"` {
-		t.Errorf("--only zzz: %v", err)
-	}
-	if todo, err := selectCells("zero", states); err != nil || len(todo) != 1 {
-		t.Errorf("--only zero: %d cells, %v", len(todo), err)
 	}
 }

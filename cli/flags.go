@@ -6,10 +6,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -19,7 +15,6 @@ import (
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/sampler"
-	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
 
@@ -74,65 +69,17 @@ func samplingParams(c *ucli.Context) (sampler.Params, error) {
 
 // engineOptions reads the llama.cpp flags.
 func engineOptions(c *ucli.Context, slots int) (engine.Options, error) {
-	if err := checkThreads("threads", c.Int("threads")); err != nil {
-		return engine.Options{}, err
-	}
-	if err := engine.CheckSlots(slots); err != nil {
-		return engine.Options{}, fmt.Errorf("--slots: %w", err)
-	}
-	if c.Int("ctx") < 2 {
-		return engine.Options{}, fmt.Errorf("--ctx must be at least 2, got %d", c.Int("ctx"))
-	}
-	return engine.ParseOptions(slots, c.Int("ctx"), c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
+	return run.EngineOptions(slots, c.Int("ctx"), c.Int("threads"), c.String("kv-type"), c.String("flash-attn"))
 }
 
 // gpuLayers reads --gpu-layers: every layer on a machine with a GPU unless set.
 func gpuLayers(c *ucli.Context) (int, error) {
-	return layersOf(c.Int("gpu-layers"), c.IsSet("gpu-layers"))
-}
-
-// layersOf is the layers to offload, n when given, else every layer with a GPU.
-func layersOf(n int, given bool) (int, error) {
-	if !given {
-		return engine.DefaultGPULayers(), nil
-	}
-	if n >= 0 {
-		return n, nil
-	}
-	return 0, fmt.Errorf("--gpu-layers must be 0 or more, got %d", n)
+	return run.GPULayers(c.Int("gpu-layers"), c.IsSet("gpu-layers"))
 }
 
 // placement reads --gpu-layers and --devices.
 func placement(c *ucli.Context) (engine.Placement, error) {
-	return placeEngines(c.Int("gpu-layers"), c.IsSet("gpu-layers"), c.String("devices"))
-}
-
-// placeEngines is the engines' placement: layersOf's layers on the devices listed
-// (comma-separated).
-func placeEngines(layers int, given bool, devices string) (engine.Placement, error) {
-	n, err := layersOf(layers, given)
-	if err != nil {
-		return engine.Placement{}, err
-	}
-	p := engine.Placement{GPULayers: n}
-	for _, d := range strings.Split(devices, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			p.Devices = append(p.Devices, d)
-		}
-	}
-	if err := engine.CheckDevices(p.Devices); err != nil {
-		return p, fmt.Errorf("--devices: %w", err)
-	}
-	return p, nil
-}
-
-// checkThreads validates a thread-count flag: 0 (the default) or 1 to 4x the logical CPUs
-// (more threads only spin; llama.cpp asserts past engine.MaxThreads and hangs).
-func checkThreads(flag string, n int) error {
-	if limit := min(4*runtime.NumCPU(), engine.MaxThreads); n < 0 || n > limit {
-		return fmt.Errorf("--%s must be 0 (the default) or 1 to %d (4x the logical CPUs), got %d", flag, limit, n)
-	}
-	return nil
+	return run.PlaceEngines(c.Int("gpu-layers"), c.IsSet("gpu-layers"), c.String("devices"))
 }
 
 // checkContext refuses a context or response length n, set by flag, longer than the
@@ -140,28 +87,6 @@ func checkThreads(flag string, n int) error {
 func checkContext(flag string, n, trained int, path string) error {
 	if trained > 0 && n > trained {
 		return fmt.Errorf("%s %d is more than the %d tokens of context %s was trained with", flag, n, trained, path)
-	}
-	return nil
-}
-
-// checkLengths checks what a sequence of an agent holds against the model at path, trained
-// with a context of trained tokens: its response (maxTokens) must fit that context, and
-// --prompt-limit plus the response must fit --ctx when it is set, else, when --prompt-limit is
-// set, the trained context (each slot's KV cache has room for both: a limit of a million
-// tokens allocated gigabytes before llama.cpp failed). The default limit is not held to a
-// short trained context: a sequence may run past it, as with llama.cpp.
-func checkLengths(c *ucli.Context, maxTokens, trained int, path string) error {
-	if err := checkContext("--max-tokens", maxTokens, trained, path); err != nil {
-		return err
-	}
-	limit := c.Int("prompt-limit")
-	switch {
-	case limit < 1:
-		return fmt.Errorf("--prompt-limit must be at least 1, got %d", limit)
-	case c.IsSet("ctx") && limit > c.Int("ctx")-maxTokens:
-		return fmt.Errorf("--prompt-limit %d plus --max-tokens %d is more than --ctx %d", limit, maxTokens, c.Int("ctx"))
-	case !c.IsSet("ctx") && c.IsSet("prompt-limit") && trained > 0 && limit > trained-maxTokens:
-		return fmt.Errorf("--prompt-limit %d plus --max-tokens %d is more than the %d tokens of context %s was trained with", limit, maxTokens, trained, path)
 	}
 	return nil
 }
@@ -199,24 +124,7 @@ func torchFlags() []ucli.Flag {
 // the cores) and resolves --train-device and --dtype into model options; a GPU the plugin
 // cannot use is refused here, before anything loads.
 func openTorch(c *ucli.Context, threads int) (*torch.Runtime, torch.ModelOptions, error) {
-	var opts torch.ModelOptions
-	if err := checkThreads("torch-threads", threads); err != nil {
-		return nil, opts, err
-	}
-	prec, err := trainspec.ParsePrecision(c.String("dtype"))
-	if err != nil {
-		return nil, opts, fmt.Errorf("--dtype: %w", err)
-	}
-	rt, err := torch.Open(torch.Options{Plugin: c.String("torch-plugin"), Threads: threads})
-	if err != nil {
-		return nil, opts, err
-	}
-	dev, err := rt.ResolveDevice(c.String("train-device"))
-	if err != nil {
-		return nil, opts, fmt.Errorf("--train-device: %w", err)
-	}
-	opts.Device, opts.Precision, opts.GradCheckpoint = dev, prec, c.Bool("grad-checkpoint")
-	return rt, opts, nil
+	return run.OpenTorch(c.String("torch-plugin"), c.String("train-device"), c.String("dtype"), c.Bool("grad-checkpoint"), threads)
 }
 
 // syntheticFlags set the difficulty of the built-in problems.
@@ -236,40 +144,17 @@ func syntheticFlags() []ucli.Flag {
 // checkSynthetic refuses a --synthetic count below 1, which otherwise failed later with a
 // message about something else.
 func checkSynthetic(c *ucli.Context) error {
-	if n := c.Int("synthetic"); c.IsSet("synthetic") && n < 1 || n < 0 {
-		return fmt.Errorf("--synthetic must be at least 1, got %d", n)
-	}
-	return nil
+	return run.CheckSynthetic(c.Int("synthetic"), c.IsSet("synthetic"))
 }
 
 // syntheticSet is the built-in problems' difficulty from the flags.
 func syntheticSet(c *ucli.Context) data.SyntheticConfig {
-	cfg := data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"), Ops: c.String("synthetic-ops")}
-	if task := c.String("synthetic-task"); task != data.TaskArithmetic {
-		cfg.Task = task // the default stays unrecorded, so earlier runs' configs still match
-	}
-	return cfg
+	return run.SyntheticSet(data.SyntheticConfig{Terms: c.Int("synthetic-terms"), MaxOperand: c.Int("synthetic-max"),
+		Ops: c.String("synthetic-ops"), Task: c.String("synthetic-task")})
 }
-
-type agentSpec struct {
-	Name    string `json:"name"`
-	Model   string `json:"model"`
-	Adapter string `json:"adapter,omitempty"` // umad train: a PEFT adapter to start from, on Model
-	// Hub is the Hugging Face id Model was resolved from, with its commit (ORG/NAME@COMMIT).
-	Hub        string         `json:"hub,omitempty"`
-	ChatFormat string         `json:"chat_format,omitempty"`
-	Params     sampler.Params `json:"params"`
-	MaxTokens  int            `json:"max_tokens"`
-	// SeedOffset is added to each evaluation seed to give this agent's seed.
-	SeedOffset uint64 `json:"seed_offset"`
-}
-
-// hubDir resolves an HF directory or hub id into a directory and the id with its commit
-// ("" for a directory).
-type hubDir func(arg string) (dir, id string, err error)
 
 // hubDirs is hfDir as a hubDir.
-func hubDirs(c *ucli.Context) hubDir {
+func hubDirs(c *ucli.Context) run.HubDir {
 	return func(arg string) (string, string, error) {
 		dir, snap, err := hfDir(c, arg)
 		if err != nil || snap == nil {
@@ -277,123 +162,6 @@ func hubDirs(c *ucli.Context) hubDir {
 		}
 		return dir, snap.ID(), nil
 	}
-}
-
-// parseAgent reads one --agent value, with def's sampling and response length unless it
-// sets them. With agent=J, its path is a `umad train` run directory, and the agent is
-// agent J of the run's newest checkpoint: its model.gguf when hub is nil (debates), else
-// its HF directory; a path without agent= is then an HF directory or a hub id (hub).
-func parseAgent(spec string, i int, def run.DebateAgent, hub hubDir) (agentSpec, error) {
-	parts := strings.Split(spec, ",")
-	a := agentSpec{Name: fmt.Sprintf("agent %d", i), Model: parts[0], MaxTokens: def.MaxTokens,
-		SeedOffset: uint64(i) * 1000003, Params: def.Params}
-	if a.Model == "" {
-		return a, fmt.Errorf("--agent %q: no model path", spec)
-	}
-	seen := map[string]bool{}
-	runAgent := 0
-	for _, kv := range parts[1:] {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return a, fmt.Errorf("--agent %q: %q is not key=value", spec, kv)
-		}
-		known, err := a.set(k, v, &runAgent)
-		if !known {
-			return a, fmt.Errorf("--agent %q: unknown setting %q (name, seed, temperature, top-p, top-k, min-p, max-tokens, chat-format, adapter, agent)", spec, k)
-		}
-		// An empty adapter= named the working directory, and a repeated key took the last.
-		switch {
-		case v == "":
-			return a, fmt.Errorf("--agent %q: %s is empty", spec, k)
-		case seen[k]:
-			return a, fmt.Errorf("--agent %q: %s is given twice", spec, k)
-		case err != nil:
-			return a, fmt.Errorf("--agent %q: %s: %w", spec, k, err)
-		}
-		seen[k] = true
-	}
-	if err := a.Params.Validate(); err != nil {
-		return a, fmt.Errorf("--agent %q: %w", spec, err)
-	}
-	if a.MaxTokens < 1 {
-		return a, fmt.Errorf("--agent %q: max tokens must be at least 1", spec)
-	}
-	if seen["agent"] {
-		dir, err := trainedAgent(a.Model, runAgent)
-		if err != nil {
-			return a, fmt.Errorf("--agent %q: %w", spec, err)
-		}
-		if a.Model = dir; hub == nil {
-			a.Model = filepath.Join(dir, "model.gguf")
-		}
-	} else if hub != nil { // an HF directory, or a hub id
-		var err error
-		if a.Model, a.Hub, err = hub(a.Model); err != nil {
-			return a, fmt.Errorf("--agent %q: %w", spec, err)
-		}
-	}
-	// Absolute, so the saved config still names the file when run from elsewhere.
-	if abs, err := filepath.Abs(a.Model); err == nil {
-		a.Model = abs
-	}
-	return a, nil
-}
-
-// set takes one key=value of an --agent spec (agent=I into runAgent); known is false for a
-// key it does not know.
-func (a *agentSpec) set(k, v string, runAgent *int) (known bool, err error) {
-	switch k {
-	case "name":
-		a.Name = v
-	case "chat-format":
-		a.ChatFormat = v
-	case "seed":
-		a.SeedOffset, err = strconv.ParseUint(v, 10, 64)
-	case "temperature":
-		a.Params.Temperature, err = strconv.ParseFloat(v, 64)
-	case "top-p":
-		a.Params.TopP, err = strconv.ParseFloat(v, 64)
-	case "min-p":
-		a.Params.MinP, err = strconv.ParseFloat(v, 64)
-	case "top-k":
-		a.Params.TopK, err = strconv.Atoi(v)
-	case "max-tokens":
-		a.MaxTokens, err = strconv.Atoi(v)
-	case "adapter":
-		a.Adapter, err = filepath.Abs(v)
-	case "agent":
-		if *runAgent, err = strconv.Atoi(v); err == nil && *runAgent < 0 {
-			err = errors.New("must not be negative")
-		}
-	default:
-		return false, nil
-	}
-	return true, err
-}
-
-// trainedAgent is agent i's directory in the newest checkpoint of the training run.
-func trainedAgent(run string, i int) (string, error) {
-	ckpt, err := trainer.LatestCheckpoint(run)
-	if err != nil {
-		return "", err
-	}
-	if ckpt == "" {
-		return "", fmt.Errorf("%s holds no checkpoint of a umad train run", run)
-	}
-	dir := trainer.AgentCheckpointDir(ckpt, i)
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("checkpoint %s has no agent %d", ckpt, i)
-	}
-	return dir, nil
-}
-
-// setFloat is a float flag's value when the user set it, else nil.
-func setFloat(c *ucli.Context, name string) *float64 {
-	if !c.IsSet(name) {
-		return nil
-	}
-	v := c.Float64(name)
-	return &v
 }
 
 // loraFlags are the LoRA settings of train and sft; dropout's default differs (see
@@ -408,47 +176,8 @@ func loraFlags(dropout float64, dropoutHelp string) []ucli.Flag {
 	}
 }
 
-// loraSettings reads the LoRA flags; rank 0 gives full fine-tuning, and then no other LoRA
-// flag may be set, except --lora-dropout and --lora-bf16-base when fromAdapter: a run that
-// starts from a PEFT adapter takes its rank, alpha and targets from it
-// (run.TrainSettings.Resolve) but dropout and the base's type from the flags (the caller
-// refuses them if no adapter comes).
+// loraSettings reads the LoRA flags (run.LoRARequest).
 func loraSettings(c *ucli.Context, fromAdapter bool) (trainspec.LoRA, error) {
-	rank := c.Int("lora-rank")
-	if rank == 0 {
-		for _, f := range []string{"lora-alpha", "lora-targets", "lora-dropout", "lora-bf16-base"} {
-			if c.IsSet(f) && !(fromAdapter && (f == "lora-dropout" || f == "lora-bf16-base")) {
-				return trainspec.LoRA{}, fmt.Errorf("--%s needs --lora-rank (LoRA is off at rank 0)", f)
-			}
-		}
-		l := trainspec.LoRA{Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
-		if !(l.Dropout >= 0 && l.Dropout < 1) {
-			return trainspec.LoRA{}, fmt.Errorf("--lora-dropout must be in [0, 1), got %v", l.Dropout)
-		}
-		return l, nil
-	}
-	if rank < 0 {
-		return trainspec.LoRA{}, fmt.Errorf("--lora-rank must be at least 0 (0 = full fine-tuning), got %d", rank)
-	}
-	targets, err := trainspec.ParseLoRATargets(c.String("lora-targets"))
-	if err != nil {
-		return trainspec.LoRA{}, fmt.Errorf("--lora-targets: %w", err)
-	}
-	l := trainspec.LoRA{Rank: rank, Alpha: 2 * float64(rank), Targets: targets, Dropout: c.Float64("lora-dropout"), BaseBF16: c.Bool("lora-bf16-base")}
-	if c.IsSet("lora-alpha") {
-		l.Alpha = c.Float64("lora-alpha")
-	}
-	if err := l.Check(0); err != nil {
-		return trainspec.LoRA{}, fmt.Errorf("--lora-*: %w", err)
-	}
-	return l, nil
-}
-
-// checkLoRARank refuses a rank above the hidden size of the model at path: such an adapter
-// costs more than full fine-tuning.
-func checkLoRARank(l trainspec.LoRA, hidden int, path string) error {
-	if err := l.Check(hidden); err != nil {
-		return fmt.Errorf("--lora-rank with %s: %w", path, err)
-	}
-	return nil
+	return run.LoRARequest{Rank: c.Int("lora-rank"), Alpha: c.Float64("lora-alpha"), Dropout: c.Float64("lora-dropout"),
+		Targets: c.String("lora-targets"), BF16Base: c.Bool("lora-bf16-base"), Given: c.IsSet}.Settings(fromAdapter)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/engine"
+	"github.com/umad-dev/umad/internal/interrupt"
 	"github.com/umad-dev/umad/launch"
 )
 
@@ -80,7 +81,7 @@ func generate(c *ucli.Context) error {
 	}
 	defer e.Close()
 
-	ctx, release := interruptContext("")
+	ctx, release := interrupt.Context("")
 	defer release()
 
 	req := []engine.Request{{Prompt: prompt, K: k, MaxTokens: c.Int("max-tokens"), Params: params, Seed: c.Uint64("seed")}}

@@ -10,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/grade"
 	"github.com/umad-dev/umad/gradefile"
 	"github.com/umad-dev/umad/internal/atomicfile"
+	"github.com/umad-dev/umad/internal/interrupt"
 )
 
 func init() {
@@ -78,7 +79,7 @@ func runGrade(c *ucli.Context) error {
 	}
 	if check != nil {
 		defer check.Close()
-		ctx, release := interruptContext("")
+		ctx, release := interrupt.Context("")
 		defer release()
 		check.Ctx, opt.Verifier = ctx, check
 	}

@@ -12,6 +12,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/hfhub"
+	"github.com/umad-dev/umad/internal/interrupt"
 	"github.com/umad-dev/umad/memplan"
 )
 
@@ -28,7 +29,7 @@ func hfDir(c *ucli.Context, arg string) (dir string, snap *hfhub.Snapshot, err e
 	var download func(string, hfhub.Ref) (hfhub.Snapshot, error)
 	if c.Bool(hubDownloadFlag.Name) {
 		download = func(cache string, ref hfhub.Ref) (hfhub.Snapshot, error) {
-			ctx, stop := interruptContext("")
+			ctx, stop := interrupt.Context("")
 			defer stop()
 			hub := hfhub.FromEnv()
 			hub.Progress = downloadBar(c)

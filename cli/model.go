@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -13,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/chat"
 	"github.com/umad-dev/umad/model"
+	"github.com/umad-dev/umad/tokenizer"
 )
 
 func init() {
@@ -35,7 +33,7 @@ func init() {
 				&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "weights seed; the same seed writes the same bytes"},
 				&ucli.IntFlag{Name: "vocab", Usage: "pad the vocabulary to this size (0 = the tokenizer's own)"},
 				&ucli.StringFlag{Name: "tokenizer", Usage: "use the real tokenizer (and chat template) of this Hugging Face directory"},
-				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + presetNames()},
+				&ucli.StringFlag{Name: "preset", Usage: "a real model's shape instead of the tiny one: " + model.PresetNames()},
 				&ucli.IntFlag{Name: "layers", Usage: "keep only this many of the preset's layers (0 = all): its real per-layer shape at a size that fits, for benchmarks"},
 				&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output directory", Required: true},
 				forceFlag,
@@ -66,9 +64,9 @@ func modelTiny(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	var tok *model.HFTokenizer
+	var tok *tokenizer.HF
 	if dir := c.String("tokenizer"); dir != "" {
-		if tok, err = model.LoadHFTokenizer(dir); err != nil {
+		if tok, err = tokenizer.LoadHF(dir); err != nil {
 			return err
 		}
 		tmpl = "" // the checkpoint's own
@@ -85,7 +83,7 @@ func modelTiny(c *ucli.Context) error {
 			return err
 		}
 	}
-	if err := prepareOutDir(c, out, removeTiny); err != nil {
+	if err := prepareOutDir(c, out, model.RemoveTiny); err != nil {
 		return err
 	}
 	if err := model.WriteTiny(out, model.TinyOptions{Arch: name, Shape: shape, Seed: c.Uint64("seed"), ChatTemplate: tmpl, VocabSize: c.Int("vocab"), Tokenizer: tok}); err != nil {
@@ -102,7 +100,7 @@ func presetShape(preset string, layers int) (*model.Shape, error) {
 	if preset != "" {
 		s, ok := model.Presets[preset]
 		if !ok {
-			return nil, fmt.Errorf("unknown preset %q (want %s)", preset, presetNames())
+			return nil, fmt.Errorf("unknown preset %q (want %s)", preset, model.PresetNames())
 		}
 		shape = &s
 	}
@@ -115,14 +113,6 @@ func presetShape(preset string, layers int) (*model.Shape, error) {
 	return shape, nil
 }
 
-// removeTiny removes what model tiny writes into dir: model.gguf and the checkpoint in hf/.
-func removeTiny(dir string) error {
-	if err := os.Remove(filepath.Join(dir, "model.gguf")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return model.RemoveHFFiles(filepath.Join(dir, "hf"))
-}
-
 // archChats names each architecture's chat format: "qwen2: qwen2.5, ...".
 func archChats() string {
 	out := make([]string, len(arch.All))
@@ -130,13 +120,4 @@ func archChats() string {
 		out[i] = d.Name + ": " + d.Chat.Family
 	}
 	return strings.Join(out, ", ")
-}
-
-func presetNames() string {
-	names := make([]string, 0, len(model.Presets))
-	for n := range model.Presets {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }

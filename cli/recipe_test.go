@@ -39,7 +39,7 @@ func resolveOnly[T any](t *testing.T, command string, resolve func(*ucli.Context
 	return got, err
 }
 
-// resolvedTrain is a resolved umad train, with the flags that resolveTrain leaves to the
+// resolvedTrain is a resolved umad train, with the settings that Resolve leaves to the
 // run.
 type resolvedTrain struct {
 	run.TrainSettings
@@ -51,10 +51,14 @@ func resolveTrainArgs(t *testing.T, args ...string) (resolvedTrain, error) {
 	t.Helper()
 	args = append([]string{"--agent", filepath.Join(testmodel.Tiny(t, "qwen2"), "hf"), "--out", t.TempDir()}, args...)
 	return resolveOnly(t, "train", func(c *ucli.Context) (resolvedTrain, error) {
-		rc, err := resolveTrain(c)
+		r, err := trainFromFlags(c)
+		if err != nil {
+			return resolvedTrain{}, err
+		}
+		rc, err := r.Resolve()
 		var lines strings.Builder
-		writeRecipe(&lines, rc.Recipe, c, true)
-		return resolvedTrain{rc, c.Int("epochs"), c.Int("steps"), lines.String()}, err
+		run.WriteRecipe(&lines, rc.Recipe, r.Keys(), true)
+		return resolvedTrain{rc, r.Epochs, r.Steps, lines.String()}, err
 	}, args...)
 }
 

@@ -1,19 +1,13 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/experiment"
-	"github.com/umad-dev/umad/report"
 	"github.com/umad-dev/umad/run"
-	"github.com/umad-dev/umad/trainlog"
 )
 
 func init() {
@@ -78,154 +72,8 @@ func reportCmd(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	var t report.Lineup
-	args, spread, err := expandExperiments(c, c.Args().Slice(), &t)
-	if err != nil {
-		return err
-	}
-	var runs []report.Run
-	for _, arg := range args {
-		if err := reportRun(c, arg, &runs, &t); err != nil {
-			return err
-		}
-	}
-	if len(runs) > 1 {
-		if err := report.WriteComparison(c.String("out"), runs); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.Writer, "comparison: %s\n", filepath.Join(c.String("out"), report.CompareFile))
-	}
-	if len(runs) > 1 || len(runs) == 1 && t.Methods() > 1 { // a comparison, or Table 1 whose cells link to it
-		if err := t.WriteBrowser(c.String("out")); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.Writer, "browser: %s\n", filepath.Join(c.String("out"), report.PageFile))
-	}
-	return t.WriteTable1(c.App.Writer, c.String("out"), report.TableOptions{Baseline: c.String("baseline"), Turns: turns, Spread: spread})
-}
-
-// reportRun rebuilds one run's report (a training run's or a debate run's) and adds the
-// run to the comparison and to Table 1 under its label.
-func reportRun(c *ucli.Context, arg string, runs *[]report.Run, t *report.Lineup) error {
-	label, dir, err := labelledRun(arg)
-	if err != nil {
-		return err
-	}
-	// Only `umad train` writes a metrics log; debate runs have none.
-	if _, err := os.Stat(filepath.Join(dir, trainlog.File)); err == nil {
-		path, err := report.WriteTraining(dir)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.Writer, "report: %s\n", path)
-		if err := t.AddTraining(label, dir); err != nil {
-			return err
-		}
-		return nil
-	}
-	dr, err := run.WriteDebateReport(dir)
-	if err != nil {
-		return err
-	}
-	*runs = append(*runs, dr)
-	if err := t.AddDebate(label, dr); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(dir, "report", report.ReportFile))
-	if dr.Partial != "" {
-		fmt.Fprintf(c.App.Writer, "report: %s is PARTIAL (%s); its report says so\n", dir, dr.Partial)
-	}
-	return nil
-}
-
-// expandExperiments replaces an experiment file among the arguments by its debate cells
-// that are done, each labelled by its method (and agent set, where the file has several):
-// its untrained methods first, so each agent set's default baseline is its zero-shot debate.
-// It tells t each label's agent set, and returns what the seeds span.
-func expandExperiments(c *ucli.Context, args []string, t *report.Lineup) (_ []string, spread string, err error) {
-	var out []string
-	for _, arg := range args {
-		if info, err := os.Stat(arg); err != nil || !info.Mode().IsRegular() || filepath.Ext(arg) != ".toml" {
-			out = append(out, arg)
-			continue
-		}
-		f, err := experiment.Load(arg)
-		if err != nil {
-			return nil, "", err
-		}
-		cells, err := f.Cells()
-		if err != nil {
-			return nil, "", err
-		}
-		spread = f.Variability()
-		for _, trained := range []bool{false, true} {
-			for _, cell := range cells {
-				if cell.Kind != "debate" || cell.Trained != trained {
-					continue
-				}
-				label := cell.Method
-				if len(f.Agents) > 1 {
-					label += "/" + cell.AgentSet
-				}
-				if t.Settings == nil {
-					t.Settings = map[string]string{}
-				}
-				t.Settings[label] = cell.AgentSet
-				done, err := experimentCellDone(c, f, arg, cell)
-				if err != nil {
-					return nil, "", err
-				}
-				if done {
-					out = append(out, label+"="+cell.Dir(f))
-				}
-			}
-		}
-	}
-	return out, spread, nil
-}
-
-// experimentCellDone says whether a debate cell has finished every problem of every seed,
-// of its training's newest checkpoint; one that has not is left out, said so.
-func experimentCellDone(c *ucli.Context, f *experiment.File, file string, cell experiment.Cell) (bool, error) {
-	dir := cell.Dir(f)
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		fmt.Fprintf(c.App.Writer, "report: cell %s of %s has not run; left out\n", cell.Name, file)
-		return false, nil
-	}
-	var cfg run.DebateSettings
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return false, fmt.Errorf("report: %s/config.json: %w", dir, err)
-	}
-	var why string
-	if !run.DebateReported(dir, cfg.Seeds) {
-		dr, err := run.ReadDebate(dir)
-		if err != nil {
-			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
-		}
-		why = dr.Partial
-	}
-	if why == "" {
-		if why, err = debatedOld(f.Out, cell, cfg); err != nil {
-			return false, fmt.Errorf("report: cell %s: %w", cell.Name, err)
-		}
-	}
-	if why != "" {
-		fmt.Fprintf(c.App.Writer, "report: cell %s of %s is not done (%s); left out\n", cell.Name, file, why)
-	}
-	return why == "", nil
-}
-
-// labelledRun splits LABEL=RUN; an argument that names an existing path is a run alone.
-func labelledRun(arg string) (label, dir string, err error) {
-	label, dir, found := strings.Cut(arg, "=")
-	if _, statErr := os.Stat(arg); statErr == nil || !found {
-		return filepath.Base(filepath.Clean(arg)), arg, nil
-	}
-	if label == "" || dir == "" {
-		return "", "", fmt.Errorf("report: %q: give LABEL=RUN with both parts", arg)
-	}
-	return label, dir, nil
+	r := run.Report{Out: c.String("out"), Baseline: c.String("baseline"), Turns: turns}
+	return r.Write(c.App.Writer, c.Args().Slice())
 }
 
 // tableTurns parses --turns.

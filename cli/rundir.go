@@ -1,35 +1,23 @@
 package cli
 
-// Output directories: naming and locking (a run claims its directory with run.ClaimDir).
+// Output directories: naming and preparing them (a run claims its directory with
+// run.ClaimDir, a warm start its output with run.SFT.Claim).
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/internal/runlock"
+	"github.com/umad-dev/umad/run"
 )
 
-// outDir is the --out of a command that writes a directory. An empty one named the
-// current directory: debate wrote its run there, sft trained and then failed.
+// outDir is the --out of a command that writes a directory, not empty (run.ErrNoOut).
 func outDir(c *ucli.Context) (string, error) {
 	if c.String("out") == "" {
-		return "", errors.New("--out is empty; name the output directory")
+		return "", run.ErrNoOut
 	}
 	return c.String("out"), nil
-}
-
-// sftLock locks sft's output directory, which does not exist until the end (it is built
-// beside and renamed into place), through a lock file beside it.
-func sftLock(out string) (*runlock.Lock, error) {
-	clean := filepath.Clean(out)
-	if err := os.MkdirAll(filepath.Dir(clean), 0o755); err != nil {
-		return nil, err
-	}
-	return runlock.Acquire(filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+runlock.File), out)
 }
 
 // prepareOutDir refuses a non-empty output directory (an old checkpoint's shards would

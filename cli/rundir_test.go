@@ -10,6 +10,7 @@ import (
 
 	"github.com/umad-dev/umad/internal/runlock"
 	"github.com/umad-dev/umad/internal/testmodel"
+	"github.com/umad-dev/umad/run"
 )
 
 // Two umad debate processes on one --out both ran, writing every problem twice: the second
@@ -44,18 +45,18 @@ func TestDebateRunDirIsLocked(t *testing.T) {
 // train and sft refuse an output another process holds; the lock here is this test's own.
 func TestTrainAndSFTOutputsAreLocked(t *testing.T) {
 	hf := filepath.Join(testmodel.Tiny(t, "qwen2"), "hf")
-	run := filepath.Join(t.TempDir(), "run")
-	l, err := runlock.Dir(run)
+	dir := filepath.Join(t.TempDir(), "run")
+	l, err := runlock.Dir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release()
 	want := "in use by another umad process (pid " + strconv.Itoa(os.Getpid()) + ")"
-	if _, _, err := runApp(t, trainArgs(t, run, "1")...); err == nil || !strings.Contains(err.Error(), want) {
+	if _, _, err := runApp(t, trainArgs(t, dir, "1")...); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("train: %v, want %q", err, want)
 	}
 	sftOut := filepath.Join(t.TempDir(), "sft")
-	sl, err := sftLock(sftOut)
+	sl, err := (&run.SFT{Out: sftOut}).Claim()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/umad-dev/umad/cgo/torch"
 	"github.com/umad-dev/umad/engine"
 	"github.com/umad-dev/umad/hfmodel"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/scorefile"
 )
 
@@ -60,7 +61,7 @@ func newScorer(c *ucli.Context) (scorer, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkThreads("threads", c.Int("threads")); err != nil {
+		if err := run.CheckThreads("threads", c.Int("threads")); err != nil {
 			return nil, err
 		}
 		return engine.OpenScorer(path, opt)

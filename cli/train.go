@@ -5,12 +5,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/umad-dev/umad/launch"
-	"github.com/umad-dev/umad/memplan"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
-	"github.com/umad-dev/umad/trainspec"
 )
 
 func init() {
@@ -89,93 +86,18 @@ var trainHelp = "Each step samples a batch of problems, debates them (T turns, G
 	"does (README \"Several processes\")."
 
 func trainCmd(c *ucli.Context) error {
-	_, err := train(c)
+	r, err := trainFromFlags(c)
+	if err == nil {
+		_, err = r.Start()
+	}
 	return err
 }
 
-// train runs umad train from c's flags and returns the memory plan it planned (nil where
-// it stopped before planning, or started ranks that plan for themselves): `umad bench
-// train` compares the run's peak with it.
-func train(c *ucli.Context) (*memplan.Plan, error) {
-	settings, err := resolveTrain(c)
-	if err != nil {
-		return nil, err
-	}
-	if !launch.OwnRank() { // the launcher's ranks run the same command
-		writeRecipe(recipeWriter(c), settings.Recipe, c, true)
-	}
-	job, _, err := resolveDist(c, true) // the job's shape, which a dry run plans for
-	if err != nil {
-		return nil, err
-	}
-	place, err := readPlacement(c, job.World, len(settings.Agents))
-	if err != nil {
-		return nil, err
-	}
-	d := launch.Spec{World: 1, LocalWorld: 1}
-	if !c.Bool("dry-run") { // a dry run starts no ranks
-		var launched bool
-		if d, launched, err = launchRanks(c, settings.Trainer.CheckWorld); launched || err != nil {
-			return nil, err
-		}
-	}
-	t, err := newTrain(c, settings, place, d)
-	if err != nil {
-		return nil, err
-	}
-	return startTrain(c, t, job, d)
-}
-
-// newTrain maps the rest of train's flags onto a run of settings: the engines (their
-// threads shared among the ranks of d's machine), the memory check and the output.
-func newTrain(c *ucli.Context, s run.TrainSettings, place trainspec.Placement, d launch.Spec) (*run.Train, error) {
-	out, err := outDir(c)
-	if err != nil {
-		return nil, err
-	}
-	t := &run.Train{Settings: s, Epochs: c.Int("epochs"), Out: out, Resume: c.Bool("resume"), DryRun: c.Bool("dry-run"), Placement: place,
-		CtxGiven: c.IsSet("ctx"), PromptLimitGiven: c.IsSet("prompt-limit"), NoMemoryCheck: c.Bool("no-memory-check"),
-		TorchThreads: c.Int("torch-threads"), ThreadsGiven: c.IsSet("threads"), TorchThreadsGiven: c.IsSet("torch-threads"),
-		Command: notedCommand(c), Stdout: c.App.Writer, Stderr: c.App.ErrWriter}
-	if t.Rollout.Engine, err = engineOptions(c, c.Int("slots")); err != nil {
-		return nil, err
-	}
-	t.ShareCores(d)
-	if t.Rollout.Placement, err = placement(c); err != nil {
-		return nil, err
-	}
-	if b := c.String("memory-budget"); b != "" {
-		if t.MemoryBudget, err = memplan.ParseSize(b); err != nil {
-			return nil, fmt.Errorf("--memory-budget: %w", err)
-		}
-	}
-	return t, nil
-}
-
-// startTrain loads and checks the run, opens the plugin (--train-device, --dtype), plans
-// the memory of a rank of job and, unless a dry run, trains as rank d; it returns the plan.
-func startTrain(c *ucli.Context, t *run.Train, job, d launch.Spec) (*memplan.Plan, error) {
-	if err := t.Load(); err != nil {
-		return nil, err
-	}
-	if err := t.Check(); err != nil {
-		return nil, err
-	}
-	rt, topts, err := openTorch(c, t.TorchThreads)
-	if err != nil {
-		return nil, err
-	}
-	t.Placement.Device = topts.Device
-	// The plan and the directory's checks come before the directory is touched: a dry run or
-	// a refusal leaves nothing behind.
-	plan, err := t.Plan(rt, job)
-	if err != nil {
-		return plan, err
-	}
-	if t.DryRun {
-		return plan, t.CheckDir() // what the run would say of --out and --resume
-	}
-	ctx, release := interruptContext("finishing the step and checkpointing (continue with --resume)")
-	defer release()
-	return plan, t.Run(ctx, rt, d)
+// trainFromFlags is the training run the flags give, unresolved: Start resolves, checks
+// and runs it.
+func trainFromFlags(c *ucli.Context) (*run.TrainRequest, error) {
+	r := run.NewTrainRequest()
+	r.Hub, r.Command, r.RankCommand = hubDirs(c), notedCommand(c), commandLine(c)
+	r.Stdout, r.Stderr = c.App.Writer, c.App.ErrWriter
+	return r, fromFlags(c, r.Keys())
 }

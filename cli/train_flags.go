@@ -9,7 +9,6 @@ import (
 
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
-	"github.com/umad-dev/umad/trainspec"
 )
 
 // trainFlags are train's flags: its own, then the groups it shares with other commands.
@@ -110,27 +109,6 @@ func lossDefault(of func(trainer.PolicyLoss) any) string {
 		parts = append(parts, fmt.Sprintf("%s %v", r.Loss, of(r)))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// lossSettings are the policy loss --loss names with its clip range and aggregation: the
-// loss's defaults, except where a flag is given.
-func lossSettings(c *ucli.Context) (trainer.PolicyLoss, error) {
-	r, err := trainer.LookupLoss(trainspec.Loss(c.String("loss")))
-	if err != nil {
-		return r, fmt.Errorf("--loss: %w", err)
-	}
-	for _, f := range []struct {
-		flag string
-		v    *float64
-	}{{"clip-low", &r.ClipLow}, {"clip-high", &r.ClipHigh}, {"clip-c", &r.ClipC}} {
-		if c.IsSet(f.flag) {
-			*f.v = c.Float64(f.flag)
-		}
-	}
-	if c.IsSet("loss-agg") {
-		r.Agg = trainspec.AggMode(c.String("loss-agg"))
-	}
-	return r, nil
 }
 
 // memoryFlags are the memory plan's flags (run.Train.Plan prints the plan and refuses a

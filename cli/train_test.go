@@ -8,15 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	ucli "github.com/urfave/cli/v2"
-
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/testmodel"
 	"github.com/umad-dev/umad/peft"
 	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainlog"
-	"github.com/umad-dev/umad/trainspec"
 )
 
 // trainArgs is a tiny grpo run: 16 synthetic problems, 4 per step, 4 trajectories of at
@@ -486,7 +483,6 @@ func TestTrainFailedStartLeavesNothing(t *testing.T) {
 // --overlap 1, turns truncated importance sampling on, and any bf16 or f16 side widens the
 // probe tolerance, each unless its own flag is given.
 func TestRolloutSettings(t *testing.T) {
-	flags := App().Command("train").Flags
 	for _, tc := range []struct {
 		args     []string
 		rollout  trainer.RolloutDType
@@ -504,19 +500,10 @@ func TestRolloutSettings(t *testing.T) {
 		{[]string{"--overlap", "1"}, trainer.RolloutF32, run.ProbeTolF32, run.TISCap},
 		{[]string{"--overlap", "1", "--tis-cap", "0"}, trainer.RolloutF32, run.ProbeTolF32, 0},
 	} {
-		app := &ucli.App{Flags: flags, Action: func(c *ucli.Context) error {
-			dtype, err := trainspec.ParsePrecision(c.String("dtype"))
-			if err != nil {
-				return err
-			}
-			rollout, tol, tis, err := rolloutSettings(c, dtype, c.Int("overlap"))
-			if err != nil || rollout != tc.rollout || tol != tc.tol || tis != tc.tis {
-				t.Errorf("%v: rollout %s, probe tolerance %g, TIS cap %g (%v); want %s, %g, %g", tc.args, rollout, tol, tis, err, tc.rollout, tc.tol, tc.tis)
-			}
-			return nil
-		}}
-		if err := app.Run(append([]string{"umad", "--out", "x", "--agent", "a"}, tc.args...)); err != nil {
-			t.Fatal(err)
+		r, err := resolveTrainArgs(t, tc.args...)
+		tr := r.Trainer
+		if err != nil || tr.RolloutDType != tc.rollout || tr.ProbeTol != tc.tol || tr.TISCap != tc.tis {
+			t.Errorf("%v: rollout %s, probe tolerance %g, TIS cap %g (%v); want %s, %g, %g", tc.args, tr.RolloutDType, tr.ProbeTol, tr.TISCap, err, tc.rollout, tc.tol, tc.tis)
 		}
 	}
 }

@@ -4,16 +4,12 @@ package cli
 // `train --reward robust+verifier=MODEL.gguf`.
 
 import (
-	"errors"
-	"fmt"
 	"slices"
-	"strings"
-	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/umad-dev/umad/engine"
-	"github.com/umad-dev/umad/grade"
+	"github.com/umad-dev/umad/run"
 	"github.com/umad-dev/umad/verifier"
 )
 
@@ -37,7 +33,7 @@ func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier
 	if err != nil {
 		return nil, err
 	}
-	if err := checkThreads("threads", threads); err != nil {
+	if err := run.CheckThreads("threads", threads); err != nil {
 		return nil, err
 	}
 	opt, err := engine.ParseOptions(0, 0, threads, c.String("kv-type"), c.String("flash-attn"))
@@ -49,22 +45,6 @@ func openVerifier(c *ucli.Context, path string, threads int) (*verifier.Verifier
 		return nil, err
 	}
 	return verifier.Open(path, template, place, opt)
-}
-
-// parseReward reads --reward: strict, robust, or robust+verifier=MODEL.gguf, which also
-// names the verifier model.
-func parseReward(s string) (grade.Mode, string, error) {
-	name, path, withPath := strings.Cut(s, "=")
-	mode, err := grade.ParseMode(name)
-	switch {
-	case err != nil:
-		return "", "", fmt.Errorf("--reward: %w", err)
-	case mode == grade.Verified && (!withPath || path == ""):
-		return "", "", fmt.Errorf("--reward %s needs its model: %s=MODEL.gguf", s, grade.Verified)
-	case mode != grade.Verified && withPath:
-		return "", "", fmt.Errorf("--reward %s: only %s takes a model", s, grade.Verified)
-	}
-	return mode, path, nil
 }
 
 // verifierFlags are grade's and debate's verifier model, its prompt, and its budget for
@@ -81,25 +61,8 @@ func verifierFlags() []ucli.Flag {
 // without a model, a model without its prompt, a negative budget; and a prompt template
 // that does not read, before any work.
 func checkVerifierFlags(c *ucli.Context) error {
-	return checkVerifier(c.String("verifier"), c.String("verifier-prompt"), c.Duration("verifier-budget"),
+	return run.CheckVerifier(c.String("verifier"), c.String("verifier-prompt"), c.Duration("verifier-budget"),
 		c.IsSet("verifier-budget") || c.IsSet("verifier-prompt"))
-}
-
-// checkVerifier is checkVerifierFlags of the values given; withModel says a prompt or a
-// budget was given, which needs a model.
-func checkVerifier(model, prompt string, budget time.Duration, withModel bool) error {
-	switch {
-	case budget < 0:
-		return fmt.Errorf("--verifier-budget must not be negative, got %v", budget)
-	case model == "" && withModel:
-		return errors.New("--verifier-budget and --verifier-prompt need --verifier")
-	case model != "" && prompt == "":
-		return errors.New("a verifier model needs --verifier-prompt FILE: its prompt template, as its authors publish it (README, \"Verifier model\")")
-	case prompt != "":
-		_, err := verifier.ReadTemplate(prompt)
-		return err
-	}
-	return nil
 }
 
 // openRunVerifier opens verifierFlags' model with the command's threads, for a run of

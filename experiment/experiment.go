@@ -1,7 +1,7 @@
 // Package experiment reads an experiment file (TOML: agent sets, training and evaluation
 // setups, methods and seeds) and expands it into its grid of cells, each one ordinary
-// `umad train` or `umad debate` run with its own run directory: its settings by key, and
-// the same command line (which the cell's ranks run).
+// `umad train` or `umad debate` run with its own run directory: its settings by key, the
+// keys being the command's flags' names.
 package experiment
 
 import (
@@ -31,18 +31,19 @@ const Help = `The file (TOML) holds:
                                      run = ["model", "tiny", ...] (a umad command line), creates = [paths];
                                      run once, in order, before the cells, unless every path in creates exists
   [agents.NAME]                      an agent set: hf = [HF dirs] (trained), gguf = [GGUFs] (debated untrained)
-  [train.NAME]                       a training recipe: algo, recipe (paper|reference), alone = true
+  [train.NAME]                       a training setup: algo, recipe (paper|reference), alone = true
                                      (each agent trained by itself, as the Single-GRPO pair), flags = {...}
-  [eval.NAME]                        an evaluation recipe: data (a --data path; none = the built-in set),
+  [eval.NAME]                        an evaluation setup: data (a --data path; none = the built-in set),
                                      turns, k, max_tokens, prompt_limit, recipe, flags = {...}
   [methods.NAME]                     a row: train = a [train] NAME (none: the GGUFs as they are),
-                                     agents = [agent sets], eval = [evaluation recipes]
+                                     agents = [agent sets], eval = [evaluation setups]
 Relative paths are relative to the working directory, as on the command line. Cells:
   train/METHOD/AGENTS/seed-T                     (alone: train/METHOD/AGENTS-agent-I/seed-T)
   debate/METHOD/AGENTS/EVAL/seed-S               a trained method's debate uses --agent RUN,agent=I
   debate/METHOD/AGENTS/EVAL/train-seed-T/seed-S  with several train_seeds
 Flags tables take the commands' flag names; those the grid sets (agent, out, seed, seeds,
-resume, algo, recipe, dry-run, help, check-determinism, and an evaluation's own keys) are refused.`
+resume, algo, recipe, dry-run, help, check-determinism, and an evaluation's own keys) are refused.
+Errors name a setting by its flag, which is its key: --lr is lr (a value that does not read: lr (--lr)).`
 
 // File is an experiment file.
 type File struct {
@@ -122,17 +123,14 @@ type Cell struct {
 	// Seed is a debate's evaluation seed, or a training's seed; TrainSeed is the seed of the
 	// training a debate debates (0: untrained).
 	Seed, TrainSeed uint64
-	// Flags are the keys of the flags tables the cell's command line takes.
+	// Flags are the keys of the flags tables the cell takes.
 	Flags []string
-	// Args is the command line after "umad", --out included, which a cell's ranks (with
-	// --nproc) run; Settings are the same settings by key, in order.
-	Args     []string
+	// Settings are the cell's settings by key, --out's included, in order: a list's values
+	// one each.
 	Settings []Setting
-	// Needs names the train cells whose checkpoints a debate cell debates; BaseArgs and
-	// BaseSettings are its settings on the agent set's GGUFs instead, which resolve before
-	// training.
+	// Needs names the train cells whose checkpoints a debate cell debates; BaseSettings are
+	// its settings on the agent set's GGUFs instead, which resolve before training.
 	Needs        []string
-	BaseArgs     []string
 	BaseSettings []Setting
 	// Agents are a train cell's hf directories.
 	Agents []string
@@ -142,19 +140,13 @@ type Cell struct {
 // gives) and its value as text; a list's values are settings of one key each.
 type Setting struct{ Key, Value string }
 
-// line is a cell's command line (after "umad") and the same settings by key.
+// line is a cell's settings by key, in order.
 type line struct {
-	args     []string
 	settings []Setting
 }
 
-// add gives key the value v on the line as "--key v" ("-k v" for a one-letter key).
+// add gives key the value v.
 func (l *line) add(key string, v any) {
-	flag := "--" + key
-	if len(key) == 1 {
-		flag = "-" + key
-	}
-	l.args = append(l.args, flag, fmt.Sprint(v))
 	l.settings = append(l.settings, Setting{key, fmt.Sprint(v)})
 }
 
@@ -397,7 +389,7 @@ func (f *File) trainCells(mname string, m Method, aname string, seed uint64) ([]
 		if tr.Alone {
 			name = strings.Join([]string{"train", mname, fmt.Sprintf("%s-agent-%d", aname, i), seedDir}, "/")
 		}
-		l := &line{args: []string{"train"}}
+		l := &line{}
 		l.add("algo", tr.Algo)
 		if tr.Recipe != "" {
 			l.add("recipe", tr.Recipe)
@@ -412,7 +404,7 @@ func (f *File) trainCells(mname string, m Method, aname string, seed uint64) ([]
 			return nil, fmt.Errorf("train %s: %w", m.Train, err)
 		}
 		cells = append(cells, Cell{Name: name, Kind: "train", Method: mname, AgentSet: aname, Trained: true,
-			Seed: seed, TrainSeed: seed, Args: l.args, Settings: l.settings, Flags: keys, Agents: team})
+			Seed: seed, TrainSeed: seed, Settings: l.settings, Flags: keys, Agents: team})
 	}
 	return cells, nil
 }
@@ -442,10 +434,10 @@ func (f *File) debateCells(mname string, m Method, aname string, tseed uint64, n
 				return nil, fmt.Errorf("eval %s: %w", ename, err)
 			}
 			cell := Cell{Name: name, Kind: "debate", Method: mname, AgentSet: aname, Trained: trained != nil,
-				Seed: seed, TrainSeed: tseed, Args: l.args, Settings: l.settings, Flags: keys, Needs: needs}
+				Seed: seed, TrainSeed: tseed, Settings: l.settings, Flags: keys, Needs: needs}
 			if trained != nil && len(set.GGUF) > 0 {
 				base, _, _ := f.debateLine(ev, set.GGUF, seed, filepath.Join(f.Out, name))
-				cell.BaseArgs, cell.BaseSettings = base.args, base.settings
+				cell.BaseSettings = base.settings
 			}
 			cells = append(cells, cell)
 		}
@@ -455,7 +447,7 @@ func (f *File) debateCells(mname string, m Method, aname string, tseed uint64, n
 
 // debateLine is a debate cell's line: the evaluation setup's on agents with one seed.
 func (f *File) debateLine(ev Eval, agents []string, seed uint64, out string) (l *line, keys []string, err error) {
-	l = &line{args: []string{"debate"}}
+	l = &line{}
 	if ev.Recipe != "" {
 		l.add("recipe", ev.Recipe)
 	}
@@ -495,8 +487,7 @@ func GridFlag(kind, name string) bool {
 
 var flagNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
-// flags adds the flags tables' settings to the line (--name=value, a list repeating the
-// flag), by name; a setup's table overrides the common one. names are the keys given.
+// flags adds the flags tables' settings to the line (a list's values one each), by name; a setup's table overrides the common one. names are the keys given.
 func (l *line) flags(kind string, common, own map[string]any) (names []string, err error) {
 	all := map[string]any{}
 	for k, v := range common {
@@ -517,7 +508,6 @@ func (l *line) flags(kind string, common, own map[string]any) (names []string, e
 			vs = []any{all[k]}
 		}
 		for _, v := range vs {
-			l.args = append(l.args, fmt.Sprintf("--%s=%v", k, v))
 			l.settings = append(l.settings, Setting{k, fmt.Sprint(v)})
 		}
 	}

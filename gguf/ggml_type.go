@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // GGMLType is a tensor element type in a GGUF file (ggml's enum ggml_type).
@@ -137,6 +138,17 @@ func Dequantize(t GGMLType, raw []byte) ([]float32, error) {
 	default:
 		return nil, fmt.Errorf("cannot convert %v to F32", t)
 	}
+}
+
+// EncodableType is the type EncodeTensor writes that name names, in any case: f32, f16,
+// bf16 or q8_0.
+func EncodableType(name string) (GGMLType, bool) {
+	for _, t := range []GGMLType{TypeF32, TypeF16, TypeBF16, TypeQ8_0} {
+		if strings.EqualFold(name, t.String()) {
+			return t, true
+		}
+	}
+	return 0, false
 }
 
 // EncodeTensor converts float32 values to the bytes of a tensor of type t (F32, F16, BF16 or

@@ -379,3 +379,17 @@ func TestOpenRealVocabGGUF(t *testing.T) {
 		t.Errorf("add_bos = %v, %v", addBOS, err)
 	}
 }
+
+// The names of the types EncodeTensor writes parse in any case; others do not.
+func TestEncodableType(t *testing.T) {
+	for name, want := range map[string]GGMLType{"f32": TypeF32, "F16": TypeF16, "bf16": TypeBF16, "Q8_0": TypeQ8_0} {
+		if got, ok := EncodableType(name); !ok || got != want {
+			t.Errorf("EncodableType(%q) = %v, %v; want %v", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"", "q4_0", "f64", "i32"} {
+		if got, ok := EncodableType(name); ok {
+			t.Errorf("EncodableType(%q) = %v, want none", name, got)
+		}
+	}
+}

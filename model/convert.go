@@ -13,6 +13,7 @@ import (
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/safetensors"
+	"github.com/umad-dev/umad/tokenizer"
 )
 
 // convertChunkBytes is how much of a tensor is converted at a time: large enough for disk
@@ -114,29 +115,26 @@ func hfToGGUF(dir, out string, opt HFToGGUFOptions) error {
 
 // shapeAndTokenizer is the shape of the checkpoint in dir (whose config.json is cfg) and
 // its tokenizer, fitted to the config: what every GGUF written from it needs.
-func shapeAndTokenizer(dir string, cfg *HFConfig) (Shape, *HFTokenizer, error) {
+func shapeAndTokenizer(dir string, cfg *HFConfig) (Shape, *tokenizer.HF, error) {
 	s, err := cfg.Shape()
 	if err != nil {
 		return Shape{}, nil, err
 	}
-	tok, err := LoadHFTokenizer(dir)
+	tok, err := tokenizer.LoadHF(dir)
 	if err != nil {
 		return Shape{}, nil, err
 	}
-	return s, tok, tok.fitConfig(cfg, s.Vocab)
+	return s, tok, fitConfig(tok, cfg, s.Vocab)
 }
 
-// fitConfig checks the tokenizer against config.json, pads it with unused tokens to the
+// fitConfig checks tokenizer t against config.json, pads it with unused tokens to the
 // embedding's row count, and takes BOS/EOS from config.json where the tokenizer config
 // names none (Qwen's bos_token is null, yet llama.cpp's Qwen files carry its id).
-func (t *HFTokenizer) fitConfig(cfg *HFConfig, vocabSize int) error {
+func fitConfig(t *tokenizer.HF, cfg *HFConfig, vocabSize int) error {
 	if t.Len() > vocabSize {
 		return fmt.Errorf("the tokenizer has %d tokens but config.json vocab_size is %d", t.Len(), vocabSize)
 	}
-	for id := t.Len(); id < vocabSize; id++ {
-		t.voc.tokens = append(t.voc.tokens, fmt.Sprintf("[PAD%d]", id))
-		t.voc.types = append(t.voc.types, tokenUnused)
-	}
+	t.Pad(vocabSize)
 	if t.BOS < 0 && cfg.BOSTokenID != nil {
 		t.BOS = *cfg.BOSTokenID
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/jsonfile"
 	"github.com/umad-dev/umad/safetensors"
+	"github.com/umad-dev/umad/tokenizer"
 )
 
 // DefaultShardBytes is the size above which GGUFToHF shards the weights, as transformers'
@@ -61,7 +62,7 @@ func ggufToHF(path, dir string, opt GGUFToHFOptions) error {
 	if err := checkGGUFTensors(g, layout, s); err != nil {
 		return err
 	}
-	tok, err := ggufTokenizer(g)
+	tok, err := tokenizer.FromGGUF(g)
 	if err != nil {
 		return err
 	}
@@ -285,134 +286,9 @@ func ggufTensorWriter(g *gguf.GGUF, t TensorSpec, dtype safetensors.DType) gguf.
 	}
 }
 
-// ggufTokenizer reads the tokenizer keys back into an HFTokenizer.
-func ggufTokenizer(g *gguf.GGUF) (*HFTokenizer, error) {
-	tm, err := g.String("tokenizer.ggml.model")
-	if err != nil || (tm != "gpt2" && tm != "llama") {
-		return nil, fmt.Errorf("tokenizer.ggml.model is %q (%v): only byte-level BPE (gpt2) and SentencePiece (llama) tokenizers convert", tm, err)
-	}
-	pre, err := g.String("tokenizer.ggml.pre")
-	if err != nil {
-		return nil, err
-	}
-	var fam family
-	var names []string
-	for _, f := range families() {
-		if f.Pre == pre && f.SPM == (tm == "llama") {
-			fam = f
-		}
-		if !slices.Contains(names, f.Pre) {
-			names = append(names, f.Pre)
-		}
-	}
-	if fam.Pre == "" {
-		return nil, fmt.Errorf("pre-tokenizer %q is not supported; supported: %s", pre, strings.Join(names, ", "))
-	}
-	v := &vocab{}
-	if v.tokens, err = g.Strings("tokenizer.ggml.tokens"); err != nil {
-		return nil, err
-	}
-	if !fam.SPM {
-		if v.merges, err = g.Strings("tokenizer.ggml.merges"); err != nil {
-			return nil, err
-		}
-	}
-	kv, ok := g.Lookup("tokenizer.ggml.token_type")
-	if !ok {
-		return nil, errors.New("no tokenizer.ggml.token_type")
-	}
-	if v.types, ok = kv.Value.([]int32); !ok || len(v.types) != len(v.tokens) {
-		return nil, fmt.Errorf("tokenizer.ggml.token_type is %T of %d, want int32 per token (%d)", kv.Value, len(v.types), len(v.tokens))
-	}
-	if fam.SPM {
-		if err := ggufSPM(g, v, &fam); err != nil {
-			return nil, err
-		}
-	}
-	t := &HFTokenizer{voc: v, fam: fam}
-	for _, f := range []struct {
-		key  string
-		id   *int
-		text *string
-	}{
-		{"tokenizer.ggml.bos_token_id", &t.BOS, &t.fam.BOS},
-		{"tokenizer.ggml.eos_token_id", &t.EOS, &t.fam.EOS},
-		{"tokenizer.ggml.eot_token_id", &t.EOT, nil},
-		{"tokenizer.ggml.padding_token_id", &t.PAD, &t.fam.PAD},
-	} {
-		*f.id = -1
-		if f.text != nil {
-			*f.text = ""
-		}
-		if _, ok := g.Lookup(f.key); !ok {
-			continue
-		}
-		u, err := g.Uint(f.key)
-		if err != nil {
-			return nil, err
-		}
-		if u >= uint64(len(v.tokens)) {
-			return nil, fmt.Errorf("%s = %d is outside the vocabulary of %d", f.key, u, len(v.tokens))
-		}
-		*f.id = int(u)
-		if f.text != nil {
-			*f.text = v.tokens[u]
-		}
-	}
-	if _, ok := g.Lookup("tokenizer.ggml.add_bos_token"); ok {
-		if t.AddBOS, err = g.Bool("tokenizer.ggml.add_bos_token"); err != nil {
-			return nil, err
-		}
-	}
-	if t.AddBOS && t.BOS < 0 {
-		return nil, errors.New("tokenizer.ggml.add_bos_token is set but there is no bos_token_id")
-	}
-	t.fam.AddBOS = t.AddBOS
-	if _, ok := g.Lookup("tokenizer.chat_template"); ok {
-		if t.ChatTemplate, err = g.String("tokenizer.chat_template"); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
-// ggufSPM reads what a SentencePiece vocabulary adds: its merges, derived from the scores
-// as transformers derives them, and the unknown token.
-func ggufSPM(g *gguf.GGUF, v *vocab, fam *family) error {
-	kv, ok := g.Lookup("tokenizer.ggml.scores")
-	if !ok {
-		return errors.New("a SentencePiece tokenizer without tokenizer.ggml.scores")
-	}
-	scores, ok := kv.Value.([]float32)
-	if !ok || len(scores) != len(v.tokens) {
-		return fmt.Errorf("tokenizer.ggml.scores is %T, want a float32 per token (%d)", kv.Value, len(v.tokens))
-	}
-	v.merges = spmMerges(v, scores)
-	fam.Unk = ""
-	if _, ok := g.Lookup("tokenizer.ggml.unknown_token_id"); ok {
-		u, err := g.Uint("tokenizer.ggml.unknown_token_id")
-		if err != nil {
-			return err
-		}
-		if u >= uint64(len(v.tokens)) {
-			return fmt.Errorf("tokenizer.ggml.unknown_token_id = %d is outside the vocabulary of %d", u, len(v.tokens))
-		}
-		fam.Unk = v.tokens[u]
-	}
-	return nil
-}
-
-// writeHFTokenizerAndConfig writes the JSON files of the HF directory. The [PADn] tokens that
-// only fill the embedding are left out of tokenizer.json, as in the checkpoints they came from.
-func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype safetensors.DType) error {
-	v := *tok.voc
-	n := len(v.tokens)
-	for n > 0 && v.types[n-1] == tokenUnused {
-		n--
-	}
-	v.tokens, v.types = v.tokens[:n], v.types[:n]
-	ids := tok.specialIDs()
-	cfg := hfConfigOf(s, ids)
+// writeHFTokenizerAndConfig writes the JSON files of the HF directory.
+func writeHFTokenizerAndConfig(dir string, s Shape, tok *tokenizer.HF, dtype safetensors.DType) error {
+	cfg := hfConfigOf(s, tok)
 	cfg.TorchDType = map[safetensors.DType]string{safetensors.F32: "float32", safetensors.F16: "float16", safetensors.BF16: "bfloat16"}[dtype]
 	if tok.BOS < 0 {
 		cfg.BOSTokenID = nil
@@ -433,24 +309,16 @@ func writeHFTokenizerAndConfig(dir string, s Shape, tok *HFTokenizer, dtype safe
 	if tok.PAD >= 0 {
 		gen["pad_token_id"] = tok.PAD
 	}
-	tc := hfTokenizerConfig(&v, tok.fam, s, tok.ChatTemplate)
-	for key, id := range map[string]int{"eos_token": tok.EOS, "pad_token": tok.PAD} {
-		if id < 0 {
-			tc[key] = nil
-		}
-	}
 	for _, f := range []struct {
 		name string
 		v    any
 	}{
 		{"config.json", cfg},
 		{"generation_config.json", gen},
-		{"tokenizer.json", hfTokenizerJSON(&v, tok.fam, ids)},
-		{"tokenizer_config.json", tc},
 	} {
 		if err := jsonfile.Write(filepath.Join(dir, f.name), f.v); err != nil {
 			return err
 		}
 	}
-	return nil
+	return tok.WriteHF(dir, s.Context)
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/gguf"
 	"github.com/umad-dev/umad/internal/jsonfile"
+	"github.com/umad-dev/umad/internal/sharedtest"
 	"github.com/umad-dev/umad/safetensors"
+	"github.com/umad-dev/umad/tokenizer"
 )
 
 func writeTinyForTest(t *testing.T, arch string) string {
@@ -110,8 +112,8 @@ func TestRoundTripF32(t *testing.T) {
 				t.Errorf("config shape %+v (%v), want %+v", gs, err, ws)
 			}
 			// The tokenizer written back reads as the same tokenizer.
-			wt, _ := LoadHFTokenizer(filepath.Join(dir, "hf"))
-			gt, err := LoadHFTokenizer(back)
+			wt, _ := tokenizer.LoadHF(filepath.Join(dir, "hf"))
+			gt, err := tokenizer.LoadHF(back)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -508,6 +510,11 @@ func TestInterleaveRows(t *testing.T) {
 	}
 }
 
+// sharedTokenizers is the directory of a real tokenizer in ../shared.
+func sharedTokenizers(t testing.TB, name string) string {
+	return sharedtest.Path(t, filepath.Join("tokenizers", name))
+}
+
 // realTokenizerHF writes an HF directory with a real tokenizer from ../shared and zero
 // weights of a tiny shape with that tokenizer's real vocabulary size.
 func realTokenizerHF(t *testing.T, name string, arch Arch, vocabSize int) string {
@@ -526,7 +533,7 @@ func realTokenizerHF(t *testing.T, name string, arch Arch, vocabSize int) string
 	s, _ := DefaultShape(arch)
 	s.Vocab, s.Hidden, s.Layers, s.FFN = vocabSize, 32, 1, 32
 	s.Heads, s.KVHeads, s.HeadDim = 2, 1, 16
-	if err := jsonfile.Write(filepath.Join(dir, "config.json"), hfConfigOf(s, specialIDs{})); err != nil {
+	if err := jsonfile.Write(filepath.Join(dir, "config.json"), hfConfigOf(s, &tokenizer.HF{})); err != nil {
 		t.Fatal(err)
 	}
 	var named []safetensors.NamedTensor
@@ -563,18 +570,18 @@ func TestRealTokenizerRoundTrip(t *testing.T) {
 			if err := GGUFToHF(out, back, GGUFToHFOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			want, err := LoadHFTokenizer(hf)
+			want, err := tokenizer.LoadHF(hf)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := LoadHFTokenizer(back)
+			got, err := tokenizer.LoadHF(back)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("tokenizer changed: len %d/%d bos %d/%d eos %d/%d eot %d/%d pad %d/%d addBOS %v/%v fam %+v / %+v",
+				t.Errorf("tokenizer changed: len %d/%d bos %d/%d eos %d/%d eot %d/%d pad %d/%d addBOS %v/%v pre %s/%s",
 					got.Len(), want.Len(), got.BOS, want.BOS, got.EOS, want.EOS, got.EOT, want.EOT, got.PAD, want.PAD,
-					got.AddBOS, want.AddBOS, got.fam, want.fam)
+					got.AddBOS, want.AddBOS, got.Pre(), want.Pre())
 			}
 		})
 	}

@@ -1,7 +1,7 @@
-// Package model reads and writes model files: Hugging Face config.json and tokenizers, their
-// conversion to and from GGUF (whose file formats are packages gguf and safetensors), and
-// tiny random-weight models that exist identically in both layouts so llama.cpp and
-// libtorch can be compared token for token. LoRA adapters are package peft.
+// Package model reads and writes model files: Hugging Face config.json, its conversion to and
+// from GGUF (whose file formats are packages gguf and safetensors, and whose tokenizers are
+// package tokenizer), and tiny random-weight models that exist identically in both layouts
+// so llama.cpp and libtorch can be compared token for token. LoRA adapters are package peft.
 //
 // Readers treat every file as untrusted: each count, length and offset is checked against the
 // file size before anything is allocated, so a lying header yields an error, not a huge

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/umad-dev/umad/gguf"
+	"github.com/umad-dev/umad/tokenizer"
 )
 
 // llama_ftype values for general.file_type: what most of the file's matrices are.
@@ -26,7 +27,7 @@ const modelTypeKey = "umad.hf.model_type"
 // ggufMetadata is the metadata llama.cpp reads for a model of shape s with tokenizer tok,
 // its matrices of type typ: the one writer of converted (HFToGGUF), vocabulary-only
 // (WriteVocabGGUF) and tiny (WriteTiny) models' keys.
-func ggufMetadata(s Shape, tok *HFTokenizer, typ gguf.GGMLType, name string) ([]gguf.KV, error) {
+func ggufMetadata(s Shape, tok *tokenizer.HF, typ gguf.GGMLType, name string) ([]gguf.KV, error) {
 	a := s.Arch.GGUF()
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: a},
@@ -65,39 +66,7 @@ func ggufMetadata(s Shape, tok *HFTokenizer, typ gguf.GGMLType, name string) ([]
 	if d, _ := s.Arch.desc(); d.GGUF != "" {
 		kvs = append(kvs, gguf.KV{Key: modelTypeKey, Value: d.HFModelType()})
 	}
-	kvs = append(kvs, vocabKVs(tok.voc, tok.fam)...)
-	for _, id := range []struct {
-		key string
-		id  int
-	}{
-		{"tokenizer.ggml.bos_token_id", tok.BOS},
-		{"tokenizer.ggml.eos_token_id", tok.EOS},
-		{"tokenizer.ggml.eot_token_id", tok.EOT},
-		{"tokenizer.ggml.padding_token_id", tok.PAD},
-	} {
-		if id.id >= 0 {
-			kvs = append(kvs, gguf.KV{Key: id.key, Value: uint32(id.id)})
-		}
-	}
-	kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: tok.AddBOS}, gguf.KV{Key: "tokenizer.ggml.add_eos_token", Value: false})
-	if tok.ChatTemplate != "" {
-		kvs = append(kvs, gguf.KV{Key: "tokenizer.chat_template", Value: tok.ChatTemplate})
-	}
-	return kvs, nil
-}
-
-// vocabKVs are the GGUF keys of a vocabulary: byte-level BPE with its merges, or
-// SentencePiece with its scores and unknown token.
-func vocabKVs(v *vocab, fam family) []gguf.KV {
-	kvs := []gguf.KV{{Key: "tokenizer.ggml.pre", Value: fam.Pre}, {Key: "tokenizer.ggml.tokens", Value: v.tokens}, {Key: "tokenizer.ggml.token_type", Value: v.types}}
-	if !fam.SPM {
-		return append([]gguf.KV{{Key: "tokenizer.ggml.model", Value: "gpt2"}}, append(kvs, gguf.KV{Key: "tokenizer.ggml.merges", Value: v.merges})...)
-	}
-	kvs = append([]gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}}, append(kvs, gguf.KV{Key: "tokenizer.ggml.scores", Value: spmScores(v)})...)
-	if id := v.id(fam.Unk); id >= 0 {
-		kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(id)})
-	}
-	return append(kvs, gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: false})
+	return append(kvs, tok.GGUFKeys()...), nil
 }
 
 // addKVs adds the metadata to w in order.

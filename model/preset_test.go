@@ -54,3 +54,10 @@ func TestMatmulParamsAndDecodeBytes(t *testing.T) {
 		t.Errorf("untied: decode reads %d bytes (%v), want the GGUF's %d less the table's %d", b, derr, all, 4*lmHead)
 	}
 }
+
+// The presets' names, as the help texts list them, are sorted.
+func TestPresetNames(t *testing.T) {
+	if got, want := PresetNames(), "gemma-3-1b, qwen2.5-0.5b, qwen2.5-3b, qwen3-4b"; got != want {
+		t.Errorf("PresetNames() = %q, want %q", got, want)
+	}
+}

@@ -2,7 +2,9 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/umad-dev/umad/arch"
@@ -212,6 +214,11 @@ func ropeScalings() string {
 // Presets are real checkpoints' shapes, for benchmarks on random weights of the real size
 // (`umad model tiny --preset NAME`): the descriptors' presets.
 var Presets = presets()
+
+// PresetNames lists the presets' names, sorted and comma-separated.
+func PresetNames() string {
+	return strings.Join(slices.Sorted(maps.Keys(Presets)), ", ")
+}
 
 func presets() map[string]Shape {
 	out := map[string]Shape{}

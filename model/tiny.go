@@ -15,6 +15,7 @@ import (
 	"github.com/umad-dev/umad/internal/atomicfile"
 	"github.com/umad-dev/umad/internal/jsonfile"
 	"github.com/umad-dev/umad/safetensors"
+	"github.com/umad-dev/umad/tokenizer"
 )
 
 // TinyOptions configures WriteTiny.
@@ -24,9 +25,9 @@ type TinyOptions struct {
 	Seed         uint64
 	ChatTemplate string // Jinja template written to both tokenizers; empty writes none
 	VocabSize    int    // pad the vocabulary with [PADn] tokens to this size; 0: natural size
-	// Tokenizer, when set, replaces the generated tokenizer with a real one (LoadHFTokenizer);
+	// Tokenizer, when set, replaces the generated tokenizer with a real one (tokenizer.LoadHF);
 	// the vocabulary size and, unless ChatTemplate is given, the chat template come from it.
-	Tokenizer *HFTokenizer
+	Tokenizer *tokenizer.HF
 }
 
 // tinyMerges is how many BPE merges the tiny tokenizer learns; with 256 byte tokens and the
@@ -52,6 +53,15 @@ func WriteTiny(dir string, opt TinyOptions) error {
 	return nil
 }
 
+// RemoveTiny removes from dir what WriteTiny writes there: model.gguf and the checkpoint in
+// hf/ (RemoveHFFiles); other files stay.
+func RemoveTiny(dir string) error {
+	if err := os.Remove(filepath.Join(dir, "model.gguf")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return RemoveHFFiles(filepath.Join(dir, "hf"))
+}
+
 func writeTiny(dir string, opt TinyOptions) error {
 	s, err := tinyShape(opt)
 	if err != nil {
@@ -63,49 +73,12 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err := tinyFitsMachine(dir, s, tinyVocabSize(s, opt)); err != nil {
 		return err
 	}
-	var voc *vocab
-	fam := familyOf(s.Arch)
-	if t := opt.Tokenizer; t != nil {
-		if opt.VocabSize != 0 && opt.VocabSize != t.Len() {
-			return fmt.Errorf("vocabulary size %d given, the tokenizer has %d", opt.VocabSize, t.Len())
-		}
-		voc, fam = t.voc, t.fam
-		if opt.ChatTemplate == "" {
-			opt.ChatTemplate = t.ChatTemplate
-		}
-	} else {
-		voc = trainBPE(tinyCorpus(), tinyMerges)
-		specials := fam.specials()
-		if fam.SPM {
-			voc, specials = spmFromBPE(voc, specials), nil
-		}
-		size := opt.VocabSize
-		if size == 0 {
-			size = s.Vocab
-		}
-		if err := voc.addSpecials(specials, size); err != nil {
-			return err
-		}
-	}
-	s.Vocab = len(voc.tokens)
-	if err := s.Validate(); err != nil {
+	tok, err := tinyTokenizer(s, opt)
+	if err != nil {
 		return err
 	}
-	var ids specialIDs
-	if t := opt.Tokenizer; t != nil {
-		// A real tokenizer may lack a BOS (Qwen) or a pad token (Llama 3); their configs
-		// then use <|endoftext|> and the EOS, which is what these fallbacks give.
-		ids = specialIDs{bos: t.BOS, eos: t.EOS, pad: t.PAD}
-		if ids.eos < 0 {
-			return errors.New("the tokenizer has no EOS token")
-		}
-		if ids.pad < 0 {
-			ids.pad = ids.eos
-		}
-		if ids.bos < 0 {
-			ids.bos = ids.pad
-		}
-	} else if ids, err = fam.ids(voc); err != nil {
+	s.Vocab = tok.Len()
+	if err := s.Validate(); err != nil {
 		return err
 	}
 	tensors := tinyTensors(s, opt.Seed)
@@ -113,9 +86,6 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err := os.MkdirAll(hfDir, 0o755); err != nil {
 		return err
 	}
-	// The end of turn is pinned to EOS so that llama.cpp need not guess it from the texts.
-	tok := &HFTokenizer{voc: voc, fam: fam, BOS: ids.bos, EOS: ids.eos, EOT: ids.eos, PAD: ids.pad,
-		AddBOS: fam.AddBOS, ChatTemplate: opt.ChatTemplate}
 	if err := writeTinyGGUF(filepath.Join(dir, "model.gguf"), s, tok, tensors); err != nil {
 		return err
 	}
@@ -126,18 +96,55 @@ func writeTiny(dir string, opt TinyOptions) error {
 	if err := safetensors.Write(filepath.Join(hfDir, "model.safetensors"), named, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	if err := jsonfile.Write(filepath.Join(hfDir, "config.json"), hfConfigOf(s, ids)); err != nil {
+	if err := jsonfile.Write(filepath.Join(hfDir, "config.json"), hfConfigOf(s, tok)); err != nil {
 		return err
 	}
 	if err := jsonfile.Write(filepath.Join(hfDir, "generation_config.json"), map[string]any{
-		"bos_token_id": ids.bos, "eos_token_id": ids.eos, "pad_token_id": ids.pad,
+		"bos_token_id": tok.BOS, "eos_token_id": tok.EOS, "pad_token_id": tok.PAD,
 	}); err != nil {
 		return err
 	}
-	if err := jsonfile.Write(filepath.Join(hfDir, "tokenizer.json"), hfTokenizerJSON(voc, fam, ids)); err != nil {
-		return err
+	return tok.WriteHF(hfDir, s.Context)
+}
+
+// tinyTokenizer is the tokenizer of a tiny model of shape s: the options' real one, with its
+// end of turn pinned to EOS (so that llama.cpp need not guess it from the texts), or one
+// learned from the tiny corpus.
+func tinyTokenizer(s Shape, opt TinyOptions) (*tokenizer.HF, error) {
+	t := opt.Tokenizer
+	if t == nil {
+		size := opt.VocabSize
+		if size == 0 {
+			size = s.Vocab
+		}
+		d, _ := s.Arch.desc()
+		tok, err := tokenizer.Train(tinyCorpus(), tinyMerges, d.Tokenizer, size)
+		if err != nil {
+			return nil, err
+		}
+		tok.ChatTemplate = opt.ChatTemplate
+		return tok, nil
 	}
-	return jsonfile.Write(filepath.Join(hfDir, "tokenizer_config.json"), hfTokenizerConfig(voc, fam, s, opt.ChatTemplate))
+	if opt.VocabSize != 0 && opt.VocabSize != t.Len() {
+		return nil, fmt.Errorf("vocabulary size %d given, the tokenizer has %d", opt.VocabSize, t.Len())
+	}
+	if t.EOS < 0 {
+		return nil, errors.New("the tokenizer has no EOS token")
+	}
+	tok := *t
+	// A real tokenizer may lack a BOS (Qwen) or a pad token (Llama 3); their configs then
+	// use <|endoftext|> and the EOS, which is what these fallbacks give.
+	if tok.PAD < 0 {
+		tok.PAD = tok.EOS
+	}
+	if tok.BOS < 0 {
+		tok.BOS = tok.PAD
+	}
+	tok.EOT = tok.EOS
+	if opt.ChatTemplate != "" {
+		tok.ChatTemplate = opt.ChatTemplate
+	}
+	return &tok, nil
 }
 
 func tinyShape(opt TinyOptions) (Shape, error) {
@@ -236,7 +243,7 @@ func interleaveHead(head []float32, d, cols int64) []float32 {
 	return out
 }
 
-func writeTinyGGUF(path string, s Shape, tok *HFTokenizer, tensors []tinyTensor) error {
+func writeTinyGGUF(path string, s Shape, tok *tokenizer.HF, tensors []tinyTensor) error {
 	w, err := gguf.CreateGGUF(path)
 	if err != nil {
 		return err

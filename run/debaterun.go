@@ -5,7 +5,6 @@ package run
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -63,7 +62,7 @@ func (d *Debate) Open() (*OpenDebate, error) {
 		return nil, err
 	}
 	if d.Out == "" {
-		return nil, errors.New("--out is empty; name the output directory")
+		return nil, ErrNoOut
 	}
 	o := &OpenDebate{d: d, plan: plan, place: place, isRank: isRank, save: func() error { return nil }}
 	if !isRank {

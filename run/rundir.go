@@ -18,6 +18,10 @@ import (
 	"github.com/umad-dev/umad/internal/runlock"
 )
 
+// ErrNoOut refuses an empty output directory, which named the current directory: debate
+// wrote its run there, sft trained and then failed.
+var ErrNoOut = errors.New("--out is empty; name the output directory")
+
 // ClaimDir checks that dir, locked by the caller, is empty or holds a run with the same
 // config (so re-running the command resumes it). It returns what saves the config of a new
 // run, to be called as late as the command can (debate: once its models loaded; train

@@ -16,6 +16,7 @@ import (
 	"github.com/umad-dev/umad/model"
 	"github.com/umad-dev/umad/recipe"
 	"github.com/umad-dev/umad/sampler"
+	"github.com/umad-dev/umad/tokenizer"
 	"github.com/umad-dev/umad/trainer"
 	"github.com/umad-dev/umad/trainspec"
 )
@@ -196,7 +197,7 @@ func (t *Train) Check() error {
 // vocabulary, a pre-tokenizer llama.cpp lacks), before anything loads.
 func (t *Train) checkTokenizers() error {
 	for _, a := range t.Settings.Agents {
-		if _, err := model.LoadHFTokenizer(a.Model); err != nil {
+		if _, err := tokenizer.LoadHF(a.Model); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,11 @@ import (
 const (
 	DefaultAlgo   = "umad"
 	DefaultEpochs = 2 // passes over the problems, without a number of steps
+	// A job of several machines meets at node 0's rendezvous store, and its collectives
+	// run on gloo unless given.
+	DefaultMasterAddr  = "127.0.0.1"
+	DefaultMasterPort  = 29500
+	DefaultDistBackend = "gloo"
 )
 
 // DefaultTrainSettings are a training run's settings unless given, agents aside: the

@@ -46,6 +46,16 @@ var dtypeBytes = map[DType]int64{F32: 4, F16: 2, BF16: 2, F64: 8, I64: 8, I32: 4
 // Size is the bytes of one element; 0 for an unknown type.
 func (d DType) Size() int64 { return dtypeBytes[d] }
 
+// FloatDType is the float dtype that name names, in any case: f32, f16 or bf16.
+func FloatDType(name string) (DType, bool) {
+	for _, d := range []DType{F32, F16, BF16} {
+		if strings.EqualFold(name, string(d)) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
 // GGMLType is the ggml type of a float dtype, the ones that convert: F32, F16 and BF16.
 func (d DType) GGMLType() (gguf.GGMLType, error) {
 	switch d {

@@ -240,3 +240,17 @@ func TestSafetensorsScalar(t *testing.T) {
 		t.Errorf("scalar read as shape %v values %v", tv.Shape, v)
 	}
 }
+
+// The float dtypes' names parse in any case; others do not.
+func TestFloatDType(t *testing.T) {
+	for name, want := range map[string]DType{"f32": F32, "F16": F16, "bf16": BF16} {
+		if got, ok := FloatDType(name); !ok || got != want {
+			t.Errorf("FloatDType(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"", "f64", "i8", "q8_0"} {
+		if got, ok := FloatDType(name); ok {
+			t.Errorf("FloatDType(%q) = %q, want none", name, got)
+		}
+	}
+}

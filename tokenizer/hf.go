@@ -1,4 +1,4 @@
-package model
+package tokenizer
 
 import (
 	"encoding/json"
@@ -18,9 +18,9 @@ const tokenUnused int32 = 5
 // hfTokenizerMaxBytes bounds what is read of tokenizer.json (Qwen3's is 11.4 MB).
 const hfTokenizerMaxBytes = 256 << 20
 
-// HFTokenizer is a Hugging Face byte-level BPE tokenizer (tokenizer.json plus
-// tokenizer_config.json) in the form a GGUF file stores it.
-type HFTokenizer struct {
+// HF is a Hugging Face tokenizer (tokenizer.json plus tokenizer_config.json: byte-level BPE,
+// or SentencePiece-style BPE with byte fallback) in the form a GGUF file stores it.
+type HF struct {
 	voc *vocab // tokens by id (byte-level spelling; added tokens verbatim), types, merges
 	fam family // the pre-tokenizer family, with this tokenizer's bos/eos/pad texts
 
@@ -33,19 +33,22 @@ type HFTokenizer struct {
 }
 
 // Len is the number of tokens, padding included.
-func (t *HFTokenizer) Len() int { return len(t.voc.tokens) }
+func (t *HF) Len() int { return len(t.voc.tokens) }
 
 // Pre is llama.cpp's name for the pre-tokenizer (tokenizer.ggml.pre).
-func (t *HFTokenizer) Pre() string { return t.fam.Pre }
+func (t *HF) Pre() string { return t.fam.Pre }
 
-// Token returns the vocabulary entry of id as GGUF stores it.
-func (t *HFTokenizer) Token(id int) string { return t.voc.tokens[id] }
+// Pad fills the vocabulary up to size with unused [PADn] tokens: the rows of an embedding
+// that no token names.
+func (t *HF) Pad(size int) {
+	for id := t.Len(); id < size; id++ {
+		t.voc.tokens = append(t.voc.tokens, fmt.Sprintf("[PAD%d]", id))
+		t.voc.types = append(t.voc.types, tokenUnused)
+	}
+}
 
-// ID returns the id of a vocabulary entry, or -1.
-func (t *HFTokenizer) ID(token string) int { return t.voc.id(token) }
-
-// specialIDs are the ids the tiny generator's writers take.
-func (t *HFTokenizer) specialIDs() specialIDs {
+// specialIDs are the ids the Hugging Face files name.
+func (t *HF) specialIDs() specialIDs {
 	return specialIDs{bos: t.BOS, eos: t.EOS, pad: t.PAD}
 }
 
@@ -67,7 +70,7 @@ type hfTokenizerFile struct {
 	} `json:"model"`
 }
 
-// hfTokenizerConfig is the part of tokenizer_config.json the conversion needs. Token fields
+// hfTokenizerConfigFile is the part of tokenizer_config.json a tokenizer needs. Token fields
 // are either a string or an AddedToken object with "content"; chat_template is a string or
 // a list of named templates.
 type hfTokenizerConfigFile struct {
@@ -78,19 +81,19 @@ type hfTokenizerConfigFile struct {
 	ChatTemplate json.RawMessage `json:"chat_template"`
 }
 
-// LoadHFTokenizer reads dir/tokenizer.json and dir/tokenizer_config.json (and
+// LoadHF reads dir/tokenizer.json and dir/tokenizer_config.json (and
 // dir/chat_template.jinja when the config has no template). Only byte-level BPE tokenizers
 // whose pre-tokenizer llama.cpp implements are accepted: Qwen2/2.5/3 ("qwen2") and Llama 3
 // ("llama-bpe").
-func LoadHFTokenizer(dir string) (*HFTokenizer, error) {
-	t, err := loadHFTokenizer(dir)
+func LoadHF(dir string) (*HF, error) {
+	t, err := loadHF(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load hf tokenizer from %s: %w", dir, err)
 	}
 	return t, nil
 }
 
-func loadHFTokenizer(dir string) (*HFTokenizer, error) {
+func loadHF(dir string) (*HF, error) {
 	raw, err := jsonfile.Read(filepath.Join(dir, "tokenizer.json"), hfTokenizerMaxBytes)
 	if err != nil {
 		return nil, err
@@ -127,7 +130,7 @@ func loadHFTokenizer(dir string) (*HFTokenizer, error) {
 			voc.types[id] = tokenUnknown
 		}
 	}
-	t := &HFTokenizer{voc: voc, fam: fam, EOT: -1}
+	t := &HF{voc: voc, fam: fam, EOT: -1}
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage

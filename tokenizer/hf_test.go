@@ -1,4 +1,4 @@
-package model
+package tokenizer
 
 import (
 	"encoding/json"
@@ -8,15 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umad-dev/umad/arch"
 	"github.com/umad-dev/umad/internal/sharedtest"
 )
 
-func sharedTokenizers(t testing.TB, name string) string {
-	return sharedtest.Path(t, filepath.Join("tokenizers", name))
-}
-
 // The expected figures are those SOURCES.md documents for each release.
-func TestLoadHFTokenizerReal(t *testing.T) {
+func TestLoadHFReal(t *testing.T) {
 	cases := []struct {
 		dir                 string
 		tokens, merges      int
@@ -35,7 +32,7 @@ func TestLoadHFTokenizerReal(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.dir, func(t *testing.T) {
-			tok, err := LoadHFTokenizer(sharedTokenizers(t, c.dir))
+			tok, err := LoadHF(sharedtest.Path(t, "tokenizers/"+c.dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,12 +47,12 @@ func TestLoadHFTokenizerReal(t *testing.T) {
 				t.Errorf("chat template lacks %q", c.templateHas)
 			}
 			for _, s := range c.userDefined {
-				if id := tok.ID(s); id < 0 || tok.voc.types[id] != tokenUserDefined {
+				if id := tok.voc.id(s); id < 0 || tok.voc.types[id] != tokenUserDefined {
 					t.Errorf("%q: id %d, want a user-defined token (matched in plain text, as HF does)", s, id)
 				}
 			}
 			for _, s := range c.contrl {
-				if id := tok.ID(s); id < 0 || tok.voc.types[id] != tokenControl {
+				if id := tok.voc.id(s); id < 0 || tok.voc.types[id] != tokenControl {
 					t.Errorf("%q: id %d, want a control token", s, id)
 				}
 			}
@@ -69,11 +66,11 @@ func TestLoadHFTokenizerReal(t *testing.T) {
 
 // Qwen3's tokenizer.json writes merges as pairs, Qwen2.5's as strings; both mean the same.
 func TestMergeSpellingsAgree(t *testing.T) {
-	q25, err := LoadHFTokenizer(sharedTokenizers(t, "Qwen2.5-3B-Instruct"))
+	q25, err := LoadHF(sharedtest.Path(t, "tokenizers/Qwen2.5-3B-Instruct"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	q3, err := LoadHFTokenizer(sharedTokenizers(t, "Qwen3-4B-Instruct-2507"))
+	q3, err := LoadHF(sharedtest.Path(t, "tokenizers/Qwen3-4B-Instruct-2507"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +95,18 @@ func writeTokenizerDir(t *testing.T, tokenizerJSON, configJSON string) string {
 
 // okPre is Qwen's pre-tokenizer as tokenizer.json spells it.
 var okPre = func() string {
-	re, _ := json.Marshal(familyOf(ArchQwen2).Split)
+	d, _ := arch.Lookup("qwen2")
+	re, _ := json.Marshal(d.Tokenizer.Split)
 	return `{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":` + string(re) + `}},{"type":"ByteLevel"}]}`
 }()
 
 const okModel = `"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a","b"]]}`
 
-func TestLoadHFTokenizerSmall(t *testing.T) {
+func TestLoadHFSmall(t *testing.T) {
 	dir := writeTokenizerDir(t,
 		`{"added_tokens":[{"id":3,"content":"<|im_end|>","special":true},{"id":5,"content":"<tool>","special":false}],"pre_tokenizer":`+okPre+`,`+okModel+`}`,
 		`{"eos_token":{"content":"<|im_end|>"},"chat_template":[{"name":"tool_use","template":"T"},{"name":"default","template":"D"}]}`)
-	tok, err := LoadHFTokenizer(dir)
+	tok, err := LoadHF(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +120,7 @@ func TestLoadHFTokenizerSmall(t *testing.T) {
 	}
 }
 
-func TestLoadHFTokenizerErrors(t *testing.T) {
+func TestLoadHFErrors(t *testing.T) {
 	cases := []struct {
 		why, tokenizer, config, want string
 	}{
@@ -143,7 +141,7 @@ func TestLoadHFTokenizerErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {
-			_, err := LoadHFTokenizer(writeTokenizerDir(t, c.tokenizer, c.config))
+			_, err := LoadHF(writeTokenizerDir(t, c.tokenizer, c.config))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
 			}

@@ -1,4 +1,4 @@
-package model
+package tokenizer
 
 // Tokenizer families: which special tokens a tokenizer of the registry has, and their ids in
 // a vocabulary.
@@ -20,13 +20,6 @@ func families() []family {
 		out = append(out, family{t})
 	}
 	return out
-}
-
-// familyOf is the tokenizer family of architecture a (a supported one: the shape was
-// validated).
-func familyOf(a Arch) family {
-	d, _ := a.desc()
-	return family{d.Tokenizer}
 }
 
 // specials are the family's special tokens: a SentencePiece one's own, and for byte-level

@@ -1,4 +1,4 @@
-package cli
+package run
 
 // A trained debate cell of umad experiment that follows its training cells: a moved
 // experiment directory, a training continued to more steps.
@@ -12,20 +12,17 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/umad-dev/umad/experiment"
 	"github.com/umad-dev/umad/internal/atomicfile"
-	"github.com/umad-dev/umad/run"
-	"github.com/umad-dev/umad/trainer"
 )
 
 // beforeRun readies a cell's directory: a trained debate planned before its training was
 // done is resolved on the training's checkpoint now (it may be done, moved or stale), and
 // a moved or stale directory is fixed.
-func (st *cellState) beforeRun() error {
+func (st *cellState) beforeRun(e *Experiment) error {
 	if st.Kind == "debate" && !st.ready {
 		st.ready = true
 		tokens := st.tokens
-		if err := st.resolve(); err != nil {
+		if err := st.resolveDebate(e, st.Settings); err != nil {
 			return err
 		}
 		st.tokens = tokens // the plan's estimate, which the ETA counts down
@@ -45,7 +42,7 @@ func (st *cellState) beforeRun() error {
 // same run at a new place: its paths are updated before it runs. A training continued to
 // more steps has a newer checkpoint, which this run did not debate: the run is set aside,
 // kept beside the cell, and the cell runs afresh.
-func (st *cellState) followTraining(cfg run.DebateSettings) error {
+func (st *cellState) followTraining(cfg DebateSettings) error {
 	if len(st.Needs) == 0 {
 		return nil
 	}
@@ -54,14 +51,14 @@ func (st *cellState) followTraining(cfg run.DebateSettings) error {
 	if err != nil {
 		return err
 	}
-	var old run.DebateSettings
+	var old DebateSettings
 	if err := json.Unmarshal(raw, &old); err != nil || len(old.Agents) != len(cfg.Agents) {
 		return nil // run.ClaimDir names the difference
 	}
 	rebased := old
 	rebased.Agents = slices.Clone(old.Agents)
 	for i, a := range cfg.Agents {
-		was, now := trainedTail(old.Agents[i].Model, st.Needs), trainedTail(a.Model, st.Needs)
+		was, now := st.TrainedTail(old.Agents[i].Model), st.TrainedTail(a.Model)
 		switch {
 		case old.Agents[i].Model == a.Model:
 		case was == "" || now == "":
@@ -81,7 +78,7 @@ func (st *cellState) followTraining(cfg run.DebateSettings) error {
 	}
 	if !reflect.DeepEqual(rebased, cfg) {
 		have, _ := json.MarshalIndent(rebased, "", "  ")
-		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, run.ConfigDiff(have, want))
+		return fmt.Errorf("%s holds a run with other settings (%s); resume it with the same flags or choose another --out", st.dir, ConfigDiff(have, want))
 	}
 	st.moved = true
 	// Each old path is replaced in the file's text, which keeps the rest as it was (the
@@ -111,37 +108,4 @@ func (st *cellState) setAside(was, now string) error {
 	st.stale = fmt.Sprintf("it debated %s, its training's newest is %s; the old run is kept as %s", was, now, aside)
 	st.fix = func() error { return os.Rename(st.dir, aside) }
 	return nil
-}
-
-// trainedTail is a trained agent's model path from its training cell's name on
-// (train/METHOD/AGENTS/seed-S/checkpoints/step-N/agent-I/model.gguf); "" where it lies
-// in none of needs.
-func trainedTail(model string, needs []string) string {
-	slash := filepath.ToSlash(model)
-	for _, n := range needs {
-		if i := strings.LastIndex(slash, "/"+n+"/"); i >= 0 {
-			return slash[i+1:]
-		}
-	}
-	return ""
-}
-
-// debatedOld says how a trained debate's config debated an older checkpoint than its
-// training's newest ("" where it did not), so umad report FILE.toml leaves the cell out.
-func debatedOld(out string, cell experiment.Cell, cfg run.DebateSettings) (string, error) {
-	for _, a := range cfg.Agents {
-		tail := trainedTail(a.Model, cell.Needs)
-		parts := strings.Split(tail, "/") // NEED/checkpoints/step-N/agent-I/model.gguf
-		if len(parts) < 5 {
-			continue
-		}
-		latest, err := trainer.LatestCheckpoint(filepath.Join(out, filepath.FromSlash(strings.Join(parts[:len(parts)-4], "/"))))
-		if err != nil {
-			return "", err
-		}
-		if filepath.Base(latest) != parts[len(parts)-3] {
-			return fmt.Sprintf("it debated %s, its training's newest checkpoint is %s", tail, filepath.Base(latest)), nil
-		}
-	}
-	return "", nil
 }
