@@ -149,8 +149,8 @@ func (e *Experiment) runPrepare(pending []experiment.Prepare) error {
 	return nil
 }
 
-// planCells resolves every cell through its command's own flag handling: its tokens, whether
-// it is done, and a directory that holds other settings refused before anything runs.
+// planCells resolves every cell's request, as its command would: its tokens, whether it is
+// done, and a directory that holds other settings refused before anything runs.
 func (e *Experiment) planCells(cells []experiment.Cell) ([]*cellState, error) {
 	f := e.File
 	byName := map[string]*cellState{}
@@ -174,6 +174,8 @@ func (e *Experiment) planCells(cells []experiment.Cell) ([]*cellState, error) {
 	return states, nil
 }
 
+// resolve resolves the cell's request (a trained debate not ready: on its agent set's
+// GGUFs, when it has them) for its tokens and its state.
 func (st *cellState) resolve(e *Experiment) error {
 	settings := st.Settings
 	if !st.ready {
@@ -187,6 +189,8 @@ func (st *cellState) resolve(e *Experiment) error {
 	return st.resolveDebate(e, settings)
 }
 
+// resolveTrain is resolve's for a training cell: its steps (from --epochs when not
+// given), tokens and model bytes, and whether its newest checkpoint is its last step.
 func (st *cellState) resolveTrain(e *Experiment) error {
 	r, err := e.TrainRequest(st.Settings)
 	if err != nil {
@@ -230,6 +234,8 @@ func (st *cellState) resolveTrain(e *Experiment) error {
 	return err
 }
 
+// resolveDebate is resolve's for a debate cell of settings: its tokens, whether it
+// follows a moved or continued training, and whether every problem of every seed is done.
 func (st *cellState) resolveDebate(e *Experiment, settings []experiment.Setting) error {
 	r, err := e.DebateRequest(settings)
 	if err != nil {
