@@ -194,9 +194,6 @@ func (d *Debate) Check() error {
 			return fmt.Errorf("--seeds: seed %d given twice", seed)
 		}
 	}
-	if err := engine.CheckSlots(d.Slots); err != nil {
-		return fmt.Errorf("--slots: %w", err)
-	}
 	_, err := d.engineOptions()
 	return err
 }
@@ -225,7 +222,7 @@ func (d *Debate) checkProtocol() error {
 // engineOptions are the agents' engines' llama.cpp settings, before the threads are shared.
 func (d *Debate) engineOptions() (engine.Options, error) {
 	s := d.Settings
-	return engine.ParseOptions(d.Slots, s.Ctx, d.Threads, s.KVType, s.FlashAttn)
+	return EngineOptions(d.Slots, s.Ctx, d.Threads, s.KVType, s.FlashAttn)
 }
 
 // ParseDebateSeeds reads a comma-separated list of evaluation seeds (--seeds 1,2,3).
